@@ -1,0 +1,12 @@
+# Thin wrappers; each target works on a fresh machine with only Python 3.11.
+.PHONY: install test demo bench lint
+install:
+	python3 -m venv .venv && .venv/bin/python -m pip install -q -e '.[test]'
+test:
+	bash scripts/test.sh
+demo:
+	bash scripts/demo.sh
+bench:
+	bash bench/run.sh
+lint: install
+	.venv/bin/lint-imports --no-cache && .venv/bin/ruff check . && .venv/bin/mypy

@@ -1,0 +1,1 @@
+"""Tower's certificates: CA, serving certificate, caBundle injection (the webhook issue)."""

@@ -1,0 +1,1 @@
+"""Tower's extender: the admission core, the simulator and (later) the controller."""

@@ -1,0 +1,1 @@
+"""The admission brain of Tower: pure, typed, standard library only."""

@@ -1,0 +1,604 @@
+"""The cluster state the scheduler decides on, and the scheduling cycle in numbered steps.
+
+`ClusterState` is Kueue's cache and queue manager in one: the API objects, the quota tree,
+the pending queues and the admitted workloads. `ClusterState.schedule(now)` is one cycle:
+it assumes admissions into the state (as Kueue assumes into its cache before writing) and
+returns the decisions; the caller writes them and calls `forget` if a write fails, or
+`release` once an evicted workload has stopped. Nothing here does I/O or reads a clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from extender.core.fairsharing import dominant_resource_share
+from extender.core.flavors import WAITING_FOR_QUOTA, Assignment, Mode, assign_flavors
+from extender.core.models import (
+    Admission,
+    ClusterQueue,
+    Cohort,
+    FlavorResource,
+    LocalQueue,
+    Namespace,
+    ResourceFlavor,
+    StopPolicy,
+    Workload,
+)
+from extender.core.preemption import (
+    IN_CLUSTER_QUEUE,
+    IN_COHORT_FAIR_SHARING,
+    IN_COHORT_RECLAIM_WHILE_BORROWING,
+    IN_COHORT_RECLAMATION,
+    AdmittedWorkload,
+    Target,
+    classical_targets,
+    fair_sharing_targets,
+    fits,
+)
+from extender.core.queues import ClusterQueueQueue
+from extender.core.quota import QuotaNode, QuotaTree, add_usage
+
+INADMISSIBLE = "Inadmissible"
+PENDING = "Pending"
+WAITING_FOR_PREEMPTED = "WaitingForPreemptedWorkloads"
+PREEMPTED = "Preempted"
+CLUSTER_QUEUE_STOPPED = "ClusterQueueStopped"
+LOCAL_QUEUE_STOPPED = "LocalQueueStopped"
+
+_PREEMPTION_WHY = {
+    IN_CLUSTER_QUEUE: "prioritization in the ClusterQueue",
+    IN_COHORT_RECLAMATION: "reclamation within the cohort",
+    IN_COHORT_RECLAIM_WHILE_BORROWING: "reclamation within the cohort while borrowing",
+    IN_COHORT_FAIR_SHARING: "fair sharing within the cohort",
+}
+
+AdmissionCheck = Callable[[Workload, Admission], "str | None"]
+"""An extra check after quota fits (e.g. physical fit on nodes): a refusal message, or None."""
+
+
+@dataclass(frozen=True, slots=True)
+class PendingStatus:
+    """Why a workload is not admitted: the QuotaReserved=False reason and message."""
+
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Admit:
+    """Decision: write this admission, then start the job."""
+
+    workload: Workload
+    admission: Admission
+
+
+@dataclass(frozen=True, slots=True)
+class Evict:
+    """Decision: stop this workload's job and give its quota back."""
+
+    workload: Workload
+    reason: str  # Evicted condition reason: Preempted, ClusterQueueStopped, ...
+    preemption_reason: str | None  # Preempted condition reason: InClusterQueue, ...
+    message: str
+    preemptor: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CycleResult:
+    """What one scheduling cycle decided."""
+
+    admitted: tuple[Admit, ...] = ()
+    evicted: tuple[Evict, ...] = ()
+    pending: tuple[tuple[Workload, PendingStatus], ...] = ()
+    heads: int = 0
+    progressed: bool = False
+
+
+@dataclass(slots=True)
+class _Entry:
+    cq: ClusterQueue
+    node: QuotaNode
+    workload: Workload
+    assignment: Assignment
+    targets: list[Target] = field(default_factory=list)
+    status: PendingStatus | None = None
+
+
+class ClusterState:
+    """Kueue's cache and queues: what is configured, pending and admitted."""
+
+    def __init__(
+        self, *, fair_sharing: bool = False, admission_checks: Sequence[AdmissionCheck] = ()
+    ) -> None:
+        self.fair_sharing = fair_sharing
+        self.admission_checks = tuple(admission_checks)
+        self.flavors: dict[str, ResourceFlavor] = {}
+        self.cluster_queues: dict[str, ClusterQueue] = {}
+        self.cohorts: dict[str, Cohort] = {}
+        self.local_queues: dict[str, LocalQueue] = {}
+        self.namespaces: dict[str, Namespace] = {}
+        self.workloads: dict[str, Workload] = {}
+        self.admitted: dict[str, AdmittedWorkload] = {}
+        self.tree = QuotaTree.build((), ())
+        self._admitted_by_cq: dict[str, dict[str, AdmittedWorkload]] = {}
+        self._queues: dict[str, ClusterQueueQueue] = {}
+        self._queue_of: dict[str, str] = {}
+        self._parked: dict[str, PendingStatus] = {}
+        self._status: dict[str, PendingStatus] = {}
+        self._inactive: dict[str, PendingStatus] = {}
+        self._to_drain: set[str] = set()
+
+    # ----- configuration ------------------------------------------------------------
+
+    def configure(
+        self,
+        *,
+        flavors: Iterable[ResourceFlavor] = (),
+        cluster_queues: Iterable[ClusterQueue] = (),
+        cohorts: Iterable[Cohort] = (),
+        local_queues: Iterable[LocalQueue] = (),
+        namespaces: Iterable[Namespace] = (),
+    ) -> None:
+        """Apply many objects at once, rebuilding the quota tree a single time."""
+        self.flavors.update((f.name, f) for f in flavors)
+        self.cohorts.update((c.name, c) for c in cohorts)
+        self.local_queues.update((lq.key, lq) for lq in local_queues)
+        self.namespaces.update((n.name, n) for n in namespaces)
+        for cq in cluster_queues:
+            self.cluster_queues[cq.name] = cq
+            queue = self._queues.get(cq.name)
+            if queue is None or queue.strategy is not cq.queueing_strategy:
+                fresh = ClusterQueueQueue(cq.queueing_strategy)
+                for workload in queue.workloads() if queue else ():
+                    fresh.push(workload)
+                self._queues[cq.name] = fresh
+        self._config_changed()
+
+    def apply_flavor(self, flavor: ResourceFlavor) -> None:
+        """Create or update a ResourceFlavor."""
+        self.flavors[flavor.name] = flavor
+        self._config_changed()
+
+    def delete_flavor(self, name: str) -> None:
+        """Delete a ResourceFlavor (ClusterQueues naming it become inactive)."""
+        self.flavors.pop(name, None)
+        self._config_changed()
+
+    def apply_cluster_queue(self, cq: ClusterQueue) -> None:
+        """Create or update a ClusterQueue."""
+        self.configure(cluster_queues=[cq])
+
+    def delete_cluster_queue(self, name: str) -> None:
+        """Delete a ClusterQueue: its pending workloads wait for it to come back."""
+        self.cluster_queues.pop(name, None)
+        queue = self._queues.pop(name, None)
+        for workload in queue.workloads() if queue else ():
+            self._queue_of.pop(workload.key, None)
+        self._config_changed()
+
+    def apply_cohort(self, cohort: Cohort) -> None:
+        """Create or update a Cohort."""
+        self.cohorts[cohort.name] = cohort
+        self._config_changed()
+
+    def delete_cohort(self, name: str) -> None:
+        """Delete a Cohort object (the cohort stays implicit while ClusterQueues name it)."""
+        self.cohorts.pop(name, None)
+        self._config_changed()
+
+    def apply_local_queue(self, lq: LocalQueue) -> None:
+        """Create or update a LocalQueue."""
+        self.local_queues[lq.key] = lq
+        self._config_changed()
+
+    def delete_local_queue(self, key: str) -> None:
+        """Delete a LocalQueue: its pending workloads wait for it to come back."""
+        self.local_queues.pop(key, None)
+        for wkey, cq_name in list(self._queue_of.items()):
+            workload = self.workloads[wkey]
+            if f"{workload.namespace}/{workload.queue_name}" == key:
+                self._queues[cq_name].remove(wkey)
+                del self._queue_of[wkey]
+        self._config_changed()
+
+    def apply_namespace(self, namespace: Namespace) -> None:
+        """Create or update a namespace (its labels feed namespaceSelector)."""
+        self.namespaces[namespace.name] = namespace
+        self._requeue_all()
+
+    def _config_changed(self) -> None:
+        self.tree = QuotaTree.build(self.cluster_queues.values(), self.cohorts.values())
+        for admitted in self.admitted.values():
+            node = self.tree.cluster_queues.get(admitted.admission.cluster_queue)
+            if node is None:
+                # Its ClusterQueue is gone; the quota is accounted nowhere until it finishes.
+                admitted.node = QuotaNode(admitted.admission.cluster_queue, False, {})
+            else:
+                admitted.node = node
+            add_usage(admitted.node, admitted.usage)
+        self._inactive = {
+            name: status
+            for name, cq in self.cluster_queues.items()
+            if (status := self._inactive_status(cq)) is not None
+        }
+        self._to_drain = {
+            key
+            for key, admitted in self.admitted.items()
+            if not admitted.evicting and self._drain_reason(admitted) is not None
+        }
+        for key in list(self._parked):
+            self._route(self.workloads[key])
+        for workload in self.workloads.values():
+            key = workload.key
+            if key not in self.admitted and key not in self._parked and key not in self._queue_of:
+                self._route(workload)
+        self._requeue_all()
+
+    def _inactive_status(self, cq: ClusterQueue) -> PendingStatus | None:
+        missing = [f for f in cq.flavor_names() if f not in self.flavors]
+        if missing:
+            return PendingStatus(
+                INADMISSIBLE,
+                f"ClusterQueue {cq.name} is inactive (FlavorNotFound): "
+                f"ResourceFlavor {', '.join(missing)} does not exist",
+            )
+        if cq.cohort is not None and cq.cohort in self.tree.cyclic:
+            return PendingStatus(
+                INADMISSIBLE,
+                f"ClusterQueue {cq.name} is inactive: its cohort {cq.cohort} is part of a cycle "
+                "of Cohort parents",
+            )
+        if cq.stop_policy is not StopPolicy.NONE:
+            return PendingStatus(
+                INADMISSIBLE,
+                f"ClusterQueue {cq.name} is stopped (stopPolicy {cq.stop_policy.value})",
+            )
+        return None
+
+    def cluster_queue_active(self, name: str) -> tuple[bool, str, str]:
+        """The Active condition of a ClusterQueue: (status, reason, message)."""
+        cq = self.cluster_queues.get(name)
+        if cq is None:
+            return False, "NotFound", f"ClusterQueue {name} does not exist"
+        status = self._inactive.get(name)
+        if status is None:
+            return True, "Ready", "Can admit new workloads"
+        if cq.stop_policy is not StopPolicy.NONE:
+            return False, "Stopped", status.message
+        if any(f not in self.flavors for f in cq.flavor_names()):
+            return False, "FlavorNotFound", status.message
+        return False, "Unknown", status.message
+
+    # ----- workloads ------------------------------------------------------------------
+
+    def add_workload(self, workload: Workload) -> None:
+        """A new pending workload (or an updated one that holds no quota)."""
+        if workload.key in self.admitted:
+            raise ValueError(f"workload {workload.key} is admitted; release it first")
+        self._unqueue(workload.key)
+        self.workloads[workload.key] = workload
+        self._route(workload)
+
+    def delete_workload(self, key: str) -> None:
+        """A workload is gone (its job was deleted): drop it and free what it held."""
+        self._unqueue(key)
+        self._status.pop(key, None)
+        if key in self.admitted:
+            self._release_quota(key)
+        self.workloads.pop(key, None)
+
+    def finish(self, key: str) -> None:
+        """A workload finished: its quota is released at once."""
+        self.delete_workload(key)
+
+    def assume(self, workload: Workload, admission: Admission, now: float) -> None:
+        """Hold quota for an admission before it is written (Kueue's assumeWorkload)."""
+        self._unqueue(workload.key)
+        self.workloads[workload.key] = workload
+        self._status.pop(workload.key, None)
+        node = self.tree.cluster_queues[admission.cluster_queue]
+        admitted = AdmittedWorkload(workload, admission, admission.usage(), node, now)
+        add_usage(node, admitted.usage)
+        self.admitted[workload.key] = admitted
+        self._admitted_by_cq.setdefault(admission.cluster_queue, {})[workload.key] = admitted
+
+    def forget(self, key: str) -> None:
+        """Undo an assumed admission whose write failed: the workload is pending again."""
+        if key in self.admitted:
+            self._release_quota(key)
+            self._route(self.workloads[key])
+
+    def release(self, key: str) -> None:
+        """An evicted workload has stopped: free its quota and queue it again."""
+        self.forget(key)
+
+    def _release_quota(self, key: str) -> None:
+        admitted = self.admitted.pop(key)
+        self._to_drain.discard(key)
+        add_usage(admitted.node, admitted.usage, -1)
+        by_cq = self._admitted_by_cq.get(admitted.admission.cluster_queue, {})
+        by_cq.pop(key, None)
+        self._requeue_cohort(admitted.node)
+
+    def _route(self, workload: Workload) -> None:
+        key = workload.key
+        self._parked.pop(key, None)
+        lq = self.local_queues.get(f"{workload.namespace}/{workload.queue_name}")
+        if lq is None:
+            self._park(
+                key,
+                f"LocalQueue {workload.queue_name} does not exist in namespace "
+                f"{workload.namespace}",
+            )
+            return
+        queue = self._queues.get(lq.cluster_queue)
+        if queue is None:
+            self._park(
+                key,
+                f"LocalQueue {lq.key} points at ClusterQueue {lq.cluster_queue}, "
+                "which does not exist",
+            )
+            return
+        queue.push(workload)
+        self._queue_of[key] = lq.cluster_queue
+
+    def _park(self, key: str, message: str) -> None:
+        self._parked[key] = PendingStatus(INADMISSIBLE, message)
+
+    def _unqueue(self, key: str) -> None:
+        self._parked.pop(key, None)
+        cq_name = self._queue_of.pop(key, None)
+        if cq_name is not None and cq_name in self._queues:
+            self._queues[cq_name].remove(key)
+
+    def _requeue_cohort(self, node: QuotaNode) -> None:
+        for member in node.root().cluster_queues():
+            queue = self._queues.get(member.name)
+            if queue is not None:
+                queue.requeue_inadmissible()
+
+    def _requeue_all(self) -> None:
+        for queue in self._queues.values():
+            queue.requeue_inadmissible()
+
+    # ----- queries --------------------------------------------------------------------
+
+    def admitted_in(self, cq_name: str) -> Iterable[AdmittedWorkload]:
+        """Admitted workloads of one ClusterQueue."""
+        return self._admitted_by_cq.get(cq_name, {}).values()
+
+    def pending_in(self, cq_name: str) -> tuple[int, int]:
+        """(active, inadmissible) pending workloads of one ClusterQueue."""
+        queue = self._queues.get(cq_name)
+        return queue.counts() if queue else (0, 0)
+
+    def pending(self) -> Iterator[tuple[Workload, PendingStatus]]:
+        """Every pending workload with why it waits."""
+        for key, workload in self.workloads.items():
+            if key not in self.admitted:
+                yield workload, self.pending_status(key)
+
+    def pending_status(self, key: str) -> PendingStatus:
+        """Why one pending workload is waiting, in words a person understands."""
+        if key in self._parked:
+            return self._parked[key]
+        cq_name = self._queue_of.get(key)
+        if cq_name is not None and cq_name in self._inactive:
+            return self._inactive[cq_name]
+        status = self._status.get(key)
+        if status is not None:
+            return status
+        return PendingStatus(PENDING, f"waiting in ClusterQueue {cq_name} for its turn")
+
+    def local_queue_of(self, workload: Workload) -> LocalQueue | None:
+        """The LocalQueue a workload was submitted to, if it exists."""
+        return self.local_queues.get(f"{workload.namespace}/{workload.queue_name}")
+
+    # ----- the scheduling cycle -------------------------------------------------------
+
+    def schedule(self, now: float) -> CycleResult:
+        """Run one scheduling cycle at time `now` and return its decisions."""
+        evicted: list[Evict] = []
+        pending: list[tuple[Workload, PendingStatus]] = []
+        progressed = False
+
+        # 0. Drain: stopped queues with HoldAndDrain give back what they admitted.
+        for key in sorted(self._to_drain):
+            holder = self.admitted[key]
+            reason = self._drain_reason(holder)
+            if reason is not None and not holder.evicting:
+                holder.evicting = True
+                evicted.append(Evict(holder.workload, reason, None, f"{reason}: HoldAndDrain"))
+        self._to_drain.clear()
+
+        # 1. Heads: one workload per active ClusterQueue.
+        heads = self._heads()
+
+        # 2. Snapshot: the quota tree is the snapshot; admissions are assumed into it as
+        #    they happen, so later entries of this cycle see what earlier ones took.
+
+        # 3. Nominate: flavor assignment, and preemption targets where only preemption helps.
+        entries = [self._nominate(cq, node, workload) for cq, node, workload in heads]
+
+        # 4. Order: classical (no borrowing first, priority, FIFO) or fair-sharing tournament.
+        ordered = self._fair_order(entries) if self.fair_sharing else iter(self._classical(entries))
+
+        # 5. Admit or preempt, entry by entry.
+        admitted: list[Admit] = []
+        claimed: set[str] = set()
+        for entry in ordered:
+            workload, assignment = entry.workload, entry.assignment
+            queue = self._queues[entry.cq.name]
+            if assignment.mode == Mode.FIT:
+                if not fits(entry.node, assignment.usage, True):
+                    entry.status = PendingStatus(
+                        WAITING_FOR_QUOTA,
+                        "quota was taken by another workload admitted in the same cycle",
+                    )
+                    progressed = True  # retried at once: not parked as inadmissible
+                    continue
+                admission = assignment.admission(entry.cq.name, workload)
+                refusal = next(
+                    (m for check in self.admission_checks if (m := check(workload, admission))),
+                    None,
+                )
+                if refusal is not None:
+                    entry.status = PendingStatus(INADMISSIBLE, refusal)
+                    queue.mark_inadmissible(workload)
+                    progressed = True
+                    continue
+                self.assume(workload, admission, now)
+                admitted.append(Admit(workload, admission))
+                progressed = True
+            elif assignment.mode == Mode.PREEMPT and entry.targets:
+                keys = {t.victim.workload.key for t in entry.targets}
+                if keys & claimed:
+                    entry.status = PendingStatus(
+                        WAITING_FOR_QUOTA,
+                        f"{assignment.message}; the workloads it would preempt are being "
+                        "preempted for another workload",
+                    )
+                    continue
+                claimed |= keys
+                for target in entry.targets:
+                    if target.victim.evicting:
+                        continue
+                    target.victim.evicting = True
+                    progressed = True
+                    evicted.append(
+                        Evict(
+                            target.victim.workload,
+                            PREEMPTED,
+                            target.reason,
+                            f"Preempted to accommodate a workload (UID: {workload.uid}) due to "
+                            f"{_PREEMPTION_WHY[target.reason]}",
+                            workload.key,
+                        )
+                    )
+                names = ", ".join(sorted(keys))
+                entry.status = PendingStatus(
+                    WAITING_FOR_PREEMPTED,
+                    f"{assignment.message}; waiting for preempted workloads to stop: {names}",
+                )
+            else:
+                entry.status = PendingStatus(assignment.reason, assignment.message)
+                if not queue.is_inadmissible(workload.key):
+                    queue.mark_inadmissible(workload)
+                    progressed = progressed or queue.is_inadmissible(workload.key)
+
+        # 6. Requeue: what was not admitted keeps its place or was parked above; record why.
+        for entry in entries:
+            if entry.status is not None:
+                self._status[entry.workload.key] = entry.status
+                pending.append((entry.workload, entry.status))
+        return CycleResult(tuple(admitted), tuple(evicted), tuple(pending), len(heads), progressed)
+
+    def _heads(self) -> list[tuple[ClusterQueue, QuotaNode, Workload]]:
+        heads = []
+        nodes = self.tree.cluster_queues
+        for name, queue in self._queues.items():
+            if name in self._inactive:
+                continue
+            workload = queue.head()
+            if workload is not None:
+                heads.append((self.cluster_queues[name], nodes[name], workload))
+        return heads
+
+    def _nominate(self, cq: ClusterQueue, node: QuotaNode, workload: Workload) -> _Entry:
+        labels = self._namespace_labels(workload.namespace)
+        if cq.namespace_selector is None or not cq.namespace_selector.matches(labels):
+            hint = (
+                " (its namespaceSelector is null, which selects no namespace; {} selects all)"
+                if cq.namespace_selector is None
+                else ""
+            )
+            message = (
+                f"namespace {workload.namespace} is not selected by ClusterQueue {cq.name}{hint}"
+            )
+            return _Entry(
+                cq, node, workload, Assignment(Mode.NO_FIT, reason=INADMISSIBLE, message=message)
+            )
+        lq = self.local_queue_of(workload)
+        if lq is not None and lq.stop_policy is not StopPolicy.NONE:
+            message = f"LocalQueue {lq.key} is stopped (stopPolicy {lq.stop_policy.value})"
+            return _Entry(
+                cq, node, workload, Assignment(Mode.NO_FIT, reason=INADMISSIBLE, message=message)
+            )
+
+        def oracle(request: Mapping[FlavorResource, int], need: frozenset[FlavorResource]) -> bool:
+            return bool(self._targets(workload, cq, node, request, need))
+
+        assignment = assign_flavors(workload, cq, self.flavors, node, oracle)
+        entry = _Entry(cq, node, workload, assignment)
+        if assignment.mode == Mode.PREEMPT:
+            entry.targets = self._targets(
+                workload, cq, node, assignment.usage, assignment.needs_preemption
+            )
+            if not entry.targets:
+                entry.assignment = Assignment(
+                    Mode.NO_FIT, reason=WAITING_FOR_QUOTA, message=assignment.message
+                )
+        return entry
+
+    def _targets(
+        self,
+        workload: Workload,
+        cq: ClusterQueue,
+        node: QuotaNode,
+        request: Mapping[FlavorResource, int],
+        need: frozenset[FlavorResource],
+    ) -> list[Target]:
+        find = fair_sharing_targets if self.fair_sharing else classical_targets
+        return find(workload, cq, node, request, need, self.admitted_in)
+
+    def _namespace_labels(self, name: str) -> dict[str, str]:
+        namespace = self.namespaces.get(name)
+        if namespace is None:
+            return {"kubernetes.io/metadata.name": name}
+        return dict(namespace.labels)
+
+    def _drain_reason(self, admitted: AdmittedWorkload) -> str | None:
+        cq = self.cluster_queues.get(admitted.admission.cluster_queue)
+        if cq is not None and cq.stop_policy is StopPolicy.HOLD_AND_DRAIN:
+            return CLUSTER_QUEUE_STOPPED
+        lq = self.local_queue_of(admitted.workload)
+        if lq is not None and lq.stop_policy is StopPolicy.HOLD_AND_DRAIN:
+            return LOCAL_QUEUE_STOPPED
+        return None
+
+    @staticmethod
+    def _classical(entries: list[_Entry]) -> list[_Entry]:
+        return sorted(
+            entries,
+            key=lambda e: (
+                e.assignment.borrowing_level > 0,
+                -e.workload.priority,
+                e.workload.creation_time,
+                e.workload.uid,
+            ),
+        )
+
+    def _fair_order(self, entries: list[_Entry]) -> Iterator[_Entry]:
+        """Kueue's fair-sharing tournament, re-run after every entry (admissions move shares)."""
+        remaining = list(entries)
+        while remaining:
+            best = min(remaining, key=self._fair_key)
+            remaining.remove(best)
+            yield best
+
+    def _fair_key(self, entry: _Entry) -> tuple[object, ...]:
+        # Compare at every level from the root down: first the subtree that would borrow
+        # least after admission, then lower share, then priority and FIFO.
+        path = [entry.node, *entry.node.ancestors()][::-1]
+        shares: list[tuple[bool, float]] = []
+        for child in path[1:]:
+            share = dominant_resource_share(child, entry.assignment.usage)
+            shares.append((share > 0, share))
+        return (
+            path[0].name,
+            tuple(shares),
+            -entry.workload.priority,
+            entry.workload.creation_time,
+            entry.workload.uid,
+        )

@@ -1,0 +1,310 @@
+"""Flavor assignment: which flavor each resource group gets and whether it fits, as in Kueue."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from enum import IntEnum
+
+from extender.core.labels import flavor_matches_node_constraints, tolerated
+from extender.core.models import (
+    Admission,
+    ClusterQueue,
+    FlavorResource,
+    FungibilityPolicy,
+    PodSet,
+    PodSetAssignment,
+    ReclaimWithinCohort,
+    ResourceFlavor,
+    WithinClusterQueue,
+    Workload,
+)
+from extender.core.quantity import format_amount
+from extender.core.quota import QuotaNode, available, borrowing_level, potential_available
+
+# Kueue's QuotaReserved=False reasons (UnadmittedWorkloadsObservability).
+NO_MATCHING_FLAVOR = "NoMatchingFlavor"
+WAITING_FOR_QUOTA = "WaitingForQuota"
+EXCEEDS_MAX_QUOTA = "ExceedsMaxQuota"
+
+
+class Mode(IntEnum):
+    """How well a workload fits one flavor, worst to best."""
+
+    NO_FIT = 0
+    NO_CANDIDATES = 1  # would fit after preemption, but nothing may be preempted
+    PREEMPT = 2
+    FIT = 3
+
+
+PreemptionOracle = Callable[[Mapping[FlavorResource, int], frozenset[FlavorResource]], bool]
+"""Given a request and the flavor-resources that need room: could preemption make room?"""
+
+
+@dataclass(frozen=True, slots=True)
+class Assignment:
+    """The outcome of flavor assignment for one workload in one ClusterQueue."""
+
+    mode: Mode
+    borrowing_level: int = 0
+    pod_set_flavors: tuple[Mapping[str, str], ...] = ()
+    usage: Mapping[FlavorResource, int] = field(default_factory=dict)
+    needs_preemption: frozenset[FlavorResource] = frozenset()
+    reason: str = ""
+    message: str = ""
+
+    def admission(self, cluster_queue: str, workload: Workload) -> Admission:
+        """The Workload.status.admission this assignment amounts to."""
+        return Admission(
+            cluster_queue,
+            tuple(
+                PodSetAssignment(
+                    ps.name,
+                    dict(flavors),
+                    {r: v for r, v in ps.total().items() if r in flavors},
+                    ps.count,
+                )
+                for ps, flavors in zip(workload.pod_sets, self.pod_set_flavors, strict=True)
+            ),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class _Verdict:
+    flavor: str
+    mode: Mode
+    level: int
+    need: frozenset[FlavorResource]
+    reason: str
+    note: str
+
+
+def _preferred(a: _Verdict, b: _Verdict, preemption_over_borrowing: bool) -> bool:
+    if preemption_over_borrowing and a.mode >= Mode.PREEMPT and b.mode >= Mode.PREEMPT:
+        if a.level != b.level:
+            return a.level < b.level
+        return a.mode > b.mode
+    if a.mode != b.mode:
+        return a.mode > b.mode
+    return a.level < b.level
+
+
+def _incompatibility(flavor: ResourceFlavor, pod_set: PodSet) -> str | None:
+    for taint in flavor.node_taints:
+        if taint.effect not in ("NoSchedule", "NoExecute"):
+            continue
+        if tolerated(taint, flavor.tolerations) or tolerated(taint, pod_set.tolerations):
+            continue
+        value = f"={taint.value}" if taint.value else ""
+        return (
+            f"flavor {flavor.name} has taint {taint.key}{value}:{taint.effect} "
+            f"that pod set {pod_set.name} does not tolerate"
+        )
+    if not flavor_matches_node_constraints(
+        flavor.node_labels, pod_set.node_selector, pod_set.required_terms
+    ):
+        labels = ",".join(f"{k}={v}" for k, v in sorted(flavor.node_labels.items()))
+        return (
+            f"flavor {flavor.name} (nodes {labels}) does not match the nodeSelector "
+            f"or node affinity of pod set {pod_set.name}"
+        )
+    return None
+
+
+def _quota_note(node: QuotaNode, fr: FlavorResource, amount: int, free: int, *, never: bool) -> str:
+    flavor, resource = fr
+    fmt = format_amount
+    nominal = node.nominal(fr)
+    head = f"needs {fmt(resource, amount)} {resource} in flavor {flavor}"
+    if never:
+        most = potential_available(node, fr)
+        if node.parent is None:
+            return f"{head}; more than the {fmt(resource, nominal)} {node.name} has in all"
+        return (
+            f"{head}; more than {node.name} can ever use ({fmt(resource, most)}: "
+            f"nominal {fmt(resource, nominal)} plus what cohort {node.root().name} can lend"
+            + (
+                f", borrowingLimit {fmt(resource, limit)}"
+                if (limit := node.borrowing_limit(fr)) is not None
+                else ""
+            )
+            + ")"
+        )
+    if node.parent is None:
+        return f"{head}; {fmt(resource, free)} of {fmt(resource, nominal)} free in {node.name}"
+    own_free = max(0, nominal - node.usage.get(fr, 0))
+    borrowable = max(0, free - own_free)
+    return (
+        f"{head}; {fmt(resource, free)} free to {node.name}: {fmt(resource, own_free)} of its "
+        f"{fmt(resource, nominal)} nominal + {fmt(resource, borrowable)} borrowable "
+        f"in cohort {node.root().name}"
+    )
+
+
+def assign_flavors(
+    workload: Workload,
+    cq: ClusterQueue,
+    flavors: Mapping[str, ResourceFlavor],
+    node: QuotaNode,
+    oracle: PreemptionOracle | None = None,
+) -> Assignment:
+    """Choose flavors group by group in the ClusterQueue's order, honouring fungibility."""
+    # Requests of each pod set grouped by resource group: all pod sets that request a
+    # group's resources get the same flavor for that group.
+    needs: dict[int, dict[str, int]] = {}
+    pod_sets_of_group: dict[int, list[int]] = {}
+    for index, pod_set in enumerate(workload.pod_sets):
+        for resource, amount in pod_set.total().items():
+            if amount <= 0:
+                continue
+            group = cq.group_of.get(resource)
+            if group is None:
+                return Assignment(
+                    Mode.NO_FIT,
+                    reason=NO_MATCHING_FLAVOR,
+                    message=f"pod set {pod_set.name} requests {resource}, "
+                    f"which ClusterQueue {cq.name} has no quota for",
+                )
+            totals = needs.setdefault(group, {})
+            totals[resource] = totals.get(resource, 0) + amount
+            members = pod_sets_of_group.setdefault(group, [])
+            if index not in members:
+                members.append(index)
+
+    fungibility = cq.flavor_fungibility
+    preemption_over_borrowing = fungibility.preference == "PreemptionOverBorrowing"
+    can_reclaim = node.parent is not None and (
+        cq.preemption.reclaim_within_cohort is not ReclaimWithinCohort.NEVER
+    )
+    can_borrow_preempting = cq.preemption.borrow_within_cohort != "Never"
+    preempts = can_reclaim or cq.preemption.within_cluster_queue is not WithinClusterQueue.NEVER
+    chosen: dict[int, _Verdict] = {}
+    for group_index in sorted(needs):
+        request = needs[group_index]
+        best: _Verdict | None = None
+        notes: list[_Verdict] = []
+        for flavor_quotas in cq.resource_groups[group_index].flavors:
+            name = flavor_quotas.name
+            flavor = flavors.get(name)
+            if flavor is None:
+                verdict = _Verdict(
+                    name,
+                    Mode.NO_FIT,
+                    0,
+                    frozenset(),
+                    NO_MATCHING_FLAVOR,
+                    f"flavor {name} does not exist",
+                )
+            else:
+                verdict = _judge(
+                    flavor,
+                    workload,
+                    pod_sets_of_group[group_index],
+                    request,
+                    node,
+                    can_reclaim,
+                    can_borrow_preempting,
+                    oracle,
+                    preempts,
+                )
+            notes.append(verdict)
+            if best is None or _preferred(verdict, best, preemption_over_borrowing):
+                best = verdict
+            if verdict.mode == Mode.FIT and (
+                verdict.level == 0
+                or fungibility.when_can_borrow is FungibilityPolicy.MAY_STOP_SEARCH
+            ):
+                break
+            if (
+                verdict.mode == Mode.PREEMPT
+                and fungibility.when_can_preempt is FungibilityPolicy.MAY_STOP_SEARCH
+            ):
+                break
+        assert best is not None
+        if best.mode <= Mode.NO_CANDIDATES:
+            return _no_fit(workload, notes, best)
+        chosen[group_index] = best
+
+    pod_set_flavors: list[dict[str, str]] = [{} for _ in workload.pod_sets]
+    usage: dict[FlavorResource, int] = {}
+    for group_index, verdict in chosen.items():
+        for index in pod_sets_of_group[group_index]:
+            for resource, amount in workload.pod_sets[index].total().items():
+                if amount > 0 and cq.group_of.get(resource) == group_index:
+                    pod_set_flavors[index][resource] = verdict.flavor
+                    fr = (verdict.flavor, resource)
+                    usage[fr] = usage.get(fr, 0) + amount
+    mode = min((v.mode for v in chosen.values()), default=Mode.FIT)
+    need = frozenset(fr for v in chosen.values() for fr in v.need)
+    notes_text = "; ".join(v.note for v in chosen.values() if v.note)
+    return Assignment(
+        mode,
+        max((v.level for v in chosen.values()), default=0),
+        tuple(pod_set_flavors),
+        usage,
+        need,
+        WAITING_FOR_QUOTA if mode == Mode.PREEMPT else "",
+        notes_text,
+    )
+
+
+def _judge(
+    flavor: ResourceFlavor,
+    workload: Workload,
+    pod_set_indexes: list[int],
+    request: Mapping[str, int],
+    node: QuotaNode,
+    can_reclaim: bool,
+    can_borrow_preempting: bool,
+    oracle: PreemptionOracle | None,
+    preempts: bool,
+) -> _Verdict:
+    for index in pod_set_indexes:
+        problem = _incompatibility(flavor, workload.pod_sets[index])
+        if problem is not None:
+            return _Verdict(flavor.name, Mode.NO_FIT, 0, frozenset(), NO_MATCHING_FLAVOR, problem)
+    mode, level = Mode.FIT, 0
+    need: set[FlavorResource] = set()
+    notes: list[str] = []
+    for resource, amount in request.items():
+        fr = (flavor.name, resource)
+        free = available(node, fr)
+        if amount <= free:
+            level = max(level, borrowing_level(node, fr, amount))
+            continue
+        if amount > potential_available(node, fr):
+            note = _quota_note(node, fr, amount, free, never=True)
+            return _Verdict(flavor.name, Mode.NO_FIT, 0, frozenset(), EXCEEDS_MAX_QUOTA, note)
+        notes.append(_quota_note(node, fr, amount, free, never=False))
+        if amount <= node.subtree.get(fr, 0) or can_reclaim or can_borrow_preempting:
+            mode = min(mode, Mode.PREEMPT)
+            need.add(fr)
+        else:
+            mode = Mode.NO_FIT
+    note = "; ".join(notes)
+    if mode == Mode.NO_FIT:
+        return _Verdict(flavor.name, mode, level, frozenset(), WAITING_FOR_QUOTA, note)
+    if mode == Mode.PREEMPT:
+        frozen = frozenset(need)
+        flavor_request = {(flavor.name, r): v for r, v in request.items()}
+        if oracle is None or not oracle(flavor_request, frozen):
+            suffix = "; no admitted workload may be preempted to make room" if preempts else ""
+            return _Verdict(
+                flavor.name, Mode.NO_CANDIDATES, level, frozen, WAITING_FOR_QUOTA, note + suffix
+            )
+        return _Verdict(flavor.name, mode, level, frozen, WAITING_FOR_QUOTA, note)
+    return _Verdict(flavor.name, mode, level, frozenset(), "", "")
+
+
+def _no_fit(workload: Workload, notes: list[_Verdict], best: _Verdict) -> Assignment:
+    reasons = {v.reason for v in notes}
+    if reasons == {NO_MATCHING_FLAVOR}:
+        reason = NO_MATCHING_FLAVOR
+    elif reasons <= {NO_MATCHING_FLAVOR, EXCEEDS_MAX_QUOTA}:
+        reason = EXCEEDS_MAX_QUOTA
+    else:
+        reason = WAITING_FOR_QUOTA
+    message = "; ".join(v.note for v in notes)
+    if len(workload.pod_sets) > 1:
+        message = f"pod sets {', '.join(p.name for p in workload.pod_sets)}: {message}"
+    return Assignment(Mode.NO_FIT, reason=reason, message=message)

@@ -1,0 +1,307 @@
+"""Jobs and JobSets as Kueue sees them: their Workload, its name, and the queueing mutation."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from typing import Any
+
+from extender.core.models import (
+    ORIGINAL_SUSPEND_ANNOTATION,
+    PRIORITY_CLASS_LABEL,
+    QUEUE_NAME_LABEL,
+    PodSet,
+    PriorityClass,
+    Workload,
+    WorkloadPriorityClass,
+)
+from extender.core.parse import ManifestError, node_selector_terms, tolerations
+from extender.core.quantity import QuantityError, to_amount
+
+JOB_GROUP, JOB_KIND = "batch", "Job"
+JOBSET_GROUP, JOBSET_KIND = "jobset.x-k8s.io", "JobSet"
+MIN_PARALLELISM_ANNOTATION = "kueue.x-k8s.io/job-min-parallelism"
+WORKLOAD_PRIORITY_SOURCE = "kueue.x-k8s.io/workloadpriorityclass"
+POD_PRIORITY_SOURCE = "scheduling.k8s.io/priorityclass"
+_MAX_PREFIX = 252 - 5
+
+Obj = Mapping[str, Any]
+
+
+def workload_name(kind: str, group: str, name: str, uid: str) -> str:
+    """Kueue's deterministic Workload name: `<kind>-<name>-<5 hex of sha1>`."""
+    digest = hashlib.sha1(f"{kind}\n{group}\n{name}\n{uid}".encode()).hexdigest()
+    return f"{kind.lower()}-{name}"[:_MAX_PREFIX] + "-" + digest[:5]
+
+
+def _container_requests(container: Obj, path: str) -> dict[str, int]:
+    resources = container.get("resources") or {}
+    limits = resources.get("limits") or {}
+    requests = resources.get("requests") or {}
+    out: dict[str, int] = {}
+    # A request left out defaults to its limit, as the API server defaults a pod.
+    for field_name, values in (("limits", limits), ("requests", requests)):
+        for resource, value in values.items():
+            try:
+                out[str(resource)] = to_amount(str(resource), value)
+            except QuantityError:
+                raise ManifestError(
+                    f"{path}.resources.{field_name}.{resource}",
+                    f"{value!r} is not a Kubernetes quantity",
+                ) from None
+    return out
+
+
+def _add(into: dict[str, int], more: Mapping[str, int]) -> None:
+    for resource, amount in more.items():
+        into[resource] = into.get(resource, 0) + amount
+
+
+def pod_requests(pod_spec: Obj, path: str = "spec.template.spec") -> dict[str, int]:
+    """Requests of one pod as the scheduler counts them.
+
+    Containers add up; sidecars (init containers with restartPolicy Always) run beside
+    them; each regular init container runs alone next to the sidecars started before it.
+    The pod needs the larger of the two, plus its overhead.
+    """
+    total: dict[str, int] = {}
+    for i, container in enumerate(pod_spec.get("containers") or ()):
+        _add(total, _container_requests(container, f"{path}.containers[{i}]"))
+    sidecars: dict[str, int] = {}
+    init_peak: dict[str, int] = {}
+    for i, container in enumerate(pod_spec.get("initContainers") or ()):
+        own = _container_requests(container, f"{path}.initContainers[{i}]")
+        if container.get("restartPolicy") == "Always":
+            _add(total, own)
+            _add(sidecars, own)
+            running = dict(sidecars)
+        else:
+            running = dict(own)
+            _add(running, sidecars)
+        for resource, amount in running.items():
+            init_peak[resource] = max(init_peak.get(resource, 0), amount)
+    for resource, amount in init_peak.items():
+        total[resource] = max(total.get(resource, 0), amount)
+    for resource, value in (pod_spec.get("overhead") or {}).items():
+        _add(total, {str(resource): to_amount(str(resource), value)})
+    return total
+
+
+def pod_set(
+    name: str, template: Obj, count: int, path: str, min_count: int | None = None
+) -> PodSet:
+    """A PodSet from a pod template."""
+    spec = template.get("spec") or {}
+    if not isinstance(spec, Mapping):
+        raise ManifestError(f"{path}.spec", "must be an object")
+    affinity = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ) or {}
+    return PodSet(
+        name=name,
+        count=count,
+        requests=pod_requests(spec, f"{path}.spec"),
+        node_selector={str(k): str(v) for k, v in (spec.get("nodeSelector") or {}).items()},
+        required_terms=node_selector_terms(
+            affinity.get("nodeSelectorTerms"),
+            f"{path}.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+            ".nodeSelectorTerms",
+        ),
+        tolerations=tolerations(spec.get("tolerations"), f"{path}.spec.tolerations"),
+        min_count=min_count,
+    )
+
+
+def _int_field(spec: Obj, key: str, path: str, default: int | None) -> int | None:
+    value = spec.get(key)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ManifestError(f"{path}.{key}", f"must be a non-negative integer, got {value!r}")
+    return value
+
+
+def _count(spec: Obj, path: str) -> int:
+    parallelism = _int_field(spec, "parallelism", path, 1)
+    completions = _int_field(spec, "completions", path, None)
+    assert parallelism is not None
+    return parallelism if completions is None else min(parallelism, completions)
+
+
+def resolve_priority(
+    labels: Mapping[str, str],
+    pod_priority_class: str | None,
+    workload_priority_classes: Mapping[str, WorkloadPriorityClass],
+    priority_classes: Mapping[str, PriorityClass],
+) -> tuple[int, str | None, str]:
+    """(priority, class name, source) in Kueue's order of precedence."""
+    wpc_name = labels.get(PRIORITY_CLASS_LABEL)
+    if wpc_name:
+        wpc = workload_priority_classes.get(wpc_name)
+        if wpc is None:
+            raise ManifestError(
+                f'metadata.labels["{PRIORITY_CLASS_LABEL}"]',
+                f"WorkloadPriorityClass {wpc_name!r} does not exist",
+            )
+        return wpc.value, wpc.name, WORKLOAD_PRIORITY_SOURCE
+    if pod_priority_class:
+        pc = priority_classes.get(pod_priority_class)
+        if pc is None:
+            raise ManifestError(
+                "spec.template.spec.priorityClassName",
+                f"PriorityClass {pod_priority_class!r} does not exist",
+            )
+        return pc.value, pc.name, POD_PRIORITY_SOURCE
+    defaults = [pc for pc in priority_classes.values() if pc.global_default]
+    if defaults:
+        lowest = min(defaults, key=lambda pc: pc.value)
+        return lowest.value, lowest.name, POD_PRIORITY_SOURCE
+    return 0, None, ""
+
+
+def queue_name_of(obj: Obj) -> str | None:
+    """The LocalQueue a Job or JobSet asks for (its queue-name label)."""
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    value = labels.get(QUEUE_NAME_LABEL)
+    return str(value) if value else None
+
+
+def workload_for(
+    obj: Obj,
+    *,
+    uid: str,
+    creation_time: float,
+    workload_priority_classes: Mapping[str, WorkloadPriorityClass] | None = None,
+    priority_classes: Mapping[str, PriorityClass] | None = None,
+) -> Workload:
+    """The Workload Kueue would create for a Job (batch/v1) or JobSet (jobset.x-k8s.io)."""
+    kind = obj.get("kind")
+    meta = obj.get("metadata") or {}
+    name = meta.get("name")
+    if not name:
+        raise ManifestError("metadata.name", "is required (or metadata.generateName)")
+    namespace = meta.get("namespace") or "default"
+    labels = meta.get("labels") or {}
+    queue = queue_name_of(obj)
+    if queue is None:
+        raise ManifestError(f'metadata.labels["{QUEUE_NAME_LABEL}"]', "is required")
+    spec = obj.get("spec") or {}
+    if kind == JOB_KIND:
+        group = JOB_GROUP
+        template = spec.get("template") or {}
+        annotations = meta.get("annotations") or {}
+        min_count = None
+        if MIN_PARALLELISM_ANNOTATION in annotations:
+            try:
+                min_count = int(annotations[MIN_PARALLELISM_ANNOTATION])
+            except ValueError:
+                raise ManifestError(
+                    f'metadata.annotations["{MIN_PARALLELISM_ANNOTATION}"]',
+                    f"must be an integer, got {annotations[MIN_PARALLELISM_ANNOTATION]!r}",
+                ) from None
+        pod_sets: tuple[PodSet, ...] = (
+            pod_set("main", template, _count(spec, "spec"), "spec.template", min_count),
+        )
+        pod_priority = (template.get("spec") or {}).get("priorityClassName")
+    elif kind == JOBSET_KIND:
+        group = JOBSET_GROUP
+        replicated = spec.get("replicatedJobs") or []
+        if not replicated:
+            raise ManifestError("spec.replicatedJobs", "must list at least one replicatedJob")
+        sets = []
+        pod_priority = None
+        for i, rjob in enumerate(replicated):
+            path = f"spec.replicatedJobs[{i}]"
+            rname = rjob.get("name")
+            if not rname:
+                raise ManifestError(f"{path}.name", "is required")
+            replicas = _int_field(rjob, "replicas", path, 1)
+            job_spec = (rjob.get("template") or {}).get("spec") or {}
+            template = job_spec.get("template") or {}
+            assert replicas is not None
+            count = replicas * _count(job_spec, f"{path}.template.spec")
+            sets.append(
+                pod_set(str(rname).lower(), template, count, f"{path}.template.spec.template")
+            )
+            pod_priority = pod_priority or (template.get("spec") or {}).get("priorityClassName")
+        pod_sets = tuple(sets)
+    else:
+        raise ManifestError("kind", f"must be Job or JobSet, got {kind!r}")
+    priority, class_name, source = resolve_priority(
+        labels, pod_priority, workload_priority_classes or {}, priority_classes or {}
+    )
+    return Workload(
+        namespace=str(namespace),
+        name=workload_name(str(kind), group, str(name), uid),
+        uid=uid,
+        queue_name=queue,
+        pod_sets=pod_sets,
+        priority=priority,
+        priority_class_name=class_name,
+        priority_class_source=source,
+        creation_time=creation_time,
+        owner_kind=str(kind),
+        owner_name=str(name),
+    )
+
+
+def _pointer(*parts: str) -> str:
+    return "/" + "/".join(p.replace("~", "~0").replace("/", "~1") for p in parts)
+
+
+def queue_mutation(obj: Obj, default_queue: str | None = None) -> list[dict[str, Any]]:
+    """The JSON patch that queues a Job or JobSet: suspend it and record queue metadata.
+
+    Returns [] for an object that is not queued. Applying the patch twice gives the same
+    object, because the API server may call a mutating webhook more than once.
+    """
+    meta = obj.get("metadata") or {}
+    labels = meta.get("labels")
+    annotations = meta.get("annotations")
+    queue = queue_name_of(obj)
+    ops: list[dict[str, Any]] = []
+    if queue is None:
+        if default_queue is None:
+            return []
+        queue = default_queue
+    if not meta:
+        ops.append({"op": "add", "path": "/metadata", "value": {}})
+    if not labels or labels.get(QUEUE_NAME_LABEL) != queue:
+        if labels is None:
+            ops.append(
+                {"op": "add", "path": "/metadata/labels", "value": {QUEUE_NAME_LABEL: queue}}
+            )
+        else:
+            ops.append(
+                {
+                    "op": "add",
+                    "path": _pointer("metadata", "labels", QUEUE_NAME_LABEL),
+                    "value": queue,
+                }
+            )
+    spec = obj.get("spec") or {}
+    suspended = spec.get("suspend") is True
+    if annotations is None or ORIGINAL_SUSPEND_ANNOTATION not in annotations:
+        original = "true" if suspended else "false"
+        if annotations is None:
+            ops.append(
+                {
+                    "op": "add",
+                    "path": "/metadata/annotations",
+                    "value": {ORIGINAL_SUSPEND_ANNOTATION: original},
+                }
+            )
+        else:
+            ops.append(
+                {
+                    "op": "add",
+                    "path": _pointer("metadata", "annotations", ORIGINAL_SUSPEND_ANNOTATION),
+                    "value": original,
+                }
+            )
+    if not suspended:
+        if "spec" not in obj:
+            ops.append({"op": "add", "path": "/spec", "value": {"suspend": True}})
+        else:
+            ops.append({"op": "add", "path": "/spec/suspend", "value": True})
+    return ops

@@ -1,0 +1,273 @@
+"""Typed, frozen models of Kueue's objects as the admission core sees them."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from fractions import Fraction
+
+from extender.core.labels import LabelSelector, NodeSelectorTerm, Taint, Toleration
+
+GROUP = "kueue.x-k8s.io"
+QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
+PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
+# Where Tower records the `suspend` a Job had before the webhook suspended it.
+ORIGINAL_SUSPEND_ANNOTATION = "tower.dev/original-suspend"
+
+FlavorResource = tuple[str, str]
+"""A (flavor, resource) pair: the unit of quota."""
+
+
+class QueueingStrategy(StrEnum):
+    """How a ClusterQueue treats a head that cannot be admitted."""
+
+    STRICT_FIFO = "StrictFIFO"
+    BEST_EFFORT_FIFO = "BestEffortFIFO"
+
+
+class StopPolicy(StrEnum):
+    """spec.stopPolicy of a ClusterQueue or LocalQueue."""
+
+    NONE = "None"
+    HOLD = "Hold"
+    HOLD_AND_DRAIN = "HoldAndDrain"
+
+
+class WithinClusterQueue(StrEnum):
+    """preemption.withinClusterQueue."""
+
+    NEVER = "Never"
+    LOWER_PRIORITY = "LowerPriority"
+    LOWER_OR_NEWER_EQUAL_PRIORITY = "LowerOrNewerEqualPriority"
+
+
+class ReclaimWithinCohort(StrEnum):
+    """preemption.reclaimWithinCohort."""
+
+    NEVER = "Never"
+    LOWER_PRIORITY = "LowerPriority"
+    ANY = "Any"
+
+
+class FungibilityPolicy(StrEnum):
+    """flavorFungibility.whenCanBorrow / whenCanPreempt."""
+
+    MAY_STOP_SEARCH = "MayStopSearch"
+    TRY_NEXT_FLAVOR = "TryNextFlavor"
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceFlavor:
+    """A kind of node, with the labels and taints that tell its nodes apart."""
+
+    name: str
+    node_labels: Mapping[str, str] = field(default_factory=dict)
+    node_taints: tuple[Taint, ...] = ()
+    tolerations: tuple[Toleration, ...] = ()
+    topology_name: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceQuota:
+    """Quota of one resource in one flavor: nominal, and how much may be borrowed or lent."""
+
+    name: str
+    nominal: int
+    borrowing_limit: int | None = None
+    lending_limit: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FlavorQuotas:
+    """One flavor's quotas within a resource group, in coveredResources order."""
+
+    name: str
+    resources: tuple[ResourceQuota, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceGroup:
+    """Resources that must all come from the same flavor, and the flavors in preference order."""
+
+    covered_resources: tuple[str, ...]
+    flavors: tuple[FlavorQuotas, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Preemption:
+    """spec.preemption of a ClusterQueue."""
+
+    within_cluster_queue: WithinClusterQueue = WithinClusterQueue.NEVER
+    reclaim_within_cohort: ReclaimWithinCohort = ReclaimWithinCohort.NEVER
+    borrow_within_cohort: str = "Never"  # Never | LowerPriority
+    max_priority_threshold: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FlavorFungibility:
+    """spec.flavorFungibility of a ClusterQueue."""
+
+    when_can_borrow: FungibilityPolicy = FungibilityPolicy.MAY_STOP_SEARCH
+    when_can_preempt: FungibilityPolicy = FungibilityPolicy.TRY_NEXT_FLAVOR
+    preference: str | None = None  # BorrowingOverPreemption | PreemptionOverBorrowing
+
+
+def _quota_index(groups: tuple[ResourceGroup, ...]) -> dict[FlavorResource, ResourceQuota]:
+    return {
+        (flavor.name, quota.name): quota
+        for group in groups
+        for flavor in group.flavors
+        for quota in flavor.resources
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterQueue:
+    """A pool of quota that admits the workloads of its LocalQueues."""
+
+    name: str
+    resource_groups: tuple[ResourceGroup, ...] = ()
+    cohort: str | None = None
+    queueing_strategy: QueueingStrategy = QueueingStrategy.BEST_EFFORT_FIFO
+    # None is Kueue's "nothing" selector: no namespace may use this ClusterQueue.
+    namespace_selector: LabelSelector | None = None
+    flavor_fungibility: FlavorFungibility = field(default_factory=FlavorFungibility)
+    preemption: Preemption = field(default_factory=Preemption)
+    stop_policy: StopPolicy = StopPolicy.NONE
+    fair_weight: Fraction = Fraction(1)
+    quotas: Mapping[FlavorResource, ResourceQuota] = field(init=False, repr=False, compare=False)
+    group_of: Mapping[str, int] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "quotas", _quota_index(self.resource_groups))
+        object.__setattr__(
+            self,
+            "group_of",
+            {r: i for i, g in enumerate(self.resource_groups) for r in g.covered_resources},
+        )
+
+    def flavor_names(self) -> tuple[str, ...]:
+        """Every flavor this ClusterQueue names, in order."""
+        return tuple(f.name for g in self.resource_groups for f in g.flavors)
+
+
+@dataclass(frozen=True, slots=True)
+class Cohort:
+    """A node of the cohort tree: a shared pool above its ClusterQueues and child cohorts."""
+
+    name: str
+    parent: str | None = None
+    resource_groups: tuple[ResourceGroup, ...] = ()
+    fair_weight: Fraction = Fraction(1)
+    quotas: Mapping[FlavorResource, ResourceQuota] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "quotas", _quota_index(self.resource_groups))
+
+
+@dataclass(frozen=True, slots=True)
+class LocalQueue:
+    """A namespace's door into a ClusterQueue."""
+
+    namespace: str
+    name: str
+    cluster_queue: str
+    stop_policy: StopPolicy = StopPolicy.NONE
+
+    @property
+    def key(self) -> str:
+        """namespace/name."""
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadPriorityClass:
+    """A priority for workloads only (label kueue.x-k8s.io/priority-class)."""
+
+    name: str
+    value: int
+
+
+@dataclass(frozen=True, slots=True)
+class PriorityClass:
+    """A scheduling.k8s.io PriorityClass, as far as workload priority needs it."""
+
+    name: str
+    value: int
+    global_default: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Namespace:
+    """A namespace and its labels (for namespaceSelector)."""
+
+    name: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class PodSet:
+    """A group of identical pods of a workload: count pods, each requesting `requests`."""
+
+    name: str
+    count: int
+    requests: Mapping[str, int]  # per pod, in accounted units (milli-cpu, bytes, ...)
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    required_terms: tuple[NodeSelectorTerm, ...] = ()
+    tolerations: tuple[Toleration, ...] = ()
+    min_count: int | None = None
+
+    def total(self, count: int | None = None) -> dict[str, int]:
+        """What the whole pod set requests, for `count` pods (default: all of them)."""
+        n = self.count if count is None else count
+        return {r: v * n for r, v in self.requests.items()}
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    """The unit of admission: a Job's or JobSet's pods, with its queue and priority."""
+
+    namespace: str
+    name: str
+    uid: str
+    queue_name: str
+    pod_sets: tuple[PodSet, ...]
+    priority: int = 0
+    priority_class_name: str | None = None
+    priority_class_source: str = ""  # kueue.x-k8s.io/workloadpriorityclass | scheduling...
+    creation_time: float = 0.0
+    owner_kind: str = ""
+    owner_name: str = ""
+
+    @property
+    def key(self) -> str:
+        """namespace/name."""
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class PodSetAssignment:
+    """Where one pod set was admitted: a flavor per resource, and the quota it holds."""
+
+    name: str
+    flavors: Mapping[str, str]
+    resource_usage: Mapping[str, int]
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    """Workload.status.admission: the ClusterQueue and the pod set assignments."""
+
+    cluster_queue: str
+    pod_set_assignments: tuple[PodSetAssignment, ...]
+
+    def usage(self) -> dict[FlavorResource, int]:
+        """The quota this admission holds, per (flavor, resource)."""
+        out: dict[FlavorResource, int] = {}
+        for psa in self.pod_set_assignments:
+            for resource, amount in psa.resource_usage.items():
+                key = (psa.flavors[resource], resource)
+                out[key] = out.get(key, 0) + amount
+        return out

@@ -1,0 +1,201 @@
+"""Quota arithmetic over the cohort tree, as Kueue's resource nodes compute it.
+
+Every ClusterQueue and Cohort is a node. For each (flavor, resource):
+
+* ``subtree``: own nominal quota plus what each child lends up (its subtree minus what it
+  keeps for itself);
+* ``local`` (Kueue's guaranteed quota): ``max(0, subtree - lendingLimit)`` when a lending
+  limit is set, else 0 -- the part never lent out;
+* ``usage``: for a ClusterQueue what its admitted workloads hold; for a cohort the sum of
+  each child's usage above its local quota.
+
+Usage changes propagate up the tree incrementally, so one admission costs O(depth).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+from extender.core.models import ClusterQueue, Cohort, FlavorResource, ResourceQuota
+
+
+@dataclass(eq=False, slots=True)
+class QuotaNode:
+    """One ClusterQueue or Cohort in the quota tree (mutable: usage changes)."""
+
+    name: str
+    is_cohort: bool
+    quotas: Mapping[FlavorResource, ResourceQuota]
+    fair_weight: Fraction = Fraction(1)
+    parent: QuotaNode | None = None
+    children: list[QuotaNode] = field(default_factory=list)
+    subtree: dict[FlavorResource, int] = field(default_factory=dict)
+    local: dict[FlavorResource, int] = field(default_factory=dict)
+    usage: dict[FlavorResource, int] = field(default_factory=dict)
+
+    def root(self) -> QuotaNode:
+        """The top of this node's tree."""
+        node = self
+        while node.parent is not None:
+            node = node.parent
+        return node
+
+    def ancestors(self) -> Iterator[QuotaNode]:
+        """Parent, grandparent, ... up to the root."""
+        node = self.parent
+        while node is not None:
+            yield node
+            node = node.parent
+
+    def cluster_queues(self) -> Iterator[QuotaNode]:
+        """Every ClusterQueue node in this subtree."""
+        if not self.is_cohort:
+            yield self
+        for child in self.children:
+            yield from child.cluster_queues()
+
+    def borrowing_limit(self, fr: FlavorResource) -> int | None:
+        """The node's borrowingLimit for fr (None: unlimited)."""
+        quota = self.quotas.get(fr)
+        return None if quota is None else quota.borrowing_limit
+
+    def nominal(self, fr: FlavorResource) -> int:
+        """The node's own nominalQuota for fr."""
+        quota = self.quotas.get(fr)
+        return 0 if quota is None else quota.nominal
+
+
+def available(node: QuotaNode, fr: FlavorResource) -> int:
+    """How much of fr a workload in this node could use now (Kueue's ``available``)."""
+    usage = node.usage.get(fr, 0)
+    parent = node.parent
+    if parent is None:
+        return node.subtree.get(fr, 0) - usage
+    local = node.local.get(fr, 0)
+    local_available = local - usage if local > usage else 0
+    parent_available = available(parent, fr)
+    limit = node.borrowing_limit(fr)
+    if limit is not None:
+        stored_in_parent = node.subtree.get(fr, 0) - local
+        used_in_parent = usage - local if usage > local else 0
+        parent_available = min(stored_in_parent - used_in_parent + limit, parent_available)
+    return local_available + parent_available
+
+
+def potential_available(node: QuotaNode, fr: FlavorResource) -> int:
+    """The most of fr this node could use if nothing were in use (Kueue's potentialAvailable)."""
+    parent = node.parent
+    if parent is None:
+        return node.subtree.get(fr, 0)
+    result = node.local.get(fr, 0) + potential_available(parent, fr)
+    limit = node.borrowing_limit(fr)
+    if limit is not None:
+        result = min(node.subtree.get(fr, 0) + limit, result)
+    return result
+
+
+def borrowing_level(node: QuotaNode, fr: FlavorResource, amount: int) -> int:
+    """0 when `amount` more fits in the node's own quota, else the height it is borrowed from."""
+    if node.usage.get(fr, 0) + amount <= node.subtree.get(fr, 0) or node.parent is None:
+        return 0
+    remaining = amount - max(0, node.local.get(fr, 0) - node.usage.get(fr, 0))
+    level = 0
+    for ancestor in node.ancestors():
+        level += 1
+        if ancestor.usage.get(fr, 0) + remaining <= ancestor.subtree.get(fr, 0):
+            return level
+    return level
+
+
+def is_borrowing(node: QuotaNode, frs: Iterable[FlavorResource]) -> bool:
+    """Whether the node uses more than its own subtree quota of any of the frs."""
+    return any(node.usage.get(fr, 0) > node.subtree.get(fr, 0) for fr in frs)
+
+
+def add_usage(node: QuotaNode, usage: Mapping[FlavorResource, int], sign: int = 1) -> None:
+    """Add (sign=1) or remove (sign=-1) a workload's usage, propagating up the tree."""
+    for fr, amount in usage.items():
+        delta = sign * amount
+        current: QuotaNode | None = node
+        while current is not None and delta:
+            old = current.usage.get(fr, 0)
+            new = old + delta
+            current.usage[fr] = new
+            if current.parent is None:
+                break
+            local = current.local.get(fr, 0)
+            delta = (new - local if new > local else 0) - (old - local if old > local else 0)
+            current = current.parent
+
+
+@dataclass(slots=True)
+class QuotaTree:
+    """The cohort forest: ClusterQueue nodes, Cohort nodes, and which cohorts form cycles."""
+
+    cluster_queues: dict[str, QuotaNode]
+    cohorts: dict[str, QuotaNode]
+    cyclic: frozenset[str]
+
+    @classmethod
+    def build(cls, cluster_queues: Iterable[ClusterQueue], cohorts: Iterable[Cohort]) -> QuotaTree:
+        """Build the tree from the API objects; cohorts named but not defined are implicit."""
+        cohort_objs = {c.name: c for c in cohorts}
+        cohort_nodes: dict[str, QuotaNode] = {}
+
+        def cohort_node(name: str) -> QuotaNode:
+            node = cohort_nodes.get(name)
+            if node is None:
+                obj = cohort_objs.get(name)
+                node = QuotaNode(
+                    name, True, obj.quotas if obj else {}, obj.fair_weight if obj else Fraction(1)
+                )
+                cohort_nodes[name] = node
+            return node
+
+        for name in cohort_objs:
+            cohort_node(name)
+        # Parent links; a cohort on a cycle (and everything under it) is cut off.
+        cyclic: set[str] = set()
+        for name, obj in cohort_objs.items():
+            seen = {name}
+            parent = obj.parent
+            while parent is not None:
+                if parent in seen:
+                    cyclic |= seen
+                    break
+                seen.add(parent)
+                parent = cohort_objs[parent].parent if parent in cohort_objs else None
+        for name, obj in cohort_objs.items():
+            if obj.parent is not None and name not in cyclic:
+                node, parent_node = cohort_node(name), cohort_node(obj.parent)
+                node.parent = parent_node
+                parent_node.children.append(node)
+        cq_nodes: dict[str, QuotaNode] = {}
+        for cq in cluster_queues:
+            node = QuotaNode(cq.name, False, cq.quotas, cq.fair_weight)
+            cq_nodes[cq.name] = node
+            if cq.cohort is not None and cq.cohort not in cyclic:
+                parent_node = cohort_node(cq.cohort)
+                node.parent = parent_node
+                parent_node.children.append(node)
+        tree = cls(cq_nodes, cohort_nodes, frozenset(cyclic))
+        for node in list(cq_nodes.values()) + list(cohort_nodes.values()):
+            if node.parent is None:
+                _compute_subtree(node)
+        return tree
+
+
+def _compute_subtree(node: QuotaNode) -> None:
+    subtree: dict[FlavorResource, int] = {fr: q.nominal for fr, q in node.quotas.items()}
+    for child in node.children:
+        _compute_subtree(child)
+        for fr, amount in child.subtree.items():
+            subtree[fr] = subtree.get(fr, 0) + amount - child.local.get(fr, 0)
+    node.subtree = subtree
+    node.local = {}
+    if node.parent is not None:
+        for fr, quota in node.quotas.items():
+            if quota.lending_limit is not None:
+                node.local[fr] = max(0, subtree.get(fr, 0) - quota.lending_limit)

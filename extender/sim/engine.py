@@ -1,0 +1,226 @@
+"""Runs a scenario through the admission core in virtual time: arrive, admit, run, finish."""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from extender.core.cycle import Admit, ClusterState, CycleResult, Evict, PendingStatus
+from extender.core.jobs import workload_for
+from extender.core.models import Workload
+from extender.core.parse import ManifestError
+from extender.sim.loader import LoadError, Scenario, SimJob
+
+# Cycles at one instant stop once nothing moves; this bounds a pathological preemption loop.
+MAX_CYCLES_PER_INSTANT = 100_000
+
+
+@dataclass(slots=True)
+class _Running:
+    job: SimJob
+    generation: int
+
+
+@dataclass(slots=True)
+class Simulation:
+    """The outcome: events in the order they happened, and the final state."""
+
+    events: list[dict[str, Any]]
+    state: ClusterState
+    end_time: float
+    jobs: dict[str, SimJob]
+    cycle_seconds: list[float] = field(default_factory=list)
+
+
+def build_state(scenario: Scenario, *, fair_sharing: bool = False) -> ClusterState:
+    """A ClusterState holding the scenario's configuration (no workloads yet)."""
+    state = ClusterState(fair_sharing=fair_sharing)
+    state.configure(
+        flavors=scenario.flavors,
+        cluster_queues=scenario.cluster_queues,
+        cohorts=scenario.cohorts,
+        local_queues=scenario.local_queues,
+        namespaces=scenario.namespaces,
+    )
+    return state
+
+
+class Simulator:
+    """Discrete-event simulation of the admission core in virtual time."""
+
+    def __init__(
+        self,
+        scenario: Scenario,
+        *,
+        fair_sharing: bool = False,
+        timer: Callable[[], float] | None = None,
+    ) -> None:
+        self.scenario = scenario
+        self.state = build_state(scenario, fair_sharing=fair_sharing)
+        self._timer = timer
+        self._events: list[dict[str, Any]] = []
+        self._queue: list[tuple[float, int, str, str, int]] = []
+        self._seq = itertools.count()
+        self._jobs: dict[str, SimJob] = {}  # by workload key
+        self._workloads: dict[str, Workload] = {}
+        self._generation: dict[str, int] = {}
+        self._last_status: dict[str, PendingStatus] = {}
+        self.cycle_seconds: list[float] = []
+
+    def run(self) -> Simulation:
+        """Run until nothing is left to happen."""
+        unmanaged: list[SimJob] = []
+        for job in self.scenario.jobs:
+            if job.managed:
+                self._push(job.arrival, "create", job.source, 0)
+            else:
+                unmanaged.append(job)
+        self._by_source = {job.source: job for job in self.scenario.jobs}
+        now = 0.0
+        for job in unmanaged:
+            self._emit(job.arrival, "Created", job, None, managed=False)
+        while self._queue:
+            now = self._queue[0][0]
+            while self._queue and self._queue[0][0] == now:
+                _, _, what, ref, generation = heapq.heappop(self._queue)
+                if what == "create":
+                    self._create(now, self._by_source[ref])
+                elif what == "finish" and self._generation.get(ref) == generation:
+                    self._finish(now, ref)
+            self._cycles(now)
+        self._events.sort(key=lambda e: e["time"])  # stable: same-time order is kept
+        return Simulation(self._events, self.state, now, dict(self._jobs), self.cycle_seconds)
+
+    def _push(self, when: float, what: str, ref: str, generation: int) -> None:
+        heapq.heappush(self._queue, (when, next(self._seq), what, ref, generation))
+
+    def _create(self, now: float, job: SimJob) -> None:
+        try:
+            workload = workload_for(
+                job.obj,
+                uid=job.uid,
+                creation_time=now,
+                workload_priority_classes=self.scenario.workload_priority_classes,
+                priority_classes=self.scenario.priority_classes,
+            )
+        except ManifestError as err:
+            raise LoadError(
+                f"{job.source.replace('#', ': document ')} ({job.kind}/{job.name}): "
+                f"{err.path}: {err.message}"
+            ) from None
+        self._jobs[workload.key] = job
+        self._workloads[workload.key] = workload
+        self._generation[workload.key] = 0
+        self._emit(now, "Created", job, workload)
+        self.state.add_workload(workload)
+
+    def _finish(self, now: float, key: str) -> None:
+        self.state.finish(key)
+        self._generation[key] = -1
+        self._emit(now, "Finished", self._jobs[key], self._workloads[key], reason="Succeeded")
+
+    def _cycles(self, now: float) -> None:
+        for _ in range(MAX_CYCLES_PER_INSTANT):
+            if self._timer is not None:
+                start = self._timer()
+                result = self.state.schedule(now)
+                self.cycle_seconds.append(self._timer() - start)
+            else:
+                result = self.state.schedule(now)
+            self._apply(now, result)
+            if not result.progressed:
+                return
+
+    def _apply(self, now: float, result: CycleResult) -> None:
+        for decision in result.admitted:
+            self._admitted(now, decision)
+        for workload, status in result.pending:
+            if self._last_status.get(workload.key) != status:
+                self._last_status[workload.key] = status
+                self._emit(
+                    now,
+                    "Pending",
+                    self._jobs[workload.key],
+                    workload,
+                    reason=status.reason,
+                    message=status.message,
+                )
+        for eviction in result.evicted:
+            self._evicted(now, eviction)
+
+    def _admitted(self, now: float, decision: Admit) -> None:
+        key = decision.workload.key
+        job = self._jobs[key]
+        self._last_status.pop(key, None)
+        flavors = {psa.name: dict(psa.flavors) for psa in decision.admission.pod_set_assignments}
+        self._emit(
+            now,
+            "Admitted",
+            job,
+            decision.workload,
+            clusterQueue=decision.admission.cluster_queue,
+            flavors=flavors,
+        )
+        generation = self._generation[key] + 1
+        self._generation[key] = generation
+        self._push(now + job.duration, "finish", key, generation)
+
+    def _evicted(self, now: float, eviction: Evict) -> None:
+        key = eviction.workload.key
+        self._generation[key] += 1  # the running copy never finishes: it restarts from zero
+        extra: dict[str, Any] = {"reason": eviction.reason, "message": eviction.message}
+        if eviction.preemption_reason:
+            extra["preemptionReason"] = eviction.preemption_reason
+        if eviction.preemptor:
+            extra["preemptor"] = eviction.preemptor
+        self._emit(now, "Evicted", self._jobs[key], eviction.workload, **extra)
+        # The job is suspended and its pods stop at once in virtual time.
+        self.state.release(key)
+
+    def _emit(
+        self, now: float, event: str, job: SimJob, workload: Workload | None, **extra: Any
+    ) -> None:
+        record: dict[str, Any] = {
+            "time": round(now, 6),
+            "event": event,
+            "namespace": job.namespace,
+            "name": job.name,
+            "kind": job.kind,
+            "workload": workload.name if workload else None,
+        }
+        record.update(extra)
+        self._events.append(record)
+
+
+def pending_report(state: ClusterState) -> list[dict[str, Any]]:
+    """What never ran, with the reason and message a user would read."""
+    out = []
+    for workload, status in state.pending():
+        out.append(
+            {
+                "namespace": workload.namespace,
+                "name": workload.owner_name,
+                "kind": workload.owner_kind,
+                "workload": workload.name,
+                "queue": workload.queue_name,
+                "reason": status.reason,
+                "message": status.message,
+            }
+        )
+    return out
+
+
+def simulate(
+    scenario: Scenario, *, fair_sharing: bool = False
+) -> tuple[Simulation, list[dict[str, Any]]]:
+    """Run a scenario; returns the simulation and the pending report."""
+    sim = Simulator(scenario, fair_sharing=fair_sharing).run()
+    return sim, pending_report(sim.state)
+
+
+def unique(values: Iterable[str]) -> list[str]:
+    """Values in first-seen order without repeats."""
+    return list(dict.fromkeys(values))

@@ -1,0 +1,231 @@
+"""Reads multi-document YAML as `kubectl apply` would and turns it into core models."""
+
+from __future__ import annotations
+
+import random
+import re
+import uuid
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import jsonpatch
+import yaml
+
+from extender.core import parse
+from extender.core.jobs import JOB_KIND, JOBSET_KIND, queue_mutation
+from extender.core.models import (
+    ClusterQueue,
+    Cohort,
+    LocalQueue,
+    Namespace,
+    PriorityClass,
+    ResourceFlavor,
+    WorkloadPriorityClass,
+)
+from extender.core.parse import ManifestError
+
+ARRIVAL_ANNOTATION = "tower.dev/sim-arrival"
+DURATION_ANNOTATION = "tower.dev/sim-duration"
+DEFAULT_DURATION = 60.0
+# The characters Kubernetes uses for generateName suffixes (utilrand.String).
+_NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(h|ms|m|s|us|µs|ns)")
+_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
+
+KINDS = (
+    "ResourceFlavor",
+    "ClusterQueue",
+    "Cohort",
+    "LocalQueue",
+    "WorkloadPriorityClass",
+    "PriorityClass",
+    "Namespace",
+    "Job",
+    "JobSet",
+)
+
+
+class LoadError(Exception):
+    """A manifest problem, already phrased as the one line a user sees."""
+
+
+@dataclass(slots=True)
+class SimJob:
+    """A Job or JobSet as the simulator runs it: the mutated object and its timing."""
+
+    kind: str
+    namespace: str
+    name: str
+    uid: str
+    obj: dict[str, Any]
+    arrival: float
+    duration: float
+    managed: bool
+    source: str
+
+
+@dataclass(slots=True)
+class Scenario:
+    """Everything read from the files, in the order it was given."""
+
+    flavors: list[ResourceFlavor] = field(default_factory=list)
+    cluster_queues: list[ClusterQueue] = field(default_factory=list)
+    cohorts: list[Cohort] = field(default_factory=list)
+    local_queues: list[LocalQueue] = field(default_factory=list)
+    workload_priority_classes: dict[str, WorkloadPriorityClass] = field(default_factory=dict)
+    priority_classes: dict[str, PriorityClass] = field(default_factory=dict)
+    namespaces: list[Namespace] = field(default_factory=list)
+    jobs: list[SimJob] = field(default_factory=list)
+
+
+def parse_duration(value: Any, path: str) -> float:
+    """A Go-style duration ("5s", "1m30s", "250ms") or a plain number of seconds."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        seconds = float(value)
+    else:
+        text = str(value).strip()
+        try:
+            seconds = float(text)
+        except ValueError:
+            parts = _DURATION.findall(text)
+            if not parts or "".join(n + u for n, u in parts) != text:
+                raise ManifestError(
+                    path, f"{value!r} is not a duration (use e.g. 30s, 2m, 1m30s, 500ms)"
+                ) from None
+            seconds = sum(float(n) * _UNITS[u] for n, u in parts)
+    if seconds < 0:
+        raise ManifestError(path, f"must not be negative, got {value!r}")
+    return seconds
+
+
+def _documents(path: str) -> Iterator[tuple[int, Any]]:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+    except OSError as err:
+        raise LoadError(f"{path}: cannot read: {err.strerror}") from None
+    try:
+        docs = list(yaml.safe_load_all(text))
+    except yaml.YAMLError as err:
+        where = ""
+        mark = getattr(err, "problem_mark", None)
+        if mark is not None:
+            where = f" at line {mark.line + 1}, column {mark.column + 1}"
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise LoadError(f"{path}: not valid YAML{where}: {problem}") from None
+    index = 0
+    for doc in docs:
+        if doc is None:
+            continue
+        index += 1
+        if isinstance(doc, Mapping) and doc.get("kind") == "List":
+            for item in doc.get("items") or ():
+                yield index, item
+        else:
+            yield index, doc
+
+
+class Loader:
+    """Reads files into a Scenario; names from generateName are made deterministic by seed."""
+
+    def __init__(self, seed: int = 0) -> None:
+        self._rng = random.Random(seed)
+        self.scenario = Scenario()
+        self._names: set[tuple[str, str, str]] = set()
+        self._serial = 0
+
+    def load(self, path: str) -> Scenario:
+        """Read one file; raises LoadError with one line naming file, document, field."""
+        for index, doc in _documents(path):
+            kind = doc.get("kind") if isinstance(doc, Mapping) else None
+            meta = doc.get("metadata") if isinstance(doc, Mapping) else None
+            name = (
+                (meta.get("name") or meta.get("generateName"))
+                if isinstance(meta, Mapping)
+                else None
+            )
+            where = f"{path}: document {index} ({kind or '?'}/{name or '?'})"
+            if not isinstance(doc, Mapping):
+                raise LoadError(f"{where}: must be a YAML mapping, got {type(doc).__name__}")
+            if not isinstance(meta, Mapping):
+                raise LoadError(f"{where}: metadata: is required")
+            try:
+                self._add(doc, f"{path}#{index}")
+            except ManifestError as err:
+                raise LoadError(f"{where}: {err.path}: {err.message}") from None
+        return self.scenario
+
+    def _add(self, doc: Mapping[str, Any], source: str) -> None:
+        kind = doc.get("kind")
+        s = self.scenario
+        if kind == "ResourceFlavor":
+            s.flavors.append(parse.resource_flavor(doc))
+        elif kind == "ClusterQueue":
+            s.cluster_queues.append(parse.cluster_queue(doc))
+        elif kind == "Cohort":
+            s.cohorts.append(parse.cohort(doc))
+        elif kind == "LocalQueue":
+            s.local_queues.append(parse.local_queue(doc))
+        elif kind == "WorkloadPriorityClass":
+            wpc = parse.workload_priority_class(doc)
+            s.workload_priority_classes[wpc.name] = wpc
+        elif kind == "PriorityClass":
+            pc = parse.priority_class(doc)
+            s.priority_classes[pc.name] = pc
+        elif kind == "Namespace":
+            s.namespaces.append(parse.namespace(doc))
+        elif kind in (JOB_KIND, JOBSET_KIND):
+            s.jobs.append(self._job(doc, source))
+        else:
+            raise ManifestError(
+                "kind", f"{kind!r} is not a kind the simulator reads (one of {', '.join(KINDS)})"
+            )
+
+    def _job(self, doc: Mapping[str, Any], source: str) -> SimJob:
+        kind = str(doc["kind"])
+        expected = "batch/v1" if kind == JOB_KIND else "jobset.x-k8s.io/v1alpha2"
+        if doc.get("apiVersion") != expected:
+            raise ManifestError(
+                "apiVersion", f"{kind} must be {expected}, got {doc.get('apiVersion')!r}"
+            )
+        obj: dict[str, Any] = yaml.safe_load(yaml.safe_dump(dict(doc)))  # a private deep copy
+        meta = obj["metadata"]
+        namespace = str(meta.get("namespace") or "default")
+        meta["namespace"] = namespace
+        name = meta.get("name")
+        if not name:
+            prefix = meta.get("generateName")
+            if not prefix:
+                raise ManifestError("metadata.name", "is required (or metadata.generateName)")
+            name = self._generate(str(prefix), kind, namespace)
+            meta["name"] = name
+        elif (kind, namespace, name) in self._names:
+            raise ManifestError("metadata.name", f"{kind} {namespace}/{name} already exists")
+        parse.name_of(obj)
+        self._names.add((kind, namespace, str(name)))
+        # Creation order is the tie-break Kueue falls back to (uid) when timestamps are
+        # equal; uids that grow with each document keep the order the user wrote.
+        self._serial += 1
+        uid = str(uuid.UUID(int=(self._serial << 64) | self._rng.getrandbits(64), version=4))
+        meta["uid"] = uid
+        annotations = meta.get("annotations") or {}
+        arrival = parse_duration(
+            annotations.get(ARRIVAL_ANNOTATION, 0), f'metadata.annotations["{ARRIVAL_ANNOTATION}"]'
+        )
+        duration = parse_duration(
+            annotations.get(DURATION_ANNOTATION, DEFAULT_DURATION),
+            f'metadata.annotations["{DURATION_ANNOTATION}"]',
+        )
+        # The same mutation the webhook applies on CREATE.
+        patch = queue_mutation(obj)
+        mutated = jsonpatch.apply_patch(obj, patch) if patch else obj
+        return SimJob(
+            kind, namespace, str(name), uid, mutated, arrival, duration, bool(patch), source
+        )
+
+    def _generate(self, prefix: str, kind: str, namespace: str) -> str:
+        while True:
+            name = prefix + "".join(self._rng.choice(_NAME_ALPHABET) for _ in range(5))
+            if (kind, namespace, name) not in self._names:
+                return name

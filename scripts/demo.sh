@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Installs Tower into .venv and replays the seed quick-start through the simulator.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+python3 -m venv .venv
+.venv/bin/python -m pip install --quiet --disable-pip-version-check -e .
+exec .venv/bin/python -m extender simulate examples/quickstart/01-queues.yaml \
+  examples/quickstart/02-jobs.yaml "$@"
