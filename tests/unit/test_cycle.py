@@ -1,0 +1,315 @@
+"""The scheduling cycle, scenario by scenario (in the spirit of Kueue's scheduler_test.go)."""
+
+import pytest
+
+from extender.core.cycle import (
+    CLUSTER_QUEUE_STOPPED,
+    INADMISSIBLE,
+    ClusterState,
+)
+from extender.core.labels import LabelSelector, Taint
+from extender.core.models import LocalQueue, Namespace
+from tests.builders import CQ, WL, admit, flavor, run_until_quiet, state_with
+
+
+def names(decisions):
+    return [d.workload.name for d in decisions]
+
+
+def test_seed_quick_start_admits_one_and_explains_the_other():
+    state = state_with(CQ("cluster-queue").group(("default", {"cpu": "4", "memory": "8Gi"})).obj())
+    job1 = WL("job1").created(0).request("cpu", "3").request("memory", "4Gi").obj()
+    job2 = WL("job2").created(1).request("cpu", "3").request("memory", "4Gi").obj()
+    state.add_workload(job1)
+    state.add_workload(job2)
+    assert names(run_until_quiet(state)) == ["job1"]
+    status = state.pending_status(job2.key)
+    assert status.reason == "WaitingForQuota"
+    assert status.message == "needs 3 cpu in flavor default; 1 of 4 free in cluster-queue"
+    state.finish(job1.key)
+    assert names(run_until_quiet(state, now=30)) == ["job2"]
+    assert state.admitted[job2.key].admission.pod_set_assignments[0].flavors == {
+        "cpu": "default",
+        "memory": "default",
+    }
+
+
+FLAVOR_CASES = [
+    (
+        "first flavor in order when it fits",
+        CQ("cq").group(("a", {"cpu": "4"}), ("b", {"cpu": "4"})),
+        WL("w").request("cpu", "2"),
+        [],
+        {"cpu": "a"},
+    ),
+    (
+        "next flavor when the first is full",
+        CQ("cq").group(("a", {"cpu": "1"}), ("b", {"cpu": "4"})),
+        WL("w").request("cpu", "2"),
+        [],
+        {"cpu": "b"},
+    ),
+    (
+        "skip a flavor whose taint the pod does not tolerate",
+        CQ("cq").group(("spot", {"cpu": "4"}), ("b", {"cpu": "4"})),
+        WL("w").request("cpu", "2"),
+        [flavor("spot", taints=(Taint("spot", "true", "NoSchedule"),))],
+        {"cpu": "b"},
+    ),
+    (
+        "a tolerated taint is fine",
+        CQ("cq").group(("spot", {"cpu": "4"}), ("b", {"cpu": "4"})),
+        WL("w").request("cpu", "2").toleration("spot", "true"),
+        [flavor("spot", taints=(Taint("spot", "true", "NoSchedule"),))],
+        {"cpu": "spot"},
+    ),
+    (
+        "skip a flavor whose node labels conflict with the nodeSelector",
+        CQ("cq").group(("a100", {"gpu": "8"}), ("h100", {"gpu": "8"})),
+        WL("w").request("gpu", "1").node_selector(pool="h100"),
+        [flavor("a100", {"pool": "a100"}), flavor("h100", {"pool": "h100"})],
+        {"gpu": "h100"},
+    ),
+    (
+        "resources of one group share one flavor",
+        CQ("cq").group(("a", {"cpu": "4", "memory": "1Gi"}), ("b", {"cpu": "4", "memory": "8Gi"})),
+        WL("w").request("cpu", "1").request("memory", "2Gi"),
+        [],
+        {"cpu": "b", "memory": "b"},
+    ),
+    (
+        "each resource group chooses its own flavor",
+        CQ("cq").group(("a", {"cpu": "4"})).group(("g1", {"gpu": "0"}), ("g2", {"gpu": "2"})),
+        WL("w").request("cpu", "1").request("gpu", "1"),
+        [],
+        {"cpu": "a", "gpu": "g2"},
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("cq", "wl", "flavors", "want"), [c[1:] for c in FLAVOR_CASES], ids=[c[0] for c in FLAVOR_CASES]
+)
+def test_flavor_assignment(cq, wl, flavors, want):
+    built = cq.obj()
+    named = {f.name for f in flavors}
+    all_flavors = list(flavors) + [flavor(n) for n in built.flavor_names() if n not in named]
+    state = state_with(built, flavors=all_flavors)
+    workload = wl.obj()
+    admit(state, workload)
+    assert state.admitted[workload.key].admission.pod_set_assignments[0].flavors == want
+
+
+def test_no_matching_flavor_says_which_flavor_and_why():
+    state = state_with(
+        CQ("cq").group(("spot", {"cpu": "4"})).obj(),
+        flavors=[flavor("spot", taints=(Taint("spot", "", "NoSchedule"),))],
+    )
+    wl = WL("w").request("cpu", "1").obj()
+    state.add_workload(wl)
+    run_until_quiet(state)
+    status = state.pending_status(wl.key)
+    assert status.reason == "NoMatchingFlavor"
+    assert (
+        "flavor spot has taint spot:NoSchedule that pod set main does not tolerate"
+        in status.message
+    )
+
+
+def test_a_request_larger_than_the_queue_can_ever_get():
+    state = state_with(CQ("cq").group(("default", {"cpu": "4"})).obj())
+    wl = WL("w").request("cpu", "5").obj()
+    state.add_workload(wl)
+    run_until_quiet(state)
+    status = state.pending_status(wl.key)
+    assert status.reason == "ExceedsMaxQuota"
+    assert "needs 5 cpu in flavor default; more than the 4 cq has in all" in status.message
+
+
+def test_a_resource_the_queue_has_no_quota_for():
+    state = state_with(CQ("cq").group(("default", {"cpu": "4"})).obj())
+    wl = WL("w").request("cpu", "1").request("nvidia.com/gpu", "1").obj()
+    state.add_workload(wl)
+    run_until_quiet(state)
+    assert "requests nvidia.com/gpu, which ClusterQueue cq has no quota for" in (
+        state.pending_status(wl.key).message
+    )
+
+
+def two_flavor_cohort(fungibility):
+    a = CQ("a").cohort("c").group(("first", {"cpu": "2"}), ("second", {"cpu": "4"}))
+    a = fungibility(a) if fungibility else a
+    b = CQ("b").cohort("c").group(("first", {"cpu": "4"}), ("second", {"cpu": "0"}))
+    return state_with(a.obj(), b.obj(), flavors=("first", "second"))
+
+
+@pytest.mark.parametrize(
+    ("fungibility", "want"),
+    [(None, "first"), (lambda cq: cq.fungibility(borrow="TryNextFlavor"), "second")],
+    ids=[
+        "whenCanBorrow MayStopSearch borrows in the first flavor",
+        "whenCanBorrow TryNextFlavor prefers a later flavor that fits without borrowing",
+    ],
+)
+def test_fungibility_when_can_borrow(fungibility, want):
+    state = two_flavor_cohort(fungibility)
+    wl = WL("w").queue("lq-a").request("cpu", "3").obj()
+    admit(state, wl)
+    assert state.admitted[wl.key].admission.pod_set_assignments[0].flavors == {"cpu": want}
+
+
+def test_namespace_selector_null_selects_nothing_and_says_so():
+    state = state_with(CQ("cq").group(("default", {"cpu": "4"})).selector(None).obj())
+    wl = WL("w").request("cpu", "1").obj()
+    state.add_workload(wl)
+    run_until_quiet(state)
+    status = state.pending_status(wl.key)
+    assert status.reason == INADMISSIBLE
+    assert "namespaceSelector is null, which selects no namespace" in status.message
+
+
+def test_namespace_selector_by_label_admits_once_the_namespace_is_labelled():
+    sel = LabelSelector((("team", "a"),))
+    state = state_with(CQ("cq").group(("default", {"cpu": "4"})).selector(sel).obj())
+    wl = WL("w").request("cpu", "1").obj()
+    state.add_workload(wl)
+    assert run_until_quiet(state) == []
+    state.apply_namespace(Namespace("default", {"team": "a"}))
+    assert names(run_until_quiet(state)) == ["w"]
+
+
+def test_a_local_queue_pointing_at_a_missing_cluster_queue():
+    state = state_with(CQ("cq").group(("default", {"cpu": "4"})).obj())
+    state.apply_local_queue(LocalQueue("default", "orphan", "nope"))
+    wl = WL("w").queue("orphan").request("cpu", "1").obj()
+    state.add_workload(wl)
+    assert run_until_quiet(state) == []
+    assert state.pending_status(wl.key).message == (
+        "LocalQueue default/orphan points at ClusterQueue nope, which does not exist"
+    )
+    state.apply_cluster_queue(CQ("nope").group(("default", {"cpu": "1"})).obj())
+    assert names(run_until_quiet(state)) == ["w"]
+
+
+def test_a_missing_local_queue():
+    state = state_with(CQ("cq").group(("default", {"cpu": "4"})).obj())
+    wl = WL("w").queue("ghost").request("cpu", "1").obj()
+    state.add_workload(wl)
+    run_until_quiet(state)
+    assert state.pending_status(wl.key).message == (
+        "LocalQueue ghost does not exist in namespace default"
+    )
+
+
+def test_a_missing_flavor_makes_the_cluster_queue_inactive():
+    state = state_with(CQ("cq").group(("gpu-a", {"cpu": "4"})).obj(), flavors=())
+    wl = WL("w").request("cpu", "1").obj()
+    state.add_workload(wl)
+    assert run_until_quiet(state) == []
+    assert state.cluster_queue_active("cq")[:2] == (False, "FlavorNotFound")
+    assert "ResourceFlavor gpu-a does not exist" in state.pending_status(wl.key).message
+    state.apply_flavor(flavor("gpu-a"))
+    assert names(run_until_quiet(state)) == ["w"]
+
+
+def test_strict_fifo_blocks_smaller_work_behind_the_head():
+    state = state_with(CQ("cq").strict().group(("default", {"cpu": "4"})).obj())
+    state.add_workload(WL("running").created(0).request("cpu", "3").obj())
+    run_until_quiet(state)
+    state.add_workload(WL("big").created(1).request("cpu", "2").obj())
+    state.add_workload(WL("small").created(2).request("cpu", "1").obj())
+    assert run_until_quiet(state) == []
+
+
+def test_best_effort_fifo_lets_smaller_work_past_the_head():
+    state = state_with(CQ("cq").group(("default", {"cpu": "4"})).obj())
+    state.add_workload(WL("running").created(0).request("cpu", "3").obj())
+    run_until_quiet(state)
+    state.add_workload(WL("big").created(1).request("cpu", "2").obj())
+    state.add_workload(WL("small").created(2).request("cpu", "1").obj())
+    assert names(run_until_quiet(state)) == ["small"]
+
+
+def test_finishing_requeues_inadmissible_workloads_of_the_whole_cohort():
+    state = state_with(
+        CQ("a").cohort("c").group(("default", {"cpu": "2"})).obj(),
+        CQ("b").cohort("c").group(("default", {"cpu": "2"})).obj(),
+    )
+    holder = WL("holder").queue("lq-a").request("cpu", "4").obj()
+    admit(state, holder)
+    waiting = WL("waiting").queue("lq-b").request("cpu", "2").obj()
+    state.add_workload(waiting)
+    assert run_until_quiet(state) == []
+    state.finish(holder.key)
+    assert names(run_until_quiet(state)) == ["waiting"]
+
+
+def test_entries_that_do_not_borrow_go_before_those_that_do():
+    state = state_with(
+        CQ("a").cohort("c").group(("default", {"cpu": "4"})).obj(),
+        CQ("b").cohort("c").group(("default", {"cpu": "2"})).obj(),
+    )
+    borrower = WL("borrower").queue("lq-b").priority(100).created(0).request("cpu", "4").obj()
+    owner = WL("owner").queue("lq-a").priority(0).created(1).request("cpu", "4").obj()
+    state.add_workload(borrower)
+    state.add_workload(owner)
+    result = state.schedule(0)
+    assert names(result.admitted) == ["owner"]
+
+
+def test_stop_policy_hold_and_drain_evicts_and_blocks():
+    cq = CQ("cq").group(("default", {"cpu": "4"}))
+    state = state_with(cq.obj())
+    running = WL("running").request("cpu", "1").obj()
+    admit(state, running)
+    state.apply_cluster_queue(cq.stop("HoldAndDrain").obj())
+    result = state.schedule(1)
+    assert [(e.workload.name, e.reason) for e in result.evicted] == [
+        ("running", CLUSTER_QUEUE_STOPPED)
+    ]
+    state.release(running.key)
+    assert run_until_quiet(state) == []
+    assert "stopped (stopPolicy HoldAndDrain)" in state.pending_status(running.key).message
+
+
+def test_admission_check_seam_can_refuse_after_quota_fits():
+    refusals = []
+
+    def no_room_on_nodes(workload, admission):
+        refusals.append(admission.cluster_queue)
+        return "no node can hold 8 nvidia.com/gpu in one piece"
+
+    state = state_with(
+        CQ("cq").group(("default", {"cpu": "4"})).obj(), admission_checks=[no_room_on_nodes]
+    )
+    wl = WL("w").request("cpu", "1").obj()
+    state.add_workload(wl)
+    assert run_until_quiet(state) == []
+    assert refusals == ["cq"]
+    assert state.pending_status(wl.key).message == "no node can hold 8 nvidia.com/gpu in one piece"
+
+
+def test_forget_rolls_an_assumed_admission_back():
+    state = state_with(CQ("cq").group(("default", {"cpu": "4"})).obj())
+    wl = WL("w").request("cpu", "3").obj()
+    admit(state, wl)
+    node = state.tree.cluster_queues["cq"]
+    assert node.usage[("default", "cpu")] == 3000
+    state.forget(wl.key)
+    assert node.usage[("default", "cpu")] == 0
+    assert wl.key not in state.admitted
+    assert names(run_until_quiet(state)) == ["w"]
+
+
+def test_deleting_an_admitted_workload_frees_its_quota():
+    state = state_with(CQ("cq").group(("default", {"cpu": "4"})).obj())
+    wl = WL("w").request("cpu", "3").obj()
+    admit(state, wl)
+    state.delete_workload(wl.key)
+    assert state.tree.cluster_queues["cq"].usage[("default", "cpu")] == 0
+    assert list(state.pending()) == []
+
+
+def test_state_starts_empty():
+    state = ClusterState()
+    assert state.schedule(0).heads == 0

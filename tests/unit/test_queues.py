@@ -1,0 +1,64 @@
+from extender.core.models import QueueingStrategy
+from extender.core.queues import ClusterQueueQueue
+from tests.builders import WL
+
+
+def heads_in_order(queue):
+    out = []
+    while (head := queue.head()) is not None:
+        out.append(head.name)
+        queue.remove(head.key)
+    return out
+
+
+def test_order_is_priority_then_creation_then_uid():
+    queue = ClusterQueueQueue(QueueingStrategy.BEST_EFFORT_FIFO)
+    for wl in [
+        WL("old-low").priority(1).created(1).request("cpu", "1").obj(),
+        WL("new-high").priority(9).created(5).request("cpu", "2").obj(),
+        WL("b-tie").uid("b").created(3).request("cpu", "1").obj(),
+        WL("a-tie").uid("a").created(3).request("cpu", "1").obj(),
+        WL("oldest").created(0).request("cpu", "3").obj(),
+    ]:
+        queue.push(wl)
+    assert heads_in_order(queue) == ["new-high", "old-low", "oldest", "a-tie", "b-tie"]
+
+
+def test_best_effort_steps_aside_for_the_next_shape_until_requeued():
+    queue = ClusterQueueQueue(QueueingStrategy.BEST_EFFORT_FIFO)
+    big1 = WL("big1").created(0).request("cpu", "8").obj()
+    big2 = WL("big2").created(1).request("cpu", "8").obj()
+    small = WL("small").created(2).request("cpu", "1").obj()
+    for wl in (big1, big2, small):
+        queue.push(wl)
+    assert queue.head().name == "big1"
+    queue.mark_inadmissible(big1)
+    # big2 has the same shape, so it steps aside with big1 (equivalence hashing).
+    assert queue.head().name == "small"
+    assert queue.counts() == (1, 2)
+    assert queue.requeue_inadmissible() == 2
+    assert queue.head().name == "big1"
+
+
+def test_strict_fifo_keeps_a_blocked_head():
+    queue = ClusterQueueQueue(QueueingStrategy.STRICT_FIFO)
+    big = WL("big").created(0).request("cpu", "8").obj()
+    queue.push(big)
+    queue.push(WL("small").created(1).request("cpu", "1").obj())
+    queue.mark_inadmissible(big)
+    assert queue.head().name == "big"
+
+
+def test_removed_workloads_never_come_back_as_heads():
+    queue = ClusterQueueQueue(QueueingStrategy.BEST_EFFORT_FIFO)
+    a = WL("a").created(0).request("cpu", "1").obj()
+    b = WL("b").created(1).request("cpu", "1").obj()
+    queue.push(a)
+    queue.push(b)
+    queue.remove(a.key)
+    assert queue.head().name == "b"
+    queue.remove(b.key)
+    assert queue.head() is None
+    assert len(queue) == 0
+    queue.push(a)  # an evicted workload comes back with its original place
+    assert queue.head().name == "a"
