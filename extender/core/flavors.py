@@ -132,12 +132,14 @@ def _quota_note(node: QuotaNode, fr: FlavorResource, amount: int, free: int, *, 
         )
     if node.parent is None:
         return f"{head}; {fmt(resource, free)} of {fmt(resource, nominal)} free in {node.name}"
-    own_free = max(0, nominal - node.usage.get(fr, 0))
-    borrowable = max(0, free - own_free)
+    root = node.root()
+    unused = root.subtree.get(fr, 0) - root.usage.get(fr, 0)
+    limit = node.borrowing_limit(fr)
+    limit_text = f", borrowingLimit {fmt(resource, limit)}" if limit is not None else ""
     return (
-        f"{head}; {fmt(resource, free)} free to {node.name}: {fmt(resource, own_free)} of its "
-        f"{fmt(resource, nominal)} nominal + {fmt(resource, borrowable)} borrowable "
-        f"in cohort {node.root().name}"
+        f"{head}; {fmt(resource, free)} free to {node.name} (it uses "
+        f"{fmt(resource, node.usage.get(fr, 0))} of its {fmt(resource, nominal)} nominal"
+        f"{limit_text}; cohort {root.name} has {fmt(resource, max(0, unused))} unused)"
     )
 
 

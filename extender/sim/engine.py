@@ -123,6 +123,7 @@ class Simulator:
         self._emit(now, "Finished", self._jobs[key], self._workloads[key], reason="Succeeded")
 
     def _cycles(self, now: float) -> None:
+        touched: dict[str, Workload] = {}
         for _ in range(MAX_CYCLES_PER_INSTANT):
             if self._timer is not None:
                 start = self._timer()
@@ -130,26 +131,33 @@ class Simulator:
                 self.cycle_seconds.append(self._timer() - start)
             else:
                 result = self.state.schedule(now)
-            self._apply(now, result)
+            self._apply(now, result, touched)
             if not result.progressed:
-                return
-
-    def _apply(self, now: float, result: CycleResult) -> None:
-        for decision in result.admitted:
-            self._admitted(now, decision)
-        for workload, status in result.pending:
-            if self._last_status.get(workload.key) != status:
-                self._last_status[workload.key] = status
+                break
+        # Report each workload's settled status once per instant, not every attempt.
+        for key, workload in touched.items():
+            if key in self.state.admitted or key not in self.state.workloads:
+                continue
+            status = self.state.pending_status(key)
+            if self._last_status.get(key) != status:
+                self._last_status[key] = status
                 self._emit(
                     now,
                     "Pending",
-                    self._jobs[workload.key],
+                    self._jobs[key],
                     workload,
                     reason=status.reason,
                     message=status.message,
                 )
+
+    def _apply(self, now: float, result: CycleResult, touched: dict[str, Workload]) -> None:
+        for decision in result.admitted:
+            self._admitted(now, decision)
+        for workload, _ in result.pending:
+            touched[workload.key] = workload
         for eviction in result.evicted:
             self._evicted(now, eviction)
+            touched[eviction.workload.key] = eviction.workload
 
     def _admitted(self, now: float, decision: Admit) -> None:
         key = decision.workload.key

@@ -104,7 +104,8 @@ def _describe(event: dict[str, Any]) -> str:
         return f"in {event['clusterQueue']} ({flavors})"
     if kind == "Evicted":
         why = event.get("preemptionReason")
-        return f"{event['reason']}{f' ({why})' if why else ''}: {event['message']}"
+        whom = f" [room made for {event['preemptor']}]" if event.get("preemptor") else ""
+        return f"{event['reason']}{f' ({why})' if why else ''}: {event['message']}{whom}"
     if kind == "Pending":
         return f"{event['reason']}: {event['message']}"
     if kind == "Finished":

@@ -1,0 +1,99 @@
+"""Bad input ends with exit status 2 and one line naming file, document, object and field."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+FLAVOR = "apiVersion: kueue.x-k8s.io/v1beta2\nkind: ResourceFlavor\nmetadata: {name: f}\n"
+
+
+def cq(resources):
+    return (
+        "apiVersion: kueue.x-k8s.io/v1beta2\nkind: ClusterQueue\nmetadata: {name: cq}\n"
+        "spec:\n  resourceGroups:\n  - coveredResources: [cpu]\n    flavors:\n"
+        f"    - name: f\n      resources: {resources}\n"
+    )
+
+
+BAD = [
+    (
+        "not YAML",
+        "kind: Job\nmetadata: name: x\n",
+        "not valid YAML at line 2, column 15: mapping values are not allowed here",
+    ),
+    (
+        "unknown kind",
+        FLAVOR + "---\napiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\n",
+        "document 2 (Deployment/web): kind: 'Deployment' is not a kind the simulator reads",
+    ),
+    (
+        "flavor lists other resources than coveredResources",
+        FLAVOR + "---\n" + cq("[{name: memory, nominalQuota: 1}]"),
+        "document 2 (ClusterQueue/cq): spec.resourceGroups[0].flavors[0].resources: must list "
+        "exactly the coveredResources ['cpu'] in that order, got ['memory']",
+    ),
+    (
+        "negative quota",
+        cq("[{name: cpu, nominalQuota: -1}]"),
+        "document 1 (ClusterQueue/cq): spec.resourceGroups[0].flavors[0].resources[0].nominalQuota: "
+        "must be greater than or equal to 0, got -1",
+    ),
+    (
+        "LocalQueue without clusterQueue",
+        "apiVersion: kueue.x-k8s.io/v1beta2\nkind: LocalQueue\nmetadata: {name: q}\nspec: {}\n",
+        "document 1 (LocalQueue/q): spec.clusterQueue: is required",
+    ),
+    (
+        "a bad duration annotation",
+        "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: j\n  labels: {kueue.x-k8s.io/queue-name: q}"
+        "\n  annotations: {tower.dev/sim-duration: soon}\nspec: {template: {spec: {containers: []}}}\n",
+        "document 1 (Job/j): metadata.annotations[\"tower.dev/sim-duration\"]: 'soon' is not a "
+        "duration",
+    ),
+    (
+        "a missing WorkloadPriorityClass",
+        "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: j\n  labels: {kueue.x-k8s.io/queue-name: q,"
+        " kueue.x-k8s.io/priority-class: urgent}\nspec: {template: {spec: {containers: []}}}\n",
+        "(Job/j): metadata.labels[\"kueue.x-k8s.io/priority-class\"]: WorkloadPriorityClass 'urgent' "
+        "does not exist",
+    ),
+    ("a document that is a list", "- a\n- b\n", "document 1 (?/?): must be a YAML mapping"),
+]
+
+
+@pytest.mark.parametrize(("text", "want"), [b[1:] for b in BAD], ids=[b[0] for b in BAD])
+def test_bad_input_is_one_clear_line_and_exit_2(tmp_path, text, want):
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    proc = subprocess.run(
+        [sys.executable, "-m", "extender", "simulate", str(path)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=False,
+    )
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith(f"error: {path}: ")
+    assert want in lines[0]
+    assert "Traceback" not in proc.stderr
+
+
+def test_a_missing_file(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "extender", "simulate", str(tmp_path / "no.yaml")],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=False,
+    )
+    assert proc.returncode == 2
+    assert (
+        proc.stderr.strip()
+        == f"error: {tmp_path / 'no.yaml'}: cannot read: No such file or directory"
+    )

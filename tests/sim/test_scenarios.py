@@ -1,0 +1,199 @@
+"""The simulator on the quick-start and on one scenario per behaviour (examples/)."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from extender.__main__ import main
+
+ROOT = Path(__file__).resolve().parents[2]
+QUICKSTART = [
+    str(ROOT / "examples/quickstart/01-queues.yaml"),
+    str(ROOT / "examples/quickstart/02-jobs.yaml"),
+]
+
+
+def run(capsys, *args):
+    assert main(["simulate", "-o", "json", *args]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def scenario(capsys, name, *flags):
+    return run(capsys, *flags, str(ROOT / "examples/scenarios" / name))
+
+
+def timeline(result, *kinds):
+    return [
+        (e["time"], e["event"], e["name"])
+        for e in result["events"]
+        if not kinds or e["event"] in kinds
+    ]
+
+
+def test_quick_start_runs_one_job_then_the_other(capsys):
+    result = run(capsys, *QUICKSTART)
+    first, second = [e["name"] for e in result["events"] if e["event"] == "Created"]
+    assert first.startswith("sample-job-")
+    assert timeline(result, "Admitted", "Finished") == [
+        (0.0, "Admitted", first),
+        (30.0, "Finished", first),
+        (30.0, "Admitted", second),
+        (60.0, "Finished", second),
+    ]
+    pending = [e for e in result["events"] if e["event"] == "Pending"]
+    assert [(p["name"], p["reason"], p["message"]) for p in pending] == [
+        (
+            second,
+            "WaitingForQuota",
+            "needs 3 cpu in flavor default-flavor; 1 of 4 free in cluster-queue",
+        )
+    ]
+    admitted = next(e for e in result["events"] if e["event"] == "Admitted")
+    assert admitted["clusterQueue"] == "cluster-queue"
+    assert admitted["flavors"] == {"main": {"cpu": "default-flavor", "memory": "default-flavor"}}
+    assert admitted["workload"].startswith(f"job-{first}-")
+    assert result["pending"] == []
+
+
+def test_seed_makes_names_repeatable_and_different(capsys):
+    a = run(capsys, "--seed", "1", *QUICKSTART)
+    b = run(capsys, "--seed", "1", *QUICKSTART)
+    c = run(capsys, "--seed", "2", *QUICKSTART)
+    assert a == b
+    assert a["events"][0]["name"] != c["events"][0]["name"]
+
+
+def test_quick_start_table_shows_kubectls_columns(capsys):
+    assert main(["simulate", *QUICKSTART]) == 0
+    out = capsys.readouterr().out
+    assert "NAME            COHORT   STRATEGY         PENDING WORKLOADS   ADMITTED WORKLOADS" in out
+    assert "cluster-queue            BestEffortFIFO   0                   0" in out
+    assert (
+        "NAME                         QUEUE        RESERVED IN     ADMITTED   FINISHED   AGE" in out
+    )
+    assert "user-queue   cluster-queue   True       True       60s" in out
+
+
+def test_borrowing(capsys):
+    result = scenario(capsys, "borrowing.yaml")
+    assert timeline(result, "Admitted") == [
+        (0.0, "Admitted", "a-big"),
+        (1.0, "Admitted", "b-small"),
+    ]
+
+
+def test_lending_limit(capsys):
+    result = scenario(capsys, "lending-limit.yaml")
+    assert timeline(result, "Admitted") == [(0.0, "Admitted", "a-five")]
+    [never] = result["pending"]
+    assert never["name"] == "a-six"
+    assert never["reason"] == "ExceedsMaxQuota"
+    assert "more than team-a can ever use (5" in never["message"]
+
+
+def test_reclaim(capsys):
+    result = scenario(capsys, "reclaim.yaml")
+    evicted = [e for e in result["events"] if e["event"] == "Evicted"]
+    assert [(e["time"], e["name"], e["reason"], e["preemptionReason"]) for e in evicted] == [
+        (10.0, "b-borrower", "Preempted", "InCohortReclamation")
+    ]
+    assert timeline(result, "Admitted") == [
+        (0.0, "Admitted", "b-borrower"),
+        (10.0, "Admitted", "a-owner"),
+        (70.0, "Admitted", "b-borrower"),
+    ]
+    # An evicted job restarts from zero: 100s more from its readmission.
+    assert (170.0, "Finished", "b-borrower") in timeline(result, "Finished")
+
+
+def test_priority_preemption(capsys):
+    result = scenario(capsys, "priority-preemption.yaml")
+    evicted = [
+        (e["time"], e["name"], e["preemptionReason"])
+        for e in result["events"]
+        if e["event"] == "Evicted"
+    ]
+    assert evicted == [(5.0, "experiment", "InClusterQueue")]
+    assert timeline(result, "Admitted") == [
+        (0.0, "Admitted", "experiment"),
+        (5.0, "Admitted", "training"),
+        (65.0, "Admitted", "experiment"),
+    ]
+
+
+def test_fungibility(capsys):
+    result = scenario(capsys, "fungibility.yaml")
+    flavors = {
+        e["name"]: e["flavors"]["main"]["cpu"] for e in result["events"] if e["event"] == "Admitted"
+    }
+    assert flavors == {"first": "reserved", "second": "spot"}
+
+
+def test_taints(capsys):
+    result = scenario(capsys, "taints.yaml")
+    pending = next(e for e in result["events"] if e["event"] == "Pending")
+    assert pending["name"] == "intolerant"
+    assert (
+        "flavor spot has taint cloud.example.com/spot=true:NoSchedule that pod set main "
+        "does not tolerate" in pending["message"]
+    )
+    assert (60.0, "Admitted", "intolerant") in timeline(result, "Admitted")
+
+
+@pytest.mark.parametrize(
+    ("flags", "want_reason"),
+    [((), "InCohortReclamation"), (("--fair-sharing",), "InCohortFairSharing")],
+    ids=["classical", "fair sharing"],
+)
+def test_fair_sharing(capsys, flags, want_reason):
+    result = scenario(capsys, "fair-sharing.yaml", *flags)
+    evicted = [e for e in result["events"] if e["event"] == "Evicted"]
+    assert len(evicted) == 2
+    assert {e["preemptionReason"] for e in evicted} == {want_reason}
+    assert timeline(result, "Admitted")[-4:-2] == [
+        (10.0, "Admitted", "b-0"),
+        (10.0, "Admitted", "b-1"),
+    ]
+
+
+def test_strict_fifo_versus_best_effort(capsys):
+    result = scenario(capsys, "strict-vs-besteffort.yaml")
+    admitted = {name: t for t, _, name in timeline(result, "Admitted")}
+    assert admitted["besteffort-small"] == 2.0
+    assert admitted["strict-small"] == 60.0
+    assert admitted["strict-big"] == 60.0
+
+
+def test_jobset_is_admitted_whole(capsys):
+    result = scenario(capsys, "jobset.yaml")
+    first = next(e for e in result["events"] if e["event"] == "Admitted")
+    assert first["kind"] == "JobSet"
+    assert first["flavors"] == {
+        "driver": {"cpu": "default-flavor"},
+        "workers": {"cpu": "default-flavor"},
+    }
+    pending = next(e for e in result["events"] if e["event"] == "Pending")
+    assert (
+        pending["message"] == "needs 2 cpu in flavor default-flavor; 1 of 8 free in cluster-queue"
+    )
+
+
+def test_a_job_without_the_queue_label_is_not_queued(capsys, tmp_path):
+    plain = tmp_path / "plain.yaml"
+    plain.write_text(
+        "apiVersion: batch/v1\nkind: Job\nmetadata: {name: plain}\nspec:\n"
+        "  template: {spec: {containers: [{name: c, image: x}]}}\n"
+    )
+    result = run(capsys, *QUICKSTART[:1], str(plain))
+    assert result["events"] == [
+        {
+            "time": 0.0,
+            "event": "Created",
+            "namespace": "default",
+            "name": "plain",
+            "kind": "Job",
+            "workload": None,
+            "managed": False,
+        }
+    ]
