@@ -6,6 +6,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from extender.gc_tuning import tune_for_scheduling
 from extender.sim.engine import simulate
 from extender.sim.loader import Loader, LoadError
 from extender.sim.output import to_json, to_table
@@ -42,6 +43,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             for path in args.files:
                 scenario = loader.load(path)
+            tune_for_scheduling()
             sim, pending = simulate(scenario, fair_sharing=args.fair_sharing)
         except LoadError as err:
             print(f"error: {err}", file=sys.stderr)

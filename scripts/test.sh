@@ -3,7 +3,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m venv .venv
-.venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
+log=$(mktemp)
+.venv/bin/python -m pip install --disable-pip-version-check -e '.[test]' >"$log" 2>&1 || {
+  cat "$log" >&2; echo "installing Tower failed (log above)" >&2; exit 1; }
 .venv/bin/lint-imports --no-cache
 .venv/bin/ruff check .
 .venv/bin/mypy

@@ -9,8 +9,10 @@ returns the decisions; the caller writes them and calls `forget` if a write fail
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from extender.core.fairsharing import dominant_resource_share
 from extender.core.flavors import WAITING_FOR_QUOTA, Assignment, Mode, assign_flavors
@@ -21,8 +23,10 @@ from extender.core.models import (
     FlavorResource,
     LocalQueue,
     Namespace,
+    ReclaimWithinCohort,
     ResourceFlavor,
     StopPolicy,
+    WithinClusterQueue,
     Workload,
 )
 from extender.core.preemption import (
@@ -65,16 +69,14 @@ class PendingStatus:
     message: str
 
 
-@dataclass(frozen=True, slots=True)
-class Admit:
+class Admit(NamedTuple):
     """Decision: write this admission, then start the job."""
 
     workload: Workload
     admission: Admission
 
 
-@dataclass(frozen=True, slots=True)
-class Evict:
+class Evict(NamedTuple):
     """Decision: stop this workload's job and give its quota back."""
 
     workload: Workload
@@ -122,12 +124,16 @@ class ClusterState:
         self.admitted: dict[str, AdmittedWorkload] = {}
         self.tree = QuotaTree.build((), ())
         self._admitted_by_cq: dict[str, dict[str, AdmittedWorkload]] = {}
+        self._priorities_by_cq: dict[str, Counter[int]] = {}
         self._queues: dict[str, ClusterQueueQueue] = {}
         self._queue_of: dict[str, str] = {}
         self._parked: dict[str, PendingStatus] = {}
         self._status: dict[str, PendingStatus] = {}
         self._inactive: dict[str, PendingStatus] = {}
         self._to_drain: set[str] = set()
+        # Caches of configuration facts, rebuilt whenever the configuration changes.
+        self._selected: dict[tuple[str, str], bool] = {}
+        self._stopped_local_queues = False
 
     # ----- configuration ------------------------------------------------------------
 
@@ -205,9 +211,14 @@ class ClusterState:
     def apply_namespace(self, namespace: Namespace) -> None:
         """Create or update a namespace (its labels feed namespaceSelector)."""
         self.namespaces[namespace.name] = namespace
+        self._selected = {k: v for k, v in self._selected.items() if k[1] != namespace.name}
         self._requeue_all()
 
     def _config_changed(self) -> None:
+        self._selected.clear()
+        self._stopped_local_queues = any(
+            lq.stop_policy is not StopPolicy.NONE for lq in self.local_queues.values()
+        )
         self.tree = QuotaTree.build(self.cluster_queues.values(), self.cohorts.values())
         for admitted in self.admitted.values():
             node = self.tree.cluster_queues.get(admitted.admission.cluster_queue)
@@ -292,16 +303,26 @@ class ClusterState:
         """A workload finished: its quota is released at once."""
         self.delete_workload(key)
 
-    def assume(self, workload: Workload, admission: Admission, now: float) -> None:
+    def assume(
+        self,
+        workload: Workload,
+        admission: Admission,
+        now: float,
+        usage: Mapping[FlavorResource, int] | None = None,
+    ) -> None:
         """Hold quota for an admission before it is written (Kueue's assumeWorkload)."""
         self._unqueue(workload.key)
         self.workloads[workload.key] = workload
         self._status.pop(workload.key, None)
         node = self.tree.cluster_queues[admission.cluster_queue]
-        admitted = AdmittedWorkload(workload, admission, admission.usage(), node, now)
+        held = admission.usage() if usage is None else usage
+        admitted = AdmittedWorkload(workload, admission, held, node, now)
         add_usage(node, admitted.usage)
         self.admitted[workload.key] = admitted
         self._admitted_by_cq.setdefault(admission.cluster_queue, {})[workload.key] = admitted
+        self._priorities_by_cq.setdefault(admission.cluster_queue, Counter())[
+            workload.priority
+        ] += 1
 
     def forget(self, key: str) -> None:
         """Undo an assumed admission whose write failed: the workload is pending again."""
@@ -319,6 +340,10 @@ class ClusterState:
         add_usage(admitted.node, admitted.usage, -1)
         by_cq = self._admitted_by_cq.get(admitted.admission.cluster_queue, {})
         by_cq.pop(key, None)
+        priorities = self._priorities_by_cq[admitted.admission.cluster_queue]
+        priorities[admitted.workload.priority] -= 1
+        if not priorities[admitted.workload.priority]:
+            del priorities[admitted.workload.priority]
         self._requeue_cohort(admitted.node)
 
     def _route(self, workload: Workload) -> None:
@@ -367,6 +392,11 @@ class ClusterState:
     def admitted_in(self, cq_name: str) -> Iterable[AdmittedWorkload]:
         """Admitted workloads of one ClusterQueue."""
         return self._admitted_by_cq.get(cq_name, {}).values()
+
+    def lowest_priority(self, cq_name: str) -> int | None:
+        """The lowest priority among a ClusterQueue's admitted workloads."""
+        priorities = self._priorities_by_cq.get(cq_name)
+        return min(priorities) if priorities else None
 
     def pending_in(self, cq_name: str) -> tuple[int, int]:
         """(active, inadmissible) pending workloads of one ClusterQueue."""
@@ -424,14 +454,19 @@ class ClusterState:
         # 4. Order: classical (no borrowing first, priority, FIFO) or fair-sharing tournament.
         ordered = self._fair_order(entries) if self.fair_sharing else iter(self._classical(entries))
 
-        # 5. Admit or preempt, entry by entry.
+        # 5. Admit or preempt, entry by entry. A preempting entry reserves its quota in the
+        #    snapshot for the rest of the cycle, so what its victims free (and what is free
+        #    now) is not taken by another entry that Kueue ordered after it.
         admitted: list[Admit] = []
         claimed: set[str] = set()
+        reserved: list[tuple[QuotaNode, Mapping[FlavorResource, int]]] = []
+        changed_trees: set[int] = set()  # roots whose usage moved since nomination
         for entry in ordered:
             workload, assignment = entry.workload, entry.assignment
             queue = self._queues[entry.cq.name]
+            root = entry.node.root()
             if assignment.mode == Mode.FIT:
-                if not fits(entry.node, assignment.usage, True):
+                if id(root) in changed_trees and not fits(entry.node, assignment.usage, True):
                     entry.status = PendingStatus(
                         WAITING_FOR_QUOTA,
                         "quota was taken by another workload admitted in the same cycle",
@@ -448,7 +483,8 @@ class ClusterState:
                     queue.mark_inadmissible(workload)
                     progressed = True
                     continue
-                self.assume(workload, admission, now)
+                self.assume(workload, admission, now, assignment.usage)
+                changed_trees.add(id(root))
                 admitted.append(Admit(workload, admission))
                 progressed = True
             elif assignment.mode == Mode.PREEMPT and entry.targets:
@@ -461,6 +497,9 @@ class ClusterState:
                     )
                     continue
                 claimed |= keys
+                changed_trees.add(id(root))
+                add_usage(entry.node, assignment.usage)
+                reserved.append((entry.node, assignment.usage))
                 for target in entry.targets:
                     if target.victim.evicting:
                         continue
@@ -487,6 +526,9 @@ class ClusterState:
                     queue.mark_inadmissible(workload)
                     progressed = progressed or queue.is_inadmissible(workload.key)
 
+        for node, usage in reserved:
+            add_usage(node, usage, -1)
+
         # 6. Requeue: what was not admitted keeps its place or was parked above; record why.
         for entry in entries:
             if entry.status is not None:
@@ -505,9 +547,17 @@ class ClusterState:
                 heads.append((self.cluster_queues[name], nodes[name], workload))
         return heads
 
+    def _selects(self, cq: ClusterQueue, namespace: str) -> bool:
+        key = (cq.name, namespace)
+        selected = self._selected.get(key)
+        if selected is None:
+            selector = cq.namespace_selector
+            selected = selector is not None and selector.matches(self._namespace_labels(namespace))
+            self._selected[key] = selected
+        return selected
+
     def _nominate(self, cq: ClusterQueue, node: QuotaNode, workload: Workload) -> _Entry:
-        labels = self._namespace_labels(workload.namespace)
-        if cq.namespace_selector is None or not cq.namespace_selector.matches(labels):
+        if not self._selects(cq, workload.namespace):
             hint = (
                 " (its namespaceSelector is null, which selects no namespace; {} selects all)"
                 if cq.namespace_selector is None
@@ -519,22 +569,37 @@ class ClusterState:
             return _Entry(
                 cq, node, workload, Assignment(Mode.NO_FIT, reason=INADMISSIBLE, message=message)
             )
-        lq = self.local_queue_of(workload)
+        lq = self.local_queue_of(workload) if self._stopped_local_queues else None
         if lq is not None and lq.stop_policy is not StopPolicy.NONE:
             message = f"LocalQueue {lq.key} is stopped (stopPolicy {lq.stop_policy.value})"
             return _Entry(
                 cq, node, workload, Assignment(Mode.NO_FIT, reason=INADMISSIBLE, message=message)
             )
 
-        def oracle(request: Mapping[FlavorResource, int], need: frozenset[FlavorResource]) -> bool:
-            return bool(self._targets(workload, cq, node, request, need))
+        found: dict[tuple[object, ...], list[Target]] = {}
 
-        assignment = assign_flavors(workload, cq, self.flavors, node, oracle)
+        def targets(  # memoised: the oracle and the final nomination ask the same question
+            request: Mapping[FlavorResource, int], need: frozenset[FlavorResource]
+        ) -> list[Target]:
+            key = (tuple(sorted(request.items())), need)
+            if key not in found:
+                found[key] = self._targets(workload, cq, node, request, need)
+            return found[key]
+
+        may_preempt = cq.preemption.within_cluster_queue is not WithinClusterQueue.NEVER or (
+            node.parent is not None
+            and cq.preemption.reclaim_within_cohort is not ReclaimWithinCohort.NEVER
+        )
+        assignment = assign_flavors(
+            workload,
+            cq,
+            self.flavors,
+            node,
+            (lambda req, need: bool(targets(req, need))) if may_preempt else None,
+        )
         entry = _Entry(cq, node, workload, assignment)
         if assignment.mode == Mode.PREEMPT:
-            entry.targets = self._targets(
-                workload, cq, node, assignment.usage, assignment.needs_preemption
-            )
+            entry.targets = targets(assignment.usage, assignment.needs_preemption)
             if not entry.targets:
                 entry.assignment = Assignment(
                     Mode.NO_FIT, reason=WAITING_FOR_QUOTA, message=assignment.message
@@ -550,7 +615,7 @@ class ClusterState:
         need: frozenset[FlavorResource],
     ) -> list[Target]:
         find = fair_sharing_targets if self.fair_sharing else classical_targets
-        return find(workload, cq, node, request, need, self.admitted_in)
+        return find(workload, cq, node, request, need, self.admitted_in, self.lowest_priority)
 
     def _namespace_labels(self, name: str) -> dict[str, str]:
         namespace = self.namespaces.get(name)

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from enum import IntEnum
+from types import MappingProxyType
+from typing import NamedTuple
 
 from extender.core.labels import flavor_matches_node_constraints, tolerated
 from extender.core.models import (
@@ -41,15 +42,22 @@ PreemptionOracle = Callable[[Mapping[FlavorResource, int], frozenset[FlavorResou
 """Given a request and the flavor-resources that need room: could preemption make room?"""
 
 
-@dataclass(frozen=True, slots=True)
-class Assignment:
-    """The outcome of flavor assignment for one workload in one ClusterQueue."""
+_NO_USAGE: Mapping[FlavorResource, int] = MappingProxyType({})
+_NOTHING: frozenset[FlavorResource] = frozenset()
+
+
+class Assignment(NamedTuple):
+    """The outcome of flavor assignment for one workload in one ClusterQueue.
+
+    A NamedTuple rather than a frozen dataclass: one is built per head per cycle, and
+    tuples are three times cheaper to build.
+    """
 
     mode: Mode
     borrowing_level: int = 0
     pod_set_flavors: tuple[Mapping[str, str], ...] = ()
-    usage: Mapping[FlavorResource, int] = field(default_factory=dict)
-    needs_preemption: frozenset[FlavorResource] = frozenset()
+    usage: Mapping[FlavorResource, int] = _NO_USAGE
+    needs_preemption: frozenset[FlavorResource] = _NOTHING
     reason: str = ""
     message: str = ""
 
@@ -60,8 +68,8 @@ class Assignment:
             tuple(
                 PodSetAssignment(
                     ps.name,
-                    dict(flavors),
-                    {r: v for r, v in ps.total().items() if r in flavors},
+                    flavors,
+                    {r: v for r, v in ps.totals.items() if r in flavors},
                     ps.count,
                 )
                 for ps, flavors in zip(workload.pod_sets, self.pod_set_flavors, strict=True)
@@ -69,8 +77,7 @@ class Assignment:
         )
 
 
-@dataclass(frozen=True, slots=True)
-class _Verdict:
+class _Verdict(NamedTuple):
     flavor: str
     mode: Mode
     level: int
@@ -90,6 +97,8 @@ def _preferred(a: _Verdict, b: _Verdict, preemption_over_borrowing: bool) -> boo
 
 
 def _incompatibility(flavor: ResourceFlavor, pod_set: PodSet) -> str | None:
+    if not flavor.node_taints and not flavor.node_labels:
+        return None
     for taint in flavor.node_taints:
         if taint.effect not in ("NoSchedule", "NoExecute"):
             continue
@@ -153,13 +162,14 @@ def assign_flavors(
     """Choose flavors group by group in the ClusterQueue's order, honouring fungibility."""
     # Requests of each pod set grouped by resource group: all pod sets that request a
     # group's resources get the same flavor for that group.
+    group_of = cq.group_of
     needs: dict[int, dict[str, int]] = {}
     pod_sets_of_group: dict[int, list[int]] = {}
     for index, pod_set in enumerate(workload.pod_sets):
-        for resource, amount in pod_set.total().items():
+        for resource, amount in pod_set.totals.items():
             if amount <= 0:
                 continue
-            group = cq.group_of.get(resource)
+            group = group_of.get(resource)
             if group is None:
                 return Assignment(
                     Mode.NO_FIT,
@@ -167,11 +177,14 @@ def assign_flavors(
                     message=f"pod set {pod_set.name} requests {resource}, "
                     f"which ClusterQueue {cq.name} has no quota for",
                 )
-            totals = needs.setdefault(group, {})
-            totals[resource] = totals.get(resource, 0) + amount
-            members = pod_sets_of_group.setdefault(group, [])
-            if index not in members:
-                members.append(index)
+            totals = needs.get(group)
+            if totals is None:
+                needs[group] = {resource: amount}
+                pod_sets_of_group[group] = [index]
+            else:
+                totals[resource] = totals.get(resource, 0) + amount
+                if pod_sets_of_group[group][-1] != index:
+                    pod_sets_of_group[group].append(index)
 
     fungibility = cq.flavor_fungibility
     preemption_over_borrowing = fungibility.preference == "PreemptionOverBorrowing"
@@ -181,7 +194,7 @@ def assign_flavors(
     can_borrow_preempting = cq.preemption.borrow_within_cohort != "Never"
     preempts = can_reclaim or cq.preemption.within_cluster_queue is not WithinClusterQueue.NEVER
     chosen: dict[int, _Verdict] = {}
-    for group_index in sorted(needs):
+    for group_index in sorted(needs) if len(needs) > 1 else needs:
         request = needs[group_index]
         best: _Verdict | None = None
         notes: list[_Verdict] = []
@@ -193,7 +206,7 @@ def assign_flavors(
                     name,
                     Mode.NO_FIT,
                     0,
-                    frozenset(),
+                    _NOTHING,
                     NO_MATCHING_FLAVOR,
                     f"flavor {name} does not exist",
                 )
@@ -229,19 +242,29 @@ def assign_flavors(
 
     pod_set_flavors: list[dict[str, str]] = [{} for _ in workload.pod_sets]
     usage: dict[FlavorResource, int] = {}
+    mode, level = Mode.FIT, 0
+    need: frozenset[FlavorResource] = frozenset()
+    notes_text = ""
     for group_index, verdict in chosen.items():
+        flavor_name = verdict.flavor
+        for resource, amount in needs[group_index].items():
+            usage[(flavor_name, resource)] = amount
         for index in pod_sets_of_group[group_index]:
-            for resource, amount in workload.pod_sets[index].total().items():
-                if amount > 0 and cq.group_of.get(resource) == group_index:
-                    pod_set_flavors[index][resource] = verdict.flavor
-                    fr = (verdict.flavor, resource)
-                    usage[fr] = usage.get(fr, 0) + amount
-    mode = min((v.mode for v in chosen.values()), default=Mode.FIT)
-    need = frozenset(fr for v in chosen.values() for fr in v.need)
-    notes_text = "; ".join(v.note for v in chosen.values() if v.note)
+            assigned = pod_set_flavors[index]
+            for resource, amount in workload.pod_sets[index].totals.items():
+                if amount > 0 and group_of.get(resource) == group_index:
+                    assigned[resource] = flavor_name
+        if verdict.mode < mode:
+            mode = verdict.mode
+        if verdict.level > level:
+            level = verdict.level
+        if verdict.need:
+            need = need | verdict.need
+        if verdict.note:
+            notes_text = f"{notes_text}; {verdict.note}" if notes_text else verdict.note
     return Assignment(
         mode,
-        max((v.level for v in chosen.values()), default=0),
+        level,
         tuple(pod_set_flavors),
         usage,
         need,
@@ -264,7 +287,7 @@ def _judge(
     for index in pod_set_indexes:
         problem = _incompatibility(flavor, workload.pod_sets[index])
         if problem is not None:
-            return _Verdict(flavor.name, Mode.NO_FIT, 0, frozenset(), NO_MATCHING_FLAVOR, problem)
+            return _Verdict(flavor.name, Mode.NO_FIT, 0, _NOTHING, NO_MATCHING_FLAVOR, problem)
     mode, level = Mode.FIT, 0
     need: set[FlavorResource] = set()
     notes: list[str] = []
@@ -276,7 +299,7 @@ def _judge(
             continue
         if amount > potential_available(node, fr):
             note = _quota_note(node, fr, amount, free, never=True)
-            return _Verdict(flavor.name, Mode.NO_FIT, 0, frozenset(), EXCEEDS_MAX_QUOTA, note)
+            return _Verdict(flavor.name, Mode.NO_FIT, 0, _NOTHING, EXCEEDS_MAX_QUOTA, note)
         notes.append(_quota_note(node, fr, amount, free, never=False))
         if amount <= node.subtree.get(fr, 0) or can_reclaim or can_borrow_preempting:
             mode = min(mode, Mode.PREEMPT)
@@ -285,7 +308,7 @@ def _judge(
             mode = Mode.NO_FIT
     note = "; ".join(notes)
     if mode == Mode.NO_FIT:
-        return _Verdict(flavor.name, mode, level, frozenset(), WAITING_FOR_QUOTA, note)
+        return _Verdict(flavor.name, mode, level, _NOTHING, WAITING_FOR_QUOTA, note)
     if mode == Mode.PREEMPT:
         frozen = frozenset(need)
         flavor_request = {(flavor.name, r): v for r, v in request.items()}
@@ -295,7 +318,7 @@ def _judge(
                 flavor.name, Mode.NO_CANDIDATES, level, frozen, WAITING_FOR_QUOTA, note + suffix
             )
         return _Verdict(flavor.name, mode, level, frozen, WAITING_FOR_QUOTA, note)
-    return _Verdict(flavor.name, mode, level, frozenset(), "", "")
+    return _Verdict(flavor.name, mode, level, _NOTHING, "", "")
 
 
 def _no_fit(workload: Workload, notes: list[_Verdict], best: _Verdict) -> Assignment:

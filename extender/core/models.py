@@ -217,11 +217,16 @@ class PodSet:
     required_terms: tuple[NodeSelectorTerm, ...] = ()
     tolerations: tuple[Toleration, ...] = ()
     min_count: int | None = None
+    totals: Mapping[str, int] = field(init=False, repr=False, compare=False)
 
-    def total(self, count: int | None = None) -> dict[str, int]:
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "totals", {r: v * self.count for r, v in self.requests.items()})
+
+    def total(self, count: int | None = None) -> Mapping[str, int]:
         """What the whole pod set requests, for `count` pods (default: all of them)."""
-        n = self.count if count is None else count
-        return {r: v * n for r, v in self.requests.items()}
+        if count is None:
+            return self.totals
+        return {r: v * count for r, v in self.requests.items()}
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,11 +244,11 @@ class Workload:
     creation_time: float = 0.0
     owner_kind: str = ""
     owner_name: str = ""
+    key: str = field(init=False, repr=False, compare=False)
+    """namespace/name (computed once: it is looked up on every queue operation)."""
 
-    @property
-    def key(self) -> str:
-        """namespace/name."""
-        return f"{self.namespace}/{self.name}"
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "key", f"{self.namespace}/{self.name}")
 
 
 @dataclass(frozen=True, slots=True)

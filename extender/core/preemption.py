@@ -14,7 +14,13 @@ from extender.core.models import (
     WithinClusterQueue,
     Workload,
 )
-from extender.core.quota import QuotaNode, add_usage, available, is_borrowing
+from extender.core.quota import (
+    QuotaNode,
+    add_usage,
+    available,
+    borrowing_cluster_queues,
+    is_borrowing,
+)
 
 IN_CLUSTER_QUEUE = "InClusterQueue"
 IN_COHORT_RECLAMATION = "InCohortReclamation"
@@ -49,6 +55,19 @@ class Target:
 
 AdmittedIn = Callable[[str], Iterable[AdmittedWorkload]]
 """The admitted workloads of a ClusterQueue, by name."""
+
+LowestPriority = Callable[[str], "int | None"]
+"""The lowest priority admitted in a ClusterQueue (None when it admitted nothing)."""
+
+
+def _may_hold_lower(
+    lowest: LowestPriority | None, cq_name: str, priority: int, equal: bool
+) -> bool:
+    """Cheap test: could this queue hold a workload below (or at) the priority at all?"""
+    if lowest is None:
+        return True
+    floor = lowest(cq_name)
+    return floor is not None and (floor < priority or (equal and floor == priority))
 
 
 def fits(node: QuotaNode, request: Mapping[FlavorResource, int], allow_borrowing: bool) -> bool:
@@ -86,11 +105,15 @@ def candidates(
     admitted_in: AdmittedIn,
     *,
     fair_sharing: bool = False,
+    lowest_priority: LowestPriority | None = None,
 ) -> list[AdmittedWorkload]:
     """Workloads that the ClusterQueue's policies allow to be preempted, in Kueue's order."""
     found: list[AdmittedWorkload] = []
     within = cq.preemption.within_cluster_queue
-    if within is not WithinClusterQueue.NEVER:
+    equal_too = within is WithinClusterQueue.LOWER_OR_NEWER_EQUAL_PRIORITY
+    if within is not WithinClusterQueue.NEVER and _may_hold_lower(
+        lowest_priority, cq.name, preemptor.priority, equal_too
+    ):
         for candidate in admitted_in(cq.name):
             if _uses(candidate, need) and _within_allows(
                 within, candidate, preemptor, preemptor.creation_time
@@ -98,8 +121,23 @@ def candidates(
                 found.append(candidate)
     reclaim = cq.preemption.reclaim_within_cohort
     if node.parent is not None and reclaim is not ReclaimWithinCohort.NEVER:
-        for other in node.root().cluster_queues():
-            if other is node or (not fair_sharing and not is_borrowing(other, need)):
+        root = node.root()
+        if fair_sharing:
+            others: Iterable[QuotaNode] = root.cluster_queues()
+        else:
+            # Only queues that borrow a needed flavor-resource may be reclaimed from.
+            found_borrowers: dict[str, QuotaNode] = {}
+            for fr in need:
+                for borrower in borrowing_cluster_queues(root, fr):
+                    found_borrowers[borrower.name] = borrower
+            others = [found_borrowers[n] for n in sorted(found_borrowers)]
+        any_priority = reclaim is ReclaimWithinCohort.ANY
+        for other in others:
+            if other is node:
+                continue
+            if not any_priority and not _may_hold_lower(
+                lowest_priority, other.name, preemptor.priority, False
+            ):
                 continue
             for candidate in admitted_in(other.name):
                 if not _uses(candidate, need):
@@ -188,9 +226,10 @@ def classical_targets(
     request: Mapping[FlavorResource, int],
     need: frozenset[FlavorResource],
     admitted_in: AdmittedIn,
+    lowest_priority: LowestPriority | None = None,
 ) -> list[Target]:
     """Kueue's classical preemption: remove candidates until it fits, then fill back."""
-    pool = candidates(preemptor, cq, node, need, admitted_in)
+    pool = candidates(preemptor, cq, node, need, admitted_in, lowest_priority=lowest_priority)
     if not pool:
         return []
     same_queue = [c for c in pool if c.node is node]
@@ -213,6 +252,7 @@ def fair_sharing_targets(
     request: Mapping[FlavorResource, int],
     need: frozenset[FlavorResource],
     admitted_in: AdmittedIn,
+    lowest_priority: LowestPriority | None = None,
 ) -> list[Target]:
     """Fair-sharing preemption with Kueue's default strategies.
 
@@ -220,7 +260,9 @@ def fair_sharing_targets(
     while the preemptor's share with the new workload stays <= the target's share after
     the removal; then LessThanInitialShare: < the target's share before it.
     """
-    pool = candidates(preemptor, cq, node, need, admitted_in, fair_sharing=True)
+    pool = candidates(
+        preemptor, cq, node, need, admitted_in, fair_sharing=True, lowest_priority=lowest_priority
+    )
     if not pool:
         return []
     by_queue: dict[str, list[AdmittedWorkload]] = {}

@@ -34,6 +34,11 @@ class QuotaNode:
     subtree: dict[FlavorResource, int] = field(default_factory=dict)
     local: dict[FlavorResource, int] = field(default_factory=dict)
     usage: dict[FlavorResource, int] = field(default_factory=dict)
+    # Filled in by QuotaTree.build: the ClusterQueues below this node, and (on roots only)
+    # which ClusterQueues currently borrow each flavor-resource, kept by add_usage.
+    leaves: list[QuotaNode] = field(default_factory=list)
+    limits: dict[FlavorResource, int] = field(default_factory=dict)
+    borrowers: dict[FlavorResource, set[QuotaNode]] = field(default_factory=dict)
 
     def root(self) -> QuotaNode:
         """The top of this node's tree."""
@@ -49,17 +54,18 @@ class QuotaNode:
             yield node
             node = node.parent
 
-    def cluster_queues(self) -> Iterator[QuotaNode]:
+    def cluster_queues(self) -> list[QuotaNode]:
         """Every ClusterQueue node in this subtree."""
-        if not self.is_cohort:
-            yield self
-        for child in self.children:
-            yield from child.cluster_queues()
+        return self.leaves
+
+    def __post_init__(self) -> None:
+        self.limits = {
+            fr: q.borrowing_limit for fr, q in self.quotas.items() if q.borrowing_limit is not None
+        }
 
     def borrowing_limit(self, fr: FlavorResource) -> int | None:
         """The node's borrowingLimit for fr (None: unlimited)."""
-        quota = self.quotas.get(fr)
-        return None if quota is None else quota.borrowing_limit
+        return self.limits.get(fr)
 
     def nominal(self, fr: FlavorResource) -> int:
         """The node's own nominalQuota for fr."""
@@ -76,7 +82,7 @@ def available(node: QuotaNode, fr: FlavorResource) -> int:
     local = node.local.get(fr, 0)
     local_available = local - usage if local > usage else 0
     parent_available = available(parent, fr)
-    limit = node.borrowing_limit(fr)
+    limit = node.limits.get(fr)
     if limit is not None:
         stored_in_parent = node.subtree.get(fr, 0) - local
         used_in_parent = usage - local if usage > local else 0
@@ -90,7 +96,7 @@ def potential_available(node: QuotaNode, fr: FlavorResource) -> int:
     if parent is None:
         return node.subtree.get(fr, 0)
     result = node.local.get(fr, 0) + potential_available(parent, fr)
-    limit = node.borrowing_limit(fr)
+    limit = node.limits.get(fr)
     if limit is not None:
         result = min(node.subtree.get(fr, 0) + limit, result)
     return result
@@ -114,10 +120,28 @@ def is_borrowing(node: QuotaNode, frs: Iterable[FlavorResource]) -> bool:
     return any(node.usage.get(fr, 0) > node.subtree.get(fr, 0) for fr in frs)
 
 
+def borrowing_cluster_queues(root: QuotaNode, fr: FlavorResource) -> set[QuotaNode]:
+    """The ClusterQueues under a root that use more of fr than their own quota."""
+    return root.borrowers.get(fr, _NONE)
+
+
+_NONE: set[QuotaNode] = set()
+
+
 def add_usage(node: QuotaNode, usage: Mapping[FlavorResource, int], sign: int = 1) -> None:
     """Add (sign=1) or remove (sign=-1) a workload's usage, propagating up the tree."""
     for fr, amount in usage.items():
         delta = sign * amount
+        if node.parent is not None and not node.is_cohort:
+            quota = node.subtree.get(fr, 0)
+            old = node.usage.get(fr, 0)
+            was, now = old > quota, old + delta > quota
+            if was != now:
+                borrowers = node.root().borrowers.setdefault(fr, set())
+                if now:
+                    borrowers.add(node)
+                else:
+                    borrowers.discard(node)
         current: QuotaNode | None = node
         while current is not None and delta:
             old = current.usage.get(fr, 0)
@@ -187,7 +211,17 @@ class QuotaTree:
         return tree
 
 
+def _collect_leaves(node: QuotaNode) -> list[QuotaNode]:
+    leaves = [] if node.is_cohort else [node]
+    for child in node.children:
+        leaves.extend(_collect_leaves(child))
+    node.leaves = leaves
+    return leaves
+
+
 def _compute_subtree(node: QuotaNode) -> None:
+    if node.parent is None:
+        _collect_leaves(node)
     subtree: dict[FlavorResource, int] = {fr: q.nominal for fr, q in node.quotas.items()}
     for child in node.children:
         _compute_subtree(child)

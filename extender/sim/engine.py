@@ -6,7 +6,7 @@ import heapq
 import itertools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from extender.core.cycle import Admit, ClusterState, CycleResult, Evict, PendingStatus
 from extender.core.jobs import workload_for
@@ -14,8 +14,10 @@ from extender.core.models import Workload
 from extender.core.parse import ManifestError
 from extender.sim.loader import LoadError, Scenario, SimJob
 
+_T = TypeVar("_T")
+
 # Cycles at one instant stop once nothing moves; this bounds a pathological preemption loop.
-MAX_CYCLES_PER_INSTANT = 100_000
+MAX_CYCLES_PER_INSTANT = 10_000
 
 
 @dataclass(slots=True)
@@ -33,6 +35,7 @@ class Simulation:
     end_time: float
     jobs: dict[str, SimJob]
     cycle_seconds: list[float] = field(default_factory=list)
+    core_cpu_seconds: float = 0.0
 
 
 def build_state(scenario: Scenario, *, fair_sharing: bool = False) -> ClusterState:
@@ -57,10 +60,13 @@ class Simulator:
         *,
         fair_sharing: bool = False,
         timer: Callable[[], float] | None = None,
+        cpu_timer: Callable[[], float] | None = None,
     ) -> None:
         self.scenario = scenario
         self.state = build_state(scenario, fair_sharing=fair_sharing)
         self._timer = timer
+        self._cpu_timer = cpu_timer
+        self.core_cpu_seconds = 0.0
         self._events: list[dict[str, Any]] = []
         self._queue: list[tuple[float, int, str, str, int]] = []
         self._seq = itertools.count()
@@ -92,7 +98,24 @@ class Simulator:
                     self._finish(now, ref)
             self._cycles(now)
         self._events.sort(key=lambda e: e["time"])  # stable: same-time order is kept
-        return Simulation(self._events, self.state, now, dict(self._jobs), self.cycle_seconds)
+        return Simulation(
+            self._events,
+            self.state,
+            now,
+            dict(self._jobs),
+            self.cycle_seconds,
+            self.core_cpu_seconds,
+        )
+
+    def _core(self, call: Callable[[Any], _T], arg: Any) -> _T:
+        """Call into the admission core, adding its CPU time when measured."""
+        if self._cpu_timer is None:
+            return call(arg)
+        start = self._cpu_timer()
+        try:
+            return call(arg)
+        finally:
+            self.core_cpu_seconds += self._cpu_timer() - start
 
     def _push(self, when: float, what: str, ref: str, generation: int) -> None:
         heapq.heappush(self._queue, (when, next(self._seq), what, ref, generation))
@@ -115,10 +138,10 @@ class Simulator:
         self._workloads[workload.key] = workload
         self._generation[workload.key] = 0
         self._emit(now, "Created", job, workload)
-        self.state.add_workload(workload)
+        self._core(self.state.add_workload, workload)
 
     def _finish(self, now: float, key: str) -> None:
-        self.state.finish(key)
+        self._core(self.state.finish, key)
         self._generation[key] = -1
         self._emit(now, "Finished", self._jobs[key], self._workloads[key], reason="Succeeded")
 
@@ -127,10 +150,10 @@ class Simulator:
         for _ in range(MAX_CYCLES_PER_INSTANT):
             if self._timer is not None:
                 start = self._timer()
-                result = self.state.schedule(now)
+                result = self._core(self.state.schedule, now)
                 self.cycle_seconds.append(self._timer() - start)
             else:
-                result = self.state.schedule(now)
+                result = self._core(self.state.schedule, now)
             self._apply(now, result, touched)
             if not result.progressed:
                 break
@@ -186,7 +209,7 @@ class Simulator:
             extra["preemptor"] = eviction.preemptor
         self._emit(now, "Evicted", self._jobs[key], eviction.workload, **extra)
         # The job is suspended and its pods stop at once in virtual time.
-        self.state.release(key)
+        self._core(self.state.release, key)
 
     def _emit(
         self, now: float, event: str, job: SimJob, workload: Workload | None, **extra: Any

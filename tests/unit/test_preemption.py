@@ -175,3 +175,18 @@ def test_fair_sharing_preempts_the_queue_with_the_highest_share():
     assert [(e.workload.name, e.preemption_reason) for e in result.evicted] == [
         ("a3", "InCohortFairSharing")
     ]
+
+
+def test_a_preemptor_keeps_the_room_it_makes_no_livelock():
+    state = cohort_pair()
+    admit(state, WL("b1").queue("lq-b").created(0).request("cpu", "3").obj())
+    admit(state, WL("b2").queue("lq-b").created(1).request("cpu", "3").obj(), now=1)
+    state.add_workload(WL("b3").queue("lq-b").created(2).request("cpu", "2").obj())
+    owner = WL("owner").queue("lq-a").created(3).request("cpu", "4").obj()
+    state.add_workload(owner)
+    # b3 could fit in the 2 cpu free right now, but owner reserves them while its victim
+    # stops; otherwise b3 would take them, be preempted, come back, and so on forever.
+    decisions = run_until_quiet(state, now=3)
+    evicted = [d.workload.name for d in decisions if hasattr(d, "reason")]
+    assert evicted == ["b2"]
+    assert owner.key in state.admitted

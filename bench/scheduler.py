@@ -1,0 +1,192 @@
+"""Kueue's scheduler benchmark (test/performance/scheduler) run through Tower's simulator.
+
+Scenarios follow shared/reference/performance.md §1.2-1.3: cohorts of ClusterQueues with
+nominal 20 cpu, borrowingLimit 100, reclaimWithinCohort Any, withinClusterQueue
+LowerPriority, and three workload classes arriving at fixed intervals per ClusterQueue.
+Each scenario runs in its own process so peak RSS is its own. Prints one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import statistics
+import sys
+import time
+from collections import defaultdict
+from typing import Any
+
+from extender.core.labels import LabelSelector
+from extender.core.models import (
+    ClusterQueue,
+    FlavorQuotas,
+    LocalQueue,
+    Preemption,
+    PriorityClass,
+    ReclaimWithinCohort,
+    ResourceFlavor,
+    ResourceGroup,
+    ResourceQuota,
+    WithinClusterQueue,
+)
+from extender.gc_tuning import tune_for_scheduling
+from extender.sim.engine import Simulator
+from extender.sim.loader import Scenario, SimJob
+
+# name: (count per ClusterQueue, interval s, runtime s, priority, cpu)
+BASELINE = {
+    "cohorts": 5,
+    "queues": 6,
+    "classes": {
+        "small": (350, 0.100, 0.200, 50, 1),
+        "medium": (100, 0.500, 0.500, 100, 5),
+        "large": (50, 1.200, 1.000, 200, 20),
+    },
+}
+LARGE = {
+    "cohorts": 10,
+    "queues": 100,
+    "classes": {
+        "small": (35, 0.060, 0.150, 50, 1),
+        "medium": (11, 0.300, 0.350, 100, 5),
+        "large": (4, 0.700, 0.700, 200, 20),
+    },
+}
+# Kueue's published averages (ms) to compare time to admission against.
+KUEUE_TTA_MS = {
+    "baseline": {"large": 16501, "medium": 76768, "small": 215468},
+    "large": {"large": 105604, "medium": 256413, "small": 700379},
+}
+PRIORITY_CLASS_BY_VALUE = {50: "small", 100: "medium", 200: "large"}
+
+
+def build(spec: dict[str, Any], burst: bool) -> Scenario:
+    scenario = Scenario()
+    scenario.flavors.append(ResourceFlavor("default"))
+    for c in range(spec["cohorts"]):
+        for q in range(spec["queues"]):
+            name = f"cq-{c}-{q}"
+            quota = ResourceQuota("cpu", 20_000, borrowing_limit=100_000)
+            scenario.cluster_queues.append(
+                ClusterQueue(
+                    name=name,
+                    cohort=f"cohort-{c}",
+                    resource_groups=(
+                        ResourceGroup(("cpu",), (FlavorQuotas("default", (quota,)),)),
+                    ),
+                    namespace_selector=LabelSelector(),
+                    preemption=Preemption(
+                        WithinClusterQueue.LOWER_PRIORITY, ReclaimWithinCohort.ANY
+                    ),
+                )
+            )
+            scenario.local_queues.append(LocalQueue("default", name, name))
+            for cls, (count, interval, runtime, _priority, cpu) in spec["classes"].items():
+                pod_spec = {
+                    "containers": [{"name": "c", "resources": {"requests": {"cpu": str(cpu)}}}],
+                    "priorityClassName": cls,
+                }
+                for i in range(count):
+                    job_name = f"{name}-{cls}-{i}"
+                    obj = {
+                        "apiVersion": "batch/v1",
+                        "kind": "Job",
+                        "metadata": {
+                            "name": job_name,
+                            "namespace": "default",
+                            "labels": {"kueue.x-k8s.io/queue-name": name},
+                        },
+                        "spec": {"suspend": True, "template": {"spec": pod_spec}},
+                    }
+                    uid = f"{len(scenario.jobs):08d}-0000-4000-8000-000000000000"
+                    arrival = 0.0 if burst else round(i * interval, 6)
+                    scenario.jobs.append(
+                        SimJob(
+                            "Job", "default", job_name, uid, obj, arrival, runtime, True, job_name
+                        )
+                    )
+    for value, cls in PRIORITY_CLASS_BY_VALUE.items():
+        scenario.priority_classes[cls] = PriorityClass(cls, value)
+    return scenario
+
+
+def percentile(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
+
+
+def run(name: str, burst: bool) -> dict[str, Any]:
+    spec = BASELINE if name == "baseline" else LARGE
+    scenario = build(spec, burst)
+    tune_for_scheduling()
+    cpu0, wall0 = time.process_time(), time.perf_counter()
+    sim = Simulator(scenario, timer=time.perf_counter, cpu_timer=time.process_time).run()
+    cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
+
+    created: dict[str, float] = {}
+    first_admitted: dict[str, float] = {}
+    cls_of: dict[str, str] = {}
+    running: dict[str, tuple[float, str, int]] = {}
+    used = defaultdict(float)  # cpu-seconds per ClusterQueue
+    admissions = evictions = 0
+    cpu_of = {cls: c[4] for cls, c in spec["classes"].items()}
+    for e in sim.events:
+        key = e["name"]
+        if e["event"] == "Created":
+            created[key] = e["time"]
+            cls_of[key] = key.rsplit("-", 2)[1]
+        elif e["event"] == "Admitted":
+            admissions += 1
+            first_admitted.setdefault(key, e["time"])
+            running[key] = (e["time"], e["clusterQueue"], cpu_of[cls_of[key]])
+        elif e["event"] in ("Finished", "Evicted"):
+            start, cq, amount = running.pop(key)
+            used[cq] += (e["time"] - start) * amount
+            evictions += e["event"] == "Evicted"
+    span = max(e["time"] for e in sim.events) - min(e["time"] for e in sim.events)
+    usage = [100 * used[cq.name] / (20 * span) for cq in scenario.cluster_queues]
+    tta = defaultdict(list)
+    for key, when in first_admitted.items():
+        tta[cls_of[key]].append(when - created[key])
+    cycles_ms = [s * 1000 for s in sim.cycle_seconds]
+    return {
+        "scenario": name + ("-burst" if burst else ""),
+        "workloads": len(scenario.jobs),
+        "cluster_queues": len(scenario.cluster_queues),
+        "admissions": admissions,
+        "evictions": evictions,
+        "never_admitted": len(created) - len(first_admitted),
+        "core_cpu_s": round(sim.core_cpu_seconds, 3),
+        "process_cpu_s": round(cpu, 3),
+        "wall_s": round(wall, 3),
+        "admissions_per_core_cpu_s": round(admissions / max(1e-9, sim.core_cpu_seconds)),
+        "cycles": len(cycles_ms),
+        "cycle_p50_ms": round(percentile(cycles_ms, 50), 3),
+        "cycle_p99_ms": round(percentile(cycles_ms, 99), 3),
+        "cycle_max_ms": round(max(cycles_ms), 3),
+        "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "virtual_makespan_s": round(span, 3),
+        "avg_time_to_admission_ms": {
+            c: round(1000 * statistics.mean(v)) for c, v in sorted(tta.items())
+        },
+        "kueue_avg_time_to_admission_ms": KUEUE_TTA_MS.get(name),
+        "cq_usage_percent": {"min": round(min(usage), 1), "mean": round(statistics.mean(usage), 1)},
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("scenario", choices=("baseline", "large"))
+    parser.add_argument(
+        "--burst",
+        action="store_true",
+        help="create every workload at t=0 (the 50,000-pending cycle test)",
+    )
+    args = parser.parse_args()
+    json.dump(run(args.scenario, args.burst), sys.stdout, indent=2)
+    print()
+
+
+if __name__ == "__main__":
+    main()
