@@ -22,7 +22,10 @@ ROWS = [
 
 
 def main(paths: list[str]) -> None:
-    results = [json.load(open(p)) for p in paths]
+    results = []
+    for path in paths:
+        with open(path) as handle:
+            results.append(json.load(handle))
     print("| | " + " | ".join(r["scenario"] for r in results) + " |")
     print("|---|" + "---|" * len(results))
     for key, label in ROWS:
@@ -34,8 +37,8 @@ def main(paths: list[str]) -> None:
             kueue = (r.get("kueue_avg_time_to_admission_ms") or {}).get(cls)
             cells.append(f"{ours} (Kueue {kueue})" if kueue else str(ours))
         print(f"| avg time to admission, {cls} (ms, virtual) | " + " | ".join(cells) + " |")
-    print("| ClusterQueue usage, min / mean (%) | " + " | ".join(
-        f"{r['cq_usage_percent']['min']} / {r['cq_usage_percent']['mean']}" for r in results) + " |")
+    usage = [f"{r['cq_usage_percent']['min']} / {r['cq_usage_percent']['mean']}" for r in results]
+    print("| ClusterQueue usage, min / mean (%) | " + " | ".join(usage) + " |")
 
 
 if __name__ == "__main__":
