@@ -12,6 +12,7 @@ from extender.core.cycle import Admit, ClusterState, CycleResult, Evict, Pending
 from extender.core.jobs import workload_for
 from extender.core.models import Workload
 from extender.core.parse import ManifestError
+from extender.core.workloads import workload as parse_workload
 from extender.sim.loader import LoadError, Scenario, SimJob
 
 _T = TypeVar("_T")
@@ -122,13 +123,16 @@ class Simulator:
 
     def _create(self, now: float, job: SimJob) -> None:
         try:
-            workload = workload_for(
-                job.obj,
-                uid=job.uid,
-                creation_time=now,
-                workload_priority_classes=self.scenario.workload_priority_classes,
-                priority_classes=self.scenario.priority_classes,
-            )
+            if job.kind == "Workload":
+                workload = parse_workload(job.obj, creation_time=now)
+            else:
+                workload = workload_for(
+                    job.obj,
+                    uid=job.uid,
+                    creation_time=now,
+                    workload_priority_classes=self.scenario.workload_priority_classes,
+                    priority_classes=self.scenario.priority_classes,
+                )
         except ManifestError as err:
             raise LoadError(
                 f"{job.source.replace('#', ': document ')} ({job.kind}/{job.name}): "

@@ -43,6 +43,7 @@ KINDS = (
     "Namespace",
     "Job",
     "JobSet",
+    "Workload",
 )
 
 
@@ -175,7 +176,7 @@ class Loader:
             s.priority_classes[pc.name] = pc
         elif kind == "Namespace":
             s.namespaces.append(parse.namespace(doc))
-        elif kind in (JOB_KIND, JOBSET_KIND):
+        elif kind in (JOB_KIND, JOBSET_KIND, "Workload"):
             s.jobs.append(self._job(doc, source))
         else:
             raise ManifestError(
@@ -184,7 +185,11 @@ class Loader:
 
     def _job(self, doc: Mapping[str, Any], source: str) -> SimJob:
         kind = str(doc["kind"])
-        expected = "batch/v1" if kind == JOB_KIND else "jobset.x-k8s.io/v1alpha2"
+        if kind == "Workload":
+            parse.check_version(doc, kind)
+            expected = str(doc["apiVersion"])
+        else:
+            expected = "batch/v1" if kind == JOB_KIND else "jobset.x-k8s.io/v1alpha2"
         if doc.get("apiVersion") != expected:
             raise ManifestError(
                 "apiVersion", f"{kind} must be {expected}, got {doc.get('apiVersion')!r}"
@@ -217,6 +222,9 @@ class Loader:
             annotations.get(DURATION_ANNOTATION, DEFAULT_DURATION),
             f'metadata.annotations["{DURATION_ANNOTATION}"]',
         )
+        if kind == "Workload":
+            # Submitted directly, as Kueue's own benchmark does: nothing to mutate.
+            return SimJob(kind, namespace, str(name), uid, obj, arrival, duration, True, source)
         # The same mutation the webhook applies on CREATE.
         patch = queue_mutation(obj)
         mutated = jsonpatch.apply_patch(obj, patch) if patch else obj

@@ -76,8 +76,10 @@ def workload_rows(sim: Simulation, namespace: str) -> list[list[Any]]:
             finished.add(name)
     for key, job in sim.jobs.items():
         if job.namespace == namespace:
-            queue[key.split("/", 1)[1]] = str(
-                job.obj["metadata"]["labels"]["kueue.x-k8s.io/queue-name"]
+            queue[key.split("/", 1)[1]] = (
+                sim.state.workloads[key].queue_name
+                if (key in sim.state.workloads)
+                else _queue_label(job.obj)
             )
     rows = []
     for name in sorted(created):
@@ -92,6 +94,14 @@ def workload_rows(sim: Simulation, namespace: str) -> list[list[Any]]:
             ]
         )
     return rows
+
+
+def _queue_label(obj: dict[str, Any]) -> str:
+    if obj.get("kind") == "Workload":
+        return str((obj.get("spec") or {}).get("queueName", ""))
+    return str(
+        ((obj.get("metadata") or {}).get("labels") or {}).get("kueue.x-k8s.io/queue-name", "")
+    )
 
 
 def _describe(event: dict[str, Any]) -> str:

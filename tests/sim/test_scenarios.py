@@ -197,3 +197,30 @@ def test_a_job_without_the_queue_label_is_not_queued(capsys, tmp_path):
             "managed": False,
         }
     ]
+
+
+def test_workload_objects_can_be_submitted_directly(capsys, tmp_path):
+    wl = tmp_path / "workload.yaml"
+    wl.write_text("""apiVersion: kueue.x-k8s.io/v1beta1
+kind: Workload
+metadata:
+  name: direct
+  annotations: {tower.dev/sim-duration: 5s}
+spec:
+  queueName: user-queue
+  priority: 7
+  podSets:
+  - name: main
+    count: 2
+    template:
+      spec:
+        containers:
+        - {name: c, image: x, resources: {requests: {cpu: "2"}}}
+""")
+    result = run(capsys, QUICKSTART[0], str(wl))
+    assert timeline(result) == [
+        (0.0, "Created", "direct"),
+        (0.0, "Admitted", "direct"),
+        (5.0, "Finished", "direct"),
+    ]
+    assert result["events"][1]["workload"] == "direct"

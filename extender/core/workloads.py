@@ -1,0 +1,91 @@
+"""Workload objects (kueue.x-k8s.io v1beta2 and v1beta1) into core models."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from extender.core.jobs import pod_set
+from extender.core.models import Workload
+from extender.core.parse import ManifestError, check_version, name_of
+
+_MAX_POD_SETS = 18
+
+
+def creation_seconds(value: Any, path: str = "metadata.creationTimestamp") -> float:
+    """An RFC 3339 timestamp as seconds since the epoch (0 when absent)."""
+    if value in (None, ""):
+        return 0.0
+    try:
+        return datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        raise ManifestError(path, f"{value!r} is not an RFC 3339 time") from None
+
+
+def workload(obj: Mapping[str, Any], *, creation_time: float | None = None) -> Workload:
+    """A Workload manifest: podSets, queueName and priority, in either served version."""
+    version = check_version(obj, "Workload")
+    name = name_of(obj)
+    meta = obj.get("metadata") or {}
+    spec = obj.get("spec")
+    if not isinstance(spec, Mapping):
+        raise ManifestError("spec", "is required")
+    raw_sets = spec.get("podSets")
+    if not isinstance(raw_sets, list) or not raw_sets:
+        raise ManifestError("spec.podSets", "must list at least one pod set")
+    if len(raw_sets) > _MAX_POD_SETS:
+        raise ManifestError("spec.podSets", f"must have at most 18 items, got {len(raw_sets)}")
+    sets = []
+    seen: set[str] = set()
+    for i, raw in enumerate(raw_sets):
+        path = f"spec.podSets[{i}]"
+        if not isinstance(raw, Mapping):
+            raise ManifestError(path, "must be an object")
+        ps_name = str(raw.get("name") or "main")
+        if ps_name in seen:
+            raise ManifestError(f"{path}.name", f"pod set {ps_name!r} is listed twice")
+        seen.add(ps_name)
+        count = raw.get("count", 1)
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            raise ManifestError(f"{path}.count", f"must be a non-negative integer, got {count!r}")
+        template = raw.get("template")
+        if not isinstance(template, Mapping):
+            raise ManifestError(f"{path}.template", "is required")
+        min_count = raw.get("minCount")
+        sets.append(pod_set(ps_name, template, count, f"{path}.template", min_count))
+    queue = spec.get("queueName")
+    if not queue:
+        raise ManifestError("spec.queueName", "is required")
+    priority = spec.get("priority", 0)
+    if isinstance(priority, bool) or not isinstance(priority, int):
+        raise ManifestError("spec.priority", f"must be an integer, got {priority!r}")
+    if version.endswith("v1beta1"):
+        class_name = spec.get("priorityClassName")
+        source = str(spec.get("priorityClassSource") or "")
+    else:
+        ref = spec.get("priorityClassRef") or {}
+        class_name = ref.get("name")
+        source = {
+            "WorkloadPriorityClass": "kueue.x-k8s.io/workloadpriorityclass",
+            "PriorityClass": "scheduling.k8s.io/priorityclass",
+        }.get(str(ref.get("kind")), "")
+    owners = meta.get("ownerReferences") or []
+    owner = next((o for o in owners if o.get("controller")), owners[0] if owners else {})
+    return Workload(
+        namespace=str(meta.get("namespace") or "default"),
+        name=name,
+        uid=str(meta.get("uid") or ""),
+        queue_name=str(queue),
+        pod_sets=tuple(sets),
+        priority=priority,
+        priority_class_name=str(class_name) if class_name else None,
+        priority_class_source=source,
+        creation_time=(
+            creation_seconds(meta.get("creationTimestamp"))
+            if creation_time is None
+            else creation_time
+        ),
+        owner_kind=str(owner.get("kind") or ""),
+        owner_name=str(owner.get("name") or ""),
+    )
