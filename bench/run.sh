@@ -3,10 +3,8 @@
 # a summary. Not part of CI.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-python3 -m venv .venv
-log=$(mktemp)
-.venv/bin/python -m pip install --disable-pip-version-check -e . >"$log" 2>&1 || {
-  cat "$log" >&2; echo "installing Tower failed (log above)" >&2; exit 1; }
+source scripts/venv.sh
+install_tower
 mkdir -p bench/results
 for scenario in "baseline" "large" "large --burst"; do
   name=${scenario// --/-}
