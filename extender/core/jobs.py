@@ -15,7 +15,7 @@ from extender.core.models import (
     Workload,
     WorkloadPriorityClass,
 )
-from extender.core.parse import ManifestError, node_selector_terms, tolerations
+from extender.core.parse import ManifestError, as_list, as_map, node_selector_terms, tolerations
 from extender.core.quantity import QuantityError, to_amount
 
 JOB_GROUP, JOB_KIND = "batch", "Job"
@@ -34,10 +34,11 @@ def workload_name(kind: str, group: str, name: str, uid: str) -> str:
     return f"{kind.lower()}-{name}"[:_MAX_PREFIX] + "-" + digest[:5]
 
 
-def _container_requests(container: Obj, path: str) -> dict[str, int]:
-    resources = container.get("resources") or {}
-    limits = resources.get("limits") or {}
-    requests = resources.get("requests") or {}
+def _container_requests(container: Any, path: str) -> dict[str, int]:
+    container = as_map(container, path)
+    resources = as_map(container.get("resources"), f"{path}.resources")
+    limits = as_map(resources.get("limits"), f"{path}.resources.limits")
+    requests = as_map(resources.get("requests"), f"{path}.resources.requests")
     out: dict[str, int] = {}
     # A request left out defaults to its limit, as the API server defaults a pod.
     for field_name, values in (("limits", limits), ("requests", requests)):
@@ -65,13 +66,14 @@ def pod_requests(pod_spec: Obj, path: str = "spec.template.spec") -> dict[str, i
     The pod needs the larger of the two, plus its overhead.
     """
     total: dict[str, int] = {}
-    for i, container in enumerate(pod_spec.get("containers") or ()):
+    for i, container in enumerate(as_list(pod_spec.get("containers"), f"{path}.containers")):
         _add(total, _container_requests(container, f"{path}.containers[{i}]"))
     sidecars: dict[str, int] = {}
     init_peak: dict[str, int] = {}
-    for i, container in enumerate(pod_spec.get("initContainers") or ()):
+    inits = as_list(pod_spec.get("initContainers"), f"{path}.initContainers")
+    for i, container in enumerate(inits):
         own = _container_requests(container, f"{path}.initContainers[{i}]")
-        if container.get("restartPolicy") == "Always":
+        if as_map(container, f"{path}.initContainers[{i}]").get("restartPolicy") == "Always":
             _add(total, own)
             _add(sidecars, own)
             running = dict(sidecars)
@@ -82,8 +84,13 @@ def pod_requests(pod_spec: Obj, path: str = "spec.template.spec") -> dict[str, i
             init_peak[resource] = max(init_peak.get(resource, 0), amount)
     for resource, amount in init_peak.items():
         total[resource] = max(total.get(resource, 0), amount)
-    for resource, value in (pod_spec.get("overhead") or {}).items():
-        _add(total, {str(resource): to_amount(str(resource), value)})
+    for resource, value in as_map(pod_spec.get("overhead"), f"{path}.overhead").items():
+        try:
+            _add(total, {str(resource): to_amount(str(resource), value)})
+        except QuantityError:
+            raise ManifestError(
+                f"{path}.overhead.{resource}", f"{value!r} is not a Kubernetes quantity"
+            ) from None
     return total
 
 
@@ -91,19 +98,24 @@ def pod_set(
     name: str, template: Obj, count: int, path: str, min_count: int | None = None
 ) -> PodSet:
     """A PodSet from a pod template."""
-    spec = template.get("spec") or {}
-    if not isinstance(spec, Mapping):
-        raise ManifestError(f"{path}.spec", "must be an object")
-    affinity = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
-        "requiredDuringSchedulingIgnoredDuringExecution"
-    ) or {}
+    spec = as_map(as_map(template, path).get("spec"), f"{path}.spec")
+    affinity_path = f"{path}.spec.affinity"
+    affinity = as_map(spec.get("affinity"), affinity_path)
+    node_affinity = as_map(affinity.get("nodeAffinity"), f"{affinity_path}.nodeAffinity")
+    required = as_map(
+        node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution"),
+        f"{affinity_path}.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution",
+    )
+    selector = as_map(spec.get("nodeSelector"), f"{path}.spec.nodeSelector")
+    if not isinstance(name, str) or not name:
+        raise ManifestError(f"{path}", f"pod set name must be a non-empty string, got {name!r}")
     return PodSet(
         name=name,
         count=count,
         requests=pod_requests(spec, f"{path}.spec"),
-        node_selector={str(k): str(v) for k, v in (spec.get("nodeSelector") or {}).items()},
+        node_selector={str(k): str(v) for k, v in selector.items()},
         required_terms=node_selector_terms(
-            affinity.get("nodeSelectorTerms"),
+            required.get("nodeSelectorTerms"),
             f"{path}.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
             ".nodeSelectorTerms",
         ),
@@ -176,25 +188,25 @@ def workload_for(
 ) -> Workload:
     """The Workload Kueue would create for a Job (batch/v1) or JobSet (jobset.x-k8s.io)."""
     kind = obj.get("kind")
-    meta = obj.get("metadata") or {}
+    meta = as_map(obj.get("metadata"), "metadata")
     name = meta.get("name")
-    if not name:
+    if not name or not isinstance(name, str):
         raise ManifestError("metadata.name", "is required (or metadata.generateName)")
     namespace = meta.get("namespace") or "default"
-    labels = meta.get("labels") or {}
+    labels = as_map(meta.get("labels"), "metadata.labels")
     queue = queue_name_of(obj)
     if queue is None:
         raise ManifestError(f'metadata.labels["{QUEUE_NAME_LABEL}"]', "is required")
-    spec = obj.get("spec") or {}
+    spec = as_map(obj.get("spec"), "spec")
     if kind == JOB_KIND:
         group = JOB_GROUP
-        template = spec.get("template") or {}
-        annotations = meta.get("annotations") or {}
+        template = as_map(spec.get("template"), "spec.template")
+        annotations = as_map(meta.get("annotations"), "metadata.annotations")
         min_count = None
         if MIN_PARALLELISM_ANNOTATION in annotations:
             try:
                 min_count = int(annotations[MIN_PARALLELISM_ANNOTATION])
-            except ValueError:
+            except (TypeError, ValueError):
                 raise ManifestError(
                     f'metadata.annotations["{MIN_PARALLELISM_ANNOTATION}"]',
                     f"must be an integer, got {annotations[MIN_PARALLELISM_ANNOTATION]!r}",
@@ -202,37 +214,41 @@ def workload_for(
         pod_sets: tuple[PodSet, ...] = (
             pod_set("main", template, _count(spec, "spec"), "spec.template", min_count),
         )
-        pod_priority = (template.get("spec") or {}).get("priorityClassName")
+        pod_priority = as_map(template.get("spec"), "spec.template.spec").get("priorityClassName")
     elif kind == JOBSET_KIND:
         group = JOBSET_GROUP
-        replicated = spec.get("replicatedJobs") or []
+        replicated = as_list(spec.get("replicatedJobs"), "spec.replicatedJobs")
         if not replicated:
             raise ManifestError("spec.replicatedJobs", "must list at least one replicatedJob")
         sets = []
         pod_priority = None
         for i, rjob in enumerate(replicated):
             path = f"spec.replicatedJobs[{i}]"
+            rjob = as_map(rjob, path)
             rname = rjob.get("name")
-            if not rname:
+            if not rname or not isinstance(rname, str):
                 raise ManifestError(f"{path}.name", "is required")
             replicas = _int_field(rjob, "replicas", path, 1)
-            job_spec = (rjob.get("template") or {}).get("spec") or {}
-            template = job_spec.get("template") or {}
+            job_template = as_map(rjob.get("template"), f"{path}.template")
+            job_spec = as_map(job_template.get("spec"), f"{path}.template.spec")
+            template = as_map(job_spec.get("template"), f"{path}.template.spec.template")
             assert replicas is not None
             count = replicas * _count(job_spec, f"{path}.template.spec")
-            sets.append(
-                pod_set(str(rname).lower(), template, count, f"{path}.template.spec.template")
-            )
-            pod_priority = pod_priority or (template.get("spec") or {}).get("priorityClassName")
+            template_path = f"{path}.template.spec.template"
+            sets.append(pod_set(rname.lower(), template, count, template_path))
+            pod_spec = as_map(template.get("spec"), f"{template_path}.spec")
+            pod_priority = pod_priority or pod_spec.get("priorityClassName")
         pod_sets = tuple(sets)
     else:
         raise ManifestError("kind", f"must be Job or JobSet, got {kind!r}")
+    if pod_priority is not None and not isinstance(pod_priority, str):
+        raise ManifestError("spec.template.spec.priorityClassName", "must be a string")
     priority, class_name, source = resolve_priority(
         labels, pod_priority, workload_priority_classes or {}, priority_classes or {}
     )
     return Workload(
         namespace=str(namespace),
-        name=workload_name(str(kind), group, str(name), uid),
+        name=workload_name(str(kind), group, name, uid),
         uid=uid,
         queue_name=queue,
         pod_sets=pod_sets,
@@ -241,7 +257,7 @@ def workload_for(
         priority_class_source=source,
         creation_time=creation_time,
         owner_kind=str(kind),
-        owner_name=str(name),
+        owner_name=name,
     )
 
 

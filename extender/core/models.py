@@ -14,6 +14,9 @@ QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
 # Where Tower records the `suspend` a Job had before the webhook suspended it.
 ORIGINAL_SUSPEND_ANNOTATION = "tower.dev/original-suspend"
+# Set by the controller on a queued Job or JobSet: the ClusterQueue its workload waits in,
+# so that the stateless webhook can name it in warnings.
+CLUSTER_QUEUE_ANNOTATION = "tower.dev/cluster-queue"
 
 FlavorResource = tuple[str, str]
 """A (flavor, resource) pair: the unit of quota."""

@@ -57,7 +57,8 @@ class ManifestError(ValueError):
 Obj = Mapping[str, Any]
 
 
-def _map(value: Any, path: str, *, required: bool = False) -> Obj:
+def as_map(value: Any, path: str, *, required: bool = False) -> Obj:
+    """The value as an object ({} when absent); a ManifestError naming the path otherwise."""
     if value is None:
         if required:
             raise ManifestError(path, "is required")
@@ -67,7 +68,8 @@ def _map(value: Any, path: str, *, required: bool = False) -> Obj:
     return value
 
 
-def _list(value: Any, path: str) -> list[Any]:
+def as_list(value: Any, path: str) -> list[Any]:
+    """The value as a list ([] when absent); a ManifestError naming the path otherwise."""
     if value is None:
         return []
     if not isinstance(value, list):
@@ -127,7 +129,7 @@ def _weight(value: Any, path: str) -> Fraction:
 
 def name_of(obj: Obj) -> str:
     """metadata.name, required and a DNS-1123 subdomain."""
-    meta = _map(obj.get("metadata"), "metadata", required=True)
+    meta = as_map(obj.get("metadata"), "metadata", required=True)
     name = _str(meta.get("name"), "metadata.name", required=True)
     assert name is not None
     if len(name) > 253 or not _DNS1123_SUBDOMAIN.match(name):
@@ -151,19 +153,19 @@ def check_version(obj: Obj, kind: str) -> str:
 
 def label_selector(value: Any, path: str) -> LabelSelector:
     """A metav1.LabelSelector dict."""
-    sel = _map(value, path)
-    labels = _map(sel.get("matchLabels"), f"{path}.matchLabels")
+    sel = as_map(value, path)
+    labels = as_map(sel.get("matchLabels"), f"{path}.matchLabels")
     exprs = []
-    for i, expr in enumerate(_list(sel.get("matchExpressions"), f"{path}.matchExpressions")):
+    for i, expr in enumerate(as_list(sel.get("matchExpressions"), f"{path}.matchExpressions")):
         epath = f"{path}.matchExpressions[{i}]"
-        expr = _map(expr, epath)
+        expr = as_map(expr, epath)
         key = _str(expr.get("key"), f"{epath}.key", required=True)
         op = _enum(
             expr.get("operator"), f"{epath}.operator", ("In", "NotIn", "Exists", "DoesNotExist"), ""
         )
         if not op:
             raise ManifestError(f"{epath}.operator", "is required")
-        values = tuple(str(v) for v in _list(expr.get("values"), f"{epath}.values"))
+        values = tuple(str(v) for v in as_list(expr.get("values"), f"{epath}.values"))
         if op in ("In", "NotIn") and not values:
             raise ManifestError(f"{epath}.values", f"must be non-empty for operator {op}")
         assert key is not None
@@ -174,16 +176,18 @@ def label_selector(value: Any, path: str) -> LabelSelector:
 def node_selector_terms(value: Any, path: str) -> tuple[NodeSelectorTerm, ...]:
     """requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms."""
     terms = []
-    for i, term in enumerate(_list(value, path)):
+    for i, term in enumerate(as_list(value, path)):
         tpath = f"{path}[{i}]"
         reqs = []
-        for j, expr in enumerate(_list(_map(term, tpath).get("matchExpressions"), tpath)):
-            expr = _map(expr, f"{tpath}.matchExpressions[{j}]")
+        exprs = as_list(as_map(term, tpath).get("matchExpressions"), f"{tpath}.matchExpressions")
+        for j, expr in enumerate(exprs):
+            epath = f"{tpath}.matchExpressions[{j}]"
+            expr = as_map(expr, epath)
             reqs.append(
                 Requirement(
                     str(expr.get("key", "")),
                     str(expr.get("operator", "")),
-                    tuple(str(v) for v in expr.get("values") or ()),
+                    tuple(str(v) for v in as_list(expr.get("values"), f"{epath}.values")),
                 )
             )
         terms.append(NodeSelectorTerm(tuple(reqs)))
@@ -193,9 +197,9 @@ def node_selector_terms(value: Any, path: str) -> tuple[NodeSelectorTerm, ...]:
 def tolerations(value: Any, path: str) -> tuple[Toleration, ...]:
     """A list of core/v1 Tolerations."""
     out = []
-    for i, t in enumerate(_list(value, path)):
+    for i, t in enumerate(as_list(value, path)):
         tpath = f"{path}[{i}]"
-        t = _map(t, tpath)
+        t = as_map(t, tpath)
         op = _enum(t.get("operator"), f"{tpath}.operator", ("Equal", "Exists"), "Equal")
         effect = _enum(t.get("effect"), f"{tpath}.effect", ("", *_TAINT_EFFECTS), "")
         out.append(
@@ -214,17 +218,17 @@ def resource_flavor(obj: Obj) -> ResourceFlavor:
     """A ResourceFlavor manifest."""
     check_version(obj, "ResourceFlavor")
     name = name_of(obj)
-    spec = _map(obj.get("spec"), "spec")
-    labels = _map(spec.get("nodeLabels"), "spec.nodeLabels")
+    spec = as_map(obj.get("spec"), "spec")
+    labels = as_map(spec.get("nodeLabels"), "spec.nodeLabels")
     if len(labels) > _MAX_FLAVOR_LABELS:
         raise ManifestError("spec.nodeLabels", f"must have at most 8 entries, got {len(labels)}")
     taints = []
-    raw_taints = _list(spec.get("nodeTaints"), "spec.nodeTaints")
+    raw_taints = as_list(spec.get("nodeTaints"), "spec.nodeTaints")
     if len(raw_taints) > _MAX_FLAVOR_LABELS:
         raise ManifestError("spec.nodeTaints", f"must have at most 8 items, got {len(raw_taints)}")
     for i, t in enumerate(raw_taints):
         tpath = f"spec.nodeTaints[{i}]"
-        t = _map(t, tpath)
+        t = as_map(t, tpath)
         key = _str(t.get("key"), f"{tpath}.key", required=True)
         effect = _enum(t.get("effect"), f"{tpath}.effect", _TAINT_EFFECTS, "")
         if not effect:
@@ -247,11 +251,11 @@ def resource_groups(value: Any, path: str, *, has_parent: bool) -> tuple[Resourc
     """spec.resourceGroups of a ClusterQueue or Cohort, with Kueue's cross-field rules."""
     groups = []
     seen_resources: dict[str, int] = {}
-    for gi, group in enumerate(_list(value, path)):
+    for gi, group in enumerate(as_list(value, path)):
         gpath = f"{path}[{gi}]"
-        group = _map(group, gpath)
+        group = as_map(group, gpath)
         covered = [
-            str(r) for r in _list(group.get("coveredResources"), f"{gpath}.coveredResources")
+            str(r) for r in as_list(group.get("coveredResources"), f"{gpath}.coveredResources")
         ]
         if not covered:
             raise ManifestError(f"{gpath}.coveredResources", "must list at least one resource")
@@ -265,19 +269,21 @@ def resource_groups(value: Any, path: str, *, has_parent: bool) -> tuple[Resourc
             seen_resources[r] = gi
         flavors = []
         flavor_names: set[str] = set()
-        raw_flavors = _list(group.get("flavors"), f"{gpath}.flavors")
+        raw_flavors = as_list(group.get("flavors"), f"{gpath}.flavors")
         if not raw_flavors:
             raise ManifestError(f"{gpath}.flavors", "must list at least one flavor")
         for fi, flavor in enumerate(raw_flavors):
             fpath = f"{gpath}.flavors[{fi}]"
-            flavor = _map(flavor, fpath)
+            flavor = as_map(flavor, fpath)
             fname = _str(flavor.get("name"), f"{fpath}.name", required=True)
             assert fname is not None
             if fname in flavor_names:
                 raise ManifestError(f"{fpath}.name", f"flavor {fname!r} is listed twice")
             flavor_names.add(fname)
-            raw = _list(flavor.get("resources"), f"{fpath}.resources")
-            names = [str(_map(r, f"{fpath}.resources[{i}]").get("name")) for i, r in enumerate(raw)]
+            raw = as_list(flavor.get("resources"), f"{fpath}.resources")
+            names = [
+                str(as_map(r, f"{fpath}.resources[{i}]").get("name")) for i, r in enumerate(raw)
+            ]
             if names != covered:
                 raise ManifestError(
                     f"{fpath}.resources",
@@ -323,7 +329,7 @@ def cluster_queue(obj: Obj) -> ClusterQueue:
     """A ClusterQueue manifest (v1beta2, or v1beta1 with `cohort`)."""
     version = check_version(obj, "ClusterQueue")
     name = name_of(obj)
-    spec = _map(obj.get("spec"), "spec")
+    spec = as_map(obj.get("spec"), "spec")
     v1beta1 = version.endswith("v1beta1")
     cohort_field = "cohort" if v1beta1 else "cohortName"
     if not v1beta1 and "cohort" in spec:
@@ -343,7 +349,7 @@ def cluster_queue(obj: Obj) -> ClusterQueue:
         if spec.get("namespaceSelector") is None
         else label_selector(spec["namespaceSelector"], "spec.namespaceSelector")
     )
-    fung = _map(spec.get("flavorFungibility"), "spec.flavorFungibility")
+    fung = as_map(spec.get("flavorFungibility"), "spec.flavorFungibility")
     borrow_aliases = dict(_WHEN_CAN_BORROW, **({"Borrow": "MayStopSearch"} if v1beta1 else {}))
     preempt_aliases = dict(_WHEN_CAN_PREEMPT, **({"Preempt": "MayStopSearch"} if v1beta1 else {}))
     when_borrow = _enum(
@@ -366,7 +372,7 @@ def cluster_queue(obj: Obj) -> ClusterQueue:
             ("BorrowingOverPreemption", "PreemptionOverBorrowing"),
             "",
         )
-    pre = _map(spec.get("preemption"), "spec.preemption")
+    pre = as_map(spec.get("preemption"), "spec.preemption")
     within = _enum(
         pre.get("withinClusterQueue"),
         "spec.preemption.withinClusterQueue",
@@ -379,7 +385,7 @@ def cluster_queue(obj: Obj) -> ClusterQueue:
         tuple(ReclaimWithinCohort),
         "Never",
     )
-    bwc = _map(pre.get("borrowWithinCohort"), "spec.preemption.borrowWithinCohort")
+    bwc = as_map(pre.get("borrowWithinCohort"), "spec.preemption.borrowWithinCohort")
     bwc_policy = _enum(
         bwc.get("policy"),
         "spec.preemption.borrowWithinCohort.policy",
@@ -392,7 +398,7 @@ def cluster_queue(obj: Obj) -> ClusterQueue:
             "reclaimWithinCohort=Never and borrowWithinCohort.policy!=Never cannot be combined",
         )
     stop = _enum(spec.get("stopPolicy"), "spec.stopPolicy", tuple(StopPolicy), "None")
-    fair = _map(spec.get("fairSharing"), "spec.fairSharing")
+    fair = as_map(spec.get("fairSharing"), "spec.fairSharing")
     return ClusterQueue(
         name=name,
         resource_groups=groups,
@@ -422,9 +428,9 @@ def cohort(obj: Obj) -> Cohort:
     """A Cohort manifest (hierarchical cohorts)."""
     check_version(obj, "Cohort")
     name = name_of(obj)
-    spec = _map(obj.get("spec"), "spec")
+    spec = as_map(obj.get("spec"), "spec")
     parent = _str(spec.get("parentName"), "spec.parentName")
-    fair = _map(spec.get("fairSharing"), "spec.fairSharing")
+    fair = as_map(spec.get("fairSharing"), "spec.fairSharing")
     return Cohort(
         name=name,
         parent=parent,
@@ -439,8 +445,8 @@ def local_queue(obj: Obj, default_namespace: str = "default") -> LocalQueue:
     """A LocalQueue manifest."""
     check_version(obj, "LocalQueue")
     name = name_of(obj)
-    namespace = _str(_map(obj.get("metadata"), "metadata").get("namespace"), "metadata.namespace")
-    spec = _map(obj.get("spec"), "spec", required=True)
+    namespace = _str(as_map(obj.get("metadata"), "metadata").get("namespace"), "metadata.namespace")
+    spec = as_map(obj.get("spec"), "spec", required=True)
     cq = _str(spec.get("clusterQueue"), "spec.clusterQueue", required=True)
     assert cq is not None
     stop = _enum(spec.get("stopPolicy"), "spec.stopPolicy", tuple(StopPolicy), "None")
@@ -467,7 +473,7 @@ def namespace(obj: Obj) -> Namespace:
     name = name_of(obj)
     if not _DNS1123_LABEL.match(name) or len(name) > 63:
         raise ManifestError("metadata.name", f"{name!r} must be a DNS-1123 label")
-    labels = _map(_map(obj.get("metadata"), "metadata").get("labels"), "metadata.labels")
+    labels = as_map(as_map(obj.get("metadata"), "metadata").get("labels"), "metadata.labels")
     return Namespace(name, {**labels, "kubernetes.io/metadata.name": name})
 
 

@@ -1,4 +1,6 @@
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from extender.core import parse
 from extender.core.models import QueueingStrategy
@@ -208,3 +210,83 @@ def test_cohort_and_priority_class():
         }
     )
     assert wpc.value == 1000
+
+
+json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-5, 5)
+    | st.text(max_size=8)
+    | st.sampled_from(["4", "8Gi", "-1", "cpu", "memory", "Never", "Any", "f"]),
+    lambda children: (
+        st.lists(children, max_size=3)
+        | st.dictionaries(
+            st.sampled_from(
+                [
+                    "name",
+                    "spec",
+                    "metadata",
+                    "resourceGroups",
+                    "coveredResources",
+                    "flavors",
+                    "resources",
+                    "nominalQuota",
+                    "borrowingLimit",
+                    "lendingLimit",
+                    "cohortName",
+                    "namespaceSelector",
+                    "matchLabels",
+                    "matchExpressions",
+                    "key",
+                    "operator",
+                    "values",
+                    "preemption",
+                    "flavorFungibility",
+                    "nodeLabels",
+                    "nodeTaints",
+                    "tolerations",
+                    "effect",
+                    "clusterQueue",
+                    "value",
+                    "parentName",
+                    "fairSharing",
+                    "weight",
+                    "podSets",
+                    "template",
+                    "count",
+                    "queueName",
+                    "containers",
+                    "resources",
+                    "requests",
+                ]
+            ),
+            children,
+            max_size=5,
+        )
+    ),
+    max_leaves=25,
+)
+
+PARSERS = {
+    "ClusterQueue": parse.cluster_queue,
+    "LocalQueue": parse.local_queue,
+    "ResourceFlavor": parse.resource_flavor,
+    "Cohort": parse.cohort,
+    "WorkloadPriorityClass": parse.workload_priority_class,
+}
+
+
+@settings(max_examples=1500, deadline=None)
+@given(
+    kind=st.sampled_from([*sorted(PARSERS), "Workload"]),
+    spec=json_values,
+    top=st.dictionaries(st.sampled_from(["value", "metadata"]), json_values, max_size=2),
+)
+def test_any_shape_is_parsed_or_rejected_with_a_field_error(kind, spec, top):
+    from extender.core.workloads import workload
+
+    obj = {"apiVersion": V2, "kind": kind, "metadata": {"name": "x"}, "spec": spec, **top}
+    try:
+        (workload if kind == "Workload" else PARSERS[kind])(obj)
+    except ManifestError as err:
+        assert err.path  # noqa: PT017 - parsing may succeed; only a field error may escape

@@ -1,0 +1,77 @@
+"""Command line of certs: `generate` certificates, `install` webhook configurations."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m certs", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    gen = commands.add_parser("generate", help="write ca.crt, tls.crt and tls.key (and ca.key)")
+    gen.add_argument("--out", required=True, help="directory to write into")
+    gen.add_argument("--dns-name", action="append", default=[], help="SAN DNS name (repeatable)")
+    gen.add_argument("--ip-address", action="append", default=[], help="SAN IP (repeatable)")
+    gen.add_argument(
+        "--reuse-ca",
+        action="store_true",
+        help="sign with the ca.crt/ca.key already in --out (rotation)",
+    )
+    inst = commands.add_parser(
+        "install", help="register the webhook configurations for a webhook outside the cluster"
+    )
+    inst.add_argument("--kubeconfig", required=True)
+    inst.add_argument("--url", required=True, help="base URL, e.g. https://127.0.0.1:9443")
+    inst.add_argument(
+        "--certs-dir", default="certs-out", help="where `generate` wrote ca.crt (default certs-out)"
+    )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point; exit status 2 with one line on bad input."""
+    args = _parser().parse_args(argv)
+    from certs import pki
+
+    try:
+        if args.command == "generate":
+            out = Path(args.out)
+            ca_cert = ca_key = None
+            if args.reuse_ca:
+                ca_cert, ca_key = (out / "ca.crt").read_bytes(), (out / "ca.key").read_bytes()
+            bundle = pki.generate(
+                args.dns_name,
+                args.ip_address,
+                now=datetime.now(UTC),
+                ca_cert=ca_cert,
+                ca_key=ca_key,
+            )
+            for name, path in pki.write(bundle, out).items():
+                print(f"wrote {path}" if name != "ca.key" else f"wrote {path} (keep it secret)")
+            return 0
+        from kubernetes import config
+
+        from certs import kube
+
+        ca = (Path(args.certs_dir) / "ca.crt").read_bytes()
+        api_client = config.new_client_from_config(config_file=args.kubeconfig)
+        for name in kube.install(api_client, args.url, ca):
+            print(f"configured {name} -> {args.url}")
+        return 0
+    except (ValueError, OSError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except Exception as err:  # the API server's answer, in one line
+        print(
+            f"error: {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}",
+            file=sys.stderr,
+        )
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,325 @@
+"""Certificates into the cluster: the Secret, caBundle injection, webhook configurations."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from certs import pki
+
+MUTATING_NAME = "tower-mutating-webhook"
+VALIDATING_NAME = "tower-validating-webhook"
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+OPT_IN_LABEL = "tower.dev/manage-jobs-without-queue-name"
+KUEUE_KINDS = {
+    "clusterqueue": "clusterqueues",
+    "localqueue": "localqueues",
+    "resourceflavor": "resourceflavors",
+    "cohort": "cohorts",
+    "workloadpriorityclass": "workloadpriorityclasses",
+}
+CONVERTED_CRDS = (
+    "clusterqueues.kueue.x-k8s.io",
+    "localqueues.kueue.x-k8s.io",
+    "workloads.kueue.x-k8s.io",
+    "cohorts.kueue.x-k8s.io",
+)
+
+
+def _client_config(
+    path: str, ca_bundle: bytes, url: str | None, service: tuple[str, str] | None
+) -> dict[str, Any]:
+    config: dict[str, Any] = {"caBundle": base64.b64encode(ca_bundle).decode()}
+    if url is not None:
+        config["url"] = url.rstrip("/") + path
+    elif service is not None:
+        config["service"] = {"namespace": service[0], "name": service[1], "path": path, "port": 443}
+    else:
+        raise ValueError("a webhook needs a URL or a Service")
+    return config
+
+
+def _rule(group: str, version: str, resource: str, operations: Sequence[str]) -> dict[str, Any]:
+    return {
+        "apiGroups": [group],
+        "apiVersions": [version],
+        "resources": [resource],
+        "operations": list(operations),
+        "scope": "*",
+    }
+
+
+def _entry(
+    name: str,
+    path: str,
+    rule: dict[str, Any],
+    policy: str,
+    ca: bytes,
+    url: str | None,
+    service: tuple[str, str] | None,
+    object_selector: dict[str, Any] | None = None,
+    namespace_selector: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    webhook: dict[str, Any] = {
+        "name": name,
+        "clientConfig": _client_config(path, ca, url, service),
+        "rules": [rule],
+        "failurePolicy": policy,
+        "sideEffects": "None",
+        "admissionReviewVersions": ["v1"],
+        "timeoutSeconds": 5,
+        "matchPolicy": "Equivalent",
+    }
+    if object_selector is not None:
+        webhook["objectSelector"] = object_selector
+    webhook["namespaceSelector"] = namespace_selector or {
+        "matchExpressions": [
+            {
+                "key": "kubernetes.io/metadata.name",
+                "operator": "NotIn",
+                "values": ["kube-system", "tower-system"],
+            }
+        ]
+    }
+    return webhook
+
+
+def webhook_configurations(
+    ca_bundle: bytes, *, url: str | None = None, service: tuple[str, str] | None = None
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The Mutating and Validating WebhookConfigurations Tower needs.
+
+    Unlike Kueue's, Job and JobSet webhooks select only objects that carry the queue-name
+    label (plus, for namespaces labelled tower.dev/manage-jobs-without-queue-name=true,
+    unlabelled ones), so a webhook outage never blocks Jobs Tower does not queue. CREATE
+    fails closed (a queued Job must start suspended); UPDATE fails open (the controller
+    re-suspends a Job started by hand).
+    """
+    labelled = {"matchExpressions": [{"key": QUEUE_LABEL, "operator": "Exists"}]}
+    unlabelled = {"matchExpressions": [{"key": QUEUE_LABEL, "operator": "DoesNotExist"}]}
+    opted_in = {"matchLabels": {OPT_IN_LABEL: "true"}}
+    mutating: list[dict[str, Any]] = []
+    validating: list[dict[str, Any]] = []
+    for short, group, version, resource, path in (
+        ("job", "batch", "v1", "jobs", "batch-v1-job"),
+        ("jobset", "jobset.x-k8s.io", "v1alpha2", "jobsets", "jobset-x-k8s-io-v1alpha2-jobset"),
+    ):
+        mutate, validate = f"/mutate-{path}", f"/validate-{path}"
+        mutating += [
+            _entry(
+                f"m{short}-create.tower.dev",
+                mutate,
+                _rule(group, version, resource, ["CREATE"]),
+                "Fail",
+                ca_bundle,
+                url,
+                service,
+                labelled,
+            ),
+            _entry(
+                f"m{short}-update.tower.dev",
+                mutate,
+                _rule(group, version, resource, ["UPDATE"]),
+                "Ignore",
+                ca_bundle,
+                url,
+                service,
+                labelled,
+            ),
+            _entry(
+                f"m{short}-default-queue.tower.dev",
+                mutate,
+                _rule(group, version, resource, ["CREATE"]),
+                "Fail",
+                ca_bundle,
+                url,
+                service,
+                unlabelled,
+                opted_in,
+            ),
+        ]
+        validating.append(
+            _entry(
+                f"v{short}.tower.dev",
+                validate,
+                _rule(group, version, resource, ["CREATE", "UPDATE"]),
+                "Ignore",
+                ca_bundle,
+                url,
+                service,
+                labelled,
+            )
+        )
+    for kind, resource in KUEUE_KINDS.items():
+        validating.append(
+            _entry(
+                f"v{kind}.tower.dev",
+                f"/validate-kueue-x-k8s-io-v1beta2-{kind}",
+                _rule("kueue.x-k8s.io", "v1beta2", resource, ["CREATE", "UPDATE"]),
+                "Fail",
+                ca_bundle,
+                url,
+                service,
+                namespace_selector={},
+            )
+        )
+    meta = {"labels": {"app.kubernetes.io/part-of": "tower"}}
+    return (
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "MutatingWebhookConfiguration",
+            "metadata": {"name": MUTATING_NAME, **meta},
+            "webhooks": mutating,
+        },
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingWebhookConfiguration",
+            "metadata": {"name": VALIDATING_NAME, **meta},
+            "webhooks": validating,
+        },
+    )
+
+
+def _manifest(body: Mapping[str, Any]) -> Any:
+    """A dict body for the client: it serialises dicts as they are, like a typed model."""
+    return dict(body)
+
+
+def _apply(api: client.AdmissionregistrationV1Api, body: Mapping[str, Any]) -> None:
+    name = body["metadata"]["name"]
+    mutating = body["kind"] == "MutatingWebhookConfiguration"
+    read = (
+        api.read_mutating_webhook_configuration
+        if mutating
+        else api.read_validating_webhook_configuration
+    )
+    create = (
+        api.create_mutating_webhook_configuration
+        if mutating
+        else api.create_validating_webhook_configuration
+    )
+    replace = (
+        api.replace_mutating_webhook_configuration
+        if mutating
+        else api.replace_validating_webhook_configuration
+    )
+    try:
+        current = read(name)
+    except ApiException as err:
+        if err.status != 404:
+            raise
+        create(_manifest(body))
+        return
+    version = current.metadata.resource_version if current.metadata else None
+    updated = dict(body)
+    updated["metadata"] = {**body["metadata"], "resourceVersion": version}
+    replace(name, _manifest(updated))
+
+
+def install(api_client: client.ApiClient, url: str, ca_bundle: bytes) -> list[str]:
+    """Register both webhook configurations against a webhook served at `url`."""
+    api = client.AdmissionregistrationV1Api(api_client)
+    names = []
+    for body in webhook_configurations(ca_bundle, url=url):
+        _apply(api, body)
+        names.append(f"{body['kind']}/{body['metadata']['name']}")
+    return names
+
+
+def write_secret(
+    api_client: client.ApiClient, namespace: str, name: str, bundle: pki.Bundle
+) -> None:
+    """Store the certificates as a kubernetes.io/tls Secret (created or replaced)."""
+    api = client.CoreV1Api(api_client)
+    data = {
+        k: base64.b64encode(v).decode()
+        for k, v in (
+            ("tls.crt", bundle.cert),
+            ("tls.key", bundle.key),
+            ("ca.crt", bundle.ca_cert),
+            ("ca.key", bundle.ca_key),
+        )
+    }
+    body = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "kubernetes.io/tls",
+        "metadata": {"name": name, "namespace": namespace},
+        "data": data,
+    }
+    try:
+        api.read_namespaced_secret(name, namespace)
+    except ApiException as err:
+        if err.status != 404:
+            raise
+        api.create_namespaced_secret(namespace, _manifest(body))
+        return
+    api.replace_namespaced_secret(name, namespace, _manifest(body))
+
+
+def inject_ca_bundle(
+    api_client: client.ApiClient, ca_bundle: bytes, crds: Sequence[str] = CONVERTED_CRDS
+) -> None:
+    """Put the CA into every Tower webhook and into the conversion config of the CRDs."""
+    encoded = base64.b64encode(ca_bundle).decode()
+    admission = client.AdmissionregistrationV1Api(api_client)
+    for name, read, patch in (
+        (
+            MUTATING_NAME,
+            admission.read_mutating_webhook_configuration,
+            admission.patch_mutating_webhook_configuration,
+        ),
+        (
+            VALIDATING_NAME,
+            admission.read_validating_webhook_configuration,
+            admission.patch_validating_webhook_configuration,
+        ),
+    ):
+        current = read(name)
+        hooks = [
+            {"name": w.name, "clientConfig": {"caBundle": encoded}} for w in current.webhooks or ()
+        ]
+        patch(name, {"webhooks": hooks})
+    extensions = client.ApiextensionsV1Api(api_client)
+    for crd in crds:
+        try:
+            extensions.patch_custom_resource_definition(
+                crd, {"spec": {"conversion": {"webhook": {"clientConfig": {"caBundle": encoded}}}}}
+            )
+        except ApiException as err:
+            if err.status != 404:  # a CRD not installed yet gets the bundle next time
+                raise
+
+
+def renew_if_needed(
+    api_client: client.ApiClient,
+    namespace: str,
+    secret: str,
+    dns_names: Sequence[str],
+    *,
+    now: datetime,
+) -> bool:
+    """Renew the serving certificate in the Secret before it expires; True if renewed."""
+    api = client.CoreV1Api(api_client)
+    ca_cert = ca_key = None
+    try:
+        current = api.read_namespaced_secret(secret, namespace)
+        data = current.data or {}
+        cert = base64.b64decode(data.get("tls.crt", ""))
+        if not pki.needs_renewal(cert, now=now, dns_names=dns_names):
+            return False
+        if data.get("ca.crt") and data.get("ca.key"):
+            ca_cert = base64.b64decode(data["ca.crt"])
+            ca_key = base64.b64decode(data["ca.key"])
+    except ApiException as err:
+        if err.status != 404:
+            raise
+    bundle = pki.generate(dns_names, now=now, ca_cert=ca_cert, ca_key=ca_key)
+    write_secret(api_client, namespace, secret, bundle)
+    inject_ca_bundle(api_client, bundle.ca_cert)
+    return True

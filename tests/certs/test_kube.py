@@ -1,0 +1,196 @@
+"""certs.kube against a recording HTTP server that answers like kube-apiserver for the calls made."""
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import ClassVar
+
+import pytest
+from kubernetes import client
+
+from certs import kube
+from tests.fixtures import load
+
+CA = b"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
+
+
+def test_job_webhooks_select_only_queued_objects():
+    mutating, validating = kube.webhook_configurations(CA, url="https://127.0.0.1:9443")
+    create = next(w for w in mutating["webhooks"] if w["name"] == "mjob-create.tower.dev")
+    assert create["objectSelector"] == {
+        "matchExpressions": [{"key": "kueue.x-k8s.io/queue-name", "operator": "Exists"}]
+    }
+    assert create["clientConfig"]["url"] == "https://127.0.0.1:9443/mutate-batch-v1-job"
+    assert create["failurePolicy"] == "Fail"
+    assert create["rules"][0]["operations"] == ["CREATE"]
+    update = next(w for w in mutating["webhooks"] if w["name"] == "mjob-update.tower.dev")
+    assert update["failurePolicy"] == "Ignore"
+    opt_in = next(w for w in mutating["webhooks"] if w["name"] == "mjob-default-queue.tower.dev")
+    assert opt_in["namespaceSelector"] == {
+        "matchLabels": {"tower.dev/manage-jobs-without-queue-name": "true"}
+    }
+    paths = {w["clientConfig"]["url"].rsplit("/", 1)[1] for w in validating["webhooks"]}
+    assert "validate-kueue-x-k8s-io-v1beta2-clusterqueue" in paths
+
+
+def test_configuration_has_the_fields_kube_apiserver_stores():
+    stored = load("admission/mutatingwebhookconfiguration.as-stored.json")["webhooks"][0]
+    mutating, _ = kube.webhook_configurations(CA, url="https://127.0.0.1:9443")
+    ours = mutating["webhooks"][0]
+    for key in (
+        "name",
+        "clientConfig",
+        "rules",
+        "failurePolicy",
+        "sideEffects",
+        "admissionReviewVersions",
+        "timeoutSeconds",
+        "objectSelector",
+        "namespaceSelector",
+        "matchPolicy",
+    ):
+        assert key in stored, key
+        assert key in ours, key
+
+
+class FakeAPI(BaseHTTPRequestHandler):
+    """GET answers 404 until the object is created; POST stores; PUT replaces."""
+
+    store: ClassVar[dict] = {}
+    calls: ClassVar[list] = []
+
+    def _send(self, status, body):
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _body(self):
+        return json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+
+    def do_GET(self):
+        self.calls.append(("GET", self.path))
+        if self.path in self.store:
+            self._send(200, self.store[self.path])
+        else:
+            self._send(
+                404,
+                {
+                    "kind": "Status",
+                    "apiVersion": "v1",
+                    "status": "Failure",
+                    "reason": "NotFound",
+                    "code": 404,
+                    "metadata": {},
+                },
+            )
+
+    def do_POST(self):
+        body = self._body()
+        self.calls.append(("POST", self.path))
+        body["metadata"]["resourceVersion"] = "1"
+        self.store[f"{self.path}/{body['metadata']['name']}"] = body
+        self._send(201, body)
+
+    def do_PUT(self):
+        body = self._body()
+        self.calls.append(("PUT", self.path, body["metadata"].get("resourceVersion")))
+        self.store[self.path] = body
+        self._send(200, body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def api():
+    FakeAPI.store, FakeAPI.calls = {}, []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), FakeAPI)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    config = client.Configuration(host=f"http://127.0.0.1:{server.server_port}")
+    yield client.ApiClient(config)
+    server.shutdown()
+
+
+BASE = "/apis/admissionregistration.k8s.io/v1"
+
+
+def test_install_creates_then_replaces_with_the_resource_version(api):
+    names = kube.install(api, "https://127.0.0.1:9443", CA)
+    assert names == [
+        "MutatingWebhookConfiguration/tower-mutating-webhook",
+        "ValidatingWebhookConfiguration/tower-validating-webhook",
+    ]
+    assert ("POST", f"{BASE}/mutatingwebhookconfigurations") in FakeAPI.calls
+    kube.install(api, "https://127.0.0.1:9443", CA)
+    assert ("PUT", f"{BASE}/mutatingwebhookconfigurations/tower-mutating-webhook", "1") in (
+        FakeAPI.calls
+    )
+    stored = FakeAPI.store[f"{BASE}/mutatingwebhookconfigurations/tower-mutating-webhook"]
+    assert (
+        stored["webhooks"][0]["clientConfig"]["caBundle"]
+        == "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCk1JSUIKLS0tLS1FTkQgQ0VSVElGSUNBVEUtLS0tLQo="
+    )
+
+
+def test_install_from_the_command_line_with_a_kubeconfig(api, tmp_path, capsys):
+    from certs.__main__ import main
+
+    assert main(["generate", "--out", str(tmp_path), "--ip-address", "127.0.0.1"]) == 0
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "current-context": "fake",
+                "clusters": [{"name": "fake", "cluster": {"server": api.configuration.host}}],
+                "users": [{"name": "u", "user": {"token": "t"}}],
+                "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "u"}}],
+            }
+        )
+    )
+    assert (
+        main(
+            [
+                "install",
+                "--kubeconfig",
+                str(kubeconfig),
+                "--url",
+                "https://127.0.0.1:9443",
+                "--certs-dir",
+                str(tmp_path),
+            ]
+        )
+        == 0
+    )
+    assert (
+        "configured MutatingWebhookConfiguration/tower-mutating-webhook -> https://127.0.0.1:9443"
+        in (capsys.readouterr().out)
+    )
+
+
+def test_bad_flags_are_one_line_and_exit_2(tmp_path, capsys):
+    from certs.__main__ import main
+
+    assert main(["generate", "--out", str(tmp_path)]) == 2
+    assert capsys.readouterr().err == (
+        "error: a serving certificate needs at least one --dns-name or --ip-address\n"
+    )
+    assert (
+        main(
+            [
+                "install",
+                "--kubeconfig",
+                str(tmp_path / "none"),
+                "--url",
+                "https://x",
+                "--certs-dir",
+                str(tmp_path),
+            ]
+        )
+        == 2
+    )
+    assert capsys.readouterr().err.startswith("error: [Errno 2] No such file or directory")

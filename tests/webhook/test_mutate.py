@@ -1,0 +1,113 @@
+"""Mutation against the AdmissionReviews a real kube-apiserver sent (shared/fixtures)."""
+
+import base64
+import json
+
+import jsonpatch
+import pytest
+
+from tests.fixtures import admission_review, as_jobset
+from webhook.mutate import JOB, JOBSET, mutate
+from webhook.settings import Settings
+
+SETTINGS = Settings(controller_usernames=frozenset({"system:serviceaccount:tower-system:tower"}))
+CREATE = "01-mutate.job-CREATE-generateName.seed-job"
+DRY_RUN = "03-mutate.job-CREATE-dryRun-server"
+PATCH_UNSUSPEND = "05-mutate.job-UPDATE-kubectl-patch-suspend-false"
+
+
+def patch_of(response):
+    return json.loads(base64.b64decode(response["patch"])) if "patch" in response else []
+
+
+def apply(obj, response):
+    return jsonpatch.apply_patch(obj, patch_of(response))
+
+
+@pytest.mark.parametrize(
+    ("name", "expect", "convert"),
+    [(CREATE, JOB, None), (DRY_RUN, JOB, None), (CREATE, JOBSET, as_jobset)],
+    ids=["generateName CREATE (no name, no uid)", "dryRun CREATE", "JobSet of the same shape"],
+)
+def test_create_suspends_and_records_and_is_idempotent(name, expect, convert):
+    review = admission_review(name)
+    review = convert(review) if convert else review
+    request = review["request"]
+    response = mutate(request, SETTINGS, expect)
+    assert response["uid"] == request["uid"]
+    assert response["allowed"] is True
+    assert response["patchType"] == "JSONPatch"
+    once = apply(request["object"], response)
+    assert once["spec"]["suspend"] is True
+    assert once["metadata"]["annotations"]["tower.dev/original-suspend"] == "false"
+    assert apply(once, response) == once  # the API server may call us twice
+    # Nothing else changes.
+    before = json.loads(json.dumps(request["object"]))
+    before["spec"]["suspend"] = True
+    before["metadata"]["annotations"] = {"tower.dev/original-suspend": "false"}
+    assert once == before
+
+
+def test_create_without_the_label_is_left_alone():
+    request = admission_review(CREATE)["request"]
+    del request["object"]["metadata"]["labels"]
+    assert mutate(request, SETTINGS, JOB) == {"uid": request["uid"], "allowed": True}
+
+
+def test_manage_jobs_without_queue_name_gives_the_default_local_queue():
+    request = admission_review(CREATE)["request"]
+    del request["object"]["metadata"]["labels"]
+    settings = Settings(manage_jobs_without_queue_name=frozenset({"default"}))
+    mutated = apply(request["object"], mutate(request, settings, JOB))
+    assert mutated["metadata"]["labels"] == {"kueue.x-k8s.io/queue-name": "default"}
+    assert mutated["spec"]["suspend"] is True
+    kube_system = dict(request, namespace="kube-system")
+    assert "patch" not in mutate(
+        kube_system, Settings(manage_jobs_without_queue_name=frozenset({"*"})), JOB
+    )
+
+
+def test_a_job_owned_by_a_jobset_is_not_touched():
+    request = admission_review(CREATE)["request"]
+    request["object"]["metadata"]["ownerReferences"] = [
+        {
+            "apiVersion": "jobset.x-k8s.io/v1alpha2",
+            "kind": "JobSet",
+            "name": "train",
+            "uid": "x",
+            "controller": True,
+        }
+    ]
+    assert "patch" not in mutate(request, SETTINGS, JOB)
+
+
+def test_kubectl_patch_suspend_false_is_kept_suspended_with_a_warning():
+    request = admission_review(PATCH_UNSUSPEND)["request"]
+    assert request["oldObject"]["spec"]["suspend"] is True
+    assert request["object"]["spec"]["suspend"] is False
+    request["object"]["metadata"].setdefault("annotations", {})["tower.dev/cluster-queue"] = (
+        "cluster-queue"
+    )
+    response = mutate(request, SETTINGS, JOB)
+    assert apply(request["object"], response)["spec"]["suspend"] is True
+    assert response["warnings"] == [
+        "Job default/sample-job-bsg9x is queued: it waits in ClusterQueue cluster-queue "
+        "(LocalQueue user-queue) and starts when Tower admits it; spec.suspend stays true"
+    ]
+
+
+def test_towers_controller_may_unsuspend():
+    request = admission_review(PATCH_UNSUSPEND)["request"]
+    request["userInfo"]["username"] = "system:serviceaccount:tower-system:tower"
+    assert mutate(request, SETTINGS, JOB) == {"uid": request["uid"], "allowed": True}
+
+
+def test_another_kind_on_the_job_endpoint_is_refused_with_400():
+    request = as_jobset(admission_review(CREATE))["request"]
+    response = mutate(request, SETTINGS, JOB)
+    assert response["allowed"] is False
+    assert response["status"]["code"] == 400
+    assert (
+        response["status"]["message"]
+        == "this endpoint handles Job.batch, got JobSet.jobset.x-k8s.io"
+    )

@@ -1,0 +1,239 @@
+"""The real server: `python -m webhook` under gunicorn over TLS, certificates from `python -m certs`."""
+
+import json
+import os
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import threading
+import time
+from http.client import HTTPSConnection
+from pathlib import Path
+
+import pytest
+from cryptography import x509
+
+from tests.fixtures import admission_review
+
+ROOT = Path(__file__).resolve().parents[2]
+SEED = json.dumps(admission_review("01-mutate.job-CREATE-generateName.seed-job")).encode()
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def generate(out, *extra):
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "certs",
+            "generate",
+            "--out",
+            str(out),
+            "--dns-name",
+            "localhost",
+            "--ip-address",
+            "127.0.0.1",
+            *extra,
+        ],
+        check=True,
+        cwd=ROOT,
+        capture_output=True,
+    )
+
+
+class Server:
+    def __init__(self, certs, port):
+        self.certs, self.port = certs, port
+        self.context = ssl.create_default_context(cafile=str(certs / "ca.crt"))
+
+    def connect(self):
+        return HTTPSConnection("127.0.0.1", self.port, context=self.context, timeout=10)
+
+    def post(self, path, body, content_type="application/json", conn=None):
+        own = conn is None
+        conn = conn or self.connect()
+        try:
+            conn.request("POST", path, body=body, headers={"Content-Type": content_type})
+            response = conn.getresponse()
+            return response.status, response.read()
+        finally:
+            if own:
+                conn.close()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    certs = tmp_path_factory.mktemp("certs")
+    generate(certs)
+    port = free_port()
+    env = dict(os.environ, PROMETHEUS_MULTIPROC_DIR=str(tmp_path_factory.mktemp("metrics")))
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "webhook",
+            "--port",
+            str(port),
+            "--bind-address",
+            "127.0.0.1",
+            "--tls-cert-file",
+            str(certs / "tls.crt"),
+            "--tls-private-key-file",
+            str(certs / "tls.key"),
+            "--workers",
+            "2",
+            "--threads",
+            "4",
+            "--max-body-bytes",
+            str(3 * 1024 * 1024),
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    srv = Server(certs, port)
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            conn = srv.connect()
+            conn.request("GET", "/readyz")
+            if conn.getresponse().status == 200:
+                break
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                raise AssertionError(proc.stdout.read().decode()) from None
+            time.sleep(0.1)
+    srv.proc = proc
+    yield srv
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=20) == 0
+    log = proc.stdout.read().decode()
+    assert "Traceback" not in log, log
+
+
+def test_mutates_the_seed_job_over_verified_tls(server):
+    status, body = server.post("/mutate-batch-v1-job", SEED)
+    assert status == 200
+    answer = json.loads(body)["response"]
+    assert answer["allowed"] is True
+    assert answer["patchType"] == "JSONPatch"
+
+
+def test_connections_are_kept_alive(server):
+    conn = server.connect()
+    try:
+        assert server.post("/mutate-batch-v1-job", SEED, conn=conn)[0] == 200
+        first = conn.sock
+        for _ in range(4):
+            assert server.post("/mutate-batch-v1-job", SEED, conn=conn)[0] == 200
+            assert conn.sock is first  # http.client would have reconnected if we had closed
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize(
+    ("body", "content_type", "want"),
+    [
+        (b"{nope", "application/json", b"body is not JSON"),
+        (SEED, "text/plain", b"Content-Type must be application/json"),
+        (
+            b'{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1","request":{}}',
+            "application/json",
+            b"AdmissionReview request has no uid",
+        ),
+        (
+            b"[" + b" " * (4 * 1024 * 1024) + b"]",
+            "application/json",
+            b"body of 4194306 bytes is over the 3145728 limit",
+        ),
+    ],
+    ids=["not JSON", "wrong content type", "no uid", "over 3 MiB"],
+)
+def test_bad_input_over_https_is_a_one_line_400(server, body, content_type, want):
+    status, text = server.post("/mutate-batch-v1-job", body, content_type)
+    assert status == 400
+    assert text.startswith(want)
+    assert text.count(b"\n") == 1
+
+
+def test_get_on_a_webhook_path_is_400(server):
+    conn = server.connect()
+    conn.request("GET", "/mutate-batch-v1-job")
+    response = conn.getresponse()
+    assert (response.status, response.read()) == (
+        400,
+        b"method GET is not allowed: webhooks are POSTed\n",
+    )
+
+
+@pytest.mark.filterwarnings("ignore:ssl.TLSVersion.TLSv1_1 is deprecated")
+def test_tls_older_than_1_2_is_refused(server):
+    old = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    old.load_verify_locations(str(server.certs / "ca.crt"))
+    old.maximum_version = ssl.TLSVersion.TLSv1_1
+    old.minimum_version = ssl.TLSVersion.MINIMUM_SUPPORTED
+    with socket.create_connection(("127.0.0.1", server.port)) as raw, pytest.raises(ssl.SSLError):
+        old.wrap_socket(raw, server_hostname="127.0.0.1")
+
+
+def test_metrics_are_merged_across_workers(server):
+    for _ in range(6):
+        server.post("/validate-batch-v1-job", SEED)
+    conn = server.connect()
+    conn.request("GET", "/metrics")
+    text = conn.getresponse().read().decode()
+    line = next(
+        row
+        for row in text.splitlines()
+        if row.startswith('tower_webhook_requests_total{code="200",path="/validate-batch-v1-job"}')
+    )
+    assert float(line.split()[-1]) >= 6
+
+
+def peer_serial(server):
+    with (
+        socket.create_connection(("127.0.0.1", server.port)) as raw,
+        server.context.wrap_socket(raw, server_hostname="127.0.0.1") as tls,
+    ):
+        return x509.load_der_x509_certificate(tls.getpeercert(binary_form=True)).serial_number
+
+
+def test_certificate_rotation_under_load_drops_nothing(server):
+    before = peer_serial(server)
+    failures, served = [], [0]
+    stop = threading.Event()
+
+    def load():
+        while not stop.is_set():
+            try:
+                status, _ = server.post("/mutate-batch-v1-job", SEED)
+                if status != 200:
+                    failures.append(status)
+                served[0] += 1
+            except Exception as err:
+                failures.append(repr(err))
+
+    threads = [threading.Thread(target=load) for _ in range(4)]
+    for t in threads:
+        t.start()
+    time.sleep(0.5)
+    generate(server.certs, "--reuse-ca")  # rotate: same CA, new serving certificate
+    deadline = time.monotonic() + 10
+    while peer_serial(server) == before and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(0.5)
+    stop.set()
+    for t in threads:
+        t.join()
+    assert peer_serial(server) != before
+    assert failures == []
+    assert served[0] > 20

@@ -1,0 +1,160 @@
+"""Validation: queue names on Jobs and JobSets, Kueue's rules on its own objects."""
+
+import copy
+
+import pytest
+
+from tests.fixtures import admission_review
+from webhook.mutate import JOB
+from webhook.validate import validate_job, validate_kueue
+
+CREATE = "02-validate.job-CREATE-generateName.seed-job"
+UPDATE = "06-validate.job-UPDATE-kubectl-patch-suspend-false"
+
+
+def test_the_seed_job_is_allowed():
+    request = admission_review(CREATE)["request"]
+    assert validate_job(request, JOB) == {"uid": request["uid"], "allowed": True}
+
+
+def test_queue_name_must_be_a_dns_label():
+    request = admission_review(CREATE)["request"]
+    request["object"]["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] = "User_Queue"
+    response = validate_job(request, JOB)
+    assert response["allowed"] is False
+    assert response["status"] == {
+        "code": 403,
+        "reason": "Forbidden",
+        "message": "metadata.labels[\"kueue.x-k8s.io/queue-name\"]: 'User_Queue' is not a valid "
+        "LocalQueue name (a DNS-1123 label: lowercase letters, digits and '-', at "
+        "most 63 characters)",
+    }
+
+
+def test_queue_name_cannot_change_while_running():
+    request = admission_review(UPDATE)["request"]
+    request["oldObject"]["spec"]["suspend"] = False
+    request["object"]["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] = "other-queue"
+    response = validate_job(request, JOB)
+    assert response["allowed"] is False
+    assert (
+        "cannot change from 'user-queue' to 'other-queue' while the Job is running"
+        in (response["status"]["message"])
+    )
+
+
+def test_queue_name_may_change_while_suspended():
+    request = admission_review(UPDATE)["request"]
+    assert request["oldObject"]["spec"]["suspend"] is True
+    request["object"]["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] = "other-queue"
+    assert validate_job(request, JOB)["allowed"] is True
+
+
+def kueue_request(kind, obj, operation="CREATE", old=None):
+    request = {
+        "uid": "u-1",
+        "operation": operation,
+        "object": obj,
+        "kind": {"group": "kueue.x-k8s.io", "version": "v1beta2", "kind": kind},
+    }
+    if old is not None:
+        request["oldObject"] = old
+    return request
+
+
+CQ = {
+    "apiVersion": "kueue.x-k8s.io/v1beta2",
+    "kind": "ClusterQueue",
+    "metadata": {"name": "cluster-queue"},
+    "spec": {
+        "namespaceSelector": {},
+        "resourceGroups": [
+            {
+                "coveredResources": ["cpu", "memory"],
+                "flavors": [
+                    {
+                        "name": "default-flavor",
+                        "resources": [
+                            {"name": "cpu", "nominalQuota": 4},
+                            {"name": "memory", "nominalQuota": "8Gi"},
+                        ],
+                    }
+                ],
+            }
+        ],
+    },
+}
+LQ = {
+    "apiVersion": "kueue.x-k8s.io/v1beta2",
+    "kind": "LocalQueue",
+    "metadata": {"name": "user-queue", "namespace": "default"},
+    "spec": {"clusterQueue": "cluster-queue"},
+}
+
+
+def test_the_seed_cluster_queue_and_local_queue_are_allowed():
+    assert validate_kueue(kueue_request("ClusterQueue", CQ), "ClusterQueue")["allowed"]
+    assert validate_kueue(kueue_request("LocalQueue", LQ), "LocalQueue")["allowed"]
+
+
+@pytest.mark.parametrize(
+    ("mutate", "want"),
+    [
+        (
+            lambda s: s["resourceGroups"][0]["flavors"][0]["resources"].reverse(),
+            "spec.resourceGroups[0].flavors[0].resources: must list exactly the coveredResources",
+        ),
+        (
+            lambda s: s["resourceGroups"][0]["flavors"][0]["resources"][0].update(nominalQuota=-1),
+            "nominalQuota: must be greater than or equal to 0",
+        ),
+        (
+            lambda s: s["resourceGroups"][0]["flavors"][0]["resources"][0].update(borrowingLimit=1),
+            "borrowingLimit: must be null when there is no cohort",
+        ),
+        (
+            lambda s: (
+                s.update(cohortName="c")
+                or s["resourceGroups"][0]["flavors"][0]["resources"][0].update(lendingLimit=5)
+            ),
+            "lendingLimit: must be less than or equal to nominalQuota",
+        ),
+    ],
+    ids=[
+        "resources out of coveredResources order",
+        "negative quota",
+        "borrowingLimit without cohort",
+        "lendingLimit above nominal",
+    ],
+)
+def test_cluster_queue_rules(mutate, want):
+    cq = copy.deepcopy(CQ)
+    mutate(cq["spec"])
+    response = validate_kueue(kueue_request("ClusterQueue", cq), "ClusterQueue")
+    assert response["allowed"] is False
+    assert response["status"]["message"].startswith("ClusterQueue cluster-queue: spec.")
+    assert want in response["status"]["message"]
+
+
+def test_local_queue_cluster_queue_is_immutable():
+    moved = copy.deepcopy(LQ)
+    moved["spec"]["clusterQueue"] = "elsewhere"
+    response = validate_kueue(kueue_request("LocalQueue", moved, "UPDATE", LQ), "LocalQueue")
+    assert response["status"]["message"] == (
+        "LocalQueue default/user-queue: spec.clusterQueue: field is immutable "
+        "(was 'cluster-queue', got 'elsewhere')"
+    )
+
+
+def test_resource_flavor_limits():
+    flavor = {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "ResourceFlavor",
+        "metadata": {"name": "gpu"},
+        "spec": {"nodeTaints": [{"key": "gpu", "value": "true", "effect": "Maybe"}]},
+    }
+    response = validate_kueue(kueue_request("ResourceFlavor", flavor), "ResourceFlavor")
+    assert (
+        "spec.nodeTaints[0].effect: must be one of NoSchedule, PreferNoSchedule, NoExecute"
+        in (response["status"]["message"])
+    )

@@ -1,0 +1,66 @@
+"""`python -m webhook`: serve the admission webhook over TLS with gunicorn."""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from webhook.settings import Settings, from_args
+
+CONFIG = Path(__file__).with_name("gunicorn.conf.py")
+
+
+def _check_files(settings: Settings) -> str | None:
+    for flag, path in (
+        ("--tls-cert-file", settings.tls_cert_file),
+        ("--tls-private-key-file", settings.tls_private_key_file),
+    ):
+        if not path:
+            return f"{flag} is required (or TOWER_WEBHOOK_{flag[2:].upper().replace('-', '_')})"
+        if not os.path.isfile(path):
+            return f"{flag} {path}: no such file"
+    return None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse settings, export them for gunicorn.conf.py and run gunicorn."""
+    settings = from_args(argv)
+    problem = _check_files(settings)
+    if problem is not None:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
+    os.environ.update(
+        {
+            "TOWER_WEBHOOK_PORT": str(settings.port),
+            "TOWER_WEBHOOK_BIND_ADDRESS": settings.extra.get("bind_address", "0.0.0.0"),
+            "TOWER_WEBHOOK_WORKERS": str(settings.workers),
+            "TOWER_WEBHOOK_THREADS": str(settings.threads),
+            "TOWER_WEBHOOK_TLS_CERT_FILE": settings.tls_cert_file,
+            "TOWER_WEBHOOK_TLS_PRIVATE_KEY_FILE": settings.tls_private_key_file,
+        }
+    )
+    # Workers share metrics through files; the directory must exist before they import
+    # prometheus_client.
+    os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", tempfile.mkdtemp(prefix="tower-webhook-"))
+
+    from gunicorn.app.base import Application
+
+    from webhook.app import create_app
+
+    class WebhookServer(Application):  # type: ignore[misc]
+        def load_config(self) -> None:
+            # Only our config file: gunicorn must not parse the webhook's own flags.
+            self.load_config_from_file(str(CONFIG))
+
+        def load(self) -> object:
+            return create_app(settings)
+
+    WebhookServer().run()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

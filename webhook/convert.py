@@ -1,0 +1,139 @@
+"""CRD conversion between kueue.x-k8s.io/v1beta1 and v1beta2 (ConversionReview)."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from webhook.reviews import ReviewError
+
+GROUP = "kueue.x-k8s.io"
+V1BETA1, V1BETA2 = f"{GROUP}/v1beta1", f"{GROUP}/v1beta2"
+CONVERSION_VERSION = "apiextensions.k8s.io/v1"
+
+_PRIORITY_SOURCES = {
+    "kueue.x-k8s.io/workloadpriorityclass": ("kueue.x-k8s.io", "WorkloadPriorityClass"),
+    "scheduling.k8s.io/priorityclass": ("scheduling.k8s.io", "PriorityClass"),
+}
+_SOURCES_BY_KIND = {kind: source for source, (_, kind) in _PRIORITY_SOURCES.items()}
+
+Obj = dict[str, Any]
+
+
+def _rename(d: Obj, old: str, new: str) -> None:
+    if old in d:
+        d[new] = d.pop(old)
+
+
+def _cq_up(obj: Obj) -> None:
+    spec = obj.setdefault("spec", {})
+    _rename(spec, "cohort", "cohortName")
+    checks = spec.pop("admissionChecks", None)
+    if checks and "admissionChecksStrategy" not in spec:
+        spec["admissionChecksStrategy"] = {"admissionChecks": [{"name": c} for c in checks]}
+    fungibility = spec.get("flavorFungibility") or {}
+    if fungibility.get("whenCanBorrow") == "Borrow":
+        fungibility["whenCanBorrow"] = "MayStopSearch"
+    if fungibility.get("whenCanPreempt") == "Preempt":
+        fungibility["whenCanPreempt"] = "MayStopSearch"
+    status = obj.get("status") or {}
+    status.pop("pendingWorkloadsStatus", None)
+    (status.get("fairSharing") or {}).pop("admissionFairSharingStatus", None)
+
+
+def _cq_down(obj: Obj) -> None:
+    spec = obj.setdefault("spec", {})
+    _rename(spec, "cohortName", "cohort")
+
+
+def _lq_up(obj: Obj) -> None:
+    status = obj.get("status") or {}
+    _rename(status, "flavorUsage", "flavorsUsage")
+    status.pop("flavors", None)
+
+
+def _lq_down(obj: Obj) -> None:
+    status = obj.get("status") or {}
+    _rename(status, "flavorsUsage", "flavorUsage")
+    status.pop("fairSharing", None)
+
+
+def _wl_up(obj: Obj) -> None:
+    spec = obj.setdefault("spec", {})
+    name = spec.pop("priorityClassName", None)
+    source = spec.pop("priorityClassSource", None)
+    if name:
+        group, kind = _PRIORITY_SOURCES.get(str(source), ("scheduling.k8s.io", "PriorityClass"))
+        spec["priorityClassRef"] = {"group": group, "kind": kind, "name": name}
+    _rename(
+        obj.get("status") or {},
+        "accumulatedPastExexcutionTimeSeconds",
+        "accumulatedPastExecutionTimeSeconds",
+    )
+
+
+def _wl_down(obj: Obj) -> None:
+    spec = obj.setdefault("spec", {})
+    ref = spec.pop("priorityClassRef", None)
+    if isinstance(ref, Mapping) and ref.get("name"):
+        spec["priorityClassName"] = ref["name"]
+        spec["priorityClassSource"] = _SOURCES_BY_KIND.get(str(ref.get("kind")), "")
+    spec.pop("preemptionGates", None)
+    status = obj.get("status") or {}
+    status.pop("preemptionGates", None)
+    _rename(status, "accumulatedPastExecutionTimeSeconds", "accumulatedPastExexcutionTimeSeconds")
+
+
+_CONVERTERS: dict[str, tuple[Callable[[Obj], None], Callable[[Obj], None]]] = {
+    "ClusterQueue": (_cq_up, _cq_down),
+    "LocalQueue": (_lq_up, _lq_down),
+    "Workload": (_wl_up, _wl_down),
+    "Cohort": (lambda obj: None, lambda obj: None),  # field-identical across versions
+}
+
+
+def convert_object(obj: Mapping[str, Any], desired: str) -> Obj:
+    """One object converted to the desired apiVersion (a copy; the input is untouched)."""
+    out: Obj = copy.deepcopy(dict(obj))
+    current = out.get("apiVersion")
+    kind = str(out.get("kind"))
+    if current == desired:
+        return out
+    if {current, desired} != {V1BETA1, V1BETA2}:
+        raise ValueError(f"cannot convert {kind} from {current!r} to {desired!r}")
+    up, down = _CONVERTERS.get(kind, (lambda obj: None, lambda obj: None))
+    (up if desired == V1BETA2 else down)(out)
+    out["apiVersion"] = desired
+    return out
+
+
+def convert(review: Any) -> dict[str, Any]:
+    """The ConversionReview answer; a failure is reported in `result`, never as HTTP 5xx."""
+    if not isinstance(review, Mapping) or review.get("kind") != "ConversionReview":
+        raise ReviewError(
+            f"expected kind ConversionReview, got {review.get('kind')!r}"
+            if isinstance(review, Mapping)
+            else "body is not a JSON object"
+        )
+    request = review.get("request")
+    if not isinstance(request, Mapping) or not request.get("uid"):
+        raise ReviewError("ConversionReview request has no uid")
+    desired = request.get("desiredAPIVersion")
+    objects = request.get("objects")
+    response: dict[str, Any] = {"uid": request["uid"]}
+    try:
+        if not isinstance(desired, str) or not isinstance(objects, list):
+            raise ValueError("request needs desiredAPIVersion and objects")
+        if not all(isinstance(o, Mapping) for o in objects):
+            raise ValueError("every object must be a JSON object")
+        response["convertedObjects"] = [convert_object(o, desired) for o in objects]
+        response["result"] = {"status": "Success"}
+    except ValueError as err:
+        response["convertedObjects"] = []
+        response["result"] = {"status": "Failure", "message": str(err)}
+    return {
+        "apiVersion": review.get("apiVersion", CONVERSION_VERSION),
+        "kind": "ConversionReview",
+        "response": response,
+    }

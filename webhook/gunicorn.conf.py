@@ -1,0 +1,42 @@
+"""gunicorn settings for Tower's webhook: TLS 1.2+, gthread workers, keep-alive, cert reload."""
+
+import os
+
+from webhook import metrics
+from webhook.tls import ReloadingContext
+
+_env = os.environ.get
+
+bind = f"{_env('TOWER_WEBHOOK_BIND_ADDRESS', '0.0.0.0')}:{_env('TOWER_WEBHOOK_PORT', '9443')}"
+# Threads in a few processes: kube-apiserver keeps connections to webhooks open, and a
+# sync worker would close each one, paying a TLS handshake per request (see README).
+worker_class = "gthread"
+workers = int(_env("TOWER_WEBHOOK_WORKERS", "2"))
+threads = int(_env("TOWER_WEBHOOK_THREADS", "4"))
+keepalive = 75
+timeout = 30
+graceful_timeout = 10
+certfile = _env("TOWER_WEBHOOK_TLS_CERT_FILE")
+keyfile = _env("TOWER_WEBHOOK_TLS_PRIVATE_KEY_FILE")
+accesslog = None
+errorlog = "-"
+loglevel = _env("TOWER_WEBHOOK_LOG_LEVEL", "info")
+proc_name = "tower-webhook"
+# gunicorn's control socket lives at one fixed path per user; replicas and tests on one
+# host would fight over it, and nothing here uses it.
+control_socket_disable = True
+
+_contexts: dict[tuple[str, str], ReloadingContext] = {}
+
+
+def ssl_context(conf, default_ssl_context_factory):
+    """One reloading context per worker; consulted for every new connection."""
+    key = (conf.certfile, conf.keyfile)
+    if key not in _contexts:
+        _contexts[key] = ReloadingContext(conf.certfile, conf.keyfile)
+    return _contexts[key].context()
+
+
+def child_exit(server, worker):
+    """Drop a dead worker's metric files from the merged /metrics."""
+    metrics.worker_exited(worker.pid)

@@ -1,0 +1,136 @@
+"""The webhook's settings, from flags or environment variables (the Deployment sets the latter)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+DEFAULT_CONTROLLER = "system:serviceaccount:tower-system:tower-controller"
+DEFAULT_MAX_BODY = 3 * 1024 * 1024  # kube-apiserver's own request body limit
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything the webhook decides with, besides the request itself."""
+
+    controller_usernames: frozenset[str] = frozenset({DEFAULT_CONTROLLER})
+    # Namespaces whose Jobs without a queue-name label go to their LocalQueue `default`
+    # (Kueue's manageJobsWithoutQueueName); "*" means every namespace but the excluded ones.
+    manage_jobs_without_queue_name: frozenset[str] = frozenset()
+    unmanaged_namespaces: frozenset[str] = frozenset({"kube-system", "tower-system"})
+    max_body_bytes: int = DEFAULT_MAX_BODY
+    port: int = 9443
+    tls_cert_file: str = ""
+    tls_private_key_file: str = ""
+    workers: int = 2
+    threads: int = 4
+    extra: Mapping[str, str] = field(default_factory=dict)
+
+    def manages_unlabelled(self, namespace: str) -> bool:
+        """Whether a Job without a queue-name label in this namespace is queued anyway."""
+        if namespace in self.unmanaged_namespaces:
+            return False
+        return "*" in self.manage_jobs_without_queue_name or (
+            namespace in self.manage_jobs_without_queue_name
+        )
+
+
+def _csv(value: str) -> frozenset[str]:
+    return frozenset(v.strip() for v in value.split(",") if v.strip())
+
+
+def parser() -> argparse.ArgumentParser:
+    """The command line of `python -m webhook`; every flag also reads TOWER_WEBHOOK_<FLAG>."""
+    env = os.environ.get
+
+    def default(name: str, fallback: str) -> str:
+        return env(f"TOWER_WEBHOOK_{name.upper().replace('-', '_')}", fallback)
+
+    p = argparse.ArgumentParser(
+        prog="python -m webhook",
+        description="Tower's admission webhook: queues Jobs and JobSets (suspend + queue "
+        "metadata), validates Kueue objects, converts v1beta1/v1beta2. Serves HTTPS with "
+        "gunicorn. Each flag can also be set by the environment variable in brackets.",
+    )
+    p.add_argument(
+        "--port",
+        type=int,
+        default=int(default("port", "9443")),
+        help="HTTPS port [TOWER_WEBHOOK_PORT] (default 9443, as Kueue's)",
+    )
+    p.add_argument(
+        "--bind-address",
+        default=default("bind-address", "0.0.0.0"),
+        help="address to listen on [TOWER_WEBHOOK_BIND_ADDRESS]",
+    )
+    p.add_argument(
+        "--tls-cert-file",
+        default=default("tls-cert-file", ""),
+        help="PEM serving certificate (chain); re-read when it changes "
+        "[TOWER_WEBHOOK_TLS_CERT_FILE]",
+    )
+    p.add_argument(
+        "--tls-private-key-file",
+        default=default("tls-private-key-file", ""),
+        help="PEM private key of the certificate [TOWER_WEBHOOK_TLS_PRIVATE_KEY_FILE]",
+    )
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=int(default("workers", "2")),
+        help="gunicorn worker processes [TOWER_WEBHOOK_WORKERS] (default 2)",
+    )
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=int(default("threads", "4")),
+        help="threads per worker [TOWER_WEBHOOK_THREADS] (default 4)",
+    )
+    p.add_argument(
+        "--controller-username",
+        action="append",
+        default=None,
+        help="user allowed to unsuspend queued Jobs (Tower's controller service "
+        "account); repeatable [TOWER_WEBHOOK_CONTROLLER_USERNAME, comma-separated] "
+        f"(default {DEFAULT_CONTROLLER})",
+    )
+    p.add_argument(
+        "--manage-jobs-without-queue-name",
+        default=default("manage-jobs-without-queue-name", ""),
+        help="comma-separated namespaces (or *) whose unlabelled Jobs go to LocalQueue "
+        "'default' [TOWER_WEBHOOK_MANAGE_JOBS_WITHOUT_QUEUE_NAME]",
+    )
+    p.add_argument(
+        "--unmanaged-namespaces",
+        default=default("unmanaged-namespaces", "kube-system,tower-system"),
+        help="namespaces never defaulted [TOWER_WEBHOOK_UNMANAGED_NAMESPACES]",
+    )
+    p.add_argument(
+        "--max-body-bytes",
+        type=int,
+        default=int(default("max-body-bytes", str(DEFAULT_MAX_BODY))),
+        help="largest request body accepted [TOWER_WEBHOOK_MAX_BODY_BYTES] (3 MiB)",
+    )
+    return p
+
+
+def from_args(argv: Sequence[str] | None = None) -> Settings:
+    """Settings from the command line and environment."""
+    args = parser().parse_args(argv)
+    controllers = args.controller_username or sorted(
+        _csv(os.environ.get("TOWER_WEBHOOK_CONTROLLER_USERNAME", DEFAULT_CONTROLLER))
+    )
+    return Settings(
+        controller_usernames=frozenset(controllers),
+        manage_jobs_without_queue_name=_csv(args.manage_jobs_without_queue_name),
+        unmanaged_namespaces=_csv(args.unmanaged_namespaces),
+        max_body_bytes=args.max_body_bytes,
+        port=args.port,
+        tls_cert_file=args.tls_cert_file,
+        tls_private_key_file=args.tls_private_key_file,
+        workers=args.workers,
+        threads=args.threads,
+        extra={"bind_address": args.bind_address},
+    )

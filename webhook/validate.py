@@ -1,0 +1,86 @@
+"""Validation of Jobs, JobSets and Kueue's objects, with the core's parsers and rules."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from extender.core import parse
+from extender.core.jobs import queue_name_of
+from extender.core.models import QUEUE_NAME_LABEL
+from extender.core.workloads import workload
+from webhook.mutate import check_kind, is_suspended
+from webhook.reviews import Response, allow, deny
+
+_LABEL_PATH = f'metadata.labels["{QUEUE_NAME_LABEL}"]'
+KUEUE_PARSERS: dict[str, Callable[[Mapping[str, Any]], object]] = {
+    "ClusterQueue": parse.cluster_queue,
+    "LocalQueue": parse.local_queue,
+    "ResourceFlavor": parse.resource_flavor,
+    "Cohort": parse.cohort,
+    "WorkloadPriorityClass": parse.workload_priority_class,
+    "Workload": workload,
+}
+
+
+def validate_job(request: Mapping[str, Any], expect: tuple[str, str]) -> Response:
+    """Queue-name rules for a Job or JobSet on /validate-…."""
+    uid = str(request["uid"])
+    problem = check_kind(request, expect)
+    if problem is not None:
+        return deny(uid, problem, code=400)
+    if request.get("operation") not in ("CREATE", "UPDATE"):
+        return allow(uid)
+    obj: Mapping[str, Any] = request["object"]
+    queue = queue_name_of(obj)
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    raw = labels.get(QUEUE_NAME_LABEL)
+    if raw is not None and not (isinstance(raw, str) and parse.is_dns1123_label(raw)):
+        return deny(
+            uid,
+            f"{_LABEL_PATH}: {raw!r} is not a valid LocalQueue name (a DNS-1123 label: lowercase "
+            "letters, digits and '-', at most 63 characters)",
+        )
+    if request.get("operation") == "UPDATE":
+        old = request.get("oldObject")
+        old_queue = queue_name_of(old) if isinstance(old, Mapping) else None
+        if old_queue != queue and not is_suspended(old):
+            return deny(
+                uid,
+                f"{_LABEL_PATH}: cannot change from {old_queue!r} to {queue!r} while the "
+                f"{expect[1]} is running (not suspended)",
+            )
+    return allow(uid)
+
+
+def validate_kueue(request: Mapping[str, Any], kind: str) -> Response:
+    """Kueue's field and cross-field rules for one of its objects."""
+    uid = str(request["uid"])
+    problem = check_kind(request, ("kueue.x-k8s.io", kind))
+    if problem is not None:
+        return deny(uid, problem, code=400)
+    if request.get("operation") not in ("CREATE", "UPDATE"):
+        return allow(uid)
+    obj: Mapping[str, Any] = request["object"]
+    try:
+        KUEUE_PARSERS[kind](obj)
+    except parse.ManifestError as err:
+        return deny(uid, f"{kind} {_name(obj)}: {err.path}: {err.message}")
+    if kind == "LocalQueue" and request.get("operation") == "UPDATE":
+        old = request.get("oldObject") or {}
+        before = (old.get("spec") or {}).get("clusterQueue")
+        after = (obj.get("spec") or {}).get("clusterQueue")
+        if before != after:
+            return deny(
+                uid,
+                f"LocalQueue {_name(obj)}: spec.clusterQueue: field is immutable "
+                f"(was {before!r}, got {after!r})",
+            )
+    return allow(uid)
+
+
+def _name(obj: Mapping[str, Any]) -> str:
+    meta = obj.get("metadata") or {}
+    namespace = meta.get("namespace")
+    name = meta.get("name") or "?"
+    return f"{namespace}/{name}" if namespace else str(name)
