@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+import orjson
 from flask import Flask, Response, request
 
 from webhook import metrics
@@ -20,7 +20,10 @@ from webhook.validate import KUEUE_PARSERS, validate_job, validate_kueue
 log = logging.getLogger("tower.webhook")
 
 Handler = Callable[[Mapping[str, Any]], Any]
+StartResponse = Callable[..., Any]
+WSGIApp = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
 DRAIN_LIMIT_FACTOR = 4
+JSON = "application/json"
 
 
 def admission_routes(settings: Settings) -> dict[str, Handler]:
@@ -43,40 +46,112 @@ def _kueue_validator(kind: str) -> Handler:
     return handler
 
 
-def _plain(status: int, text: str) -> Response:
-    return Response(text + "\n", status=status, mimetype="text/plain")
-
-
 def _outcome(response: Mapping[str, Any]) -> str:
     if not response.get("allowed"):
         return "denied"
     return "patched" if response.get("patch") else "allowed"
 
 
+class Answerer:
+    """Turns a request body into the answer for one path, and counts it."""
+
+    def __init__(self, routes: Mapping[str, Handler]) -> None:
+        self.routes = routes
+
+    def finish(self, path: str, status: int, started: float, outcome: str) -> None:
+        """Count one answer and its latency."""
+        metrics.TALLY.record(path, str(status), outcome, time.perf_counter() - started)
+
+    def respond(self, path: str, body: bytes, started: float) -> tuple[int, bytes, str]:
+        """(HTTP status, payload, content type) for a POSTed JSON body."""
+        if path == "/convert":
+            try:
+                payload = orjson.dumps(convert(_decode(body)))
+            except ReviewError as err:
+                log.info("rejected /convert: %s", err)
+                return self._plain(path, 400, str(err), started)
+            self.finish(path, 200, started, "converted")
+            return 200, payload, JSON
+        try:
+            req = request_of(_decode(body))
+        except ReviewError as err:
+            log.info("rejected %s: %s", path, err)
+            return self._plain(path, 400, str(err), started)
+        try:
+            response = self.routes[path](req)
+        except Exception:  # a bug of ours must not block the user's request
+            log.exception("webhook %s failed on request %s; allowing it", path, req.get("uid"))
+            response = allow(
+                str(req["uid"]),
+                warnings=[
+                    "Tower's webhook could not process this request; its controller "
+                    "will queue the object instead"
+                ],
+            )
+        self.finish(path, 200, started, _outcome(response))
+        return 200, orjson.dumps(review(response)), JSON
+
+    def _plain(self, path: str, status: int, text: str, started: float) -> tuple[int, bytes, str]:
+        self.finish(path, status, started, "rejected")
+        return status, (text + "\n").encode(), "text/plain; charset=utf-8"
+
+
+def _decode(body: bytes) -> Any:
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError as err:
+        raise ReviewError(f"body is not JSON: {err}") from None
+
+
+class FastAdmission:
+    """WSGI middleware answering well-formed admission POSTs without Flask's request machinery.
+
+    kube-apiserver calls these paths for every queued Job; Flask's routing and request
+    context alone cost more than the whole budget of the webhook (see README), so this
+    path calls the very same Answerer directly. Anything unusual (another method or
+    Content-Type, no or too large Content-Length) goes to Flask, which answers it.
+    """
+
+    def __init__(self, flask_wsgi: WSGIApp, answerer: Answerer, max_body: int) -> None:
+        self.flask_wsgi = flask_wsgi
+        self.answerer = answerer
+        self.max_body = max_body
+        self.paths = frozenset(answerer.routes) | {"/convert"}
+
+    def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        """The WSGI entry point."""
+        path = environ.get("PATH_INFO", "")
+        length = environ.get("CONTENT_LENGTH")
+        if (
+            path not in self.paths
+            or environ.get("REQUEST_METHOD") != "POST"
+            or not length
+            or environ.get("CONTENT_TYPE", "").split(";", 1)[0].strip() != JSON
+        ):
+            return self.flask_wsgi(environ, start_response)
+        try:
+            size = int(length)
+        except ValueError:
+            return self.flask_wsgi(environ, start_response)
+        if size > self.max_body or size < 0:
+            return self.flask_wsgi(environ, start_response)
+        started = time.perf_counter()
+        body = environ["wsgi.input"].read(size)
+        status, payload, content_type = self.answerer.respond(path, body, started)
+        start_response(
+            "200 OK" if status == 200 else "400 BAD REQUEST",
+            [("Content-Type", content_type), ("Content-Length", str(len(payload)))],
+        )
+        return [payload]
+
+
 def create_app(settings: Settings) -> Flask:
-    """The Flask application; every dependency comes in through `settings`."""
+    """The Flask application (with its admission fast path); dependencies via `settings`."""
     app = Flask("tower-webhook")
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
-    routes = admission_routes(settings)
+    answerer = Answerer(admission_routes(settings))
 
-    def read_json() -> Any:
-        if request.method != "POST":
-            raise ReviewError(f"method {request.method} is not allowed: webhooks are POSTed")
-        if request.mimetype != "application/json":
-            raise ReviewError(f"Content-Type must be application/json, got {request.mimetype!r}")
-        length = request.content_length
-        if length is not None and length > settings.max_body_bytes:
-            _drain(length)
-            raise ReviewError(f"body of {length} bytes is over the {settings.max_body_bytes} limit")
-        body = request.get_data(cache=False)
-        if len(body) > settings.max_body_bytes:
-            raise ReviewError(f"body is over the {settings.max_body_bytes} byte limit")
-        try:
-            return json.loads(body)
-        except (ValueError, UnicodeDecodeError) as err:
-            raise ReviewError(f"body is not JSON: {err}") from None
-
-    def _drain(length: int) -> None:
+    def drain(length: int) -> None:
         # Read and drop a too-large body (up to a cap) so the client can read our answer
         # instead of failing mid-send on a closed connection.
         if length > DRAIN_LIMIT_FACTOR * settings.max_body_bytes:
@@ -89,56 +164,43 @@ def create_app(settings: Settings) -> Flask:
                 break
             left -= len(chunk)
 
-    def answer(path: str, handler: Handler) -> Response:
+    def refuse(path: str, text: str, started: float) -> Response:
+        log.info("rejected %s: %s", path, text)
+        status, payload, content_type = answerer._plain(path, 400, text, started)
+        return Response(payload, status=status, content_type=content_type)
+
+    def view(path: str) -> Response:
         started = time.perf_counter()
-        try:
-            req = request_of(read_json())
-        except ReviewError as err:
-            log.info("rejected %s: %s", path, err)
-            return _finish(path, _plain(400, str(err)), started)
-        try:
-            response = handler(req)
-        except Exception:  # a bug of ours must not block the user's request
-            log.exception("webhook %s failed on request %s; allowing it", path, req.get("uid"))
-            response = allow(
-                str(req["uid"]),
-                warnings=[
-                    "Tower's webhook could not process this request; its controller "
-                    "will queue the object instead"
-                ],
+        if request.method != "POST":
+            return refuse(
+                path, f"method {request.method} is not allowed: webhooks are POSTed", started
             )
-        metrics.DECISIONS.labels(path, _outcome(response)).inc()
-        body = json.dumps(review(response), separators=(",", ":"))
-        return _finish(path, Response(body, mimetype="application/json"), started)
+        if request.mimetype != JSON:
+            return refuse(
+                path, f"Content-Type must be application/json, got {request.mimetype!r}", started
+            )
+        length = request.content_length
+        if length is not None and length > settings.max_body_bytes:
+            drain(length)
+            return refuse(
+                path, f"body of {length} bytes is over the {settings.max_body_bytes} limit", started
+            )
+        body = request.get_data(cache=False)
+        if len(body) > settings.max_body_bytes:
+            return refuse(path, f"body is over the {settings.max_body_bytes} byte limit", started)
+        status, payload, content_type = answerer.respond(path, body, started)
+        return Response(payload, status=status, content_type=content_type)
 
-    def _finish(path: str, response: Response, started: float) -> Response:
-        metrics.REQUESTS.labels(path, str(response.status_code)).inc()
-        metrics.LATENCY.labels(path).observe(time.perf_counter() - started)
-        return response
-
-    for path, handler in routes.items():
+    methods = ["POST", "GET", "PUT", "DELETE", "PATCH"]
+    for path in [*answerer.routes, "/convert"]:
         app.add_url_rule(
-            path,
-            endpoint=path,
-            methods=["POST", "GET", "PUT", "DELETE", "PATCH"],
-            view_func=lambda path=path, handler=handler: answer(path, handler),
+            path, endpoint=path, methods=methods, view_func=lambda path=path: view(path)
         )
-
-    @app.route("/convert", methods=["POST", "GET", "PUT", "DELETE", "PATCH"])
-    def convert_view() -> Response:
-        started = time.perf_counter()
-        try:
-            result = convert(read_json())
-        except ReviewError as err:
-            log.info("rejected /convert: %s", err)
-            return _finish("/convert", _plain(400, str(err)), started)
-        body = json.dumps(result, separators=(",", ":"))
-        return _finish("/convert", Response(body, mimetype="application/json"), started)
 
     @app.route("/healthz")
     @app.route("/readyz")
     def health() -> Response:
-        return _plain(200, "ok")
+        return Response("ok\n", mimetype="text/plain")
 
     @app.route("/metrics")
     def metrics_view() -> Response:
@@ -147,14 +209,23 @@ def create_app(settings: Settings) -> Flask:
 
     @app.errorhandler(413)
     def too_large(_: Exception) -> Response:
-        return _plain(400, f"body is over the {settings.max_body_bytes} byte limit")
+        return Response(
+            f"body is over the {settings.max_body_bytes} byte limit\n",
+            status=400,
+            mimetype="text/plain",
+        )
 
     @app.errorhandler(404)
     def not_found(_: Exception) -> Response:
-        return _plain(404, f"no webhook at {request.path}")
+        return Response(f"no webhook at {request.path}\n", status=404, mimetype="text/plain")
 
     @app.errorhandler(405)
     def wrong_method(_: Exception) -> Response:
-        return _plain(400, f"method {request.method} is not allowed on {request.path}")
+        return Response(
+            f"method {request.method} is not allowed on {request.path}\n",
+            status=400,
+            mimetype="text/plain",
+        )
 
+    app.wsgi_app = FastAdmission(app.wsgi_app, answerer, settings.max_body_bytes)  # type: ignore[method-assign]
     return app

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import base64
-import json
 from collections.abc import Mapping
 from typing import Any, NotRequired, TypedDict
+
+import orjson
 
 ADMISSION_VERSION = "admission.k8s.io/v1"
 
@@ -58,9 +59,7 @@ def allow(
     response: Response = {"uid": uid, "allowed": True}
     if patch:
         response["patchType"] = "JSONPatch"
-        response["patch"] = base64.b64encode(
-            json.dumps(patch, separators=(",", ":")).encode()
-        ).decode()
+        response["patch"] = base64.b64encode(orjson.dumps(patch)).decode()
     if warnings:
         response["warnings"] = warnings
     return response

@@ -24,7 +24,7 @@ class Settings:
     port: int = 9443
     tls_cert_file: str = ""
     tls_private_key_file: str = ""
-    workers: int = 2
+    workers: int = 4
     threads: int = 4
     extra: Mapping[str, str] = field(default_factory=dict)
 
@@ -79,8 +79,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--workers",
         type=int,
-        default=int(default("workers", "2")),
-        help="gunicorn worker processes [TOWER_WEBHOOK_WORKERS] (default 2)",
+        default=int(default("workers", "4")),
+        help="gunicorn worker processes [TOWER_WEBHOOK_WORKERS] (default 4)",
     )
     p.add_argument(
         "--threads",

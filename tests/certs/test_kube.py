@@ -100,8 +100,31 @@ class FakeAPI(BaseHTTPRequestHandler):
         self.store[self.path] = body
         self._send(200, body)
 
+    def do_PATCH(self):
+        patch = self._body()
+        self.calls.append(("PATCH", self.path, self.headers["Content-Type"]))
+        if self.path not in self.store:
+            self.do_GET()
+            return
+        current = self.store[self.path]
+        _merge(current, patch, self.headers["Content-Type"])
+        self._send(200, current)
+
     def log_message(self, *args):
         pass
+
+
+def _merge(target, patch, content_type):
+    """Strategic merge of `webhooks` by name (its patchMergeKey), JSON merge otherwise."""
+    for key, value in patch.items():
+        if key == "webhooks" and "strategic" in content_type:
+            for item in value:
+                match = next(w for w in target["webhooks"] if w["name"] == item["name"])
+                _merge(match, item, content_type)
+        elif isinstance(value, dict) and isinstance(target.get(key), dict):
+            _merge(target[key], value, content_type)
+        else:
+            target[key] = value
 
 
 @pytest.fixture
@@ -194,3 +217,67 @@ def test_bad_flags_are_one_line_and_exit_2(tmp_path, capsys):
         == 2
     )
     assert capsys.readouterr().err.startswith("error: [Errno 2] No such file or directory")
+
+
+def test_write_secret_creates_then_replaces(api):
+    from datetime import UTC, datetime
+
+    from certs import pki
+
+    bundle = pki.generate(
+        ["tower-webhook.tower-system.svc"], now=datetime(2026, 11, 29, tzinfo=UTC)
+    )
+    kube.write_secret(api, "tower-system", "tower-webhook-certs", bundle)
+    kube.write_secret(api, "tower-system", "tower-webhook-certs", bundle)
+    path = "/api/v1/namespaces/tower-system/secrets/tower-webhook-certs"
+    secret = FakeAPI.store[path]
+    assert secret["type"] == "kubernetes.io/tls"
+    assert sorted(secret["data"]) == ["ca.crt", "ca.key", "tls.crt", "tls.key"]
+    assert ("PUT", path, None) in FakeAPI.calls
+
+
+def test_inject_ca_bundle_into_every_webhook_and_the_crds(api):
+    kube.install(api, "https://127.0.0.1:9443", CA)
+    crd_path = (
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/clusterqueues.kueue.x-k8s.io"
+    )
+    # A CRD exactly as kube-apiserver stored one with a conversion webhook (fixtures).
+    FakeAPI.store[crd_path] = load("conversion/crd-widgets.as-stored.json")
+    new_ca = b"new CA"
+    kube.inject_ca_bundle(api, new_ca)
+    for kind in (
+        "mutatingwebhookconfigurations/tower-mutating-webhook",
+        "validatingwebhookconfigurations/tower-validating-webhook",
+    ):
+        hooks = FakeAPI.store[f"{BASE}/{kind}"]["webhooks"]
+        assert {w["clientConfig"]["caBundle"] for w in hooks} == {"bmV3IENB"}
+        assert all("url" in w["clientConfig"] for w in hooks)  # the rest is kept
+    crd = FakeAPI.store[crd_path]
+    assert crd["spec"]["conversion"]["webhook"]["clientConfig"]["caBundle"] == "bmV3IENB"
+
+
+def test_renewal_keeps_the_ca_and_replaces_an_expiring_certificate(api):
+    import base64
+    from datetime import UTC, datetime, timedelta
+
+
+    kube.install(api, "https://127.0.0.1:9443", CA)
+    start = datetime(2026, 11, 29, tzinfo=UTC)
+    names = ["tower-webhook.tower-system.svc"]
+    assert kube.renew_if_needed(api, "tower-system", "certs", names, now=start) is True
+    path = "/api/v1/namespaces/tower-system/secrets/certs"
+    first = dict(FakeAPI.store[path]["data"])
+    assert (
+        kube.renew_if_needed(api, "tower-system", "certs", names, now=start + timedelta(days=100))
+        is False
+    )
+    assert (
+        kube.renew_if_needed(api, "tower-system", "certs", names, now=start + timedelta(days=340))
+        is True
+    )
+    second = FakeAPI.store[path]["data"]
+    assert second["ca.crt"] == first["ca.crt"]
+    assert second["tls.crt"] != first["tls.crt"]
+    hooks = FakeAPI.store[f"{BASE}/mutatingwebhookconfigurations/tower-mutating-webhook"]
+    assert hooks["webhooks"][0]["clientConfig"]["caBundle"] == second["ca.crt"]
+    assert base64.b64decode(second["ca.crt"]).startswith(b"-----BEGIN CERTIFICATE-----")

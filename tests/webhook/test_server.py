@@ -188,15 +188,19 @@ def test_tls_older_than_1_2_is_refused(server):
 def test_metrics_are_merged_across_workers(server):
     for _ in range(6):
         server.post("/validate-batch-v1-job", SEED)
-    conn = server.connect()
-    conn.request("GET", "/metrics")
-    text = conn.getresponse().read().decode()
-    line = next(
-        row
-        for row in text.splitlines()
-        if row.startswith('tower_webhook_requests_total{code="200",path="/validate-batch-v1-job"}')
+    wanted = (
+        'tower_webhook_requests_total{code="200",outcome="allowed",path="/validate-batch-v1-job"}'
     )
-    assert float(line.split()[-1]) >= 6
+    deadline = time.monotonic() + 5  # workers write their counts once a second
+    while True:
+        conn = server.connect()
+        conn.request("GET", "/metrics")
+        text = conn.getresponse().read().decode()
+        rows = [row for row in text.splitlines() if row.startswith(wanted)]
+        if rows and float(rows[0].split()[-1]) >= 6:
+            break
+        assert time.monotonic() < deadline, text
+        time.sleep(0.3)
 
 
 def peer_serial(server):

@@ -1,0 +1,64 @@
+"""`python -m webhook`: flags, environment variables, and clear refusals."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+from webhook.settings import from_args
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_help_documents_every_flag():
+    out = subprocess.run(
+        [sys.executable, "-m", "webhook", "--help"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=True,
+    ).stdout
+    for flag in (
+        "--port",
+        "--bind-address",
+        "--tls-cert-file",
+        "--tls-private-key-file",
+        "--workers",
+        "--threads",
+        "--controller-username",
+        "--manage-jobs-without-queue-name",
+        "--unmanaged-namespaces",
+        "--max-body-bytes",
+    ):
+        assert flag in out
+    assert "TOWER_WEBHOOK_TLS_CERT_FILE" in out
+
+
+def test_environment_variables_set_the_defaults(monkeypatch):
+    monkeypatch.setenv("TOWER_WEBHOOK_PORT", "10443")
+    monkeypatch.setenv("TOWER_WEBHOOK_MANAGE_JOBS_WITHOUT_QUEUE_NAME", "team-a, team-b")
+    monkeypatch.setenv("TOWER_WEBHOOK_CONTROLLER_USERNAME", "system:serviceaccount:x:tower")
+    settings = from_args([])
+    assert settings.port == 10443
+    assert settings.manage_jobs_without_queue_name == {"team-a", "team-b"}
+    assert settings.controller_usernames == {"system:serviceaccount:x:tower"}
+    assert from_args(["--port", "9443"]).port == 9443  # a flag wins over the environment
+
+
+def test_a_missing_certificate_is_one_line_and_exit_2(tmp_path):
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "webhook",
+            "--tls-cert-file",
+            str(tmp_path / "none.crt"),
+            "--tls-private-key-file",
+            str(tmp_path / "none.key"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=False,
+    )
+    assert proc.returncode == 2
+    assert proc.stderr == f"error: --tls-cert-file {tmp_path / 'none.crt'}: no such file\n"
