@@ -35,7 +35,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ.update(
         {
             "TOWER_WEBHOOK_PORT": str(settings.port),
-            "TOWER_WEBHOOK_BIND_ADDRESS": settings.extra.get("bind_address", "0.0.0.0"),
+            "TOWER_WEBHOOK_BIND_ADDRESS": settings.bind_address,
             "TOWER_WEBHOOK_WORKERS": str(settings.workers),
             "TOWER_WEBHOOK_THREADS": str(settings.threads),
             "TOWER_WEBHOOK_TLS_CERT_FILE": settings.tls_cert_file,

@@ -69,14 +69,14 @@ class Answerer:
                 payload = orjson.dumps(convert(_decode(body)))
             except ReviewError as err:
                 log.info("rejected /convert: %s", err)
-                return self._plain(path, 400, str(err), started)
+                return self.plain(path, 400, str(err), started)
             self.finish(path, 200, started, "converted")
             return 200, payload, JSON
         try:
             req = request_of(_decode(body))
         except ReviewError as err:
             log.info("rejected %s: %s", path, err)
-            return self._plain(path, 400, str(err), started)
+            return self.plain(path, 400, str(err), started)
         try:
             response = self.routes[path](req)
         except Exception:  # a bug of ours must not block the user's request
@@ -91,7 +91,8 @@ class Answerer:
         self.finish(path, 200, started, _outcome(response))
         return 200, orjson.dumps(review(response)), JSON
 
-    def _plain(self, path: str, status: int, text: str, started: float) -> tuple[int, bytes, str]:
+    def plain(self, path: str, status: int, text: str, started: float) -> tuple[int, bytes, str]:
+        """A one-line text answer (a refusal), counted."""
         self.finish(path, status, started, "rejected")
         return status, (text + "\n").encode(), "text/plain; charset=utf-8"
 
@@ -166,7 +167,7 @@ def create_app(settings: Settings) -> Flask:
 
     def refuse(path: str, text: str, started: float) -> Response:
         log.info("rejected %s: %s", path, text)
-        status, payload, content_type = answerer._plain(path, 400, text, started)
+        status, payload, content_type = answerer.plain(path, 400, text, started)
         return Response(payload, status=status, content_type=content_type)
 
     def view(path: str) -> Response:

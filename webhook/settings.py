@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 DEFAULT_CONTROLLER = "system:serviceaccount:tower-system:tower-controller"
 DEFAULT_MAX_BODY = 3 * 1024 * 1024  # kube-apiserver's own request body limit
@@ -26,7 +26,7 @@ class Settings:
     tls_private_key_file: str = ""
     workers: int = 4
     threads: int = 4
-    extra: Mapping[str, str] = field(default_factory=dict)
+    bind_address: str = "0.0.0.0"
 
     def manages_unlabelled(self, namespace: str) -> bool:
         """Whether a Job without a queue-name label in this namespace is queued anyway."""
@@ -132,5 +132,5 @@ def from_args(argv: Sequence[str] | None = None) -> Settings:
         tls_private_key_file=args.tls_private_key_file,
         workers=args.workers,
         threads=args.threads,
-        extra={"bind_address": args.bind_address},
+        bind_address=args.bind_address,
     )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -254,8 +254,3 @@ def simulate(
     """Run a scenario; returns the simulation and the pending report."""
     sim = Simulator(scenario, fair_sharing=fair_sharing).run()
     return sim, pending_report(sim.state)
-
-
-def unique(values: Iterable[str]) -> list[str]:
-    """Values in first-seen order without repeats."""
-    return list(dict.fromkeys(values))

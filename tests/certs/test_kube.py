@@ -260,7 +260,6 @@ def test_renewal_keeps_the_ca_and_replaces_an_expiring_certificate(api):
     import base64
     from datetime import UTC, datetime, timedelta
 
-
     kube.install(api, "https://127.0.0.1:9443", CA)
     start = datetime(2026, 11, 29, tzinfo=UTC)
     names = ["tower-webhook.tower-system.svc"]
