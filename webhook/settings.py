@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 DEFAULT_CONTROLLER = "system:serviceaccount:tower-system:tower-controller"
@@ -37,6 +37,26 @@ class Settings:
         )
 
 
+def _positive_int(flag: str) -> Callable[[str], int]:
+    """An argparse type; argparse also applies it to string defaults read from the environment."""
+    variable = f"TOWER_WEBHOOK_{flag.upper().replace('-', '_')}"
+
+    def convert(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"{text!r} is not a whole number (from --{flag} or {variable})"
+            ) from None
+        if value <= 0:
+            raise argparse.ArgumentTypeError(
+                f"must be positive, got {value} (--{flag} or {variable})"
+            )
+        return value
+
+    return convert
+
+
 def _csv(value: str) -> frozenset[str]:
     return frozenset(v.strip() for v in value.split(",") if v.strip())
 
@@ -56,8 +76,8 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--port",
-        type=int,
-        default=int(default("port", "9443")),
+        type=_positive_int("port"),
+        default=default("port", "9443"),
         help="HTTPS port [TOWER_WEBHOOK_PORT] (default 9443, as Kueue's)",
     )
     p.add_argument(
@@ -78,14 +98,14 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--workers",
-        type=int,
-        default=int(default("workers", "4")),
+        type=_positive_int("workers"),
+        default=default("workers", "4"),
         help="gunicorn worker processes [TOWER_WEBHOOK_WORKERS] (default 4)",
     )
     p.add_argument(
         "--threads",
-        type=int,
-        default=int(default("threads", "4")),
+        type=_positive_int("threads"),
+        default=default("threads", "4"),
         help="threads per worker [TOWER_WEBHOOK_THREADS] (default 4)",
     )
     p.add_argument(
@@ -109,8 +129,8 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--max-body-bytes",
-        type=int,
-        default=int(default("max-body-bytes", str(DEFAULT_MAX_BODY))),
+        type=_positive_int("max-body-bytes"),
+        default=default("max-body-bytes", str(DEFAULT_MAX_BODY)),
         help="largest request body accepted [TOWER_WEBHOOK_MAX_BODY_BYTES] (3 MiB)",
     )
     return p

@@ -62,3 +62,22 @@ def test_a_missing_certificate_is_one_line_and_exit_2(tmp_path):
     )
     assert proc.returncode == 2
     assert proc.stderr == f"error: --tls-cert-file {tmp_path / 'none.crt'}: no such file\n"
+
+
+def test_a_malformed_environment_variable_is_one_clear_line():
+    import os
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "webhook"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=False,
+        env=dict(os.environ, TOWER_WEBHOOK_PORT="abc"),
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines()[-1] == (
+        "python -m webhook: error: argument --port: 'abc' is not a whole number "
+        "(from --port or TOWER_WEBHOOK_PORT)"
+    )
+    assert "Traceback" not in proc.stderr
