@@ -1,5 +1,5 @@
 # Thin wrappers; each target works on a fresh machine with only Python 3.11.
-.PHONY: install test demo bench lint
+.PHONY: install test demo bench lint e2e
 install:
 	python3 -m venv .venv && .venv/bin/python -m pip install -q -e '.[test]'
 test:
@@ -10,3 +10,5 @@ bench:
 	bash bench/run.sh
 lint: install
 	.venv/bin/lint-imports --no-cache && .venv/bin/ruff check . && .venv/bin/mypy
+e2e: install
+	.venv/bin/python -m pytest tests/e2e -m e2e -rs

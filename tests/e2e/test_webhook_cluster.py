@@ -1,0 +1,147 @@
+"""The webhook against a real kube-apiserver: the seed Job is queued, others are untouched.
+
+Runs the real `python -m webhook` on this machine, registers it with `certs install`, and talks
+to the cluster with the real kubernetes client. Cleans up what it creates.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.parse
+import uuid
+from pathlib import Path
+
+import pytest
+from kubernetes import client, config
+
+from tests.e2e.conftest import KUBECONFIG, WEBHOOK_URL
+
+pytestmark = pytest.mark.e2e
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    certs = tmp_path_factory.mktemp("certs")
+    host = urllib.parse.urlparse(WEBHOOK_URL).hostname
+    flag = "--ip-address" if host.replace(".", "").isdigit() else "--dns-name"
+    subprocess.run(
+        [sys.executable, "-m", "certs", "generate", "--out", str(certs), flag, host],
+        check=True,
+        cwd=ROOT,
+    )
+    port = urllib.parse.urlparse(WEBHOOK_URL).port or 443
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "webhook",
+            "--port",
+            str(port),
+            "--tls-cert-file",
+            str(certs / "tls.crt"),
+            "--tls-private-key-file",
+            str(certs / "tls.key"),
+        ],
+        cwd=ROOT,
+    )
+    time.sleep(2)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "certs",
+            "install",
+            "--kubeconfig",
+            KUBECONFIG,
+            "--url",
+            WEBHOOK_URL,
+            "--certs-dir",
+            str(certs),
+        ],
+        check=True,
+        cwd=ROOT,
+    )
+    api_client = config.new_client_from_config(config_file=KUBECONFIG)
+    namespace = f"tower-e2e-{uuid.uuid4().hex[:6]}"
+    core = client.CoreV1Api(api_client)
+    core.create_namespace({"metadata": {"name": namespace}})
+    yield api_client, namespace
+    core.delete_namespace(namespace)
+    admission = client.AdmissionregistrationV1Api(api_client)
+    admission.delete_mutating_webhook_configuration("tower-mutating-webhook")
+    admission.delete_validating_webhook_configuration("tower-validating-webhook")
+    server.terminate()
+    server.wait(timeout=20)
+
+
+def seed_job(labels):
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"generateName": "sample-job-", "labels": labels},
+        "spec": {
+            "backoffLimit": 0,
+            "template": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [
+                        {
+                            "name": "worker",
+                            "image": "busybox:1.36",
+                            "command": ["sh", "-c", "sleep 30"],
+                            "resources": {"requests": {"cpu": "3", "memory": "4Gi"}},
+                        }
+                    ],
+                }
+            },
+        },
+    }
+
+
+def test_the_seed_job_is_created_suspended(cluster):
+    api_client, namespace = cluster
+    batch = client.BatchV1Api(api_client)
+    job = batch.create_namespaced_job(
+        namespace, seed_job({"kueue.x-k8s.io/queue-name": "user-queue"})
+    )
+    assert job.spec.suspend is True
+    assert job.metadata.annotations["tower.dev/original-suspend"] == "false"
+
+
+def test_a_job_without_the_label_is_untouched(cluster):
+    api_client, namespace = cluster
+    job = client.BatchV1Api(api_client).create_namespaced_job(namespace, seed_job({}))
+    assert job.spec.suspend is False
+    assert "tower.dev/original-suspend" not in (job.metadata.annotations or {})
+
+
+def test_kubectl_patch_cannot_start_a_queued_job(cluster):
+    api_client, namespace = cluster
+    batch = client.BatchV1Api(api_client)
+    job = batch.create_namespaced_job(
+        namespace, seed_job({"kueue.x-k8s.io/queue-name": "user-queue"})
+    )
+    out = subprocess.run(
+        [
+            "kubectl",
+            "--kubeconfig",
+            KUBECONFIG,
+            "-n",
+            namespace,
+            "patch",
+            "job",
+            job.metadata.name,
+            "--type=merge",
+            "-p",
+            json.dumps({"spec": {"suspend": False}}),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=dict(os.environ),
+    )
+    assert "is queued: it waits in LocalQueue user-queue" in out.stderr
+    assert batch.read_namespaced_job(job.metadata.name, namespace).spec.suspend is True
