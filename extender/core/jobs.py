@@ -277,9 +277,12 @@ def queue_mutation(obj: Obj, default_queue: str | None = None) -> list[dict[str,
     queue = queue_name_of(obj)
     ops: list[dict[str, Any]] = []
     if queue is None:
-        if default_queue is None:
+        # Kueue before 0.15 read the queue from an annotation; such manifests keep working
+        # because the label is written from it.
+        legacy = (annotations or {}).get(QUEUE_NAME_LABEL)
+        queue = legacy if isinstance(legacy, str) and legacy else default_queue
+        if queue is None:
             return []
-        queue = default_queue
     if not meta:
         ops.append({"op": "add", "path": "/metadata", "value": {}})
     if not labels or labels.get(QUEUE_NAME_LABEL) != queue:

@@ -224,3 +224,15 @@ spec:
         (5.0, "Finished", "direct"),
     ]
     assert result["events"][1]["workload"] == "direct"
+
+
+def test_a_job_with_the_pre_0_15_queue_annotation_is_queued(capsys, tmp_path):
+    legacy = tmp_path / "legacy.yaml"
+    legacy.write_text(
+        "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: legacy\n"
+        "  annotations: {kueue.x-k8s.io/queue-name: user-queue}\nspec:\n"
+        "  template: {spec: {containers: [{name: c, image: x, resources: "
+        "{requests: {cpu: '1'}}}]}}\n"
+    )
+    result = run(capsys, QUICKSTART[0], str(legacy))
+    assert timeline(result, "Admitted") == [(0.0, "Admitted", "legacy")]

@@ -235,3 +235,13 @@ def test_already_suspended_job_keeps_true_as_its_original():
     original["spec"]["suspend"] = True
     mutated = jsonpatch.apply_patch(original, queue_mutation(original))
     assert mutated["metadata"]["annotations"]["tower.dev/original-suspend"] == "true"
+
+
+def test_the_legacy_queue_name_annotation_is_normalised_to_the_label():
+    old_style = job()
+    del old_style["metadata"]["labels"]
+    old_style["metadata"]["annotations"] = {"kueue.x-k8s.io/queue-name": "user-queue"}
+    mutated = jsonpatch.apply_patch(old_style, queue_mutation(old_style))
+    assert mutated["metadata"]["labels"] == {"kueue.x-k8s.io/queue-name": "user-queue"}
+    assert mutated["spec"]["suspend"] is True
+    assert jsonpatch.apply_patch(mutated, queue_mutation(mutated)) == mutated
