@@ -480,8 +480,12 @@ class ClusterState:
                 )
                 if refusal is not None:
                     entry.status = PendingStatus(INADMISSIBLE, refusal)
+                    # Progress only if the queue moved (under StrictFIFO the head stays).
+                    was_parked = queue.is_inadmissible(workload.key)
                     queue.mark_inadmissible(workload)
-                    progressed = True
+                    progressed = progressed or (
+                        not was_parked and queue.is_inadmissible(workload.key)
+                    )
                     continue
                 self.assume(workload, admission, now, assignment.usage)
                 changed_trees.add(id(root))

@@ -313,3 +313,17 @@ def test_deleting_an_admitted_workload_frees_its_quota():
 def test_state_starts_empty():
     state = ClusterState()
     assert state.schedule(0).heads == 0
+
+
+def test_a_refused_strict_fifo_head_does_not_spin_the_cycle():
+    state = state_with(
+        CQ("cq").strict().group(("default", {"cpu": "4"})).obj(),
+        admission_checks=[lambda workload, admission: "no node can hold it"],
+    )
+    wl = WL("w").request("cpu", "1").obj()
+    state.add_workload(wl)
+    first = state.schedule(0)
+    assert first.admitted == ()
+    # Nothing changed, so the next cycle must say so; otherwise callers loop forever.
+    assert state.schedule(0).progressed is False
+    assert state.pending_status(wl.key).message == "no node can hold it"
