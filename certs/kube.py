@@ -103,6 +103,17 @@ def webhook_configurations(
     labelled = {"matchExpressions": [{"key": QUEUE_LABEL, "operator": "Exists"}]}
     unlabelled = {"matchExpressions": [{"key": QUEUE_LABEL, "operator": "DoesNotExist"}]}
     opted_in = {"matchLabels": {OPT_IN_LABEL: "true"}}
+
+    def hook(
+        name: str,
+        path: str,
+        rule: dict[str, Any],
+        policy: str,
+        objects: dict[str, Any] | None = None,
+        namespaces: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        return _entry(name, path, rule, policy, ca_bundle, url, service, objects, namespaces)
+
     mutating: list[dict[str, Any]] = []
     validating: list[dict[str, Any]] = []
     for short, group, version, resource, path in (
@@ -110,62 +121,35 @@ def webhook_configurations(
         ("jobset", "jobset.x-k8s.io", "v1alpha2", "jobsets", "jobset-x-k8s-io-v1alpha2-jobset"),
     ):
         mutate, validate = f"/mutate-{path}", f"/validate-{path}"
+        create = _rule(group, version, resource, ["CREATE"])
         mutating += [
-            _entry(
-                f"m{short}-create.tower.dev",
-                mutate,
-                _rule(group, version, resource, ["CREATE"]),
-                "Fail",
-                ca_bundle,
-                url,
-                service,
-                labelled,
-            ),
-            _entry(
+            hook(f"m{short}-create.tower.dev", mutate, create, "Fail", labelled),
+            hook(
                 f"m{short}-update.tower.dev",
                 mutate,
                 _rule(group, version, resource, ["UPDATE"]),
                 "Ignore",
-                ca_bundle,
-                url,
-                service,
                 labelled,
             ),
-            _entry(
-                f"m{short}-default-queue.tower.dev",
-                mutate,
-                _rule(group, version, resource, ["CREATE"]),
-                "Fail",
-                ca_bundle,
-                url,
-                service,
-                unlabelled,
-                opted_in,
-            ),
+            hook(f"m{short}-default-queue.tower.dev", mutate, create, "Fail", unlabelled, opted_in),
         ]
         validating.append(
-            _entry(
+            hook(
                 f"v{short}.tower.dev",
                 validate,
                 _rule(group, version, resource, ["CREATE", "UPDATE"]),
                 "Ignore",
-                ca_bundle,
-                url,
-                service,
                 labelled,
             )
         )
     for kind, resource in KUEUE_KINDS.items():
         validating.append(
-            _entry(
+            hook(
                 f"v{kind}.tower.dev",
                 f"/validate-kueue-x-k8s-io-v1beta2-{kind}",
                 _rule("kueue.x-k8s.io", "v1beta2", resource, ["CREATE", "UPDATE"]),
                 "Fail",
-                ca_bundle,
-                url,
-                service,
-                namespace_selector={},
+                namespaces={},
             )
         )
     meta = {"labels": {"app.kubernetes.io/part-of": "tower"}}

@@ -97,6 +97,11 @@ class Answerer:
         return status, (text + "\n").encode(), "text/plain; charset=utf-8"
 
 
+def _text(status: int, line: str) -> Response:
+    """A one-line plain-text answer."""
+    return Response(line + "\n", status=status, mimetype="text/plain")
+
+
 def _decode(body: bytes) -> Any:
     try:
         return orjson.loads(body)
@@ -201,7 +206,7 @@ def create_app(settings: Settings) -> Flask:
     @app.route("/healthz")
     @app.route("/readyz")
     def health() -> Response:
-        return Response("ok\n", mimetype="text/plain")
+        return _text(200, "ok")
 
     @app.route("/metrics")
     def metrics_view() -> Response:
@@ -210,23 +215,15 @@ def create_app(settings: Settings) -> Flask:
 
     @app.errorhandler(413)
     def too_large(_: Exception) -> Response:
-        return Response(
-            f"body is over the {settings.max_body_bytes} byte limit\n",
-            status=400,
-            mimetype="text/plain",
-        )
+        return _text(400, f"body is over the {settings.max_body_bytes} byte limit")
 
     @app.errorhandler(404)
     def not_found(_: Exception) -> Response:
-        return Response(f"no webhook at {request.path}\n", status=404, mimetype="text/plain")
+        return _text(404, f"no webhook at {request.path}")
 
     @app.errorhandler(405)
     def wrong_method(_: Exception) -> Response:
-        return Response(
-            f"method {request.method} is not allowed on {request.path}\n",
-            status=400,
-            mimetype="text/plain",
-        )
+        return _text(400, f"method {request.method} is not allowed on {request.path}")
 
     app.wsgi_app = FastAdmission(app.wsgi_app, answerer, settings.max_body_bytes)  # type: ignore[method-assign]
     return app
