@@ -1,4 +1,4 @@
-"""Command line of the extender: `python -m extender simulate ...`."""
+"""Command line of the extender: `simulate`, `run` (the controller) and `crds`."""
 
 from __future__ import annotations
 
@@ -32,12 +32,37 @@ def _parser() -> argparse.ArgumentParser:
         help="order and preempt by weighted dominant resource share (Kueue's "
         "fairSharing configuration)",
     )
+    run = commands.add_parser(
+        "run",
+        help="run the controller against a Kubernetes API server",
+        description="Watches Jobs, JobSets, Workloads and Kueue's queues; admits queued Jobs "
+        "against quota and starts them. Uses in-cluster configuration unless --kubeconfig.",
+    )
+    from extender.kube.runtime import add_arguments
+
+    add_arguments(run)
+    crds = commands.add_parser("crds", help="write Kueue's CRDs (v1beta2 stored, v1beta1 served)")
+    crds.add_argument("--out", required=True, metavar="DIR", help="directory for the YAML files")
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit status (2 for bad input, as argparse does)."""
     args = _parser().parse_args(argv)
+    if args.command == "run":
+        from extender.kube.runtime import run
+
+        return run(args)
+    if args.command == "crds":
+        from pathlib import Path
+
+        from extender.kube.crds import rendered
+
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        for name, text in rendered().items():
+            (out / name).write_text(text)
+        return 0
     if args.command == "simulate":
         loader = Loader(seed=args.seed)
         try:

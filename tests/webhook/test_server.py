@@ -1,118 +1,29 @@
 """The real server: `python -m webhook` under gunicorn over TLS, certificates from `python -m certs`."""
 
 import json
-import os
 import signal
 import socket
 import ssl
-import subprocess
-import sys
 import threading
 import time
-from http.client import HTTPSConnection
-from pathlib import Path
 
 import pytest
 from cryptography import x509
 
 from tests.fixtures import admission_review
+from tests.servers import generate, start_webhook
 
-ROOT = Path(__file__).resolve().parents[2]
 SEED = json.dumps(admission_review("01-mutate.job-CREATE-generateName.seed-job")).encode()
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def generate(out, *extra):
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "certs",
-            "generate",
-            "--out",
-            str(out),
-            "--dns-name",
-            "localhost",
-            "--ip-address",
-            "127.0.0.1",
-            *extra,
-        ],
-        check=True,
-        cwd=ROOT,
-        capture_output=True,
-    )
-
-
-class Server:
-    def __init__(self, certs, port):
-        self.certs, self.port = certs, port
-        self.context = ssl.create_default_context(cafile=str(certs / "ca.crt"))
-
-    def connect(self):
-        return HTTPSConnection("127.0.0.1", self.port, context=self.context, timeout=10)
-
-    def post(self, path, body, content_type="application/json", conn=None):
-        own = conn is None
-        conn = conn or self.connect()
-        try:
-            conn.request("POST", path, body=body, headers={"Content-Type": content_type})
-            response = conn.getresponse()
-            return response.status, response.read()
-        finally:
-            if own:
-                conn.close()
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     certs = tmp_path_factory.mktemp("certs")
     generate(certs)
-    port = free_port()
-    env = dict(os.environ, PROMETHEUS_MULTIPROC_DIR=str(tmp_path_factory.mktemp("metrics")))
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "webhook",
-            "--port",
-            str(port),
-            "--bind-address",
-            "127.0.0.1",
-            "--tls-cert-file",
-            str(certs / "tls.crt"),
-            "--tls-private-key-file",
-            str(certs / "tls.key"),
-            "--workers",
-            "2",
-            "--threads",
-            "4",
-            "--max-body-bytes",
-            str(3 * 1024 * 1024),
-        ],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
+    srv = start_webhook(
+        certs, tmp_path_factory.mktemp("metrics"), "--max-body-bytes", str(3 * 1024 * 1024)
     )
-    srv = Server(certs, port)
-    deadline = time.monotonic() + 20
-    while True:
-        try:
-            conn = srv.connect()
-            conn.request("GET", "/readyz")
-            if conn.getresponse().status == 200:
-                break
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                raise AssertionError(proc.stdout.read().decode()) from None
-            time.sleep(0.1)
-    srv.proc = proc
+    proc = srv.proc
     yield srv
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=20) == 0

@@ -1,0 +1,1 @@
+"""Kubernetes I/O for the controller: the API client, watch caches, writers and leader election."""

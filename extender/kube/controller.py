@@ -1,0 +1,833 @@
+"""The controller: watch, decide with the core, write admissions, evictions and status.
+
+One thread owns the state: watch events arrive on a queue, are applied to the core's
+ClusterState, scheduling cycles run on it, and the decisions are written — an admission is
+assumed first, then written (Workload status, then one Job patch), and a failed write rolls
+the assumption back. The Workload's status is the durable record: after a restart the state
+is rebuilt from it before the first cycle, so nothing is admitted twice.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+from extender.core import parse
+from extender.core.cycle import Admit, ClusterState, CycleResult, Evict, PendingStatus
+from extender.core.jobs import JOB_GROUP, JOBSET_GROUP, workload_for, workload_name
+from extender.core.models import (
+    Admission,
+    PriorityClass,
+    ResourceFlavor,
+    WorkloadPriorityClass,
+)
+from extender.core.models import Workload as WorkloadModel
+from extender.core.parse import ManifestError
+from extender.core.workloads import creation_seconds
+from extender.core.workloads import workload as parse_workload
+from extender.kube import objects as o
+from extender.kube.client import ApiError, KubeClient, RequestBudget
+from extender.kube.events import Recorder
+from extender.kube.informer import Informer
+from extender.kube.metrics import Metrics
+from extender.kube.resources import (
+    CLUSTER_QUEUES,
+    COHORTS,
+    JOBS,
+    JOBSETS,
+    LOCAL_QUEUES,
+    NAMESPACES,
+    PRIORITY_CLASSES,
+    RESOURCE_FLAVORS,
+    WORKLOAD_PRIORITY_CLASSES,
+    WORKLOADS,
+    Resource,
+    object_key,
+)
+from extender.kube.status import cluster_queue_status, local_queue_status, queue_counts
+
+log = logging.getLogger("tower.controller")
+
+Obj = dict[str, Any]
+
+CONFIG = (
+    RESOURCE_FLAVORS,
+    CLUSTER_QUEUES,
+    COHORTS,
+    LOCAL_QUEUES,
+    WORKLOAD_PRIORITY_CLASSES,
+    PRIORITY_CLASSES,
+    NAMESPACES,
+)
+
+# Cycles at one instant stop once nothing moves (the simulator uses the same bound).
+MAX_CYCLES = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """What an admin may tune (flags of `python -m extender run`)."""
+
+    fair_sharing: bool = False
+    status_interval: float = 1.0  # at most one status write per queue per interval...
+    status_max_age: float = 60.0  # ...and one at least this often even when the budget is busy
+    pending_status_qps: float = 5.0  # QuotaReserved=False messages, with spare budget only
+    resync_period: float = 30.0  # re-check admitted-but-suspended Jobs and stuck evictions
+    watch_timeout: int = 300
+
+
+@dataclass(slots=True)
+class _Eviction:
+    reason: str
+    message: str
+
+
+class Controller:
+    """Owns the ClusterState; `run()` is the loop a leader runs until `stop` is set."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        *,
+        settings: Settings | None = None,
+        clock: Callable[[], float] = time.time,
+        metrics: Metrics | None = None,
+        recorder: Recorder | None = None,
+    ) -> None:
+        self.client = client
+        settings = settings or Settings()
+        self.settings = settings
+        self.clock = clock
+        self.metrics = metrics or Metrics()
+        self.recorder = recorder
+        self.state = ClusterState(fair_sharing=settings.fair_sharing)
+        self.cache: dict[str, dict[str, Obj]] = {}
+        self.events: queue.Queue[tuple[Resource, str, Any]] = queue.Queue()
+        self.informers: list[Informer] = []
+        self.ready = threading.Event()
+        self.job_resources: list[Resource] = [JOBS]
+        self.wpcs: dict[str, WorkloadPriorityClass] = {}
+        self.pcs: dict[str, PriorityClass] = {}
+        self.job_of: dict[str, str] = {}  # workload key -> "plural:namespace/name" of its job
+        self.evicting: dict[str, _Eviction] = {}
+        self.started_rv: dict[str, int] = {}  # job key -> resourceVersion of our start patch
+        self._pending_dirty: dict[str, PendingStatus] = {}
+        self._pending_written: dict[str, PendingStatus] = {}
+        self._pending_budget = RequestBudget(settings.pending_status_qps, 10, clock=time.monotonic)
+        self._status_written: dict[str, tuple[Obj, float]] = {}
+        self._last_status = 0.0
+        self._last_resync = time.monotonic()
+        self._dirty = False
+        self._creating: set[str] = set()
+        self._failed_config: set[str] = set()
+
+    # ----- watching ---------------------------------------------------------------------
+
+    def sink(self, resource: Resource, kind: str, payload: Any) -> None:
+        self.events.put((resource, kind, payload))
+
+    def _watch(self, resource: Resource, stop: threading.Event) -> Informer:
+        informer = Informer(
+            self.client,
+            resource,
+            self.sink,
+            stop=stop,
+            timeout_seconds=self.settings.watch_timeout,
+        )
+        self.informers.append(informer)
+        informer.start()
+        return informer
+
+    def rebuild(self, stop: threading.Event) -> bool:
+        """Start the watches in order and apply each kind once synced: configuration, then
+        Workloads (admitted ones hold quota again), then Jobs. False if stopped first."""
+        if self.client.discover(JOBSETS.api_version):
+            self.job_resources.append(JOBSETS)
+            log.info("JobSet CRD found: JobSets are managed")
+        for phase in (CONFIG, (WORKLOADS,), tuple(self.job_resources)):
+            started = [self._watch(resource, stop) for resource in phase]
+            while not all(i.synced.is_set() for i in started):
+                if stop.wait(0.02):
+                    return False
+            self._drain(0)
+        self._collect_orphans()
+        return True
+
+    def _collect_orphans(self) -> None:
+        """Workloads whose Job is gone hold no quota: delete them (Kueue's finalizer does)."""
+        watched = {r.plural for r in self.job_resources}
+        for key, ref in list(self.job_of.items()):
+            plural, job_key = ref.split(":", 1)
+            if plural in watched and job_key not in self.cache.get(plural, {}):
+                self._delete_workload(key)
+
+    def _delete_workload(self, key: str) -> None:
+        namespace, name = key.split("/", 1)
+        try:
+            self._write(WORKLOADS, "delete", lambda: self.client.delete(WORKLOADS, name, namespace))
+        except ApiError as err:
+            if not err.not_found:
+                log.warning("Workload %s not deleted: %s", key, err)
+                return
+        self._apply(
+            WORKLOADS,
+            "DELETED",
+            self.cache.get("workloads", {}).get(key)
+            or {"metadata": {"namespace": namespace, "name": name}},
+        )
+
+    def synced(self) -> bool:
+        return bool(self.informers) and all(i.synced.is_set() for i in self.informers)
+
+    # ----- the loop -----------------------------------------------------------------------
+
+    def run(self, stop: threading.Event, *, lost: threading.Event | None = None) -> None:
+        """Wait for the caches, rebuild, then decide and write until stopped."""
+        if not self.rebuild(stop):
+            return
+        self.ready.set()
+        log.info(
+            "caches synced: %d workloads, %d admitted",
+            len(self.state.workloads),
+            len(self.state.admitted),
+        )
+        while not stop.is_set() and not (lost is not None and lost.is_set()):
+            self.step(0.05)
+
+    def step(self, wait: float) -> None:
+        """Apply what arrived, run cycles while anything moves, write, refresh status."""
+        self._drain(wait if not self._dirty else 0)
+        if self._dirty:
+            self._dirty = False
+            self._schedule()
+        self._flush_pending()
+        self._write_queue_status()
+        if time.monotonic() - self._last_resync > self.settings.resync_period:
+            self._last_resync = time.monotonic()
+            self._resync()
+
+    def _drain(self, wait: float) -> None:
+        try:
+            first = self.events.get(timeout=wait) if wait > 0 else self.events.get_nowait()
+        except queue.Empty:
+            return
+        self._apply(*first)
+        while True:
+            try:
+                item = self.events.get_nowait()
+            except queue.Empty:
+                return
+            self._apply(*item)
+
+    def _schedule(self) -> None:
+        for _ in range(MAX_CYCLES):
+            started = time.perf_counter()
+            result = self.state.schedule(self.clock())
+            elapsed = time.perf_counter() - started
+            outcome = "success" if result.admitted else "inadmissible"
+            if result.heads:
+                self.metrics.attempt_duration.labels(outcome).observe(elapsed)
+                self.metrics.attempts_total.labels(outcome).inc()
+            self._write_decisions(result)
+            if not result.progressed:
+                return
+
+    # ----- events -> state ----------------------------------------------------------------
+
+    def _apply(self, resource: Resource, kind: str, payload: Any) -> None:
+        cache = self.cache.setdefault(resource.plural, {})
+        if kind == "SYNC":
+            seen = {object_key(obj): obj for obj in payload}
+            for key in [k for k in cache if k not in seen]:
+                self._apply(resource, "DELETED", cache[key])
+            for obj in payload:
+                obj.setdefault("kind", resource.kind)
+                obj.setdefault("apiVersion", resource.api_version)
+                self._apply(resource, "MODIFIED" if object_key(obj) in cache else "ADDED", obj)
+            return
+        key = object_key(payload)
+        if kind == "DELETED":
+            cache.pop(key, None)
+        else:
+            cache[key] = payload
+        self._dirty = True
+        try:
+            if resource in CONFIG:
+                self._config(resource, kind, key, payload)
+            elif resource is WORKLOADS:
+                self._workload(kind, key, payload)
+            else:
+                self._job(resource, kind, key, payload)
+        except ApiError as err:
+            log.warning("%s %s: %s", resource.kind, key, err)
+
+    def _config(self, resource: Resource, kind: str, key: str, obj: Obj) -> None:
+        state = self.state
+        deleting = kind == "DELETED"
+        try:
+            if resource is RESOURCE_FLAVORS:
+                if deleting:
+                    state.delete_flavor(key)
+                else:
+                    state.apply_flavor(parse.resource_flavor(obj))
+            elif resource is CLUSTER_QUEUES:
+                if deleting:
+                    state.delete_cluster_queue(key)
+                    self._status_written.pop(f"cq:{key}", None)
+                else:
+                    state.apply_cluster_queue(parse.cluster_queue(obj))
+            elif resource is COHORTS:
+                if deleting:
+                    state.delete_cohort(key)
+                else:
+                    state.apply_cohort(parse.cohort(obj))
+            elif resource is LOCAL_QUEUES:
+                if deleting:
+                    state.delete_local_queue(key)
+                    self._status_written.pop(f"lq:{key}", None)
+                else:
+                    state.apply_local_queue(parse.local_queue(obj))
+            elif resource is WORKLOAD_PRIORITY_CLASSES:
+                if deleting:
+                    self.wpcs.pop(key, None)
+                else:
+                    self.wpcs[key] = parse.workload_priority_class(obj)
+            elif resource is PRIORITY_CLASSES:
+                if deleting:
+                    self.pcs.pop(key, None)
+                else:
+                    self.pcs[key] = parse.priority_class(obj)
+            elif resource is NAMESPACES and not deleting:
+                state.apply_namespace(parse.namespace(obj))
+            self._failed_config.discard(f"{resource.plural}/{key}")
+        except ManifestError as err:
+            ident = f"{resource.plural}/{key}"
+            if ident not in self._failed_config:
+                self._failed_config.add(ident)
+                log.warning("%s %s ignored: %s: %s", resource.kind, key, err.path, err.message)
+
+    def _workload(self, kind: str, key: str, obj: Obj) -> None:
+        state = self.state
+        if kind == "DELETED":
+            state.delete_workload(key)
+            self.evicting.pop(key, None)
+            self.job_of.pop(key, None)
+            self._forget_pending(key)
+            return
+        try:
+            model = parse_workload(obj)
+        except ManifestError as err:
+            log.warning("Workload %s ignored: %s: %s", key, err.path, err.message)
+            return
+        for owner in obj["metadata"].get("ownerReferences") or []:
+            if owner.get("controller") and owner.get("kind") in ("Job", "JobSet"):
+                plural = "jobs" if owner["kind"] == "Job" else "jobsets"
+                self.job_of[key] = f"{plural}:{model.namespace}/{owner.get('name')}"
+        if o.is_true(obj, o.FINISHED) or (obj.get("spec") or {}).get("active") is False:
+            if key in state.workloads or key in state.admitted:
+                state.finish(key)
+            self.evicting.pop(key, None)
+            self._forget_pending(key)
+            return
+        admission = o.admission_of(obj) if o.is_true(obj, o.QUOTA_RESERVED) else None
+        if admission is not None:
+            if key not in state.admitted:
+                if admission.cluster_queue not in state.tree.cluster_queues:
+                    log.warning(
+                        "Workload %s holds quota in unknown ClusterQueue %s",
+                        key,
+                        admission.cluster_queue,
+                    )
+                    return
+                state.assume(model, admission, self.clock())
+            self._forget_pending(key)
+            if o.is_true(obj, o.EVICTED) and key not in self.evicting:
+                # An eviction written before a restart: finish it.
+                reason = str((o.condition(obj, o.EVICTED) or {}).get("reason", "Preempted"))
+                state.admitted[key].evicting = True
+                self.evicting[key] = _Eviction(reason, f"Evicted: {reason}")
+                self._continue_eviction(key)
+            return
+        if key in state.admitted:
+            state.release(key)
+        if state.workloads.get(key) != model:
+            state.add_workload(model)
+
+    def _job(self, resource: Resource, kind: str, key: str, job: Obj) -> None:
+        if kind == "DELETED":
+            # Quota is released now, not when the garbage collector gets to the Workload
+            # (and a Job deleted with propagation Orphan leaves its Workload behind).
+            for wl_key, ref in list(self.job_of.items()):
+                if ref == f"{resource.plural}:{key}":
+                    self._delete_workload(wl_key)
+            return
+        if o.job_queue_name(job) is None:
+            return
+        meta = job["metadata"]
+        for owner in meta.get("ownerReferences") or []:
+            if owner.get("controller") and owner.get("kind") == "JobSet":
+                return  # the JobSet is queued, not its child Jobs
+        group = JOBSET_GROUP if resource is JOBSETS else JOB_GROUP
+        wl_name = workload_name(resource.kind, group, meta["name"], meta.get("uid", ""))
+        wl_key = f"{meta['namespace']}/{wl_name}"
+        self.job_of[wl_key] = f"{resource.plural}:{key}"
+        workload_obj = self.cache.get("workloads", {}).get(wl_key)
+        finished, reason, message = o.is_finished(job)
+        if finished:
+            if workload_obj is not None and not o.is_true(workload_obj, o.FINISHED):
+                self.state.finish(wl_key)
+                self._write_status(
+                    wl_key, o.finish_patch(workload_obj, reason, message, self.clock())
+                )
+                self._event(workload_obj, "Normal", "Finished", f"Job finished: {message}")
+            return
+        if workload_obj is None:
+            self._create_workload(resource, wl_key, job)
+            workload_obj = self.cache.get("workloads", {}).get(wl_key)
+        admitted = wl_key in self.state.admitted
+        holder = self.state.admitted.get(wl_key)
+        if not o.is_suspended(job):
+            if not admitted:
+                # Backstop: a queued Job runs without an admission (webhook down or bypassed).
+                log.info("Job %s runs without an admission: suspending it", key)
+                self._stop_job(resource, job, workload_obj)
+                self._event(
+                    job,
+                    "Warning",
+                    "Suspended",
+                    "Suspended by Tower: the Job was not admitted by its queue yet",
+                )
+            return
+        if wl_key in self.evicting:
+            if not o.is_active(job):
+                self._requeue(wl_key)
+            return
+        if (
+            admitted
+            and holder is not None
+            and not holder.evicting
+            and workload_obj is not None
+            and o.admission_of(workload_obj) is not None
+        ):
+            rv = _rv(job)
+            if rv is not None and rv < self.started_rv.get(key, -1):
+                return  # an event from before our own start patch
+            self._start_job(resource, job, holder.admission, holder.workload)
+
+    # ----- writes --------------------------------------------------------------------------
+
+    def _create_workload(self, resource: Resource, wl_key: str, job: Obj) -> None:
+        if wl_key in self._creating:
+            return
+        meta = job["metadata"]
+        try:
+            model = workload_for(
+                job,
+                uid=str(meta.get("uid", "")),
+                creation_time=creation_seconds(meta.get("creationTimestamp")),
+                workload_priority_classes=self.wpcs,
+                priority_classes=self.pcs,
+            )
+        except ManifestError as err:
+            log.warning(
+                "%s %s/%s cannot be queued: %s: %s",
+                resource.kind,
+                meta.get("namespace"),
+                meta.get("name"),
+                err.path,
+                err.message,
+            )
+            self._event(job, "Warning", "InvalidSpec", f"{err.path}: {err.message}")
+            return
+        body = o.workload_manifest(job, model)
+        try:
+            created = self._write(
+                WORKLOADS, "create", lambda: self.client.create(WORKLOADS, body, model.namespace)
+            )
+        except ApiError as err:
+            if not err.already_exists:
+                return
+            self._creating.add(wl_key)
+            return
+        self._creating.add(wl_key)
+        created.setdefault("kind", WORKLOADS.kind)
+        self._apply(WORKLOADS, "ADDED", created)
+        self._event(job, "Normal", "CreatedWorkload", f"Created Workload: {wl_key}")
+
+    def _write(self, resource: Resource, verb: str, call: Callable[[], Obj]) -> Obj:
+        try:
+            result = call()
+        except ApiError as err:
+            self.metrics.write_failures.labels(resource.plural, str(err.status)).inc()
+            raise
+        self.metrics.api_writes.labels(verb, resource.plural).inc()
+        return result
+
+    def _write_status(self, wl_key: str, patch: Obj) -> Obj | None:
+        namespace, name = wl_key.split("/", 1)
+        try:
+            updated = self._write(
+                WORKLOADS,
+                "patch-status",
+                lambda: self.client.patch(WORKLOADS, name, patch, namespace, subresource="status"),
+            )
+        except ApiError as err:
+            log.info("Workload %s status not written: %s", wl_key, err)
+            return None
+        updated.setdefault("kind", WORKLOADS.kind)
+        self.cache.setdefault("workloads", {})[wl_key] = updated
+        return updated
+
+    def _write_decisions(self, result: CycleResult) -> None:
+        for decision in result.admitted:
+            self._admit(decision)
+        for eviction in result.evicted:
+            self._evict(eviction)
+        for workload, status in result.pending:
+            self._mark_pending(workload.key, status)
+
+    def _admit(self, decision: Admit) -> None:
+        key = decision.workload.key
+        obj = self.cache.get("workloads", {}).get(key)
+        now = self.clock()
+        if obj is None:
+            self.state.forget(key)
+            return
+        updated = self._write_status(key, o.admit_patch(obj, decision.admission, now))
+        if updated is None:
+            self.state.forget(key)  # the write failed: the workload is pending again
+            return
+        cq = decision.admission.cluster_queue
+        self.metrics.admitted_total.labels(cq).inc()
+        created = creation_seconds((obj.get("metadata") or {}).get("creationTimestamp"))
+        self.metrics.wait_time.labels(cq).observe(max(0.0, now - created))
+        self._forget_pending(key)
+        self._event(updated, "Normal", "QuotaReserved", f"Quota reserved in ClusterQueue {cq}")
+        self._event(updated, "Normal", "Admitted", f"Admitted by ClusterQueue {cq}")
+        job_ref = self.job_of.get(key)
+        if job_ref is None:
+            return
+        resource, job = self._job_obj(job_ref)
+        if job is not None and o.is_suspended(job):
+            self._start_job(resource, job, decision.admission, decision.workload)
+
+    def _job_obj(self, ref: str) -> tuple[Resource, Obj | None]:
+        plural, key = ref.split(":", 1)
+        resource = JOBSETS if plural == "jobsets" else JOBS
+        return resource, self.cache.get(plural, {}).get(key)
+
+    def _start_job(
+        self, resource: Resource, job: Obj, admission: Admission, workload: WorkloadModel
+    ) -> None:
+        meta = job["metadata"]
+        patch = o.start_patch(job, admission, self.state.flavors, workload.queue_name)
+        try:
+            updated = self._write(
+                resource,
+                "patch",
+                lambda: self.client.patch(resource, meta["name"], patch, meta["namespace"]),
+            )
+        except ApiError as err:
+            # The Workload stays admitted; the resync starts the Job later.
+            log.warning(
+                "%s %s/%s not started: %s", resource.kind, meta["namespace"], meta["name"], err
+            )
+            return
+        key = f"{meta['namespace']}/{meta['name']}"
+        rv = _rv(updated)
+        if rv is not None:
+            self.started_rv[key] = rv
+        self.cache.setdefault(resource.plural, {})[key] = updated
+        self._event(
+            updated, "Normal", "Started", f"Admitted by clusterQueue {admission.cluster_queue}"
+        )
+
+    def _evict(self, eviction: Evict) -> None:
+        key = eviction.workload.key
+        obj = self.cache.get("workloads", {}).get(key)
+        holder = self.state.admitted.get(key)
+        if obj is None or holder is None:
+            return
+        now = self.clock()
+        patch = o.evict_patch(
+            obj, eviction.reason, eviction.preemption_reason, eviction.message, now
+        )
+        job_ref = self.job_of.get(key)
+        if job_ref is None:
+            # A Workload no Job owns has nothing to stop: evict and requeue in one write.
+            requeue = o.requeue_patch(
+                {"status": patch["status"]}, eviction.reason, eviction.message, now
+            )
+            patch["status"] = requeue["status"]
+        updated = self._write_status(key, patch)
+        if updated is None:
+            holder.evicting = False
+            return
+        cq = holder.admission.cluster_queue
+        self.metrics.evicted_total.labels(cq, eviction.reason).inc()
+        if eviction.preemption_reason:
+            self.metrics.preempted_total.labels(cq, eviction.preemption_reason).inc()
+        self._event(updated, "Normal", eviction.reason, eviction.message)
+        if job_ref is None:
+            self.state.release(key)
+            return
+        self.evicting[key] = _Eviction(eviction.reason, eviction.message)
+        self._continue_eviction(key)
+
+    def _continue_eviction(self, key: str) -> None:
+        """Stop the Job (suspend, clear startTime, restore its template), then requeue."""
+        job_ref = self.job_of.get(key)
+        workload_obj = self.cache.get("workloads", {}).get(key)
+        if job_ref is None:
+            self._requeue(key)
+            return
+        resource, job = self._job_obj(job_ref)
+        if job is None:
+            return  # the Job is gone: the Workload follows by garbage collection
+        job = self._stop_job(resource, job, workload_obj)
+        if job is not None and not o.is_active(job):
+            self._requeue(key)
+
+    def _stop_job(self, resource: Resource, job: Obj, workload_obj: Obj | None) -> Obj | None:
+        meta = job["metadata"]
+        name, namespace = meta["name"], meta["namespace"]
+        key = f"{namespace}/{name}"
+        try:
+            if not o.is_suspended(job):
+                job = self._write(
+                    resource,
+                    "patch",
+                    lambda: self.client.patch(
+                        resource, name, {"spec": {"suspend": True}}, namespace
+                    ),
+                )
+            if (job.get("status") or {}).get("startTime"):
+                job = self._write(
+                    resource,
+                    "patch-status",
+                    lambda: self.client.patch(
+                        resource,
+                        name,
+                        {"status": {"startTime": None}},
+                        namespace,
+                        subresource="status",
+                    ),
+                )
+            if workload_obj is not None:
+                restore = o.restore_patch(job, workload_obj)
+                if (
+                    restore["spec"].get("template")
+                    or resource is JOBSETS
+                    or (meta.get("annotations") or {}).get(o.CLUSTER_QUEUE_ANNOTATION)
+                ):
+                    job = self._write(
+                        resource,
+                        "patch",
+                        lambda: self.client.patch(resource, name, restore, namespace),
+                    )
+        except ApiError as err:
+            log.warning("%s %s not stopped yet: %s", resource.kind, key, err)
+            return None
+        job.setdefault("kind", resource.kind)
+        self.cache.setdefault(resource.plural, {})[key] = job
+        return job
+
+    def _requeue(self, key: str) -> None:
+        eviction = self.evicting.get(key)
+        obj = self.cache.get("workloads", {}).get(key)
+        if eviction is None or obj is None:
+            return
+        updated = self._write_status(
+            key, o.requeue_patch(obj, eviction.reason, eviction.message, self.clock())
+        )
+        if updated is None:
+            return
+        del self.evicting[key]
+        self.state.release(key)
+        self._dirty = True
+
+    def _resync(self) -> None:
+        """Periodic repair: admitted Workloads whose Job is still suspended, stuck evictions."""
+        for key in list(self.evicting):
+            self._continue_eviction(key)
+        for key, holder in list(self.state.admitted.items()):
+            if holder.evicting:
+                continue
+            job_ref = self.job_of.get(key)
+            if job_ref is None:
+                continue
+            resource, job = self._job_obj(job_ref)
+            if job is not None and o.is_suspended(job) and not o.is_finished(job)[0]:
+                self._start_job(resource, job, holder.admission, holder.workload)
+
+    # ----- status, rate-limited ------------------------------------------------------------
+
+    def _mark_pending(self, key: str, status: PendingStatus) -> None:
+        if self._pending_written.get(key) != status:
+            self._pending_dirty[key] = status
+        else:
+            self._pending_dirty.pop(key, None)
+
+    def _forget_pending(self, key: str) -> None:
+        self._pending_dirty.pop(key, None)
+        self._pending_written.pop(key, None)
+
+    def _flush_pending(self) -> None:
+        """QuotaReserved=False messages: only with spare budget, so admissions never wait."""
+        budget = self.client.budget
+        while self._pending_dirty:
+            if not self._pending_budget.spare(0) or not budget.spare(budget.qps / 2):
+                return
+            key, status = next(iter(self._pending_dirty.items()))
+            del self._pending_dirty[key]
+            obj = self.cache.get("workloads", {}).get(key)
+            if obj is None or key in self.state.admitted:
+                continue
+            current = o.condition(obj, o.QUOTA_RESERVED)
+            if current and (current.get("reason"), current.get("message")) == (
+                status.reason,
+                status.message,
+            ):
+                self._pending_written[key] = status
+                continue
+            if self._write_status_paced(
+                key, o.pending_patch(obj, status.reason, status.message, self.clock())
+            ):
+                self._pending_written[key] = status
+                if current is None:
+                    self._event(obj, "Normal", "Pending", status.message)
+
+    def _write_status_paced(self, key: str, patch: Obj) -> bool:
+        """A status write whose token was already taken by the caller."""
+        namespace, name = key.split("/", 1)
+        try:
+            updated = self._write(
+                WORKLOADS,
+                "patch-status",
+                lambda: self.client.patch(
+                    WORKLOADS, name, patch, namespace, subresource="status", paced=False
+                ),
+            )
+        except ApiError as err:
+            log.debug("Workload %s pending status not written: %s", key, err)
+            return False
+        updated.setdefault("kind", WORKLOADS.kind)
+        self.cache.setdefault("workloads", {})[key] = updated
+        return True
+
+    def _write_queue_status(self) -> None:
+        """ClusterQueue and LocalQueue status: when changed, at most once per interval."""
+        now = time.monotonic()
+        if now - self._last_status < self.settings.status_interval:
+            return
+        self._last_status = now
+        state = self.state
+        counts = queue_counts(state)
+        wanted: list[tuple[str, Resource, str, Obj]] = []
+        for name in state.cluster_queues:
+            status = cluster_queue_status(state, name, counts.pending_cq[name])
+            wanted.append((f"cq:{name}", CLUSTER_QUEUES, name, status))
+            active, inadmissible = state.pending_in(name)
+            self.metrics.pending.labels(name, "active").set(active)
+            self.metrics.pending.labels(name, "inadmissible").set(inadmissible)
+            self.metrics.reserving.labels(name).set(status["reservingWorkloads"])
+            self.metrics.admitted_active.labels(name).set(status["admittedWorkloads"])
+        for key in state.local_queues:
+            status = local_queue_status(
+                state,
+                key,
+                counts.pending_lq[key],
+                counts.admitted_lq[key],
+                counts.usage_lq.get(key) or Counter(),
+            )
+            wanted.append((f"lq:{key}", LOCAL_QUEUES, key, status))
+        budget = self.client.budget
+        for ident, resource, key, status in wanted:
+            previous = self._status_written.get(ident)
+            if previous is None:
+                obj = self.cache.get(resource.plural, {}).get(key)
+                current = (obj or {}).get("status") or {}
+                if _same_status(current, status):
+                    self._status_written[ident] = (status, now)
+                    continue
+            elif _same_status(previous[0], status):
+                continue
+            stale = previous is None or now - previous[1] > self.settings.status_max_age
+            if not stale and not budget.spare(budget.qps / 2):
+                continue
+            namespace, name = key.split("/", 1) if resource.namespaced else (None, key)
+            body = {
+                "status": _with_transition_times(
+                    status, self.cache.get(resource.plural, {}).get(key), self.clock()
+                )
+            }
+            try:
+                self._write(
+                    resource,
+                    "patch-status",
+                    partial(
+                        self.client.patch,
+                        resource,
+                        name,
+                        body,
+                        namespace,
+                        subresource="status",
+                        paced=stale,
+                    ),
+                )
+            except ApiError as err:
+                log.debug("%s %s status not written: %s", resource.kind, key, err)
+                continue
+            self._status_written[ident] = (status, now)
+
+    def _event(self, obj: Obj, kind: str, reason: str, message: str) -> None:
+        if self.recorder is not None:
+            self.recorder.record(obj, kind, reason, message)
+
+
+def _rv(obj: Obj) -> int | None:
+    """resourceVersion as a number (etcd's revision) when it is one; None otherwise."""
+    try:
+        return int(str((obj.get("metadata") or {}).get("resourceVersion")))
+    except (TypeError, ValueError):
+        return None
+
+
+def _same_status(current: Obj, wanted: Obj) -> bool:
+    for key, value in wanted.items():
+        if key == "conditions":
+            have = {
+                (c.get("type"), c.get("status"), c.get("reason"), c.get("message"))
+                for c in current.get("conditions") or []
+            }
+            if any((c["type"], c["status"], c["reason"], c["message"]) not in have for c in value):
+                return False
+        elif current.get(key) != value:
+            return False
+    return True
+
+
+def _with_transition_times(status: Obj, obj: Obj | None, now: float) -> Obj:
+    out = dict(status)
+    old = {c.get("type"): c for c in ((obj or {}).get("status") or {}).get("conditions") or []}
+    conditions = []
+    for entry in status.get("conditions") or []:
+        previous = old.get(entry["type"])
+        stamp = (
+            previous.get("lastTransitionTime")
+            if previous and previous.get("status") == entry["status"]
+            else None
+        )
+        conditions.append({**entry, "lastTransitionTime": stamp or o.rfc3339(now)})
+    out["conditions"] = conditions
+    return out
+
+
+__all__ = ["Controller", "ResourceFlavor", "Settings"]

@@ -1,0 +1,464 @@
+"""Kubernetes objects ⇄ the core's models: Workloads from Jobs, admission and eviction writes.
+
+Pure functions over dicts (no I/O): what to write is decided here, when to write it is the
+controller's business.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from extender.core.labels import Toleration
+from extender.core.models import (
+    PRIORITY_CLASS_LABEL,
+    QUEUE_NAME_LABEL,
+    Admission,
+    PodSetAssignment,
+    ResourceFlavor,
+    Workload,
+)
+from extender.core.parse import ManifestError, as_map
+from extender.core.quantity import QuantityError, format_amount, to_amount
+from extender.kube.resources import JOBS, JOBSETS, KUEUE_GROUP, WORKLOADS
+
+Obj = dict[str, Any]
+
+JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
+PODSET_LABEL = "kueue.x-k8s.io/podset"
+LOCAL_QUEUE_LABEL = "kueue.x-k8s.io/local-queue-name"
+CLUSTER_QUEUE_LABEL = "kueue.x-k8s.io/cluster-queue-name"
+CLUSTER_QUEUE_ANNOTATION = "tower.dev/cluster-queue"
+
+QUOTA_RESERVED = "QuotaReserved"
+ADMITTED = "Admitted"
+EVICTED = "Evicted"
+PREEMPTED = "Preempted"
+FINISHED = "Finished"
+REQUEUED = "Requeued"
+
+
+def rfc3339(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def condition(obj: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None:
+    """One status condition of an object, by type."""
+    for entry in (obj.get("status") or {}).get("conditions") or []:
+        if isinstance(entry, Mapping) and entry.get("type") == kind:
+            return entry
+    return None
+
+
+def is_true(obj: Mapping[str, Any], kind: str) -> bool:
+    entry = condition(obj, kind)
+    return entry is not None and entry.get("status") == "True"
+
+
+def with_conditions(
+    obj: Mapping[str, Any], now: float, *changes: tuple[str, str, str, str]
+) -> list[Obj]:
+    """The object's conditions with (type, status, reason, message) set, as Kueue sets them.
+
+    lastTransitionTime moves only when the status changes; a merge patch replaces the whole
+    list, so the untouched conditions are carried over.
+    """
+    out = [dict(c) for c in (obj.get("status") or {}).get("conditions") or []]
+    stamp = rfc3339(now)
+    for kind, status, reason, message in changes:
+        message = message[:32768]
+        for entry in out:
+            if entry.get("type") == kind:
+                if entry.get("status") != status:
+                    entry["lastTransitionTime"] = stamp
+                entry.update(status=status, reason=reason, message=message)
+                break
+        else:
+            out.append(
+                {
+                    "type": kind,
+                    "status": status,
+                    "reason": reason,
+                    "message": message,
+                    "lastTransitionTime": stamp,
+                }
+            )
+    return out
+
+
+# ----- Jobs and JobSets -----------------------------------------------------------------
+
+
+def pod_templates(job: Mapping[str, Any]) -> list[tuple[str, Obj]]:
+    """(podSet name, pod template) of a Job (one, `main`) or JobSet (one per replicatedJob)."""
+    spec = job.get("spec") or {}
+    if job.get("kind") == JOBSETS.kind:
+        return [
+            (
+                str(r.get("name", "")).lower(),
+                ((r.get("template") or {}).get("spec") or {}).get("template") or {},
+            )
+            for r in spec.get("replicatedJobs") or []
+        ]
+    return [("main", spec.get("template") or {})]
+
+
+def workload_manifest(job: Mapping[str, Any], workload: Workload) -> Obj:
+    """The Workload object Kueue creates for a Job: owned by it, holding its pod templates."""
+    meta = job["metadata"]
+    templates = dict(pod_templates(job))
+    pod_sets = []
+    for pod_set in workload.pod_sets:
+        entry: Obj = {
+            "name": pod_set.name,
+            "count": pod_set.count,
+            "template": _clean_template(templates.get(pod_set.name) or {}),
+        }
+        if pod_set.min_count is not None:
+            entry["minCount"] = pod_set.min_count
+        pod_sets.append(entry)
+    api_version = JOBSETS.api_version if job.get("kind") == JOBSETS.kind else JOBS.api_version
+    spec: Obj = {
+        "queueName": workload.queue_name,
+        "priority": workload.priority,
+        "podSets": pod_sets,
+        "active": True,
+    }
+    if workload.priority_class_name:
+        if workload.priority_class_source == "kueue.x-k8s.io/workloadpriorityclass":
+            spec["priorityClassRef"] = {
+                "group": KUEUE_GROUP,
+                "kind": "WorkloadPriorityClass",
+                "name": workload.priority_class_name,
+            }
+        else:
+            spec["priorityClassRef"] = {
+                "group": "scheduling.k8s.io",
+                "kind": "PriorityClass",
+                "name": workload.priority_class_name,
+            }
+    labels = {JOB_UID_LABEL: str(meta.get("uid", ""))}
+    job_labels = meta.get("labels") or {}
+    if PRIORITY_CLASS_LABEL in job_labels:
+        labels[PRIORITY_CLASS_LABEL] = job_labels[PRIORITY_CLASS_LABEL]
+    return {
+        "apiVersion": WORKLOADS.api_version,
+        "kind": WORKLOADS.kind,
+        "metadata": {
+            "name": workload.name,
+            "namespace": meta.get("namespace", "default"),
+            "labels": labels,
+            "ownerReferences": [
+                {
+                    "apiVersion": api_version,
+                    "kind": str(job.get("kind")),
+                    "name": meta["name"],
+                    "uid": meta.get("uid", ""),
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+        },
+        "spec": spec,
+    }
+
+
+def _clean_template(template: Mapping[str, Any]) -> Obj:
+    """Only labels and annotations may be in a Workload pod template's metadata."""
+    out = copy.deepcopy(dict(template))
+    meta = out.get("metadata") or {}
+    out["metadata"] = {k: v for k, v in meta.items() if k in ("labels", "annotations") and v}
+    return out
+
+
+def toleration_dict(toleration: Toleration) -> Obj:
+    """A core/v1 Toleration as the API writes it (empty fields left out)."""
+    out: Obj = {}
+    if toleration.key:
+        out["key"] = toleration.key
+    out["operator"] = toleration.operator
+    if toleration.value:
+        out["value"] = toleration.value
+    if toleration.effect:
+        out["effect"] = toleration.effect
+    if toleration.toleration_seconds is not None:
+        out["tolerationSeconds"] = toleration.toleration_seconds
+    return out
+
+
+def is_finished(job: Mapping[str, Any]) -> tuple[bool, str, str]:
+    """(finished, Succeeded|Failed, message) from a Job's or JobSet's conditions."""
+    for kind, reason in (
+        ("Complete", "Succeeded"),
+        ("Completed", "Succeeded"),
+        ("Failed", "Failed"),
+    ):
+        entry = condition(job, kind)
+        if entry is not None and entry.get("status") == "True":
+            message = str(
+                entry.get("message")
+                or ("Job finished successfully" if reason == "Succeeded" else "Job failed")
+            )
+            return True, reason, message
+    return False, "", ""
+
+
+def is_suspended(job: Mapping[str, Any]) -> bool:
+    return bool((job.get("spec") or {}).get("suspend"))
+
+
+def is_active(job: Mapping[str, Any]) -> bool:
+    """Whether pods may still run: Kueue waits for this before it releases evicted quota."""
+    status = job.get("status") or {}
+    if job.get("kind") == JOBSETS.kind:
+        return any((r.get("active") or 0) > 0 for r in status.get("replicatedJobsStatus") or [])
+    return bool(status.get("active"))
+
+
+def start_patch(
+    job: Mapping[str, Any],
+    admission: Admission,
+    flavors: Mapping[str, ResourceFlavor],
+    local_queue: str,
+) -> Obj:
+    """The one merge patch that starts an admitted Job: unsuspend, and place its pods.
+
+    nodeSelector gains the union of the assigned flavors' nodeLabels, tolerations the
+    flavors' tolerations; pod labels name the podSet and the queues (Kueue's
+    AssignQueueLabelsForPods).
+    """
+    by_pod_set = {psa.name: psa for psa in admission.pod_set_assignments}
+    annotations = {CLUSTER_QUEUE_ANNOTATION: admission.cluster_queue}
+
+    def placed(name: str, template: Mapping[str, Any]) -> Obj:
+        out = copy.deepcopy(dict(template))
+        psa = by_pod_set.get(name)
+        pod = out.setdefault("spec", {})
+        labels = out.setdefault("metadata", {}).setdefault("labels", {})
+        labels[PODSET_LABEL] = name
+        labels[LOCAL_QUEUE_LABEL] = local_queue
+        labels[CLUSTER_QUEUE_LABEL] = admission.cluster_queue
+        if psa is None:
+            return out
+        selector = dict(pod.get("nodeSelector") or {})
+        tolerations = list(pod.get("tolerations") or [])
+        for flavor_name in dict.fromkeys(psa.flavors.values()):
+            flavor = flavors.get(flavor_name)
+            if flavor is None:
+                continue
+            selector.update(flavor.node_labels)
+            for toleration in map(toleration_dict, flavor.tolerations):
+                if toleration not in tolerations:
+                    tolerations.append(toleration)
+        if selector:
+            pod["nodeSelector"] = selector
+        if tolerations:
+            pod["tolerations"] = tolerations
+        return out
+
+    spec = job.get("spec") or {}
+    if job.get("kind") == JOBSETS.kind:
+        replicated = copy.deepcopy(spec.get("replicatedJobs") or [])
+        for rjob in replicated:
+            job_spec = rjob.setdefault("template", {}).setdefault("spec", {})
+            job_spec["template"] = placed(
+                str(rjob.get("name", "")).lower(), job_spec.get("template") or {}
+            )
+        return {
+            "metadata": {"annotations": annotations},
+            "spec": {"suspend": False, "replicatedJobs": replicated},
+        }
+    return {
+        "metadata": {"annotations": annotations},
+        "spec": {"suspend": False, "template": placed("main", spec.get("template") or {})},
+    }
+
+
+def restore_patch(job: Mapping[str, Any], workload_obj: Mapping[str, Any]) -> Obj:
+    """Put back the pod templates stored in the Workload (the pre-admission ones)."""
+    originals = {
+        str(ps.get("name")): ps.get("template") or {}
+        for ps in (workload_obj.get("spec") or {}).get("podSets") or []
+    }
+
+    def restored(name: str, current: Mapping[str, Any]) -> Obj:
+        original = originals.get(name)
+        out = copy.deepcopy(dict(current))
+        if original is None:
+            return out
+        meta = out.setdefault("metadata", {})
+        for part in ("labels", "annotations"):
+            wanted = dict((original.get("metadata") or {}).get(part) or {})
+            if wanted:
+                meta[part] = wanted
+            else:
+                meta.pop(part, None)
+        pod = out.setdefault("spec", {})
+        for part in ("nodeSelector", "tolerations", "schedulingGates"):
+            wanted_value = (original.get("spec") or {}).get(part)
+            if wanted_value:
+                pod[part] = copy.deepcopy(wanted_value)
+            else:
+                pod.pop(part, None)
+        return out
+
+    spec = job.get("spec") or {}
+    remove_annotation: Obj = {"annotations": {CLUSTER_QUEUE_ANNOTATION: None}}
+    if job.get("kind") == JOBSETS.kind:
+        replicated = copy.deepcopy(spec.get("replicatedJobs") or [])
+        for rjob in replicated:
+            job_spec = rjob.setdefault("template", {}).setdefault("spec", {})
+            job_spec["template"] = restored(
+                str(rjob.get("name", "")).lower(), job_spec.get("template") or {}
+            )
+        return {"metadata": remove_annotation, "spec": {"replicatedJobs": replicated}}
+    template = restored("main", spec.get("template") or {})
+    current = spec.get("template") or {}
+    return {
+        "metadata": remove_annotation,
+        "spec": {"template": _replace_maps(current, template)},
+    }
+
+
+def _replace_maps(current: Mapping[str, Any], wanted: Mapping[str, Any]) -> Obj:
+    """A merge patch turning `current` into `wanted` (null for keys that must go)."""
+    out: Obj = {}
+    for key in set(current) | set(wanted):
+        if key not in wanted:
+            out[key] = None
+        elif isinstance(wanted[key], Mapping) and isinstance(current.get(key), Mapping):
+            sub = _replace_maps(current[key], wanted[key])
+            if sub:
+                out[key] = sub
+        elif current.get(key) != wanted[key]:
+            out[key] = copy.deepcopy(wanted[key])
+    return out
+
+
+# ----- Workload status ------------------------------------------------------------------
+
+
+def admission_of(obj: Mapping[str, Any]) -> Admission | None:
+    """status.admission as the core's Admission (None when there is none or it is broken)."""
+    raw = (obj.get("status") or {}).get("admission")
+    if not isinstance(raw, Mapping) or not raw.get("clusterQueue"):
+        return None
+    try:
+        assignments = []
+        for entry in raw.get("podSetAssignments") or []:
+            entry = as_map(entry, "status.admission.podSetAssignments[]")
+            usage = {
+                str(r): to_amount(str(r), v) for r, v in (entry.get("resourceUsage") or {}).items()
+            }
+            assignments.append(
+                PodSetAssignment(
+                    str(entry.get("name", "main")),
+                    {str(r): str(f) for r, f in (entry.get("flavors") or {}).items()},
+                    usage,
+                    int(entry.get("count") or 0),
+                )
+            )
+    except (ManifestError, QuantityError, TypeError, ValueError):
+        return None
+    return Admission(str(raw["clusterQueue"]), tuple(assignments))
+
+
+def admission_dict(admission: Admission) -> Obj:
+    return {
+        "clusterQueue": admission.cluster_queue,
+        "podSetAssignments": [
+            {
+                "name": psa.name,
+                "flavors": dict(psa.flavors),
+                "resourceUsage": {
+                    r: format_amount(r, v) for r, v in sorted(psa.resource_usage.items())
+                },
+                "count": psa.count,
+            }
+            for psa in admission.pod_set_assignments
+        ],
+    }
+
+
+def admit_patch(obj: Mapping[str, Any], admission: Admission, now: float) -> Obj:
+    """The admission write: status.admission + QuotaReserved and Admitted, as one patch."""
+    cq = admission.cluster_queue
+    return {
+        "metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]},
+        "status": {
+            "admission": admission_dict(admission),
+            "conditions": with_conditions(
+                obj,
+                now,
+                (QUOTA_RESERVED, "True", "QuotaReserved", f"Quota reserved in ClusterQueue {cq}"),
+                (ADMITTED, "True", "Admitted", "The workload is admitted"),
+                (EVICTED, "False", "QuotaReserved", "Previously: evicted"),
+            )
+            if condition(obj, EVICTED) is not None
+            else with_conditions(
+                obj,
+                now,
+                (QUOTA_RESERVED, "True", "QuotaReserved", f"Quota reserved in ClusterQueue {cq}"),
+                (ADMITTED, "True", "Admitted", "The workload is admitted"),
+            ),
+        },
+    }
+
+
+def pending_patch(obj: Mapping[str, Any], reason: str, message: str, now: float) -> Obj:
+    """QuotaReserved=False with the core's reason and message."""
+    return {
+        "status": {
+            "conditions": with_conditions(obj, now, (QUOTA_RESERVED, "False", reason, message))
+        }
+    }
+
+
+def evict_patch(
+    obj: Mapping[str, Any], reason: str, preemption_reason: str | None, message: str, now: float
+) -> Obj:
+    """Evicted=True (+ Preempted=True): the durable intent to stop, written first."""
+    changes = [(EVICTED, "True", reason, message)]
+    if preemption_reason is not None:
+        changes.append((PREEMPTED, "True", preemption_reason, message))
+    return {
+        "metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]},
+        "status": {"conditions": with_conditions(obj, now, *changes)},
+    }
+
+
+def requeue_patch(obj: Mapping[str, Any], reason: str, message: str, now: float) -> Obj:
+    """Once stopped: no admission, QuotaReserved/Admitted False, Requeued, back in the queue."""
+    return {
+        "status": {
+            "admission": None,
+            "conditions": with_conditions(
+                obj,
+                now,
+                (QUOTA_RESERVED, "False", reason, message),
+                (ADMITTED, "False", "NoReservation", "The workload has no reservation"),
+                (REQUEUED, "True", reason, message),
+            ),
+        }
+    }
+
+
+def finish_patch(obj: Mapping[str, Any], reason: str, message: str, now: float) -> Obj:
+    return {
+        "status": {
+            "conditions": with_conditions(
+                obj,
+                now,
+                (FINISHED, "True", reason, message),
+                (QUOTA_RESERVED, "False", "Finished", "The workload has finished"),
+            )
+        }
+    }
+
+
+def job_queue_name(job: Mapping[str, Any]) -> str | None:
+    labels = (job.get("metadata") or {}).get("labels") or {}
+    value = labels.get(QUEUE_NAME_LABEL)
+    return str(value) if value else None

@@ -1,0 +1,69 @@
+"""The API resources the controller reads and writes, and the URL paths that address them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from urllib.parse import quote
+
+KUEUE_GROUP = "kueue.x-k8s.io"
+KUEUE_VERSION = "v1beta2"
+
+
+@dataclass(frozen=True, slots=True)
+class Resource:
+    """One API resource: where it lives and what its objects are called."""
+
+    group: str  # "" for the core group
+    version: str
+    plural: str
+    kind: str
+    namespaced: bool
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def qualified(self) -> str:
+        """`jobs.batch`, as kube-apiserver names a resource in its messages."""
+        return f"{self.plural}.{self.group}" if self.group else self.plural
+
+    def path(
+        self, namespace: str | None = None, name: str | None = None, subresource: str = ""
+    ) -> str:
+        """The URL path of the collection, or of one object (and its subresource)."""
+        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        if self.namespaced and namespace is not None:
+            base += f"/namespaces/{quote(namespace, safe='')}"
+        base += f"/{self.plural}"
+        if name is not None:
+            base += f"/{quote(name, safe='')}"
+            if subresource:
+                base += f"/{subresource}"
+        return base
+
+
+JOBS = Resource("batch", "v1", "jobs", "Job", True)
+JOBSETS = Resource("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet", True)
+NAMESPACES = Resource("", "v1", "namespaces", "Namespace", False)
+EVENTS = Resource("", "v1", "events", "Event", True)
+PRIORITY_CLASSES = Resource("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", False)
+LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease", True)
+
+RESOURCE_FLAVORS = Resource(KUEUE_GROUP, KUEUE_VERSION, "resourceflavors", "ResourceFlavor", False)
+CLUSTER_QUEUES = Resource(KUEUE_GROUP, KUEUE_VERSION, "clusterqueues", "ClusterQueue", False)
+COHORTS = Resource(KUEUE_GROUP, KUEUE_VERSION, "cohorts", "Cohort", False)
+LOCAL_QUEUES = Resource(KUEUE_GROUP, KUEUE_VERSION, "localqueues", "LocalQueue", True)
+WORKLOADS = Resource(KUEUE_GROUP, KUEUE_VERSION, "workloads", "Workload", True)
+WORKLOAD_PRIORITY_CLASSES = Resource(
+    KUEUE_GROUP, KUEUE_VERSION, "workloadpriorityclasses", "WorkloadPriorityClass", False
+)
+
+
+def object_key(obj: dict[str, object]) -> str:
+    """`namespace/name` for a namespaced object, `name` for a cluster-scoped one."""
+    meta = obj.get("metadata") or {}
+    assert isinstance(meta, dict)
+    namespace = meta.get("namespace")
+    name = str(meta.get("name", ""))
+    return f"{namespace}/{name}" if namespace else name

@@ -1,0 +1,232 @@
+"""`python -m extender run`: the one place that builds the real client, clock and servers."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from extender.gc_tuning import tune_for_scheduling
+from extender.kube.client import KubeClient, RequestBudget
+from extender.kube.controller import Controller, Settings
+from extender.kube.events import Recorder
+from extender.kube.leader import LeaderElector
+from extender.kube.metrics import Metrics
+
+log = logging.getLogger("tower")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    env = os.environ.get
+    parser.add_argument(
+        "--kubeconfig",
+        default=env("KUBECONFIG"),
+        help="kubeconfig file (default: in-cluster configuration)",
+    )
+    parser.add_argument(
+        "--kube-api-qps",
+        type=float,
+        default=float(env("TOWER_KUBE_API_QPS", 50)),
+        help="average API requests per second (client-go's QPS; default 50)",
+    )
+    parser.add_argument(
+        "--kube-api-burst",
+        type=int,
+        default=int(env("TOWER_KUBE_API_BURST", 100)),
+        help="API requests allowed in a burst (default 100)",
+    )
+    parser.add_argument(
+        "--event-qps",
+        type=float,
+        default=10.0,
+        help="Kubernetes Events per second, on their own budget (default 10)",
+    )
+    parser.add_argument(
+        "--fair-sharing",
+        action="store_true",
+        help="order and preempt by weighted dominant resource share",
+    )
+    parser.add_argument(
+        "--leader-elect",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="run active/standby with a coordination.k8s.io Lease (default on)",
+    )
+    parser.add_argument("--leader-election-namespace", default=env("POD_NAMESPACE", "tower-system"))
+    parser.add_argument("--leader-election-id", default="tower-controller")
+    parser.add_argument("--lease-duration", type=float, default=15.0)
+    parser.add_argument("--renew-deadline", type=float, default=10.0)
+    parser.add_argument("--retry-period", type=float, default=2.0)
+    parser.add_argument(
+        "--health-address",
+        default="0.0.0.0:8081",
+        help="host:port of /healthz, /readyz and /metrics (port 0: pick one)",
+    )
+    parser.add_argument(
+        "--status-interval",
+        type=float,
+        default=1.0,
+        help="seconds between ClusterQueue/LocalQueue status writes",
+    )
+    parser.add_argument(
+        "--pending-status-qps",
+        type=float,
+        default=5.0,
+        help="pending-reason writes per second (spare budget only)",
+    )
+    parser.add_argument("--log-format", choices=("text", "json"), default="text")
+    parser.add_argument("--log-level", default="INFO")
+
+
+class _JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "ts": round(record.created, 3),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        if record.exc_info:
+            entry["error"] = self.formatException(record.exc_info)
+        return json.dumps(entry)
+
+
+def _logging(fmt: str, level: str) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    if fmt == "json":
+        handler.setFormatter(_JsonFormatter())
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+
+
+def _api_client(kubeconfig: str | None) -> k8s.ApiClient:
+    if kubeconfig:
+        api_client: k8s.ApiClient = k8s_config.new_client_from_config(config_file=kubeconfig)
+        return api_client
+    k8s_config.load_incluster_config()
+    return k8s.ApiClient()
+
+
+def serve_health(
+    address: str, controller: Controller, leading: threading.Event
+) -> ThreadingHTTPServer:
+    host, _, port = address.rpartition(":")
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: Any) -> None:
+            return
+
+        def do_GET(self) -> None:
+            if self.path == "/healthz":
+                code, body, ctype = 200, b"ok\n", "text/plain"
+            elif self.path == "/readyz":
+                if controller.ready.is_set():
+                    code, body = 200, b"ok\n"
+                elif not leading.is_set():
+                    code, body = 503, b"standing by: another replica leads\n"
+                else:
+                    code, body = 503, b"caches not synced yet\n"
+                ctype = "text/plain"
+            elif self.path == "/metrics":
+                code, body, ctype = (
+                    200,
+                    generate_latest(controller.metrics.registry),
+                    CONTENT_TYPE_LATEST,
+                )
+            else:
+                code, body, ctype = 404, b"not found\n", "text/plain"
+            self.send_response(code)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    server = ThreadingHTTPServer((host or "0.0.0.0", int(port)), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True, name="health").start()
+    return server
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the controller until SIGTERM/SIGINT (0) or until leadership is lost (1)."""
+    _logging(args.log_format, args.log_level)
+    try:
+        api_client = _api_client(args.kubeconfig)
+    except (k8s_config.ConfigException, OSError) as err:
+        print(f"error: cannot load the Kubernetes configuration: {err}", file=sys.stderr)
+        return 2
+    budget = RequestBudget(args.kube_api_qps, args.kube_api_burst)
+    client = KubeClient(api_client, budget)
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        log.info("received %s: shutting down", signal.Signals(signum).name)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    metrics = Metrics()
+    recorder = Recorder(client, qps=args.event_qps)
+    settings = Settings(
+        fair_sharing=args.fair_sharing,
+        status_interval=args.status_interval,
+        pending_status_qps=args.pending_status_qps,
+    )
+    controller = Controller(
+        client, settings=settings, metrics=metrics, recorder=recorder, clock=time.time
+    )
+    leading = threading.Event()
+    health = serve_health(args.health_address, controller, leading)
+    print(f"health and metrics on port {health.server_address[1]}", file=sys.stderr, flush=True)
+    elector = None
+    lost: threading.Event | None = None
+    if args.leader_elect:
+        identity = f"{socket.gethostname()}_{os.getpid()}"
+        elector = LeaderElector(
+            client,
+            identity,
+            name=args.leader_election_id,
+            namespace=args.leader_election_namespace,
+            lease_duration=args.lease_duration,
+            renew_deadline=args.renew_deadline,
+            retry_period=args.retry_period,
+        )
+        if not elector.acquire(stop):
+            health.shutdown()
+            return 0
+        lost = elector.lost
+    leading.set()
+    tune_for_scheduling()
+    controller.run(stop, lost=lost)
+    stop.set()
+    recorder.close()
+    if elector is not None:
+        elector.release()
+    health.shutdown()
+    writes = budget.total_writes
+    log.info("stopped after %d API writes", writes)
+    if lost is not None and lost.is_set():
+        return 1
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m extender run")
+    add_arguments(parser)
+    return run(parser.parse_args(argv))

@@ -1,0 +1,126 @@
+"""ClusterQueue and LocalQueue status from the controller's state (pure; written elsewhere)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from extender.core.cycle import ClusterState
+from extender.core.models import ClusterQueue, FlavorResource
+from extender.core.quantity import format_amount
+
+Obj = dict[str, Any]
+
+
+def _usage_list(cq: ClusterQueue, used: Counter[FlavorResource], with_borrowed: bool) -> list[Obj]:
+    out = []
+    for group in cq.resource_groups:
+        for flavor in group.flavors:
+            resources = []
+            for quota in flavor.resources:
+                total = used.get((flavor.name, quota.name), 0)
+                entry: Obj = {"name": quota.name, "total": format_amount(quota.name, total)}
+                if with_borrowed:
+                    entry["borrowed"] = format_amount(quota.name, max(0, total - quota.nominal))
+                resources.append(entry)
+            out.append({"name": flavor.name, "resources": resources})
+    return out
+
+
+@dataclass(slots=True)
+class QueueCounts:
+    """Pending and admitted workloads per queue, counted in one pass over the state."""
+
+    pending_cq: Counter[str] = field(default_factory=Counter)
+    pending_lq: Counter[str] = field(default_factory=Counter)
+    admitted_lq: Counter[str] = field(default_factory=Counter)
+    usage_lq: dict[str, Counter[FlavorResource]] = field(default_factory=dict)
+
+
+def queue_counts(state: ClusterState) -> QueueCounts:
+    """One pass over the workloads (done at most once per status interval)."""
+    counts = QueueCounts()
+    for workload in state.workloads.values():
+        if workload.key in state.admitted:
+            continue
+        lq_key = f"{workload.namespace}/{workload.queue_name}"
+        counts.pending_lq[lq_key] += 1
+        lq = state.local_queues.get(lq_key)
+        if lq is not None:
+            counts.pending_cq[lq.cluster_queue] += 1
+    for admitted in state.admitted.values():
+        workload = admitted.workload
+        lq_key = f"{workload.namespace}/{workload.queue_name}"
+        counts.admitted_lq[lq_key] += 1
+        counts.usage_lq.setdefault(lq_key, Counter()).update(admitted.usage)
+    return counts
+
+
+def cluster_queue_status(state: ClusterState, name: str, pending: int) -> Obj:
+    """What `kubectl get clusterqueue -o wide` and `describe` show."""
+    cq = state.cluster_queues[name]
+    used: Counter[FlavorResource] = Counter()
+    count = 0
+    for admitted in state.admitted_in(name):
+        used.update(admitted.usage)
+        count += 1
+    active, reason, message = state.cluster_queue_active(name)
+    return {
+        "pendingWorkloads": pending,
+        "reservingWorkloads": count,
+        "admittedWorkloads": count,
+        "flavorsReservation": _usage_list(cq, used, True),
+        "flavorsUsage": _usage_list(cq, used, True),
+        "conditions": [
+            {
+                "type": "Active",
+                "status": "True" if active else "False",
+                "reason": reason,
+                "message": message,
+            }
+        ],
+    }
+
+
+def local_queue_status(
+    state: ClusterState,
+    key: str,
+    pending: int,
+    admitted: int,
+    used: Counter[FlavorResource],
+) -> Obj:
+    lq = state.local_queues[key]
+    cq = state.cluster_queues.get(lq.cluster_queue)
+    if cq is None:
+        active, reason, message = (
+            False,
+            "ClusterQueueDoesNotExist",
+            f"Can't submit new workloads to clusterQueue {lq.cluster_queue}",
+        )
+        usage: list[Obj] = []
+    else:
+        cq_active, _, _ = state.cluster_queue_active(cq.name)
+        active = cq_active
+        reason = "Ready" if cq_active else "ClusterQueueIsInactive"
+        message = (
+            "Can submit new workloads to localQueue"
+            if cq_active
+            else f"Can't submit new workloads to clusterQueue {cq.name}"
+        )
+        usage = _usage_list(cq, used, False)
+    return {
+        "pendingWorkloads": pending,
+        "reservingWorkloads": admitted,
+        "admittedWorkloads": admitted,
+        "flavorsReservation": usage,
+        "flavorsUsage": usage,
+        "conditions": [
+            {
+                "type": "Active",
+                "status": "True" if active else "False",
+                "reason": reason,
+                "message": message,
+            }
+        ],
+    }

@@ -1,0 +1,1312 @@
+"""A Kubernetes API double served over HTTP to the real `kubernetes` client (test code).
+
+What it does as kube-apiserver does (each visible in shared/fixtures/real-apiserver/):
+discovery for its groups; create/get/list/update/patch/delete; a global resourceVersion with
+409 Conflict on a stale update (a merge patch carrying metadata.resourceVersion is a
+precondition too); generateName; label selectors; the status subresource (status dropped on
+create and ignored on main-resource writes, spec ignored on /status); JSON merge patch, JSON
+patch (failures give the generic 422) and strategic merge patch; 415 for PATCH with
+application/json; watch streams with bookmarks, a watch error as an HTTP 200 stream with one
+ERROR event (410 Expired when the resourceVersion is older than the history kept);
+ownerReference garbage collection (asynchronous, as the garbage collector is); CRDs that
+start serving their resources when created, with schema defaults, validation and printer
+columns in Tables; and mutating/validating webhook calls over HTTPS to the real webhook.
+The Job controller stand-in lives in jobs.py.
+
+Where it differs from kube-apiserver: plain HTTP without authentication (a bearer token only
+names the user the webhooks see); no managedFields, server-side apply, fieldSelectors beyond
+metadata.name/metadata.namespace, or deletecollection; strategic merge patch merges maps and
+replaces lists except `containers` (merged by name), which covers the fields Tower patches;
+CRD conversion between v1beta1 and v1beta2 uses the webhook package's converter in-process
+instead of calling /convert; CEL rules are not evaluated; no admission plugins (so no
+ServiceAccount or LimitRange defaulting); Job defaulting covers the fields Tower reads.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
+
+import jsonpatch
+
+from tests.apidouble import schema as schemas
+from tests.apidouble.admission import AdmissionError, admit
+from tests.apidouble.store import Kind, Obj, Store, Watcher, now_rfc3339
+
+_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+ADMIN = {
+    "username": "kubernetes-admin",
+    "groups": ["kubeadm:cluster-admins", "system:authenticated"],
+}
+TABLE = "as=Table"
+
+BUILTIN = [
+    Kind("", ["v1"], "namespaces", "Namespace", False, True, ["ns"], "namespace"),
+    Kind("", ["v1"], "events", "Event", True, False, ["ev"], "event", spec_is_generation=False),
+    Kind("", ["v1"], "pods", "Pod", True, True, ["po"], "pod", ["all"]),
+    Kind("batch", ["v1"], "jobs", "Job", True, True, [], "job", ["all"]),
+    Kind(
+        "scheduling.k8s.io",
+        ["v1"],
+        "priorityclasses",
+        "PriorityClass",
+        False,
+        False,
+        ["pc"],
+        "priorityclass",
+        spec_is_generation=False,
+    ),
+    Kind("coordination.k8s.io", ["v1"], "leases", "Lease", True, False, [], "lease"),
+    Kind(
+        "admissionregistration.k8s.io",
+        ["v1"],
+        "mutatingwebhookconfigurations",
+        "MutatingWebhookConfiguration",
+        False,
+        False,
+        [],
+        "mutatingwebhookconfiguration",
+        spec_is_generation=False,
+    ),
+    Kind(
+        "admissionregistration.k8s.io",
+        ["v1"],
+        "validatingwebhookconfigurations",
+        "ValidatingWebhookConfiguration",
+        False,
+        False,
+        [],
+        "validatingwebhookconfiguration",
+        spec_is_generation=False,
+    ),
+    Kind(
+        "apiextensions.k8s.io",
+        ["v1"],
+        "customresourcedefinitions",
+        "CustomResourceDefinition",
+        False,
+        True,
+        ["crd", "crds"],
+        "customresourcedefinition",
+    ),
+]
+
+
+class ApiError(Exception):
+    def __init__(self, code: int, reason: str, message: str, details: Obj | None = None):
+        super().__init__(message)
+        self.code, self.reason, self.message, self.details = code, reason, message, details
+
+    def status(self) -> Obj:
+        body: Obj = {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.message,
+        }
+        if self.reason:
+            body["reason"] = self.reason
+        if self.details is not None:
+            body["details"] = self.details
+        body["code"] = self.code
+        return body
+
+
+def not_found(kind: Kind, name: str) -> ApiError:
+    return ApiError(
+        404,
+        "NotFound",
+        f'{_qualified(kind)} "{name}" not found',
+        {"name": name, "group": kind.group, "kind": kind.plural}
+        if kind.group
+        else {"name": name, "kind": kind.plural},
+    )
+
+
+def _qualified(kind: Kind) -> str:
+    return f"{kind.plural}.{kind.group}" if kind.group else kind.plural
+
+
+def conflict(kind: Kind, name: str) -> ApiError:
+    return ApiError(
+        409,
+        "Conflict",
+        f'Operation cannot be fulfilled on {_qualified(kind)} "{name}": the object has been '
+        "modified; please apply your changes to the latest version and try again",
+        {"name": name, "group": kind.group, "kind": kind.plural},
+    )
+
+
+def invalid(kind: Kind, name: str, causes: list[str]) -> ApiError:
+    group = f".{kind.group}" if kind.group else ""
+    what = f'{kind.kind}{group} "{name}" is invalid: '
+    text = causes[0] if len(causes) == 1 else "[" + ", ".join(causes) + "]"
+    return ApiError(
+        422, "Invalid", what + text, {"name": name, "group": kind.group, "kind": kind.kind}
+    )
+
+
+# ----- label selectors in query strings ---------------------------------------------------
+
+_SET = re.compile(r"^\s*(!?)([A-Za-z0-9_./-]+)\s*(?:(in|notin)\s*\(([^)]*)\))?\s*$")
+
+
+def parse_selector(text: str) -> list[tuple[str, str, tuple[str, ...]]]:
+    """`a=b,c!=d,e in (x,y),f,!g` → requirements (key, op, values)."""
+    out: list[tuple[str, str, tuple[str, ...]]] = []
+    for part in re.split(r",(?![^()]*\))", text):
+        part = part.strip()
+        if not part:
+            continue
+        if "!=" in part:
+            key, value = part.split("!=", 1)
+            out.append((key.strip(), "NotIn", (value.strip(),)))
+        elif "==" in part or ("=" in part and " in " not in part):
+            key, value = re.split(r"==?", part, maxsplit=1)
+            out.append((key.strip(), "In", (value.strip(),)))
+        else:
+            match = _SET.match(part)
+            if not match:
+                raise ApiError(400, "BadRequest", f"unable to parse requirement: {part}")
+            negate, key, op, values = match.groups()
+            if op:
+                vals = tuple(v.strip() for v in values.split(",") if v.strip())
+                out.append((key, "In" if op == "in" else "NotIn", vals))
+            else:
+                out.append((key, "DoesNotExist" if negate else "Exists", ()))
+    return out
+
+
+def selects(requirements: list[tuple[str, str, tuple[str, ...]]], labels: dict[str, str]) -> bool:
+    for key, op, values in requirements:
+        present = key in labels
+        if op == "In" and not (present and labels[key] in values):
+            return False
+        if op == "NotIn" and present and labels[key] in values:
+            return False
+        if op == "Exists" and not present:
+            return False
+        if op == "DoesNotExist" and present:
+            return False
+    return True
+
+
+# ----- patches ----------------------------------------------------------------------------
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    result = copy.deepcopy(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = merge_patch(result.get(key), value)
+    return result
+
+
+def strategic_merge_patch(target: Any, patch: Any) -> Any:
+    """Merge maps; merge `containers` lists by name; replace other lists."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    result = copy.deepcopy(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if key.startswith("$"):
+            continue
+        if value is None:
+            result.pop(key, None)
+        elif key in ("containers", "initContainers") and isinstance(value, list):
+            merged = {c.get("name"): c for c in result.get(key) or []}
+            order = [c.get("name") for c in result.get(key) or []]
+            for item in value:
+                name = item.get("name")
+                if name not in merged:
+                    order.append(name)
+                merged[name] = strategic_merge_patch(merged.get(name), item)
+            result[key] = [merged[n] for n in order]
+        else:
+            result[key] = strategic_merge_patch(result.get(key), value)
+    return result
+
+
+# ----- JSONPath for printer columns ---------------------------------------------------------
+
+
+def json_path(obj: Any, path: str) -> Any:
+    """The subset of JSONPath printer columns use: `.a.b`, `.a[?(@.k=='v')].b`."""
+    current: list[Any] = [obj]
+    for token in re.findall(r"\.[A-Za-z0-9_]+|\[\?\(@\.[A-Za-z]+==['\"][^'\"]*['\"]\)\]", path):
+        nxt: list[Any] = []
+        if token.startswith("."):
+            for item in current:
+                if isinstance(item, dict) and token[1:] in item:
+                    nxt.append(item[token[1:]])
+        else:
+            key, value = re.match(r"\[\?\(@\.([A-Za-z]+)==['\"]([^'\"]*)['\"]\)\]", token).groups()
+            for item in current:
+                for element in item if isinstance(item, list) else []:
+                    if isinstance(element, dict) and element.get(key) == value:
+                        nxt.append(element)
+        current = nxt
+    return current[0] if current else None
+
+
+@dataclass
+class Fault:
+    """Fail matching requests: `times` of them, with a real-looking Status."""
+
+    method: str
+    plural: str
+    subresource: str = ""
+    code: int = 409
+    times: int = 1
+    first_attempt_only: bool = False  # fail the first request for each object, once
+
+
+class ApiDouble:
+    """The server. `start()` returns its URL; `kubeconfig()` writes a kubeconfig for it."""
+
+    def __init__(
+        self,
+        *,
+        bookmark_interval: float = 60.0,
+        gc_delay: float = 0.05,
+        history: int = 50_000,
+    ) -> None:
+        self.store = Store(history)
+        for kind in BUILTIN:
+            self.store.register(copy.deepcopy(kind))
+        self.bookmark_interval = bookmark_interval
+        self.gc_delay = gc_delay
+        self.users: dict[str, Obj] = {}
+        self.faults: list[Fault] = []
+        self._faulted: set[tuple[str, str, str]] = set()
+        self.requests: list[tuple[str, str, str]] = []  # (method, path, user)
+        self.hooks: list[Callable[[str, Kind, Obj], None]] = []  # after each commit
+        self._server: ThreadingHTTPServer | None = None
+        self._closing = threading.Event()
+        for name in ("default", "kube-system", "kube-public", "kube-node-lease"):
+            self._create_now("namespaces", {"metadata": {"name": name}})
+
+    # ----- lifecycle ---------------------------------------------------------------------
+
+    def start(self) -> str:
+        double = self
+
+        class Handler(_Handler):
+            api = double
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        threading.Thread(target=self._server.serve_forever, daemon=True, name="api-double").start()
+        return self.url
+
+    @property
+    def url(self) -> str:
+        assert self._server is not None
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def stop(self) -> None:
+        self._closing.set()
+        with self.store.lock:
+            for watchers in self.store.watchers.values():
+                for watcher in watchers:
+                    watcher.events.put(None)
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+
+    def kubeconfig(self, path: str, token: str = "admin", username: str | None = None) -> str:
+        if username is not None:
+            self.users[token] = {"username": username, "groups": ["system:authenticated"]}
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "double", "cluster": {"server": self.url}}],
+            "users": [{"name": token, "user": {"token": token}}],
+            "contexts": [{"name": "double", "context": {"cluster": "double", "user": token}}],
+            "current-context": "double",
+        }
+        with open(path, "w") as out:
+            json.dump(config, out)
+        return path
+
+    # ----- direct access for tests (no HTTP) --------------------------------------------
+
+    def kind(self, plural: str, group: str | None = None) -> Kind:
+        for kind in self.store.kinds.values():
+            if kind.plural == plural and (group is None or kind.group == group):
+                return kind
+        raise KeyError(plural)
+
+    def get(self, plural: str, name: str, namespace: str = "") -> Obj | None:
+        with self.store.lock:
+            obj = self.store.get(self.kind(plural), namespace, name)
+            return copy.deepcopy(obj) if obj is not None else None
+
+    def list(self, plural: str, namespace: str | None = None) -> list[Obj]:
+        with self.store.lock:
+            kind = self.kind(plural)
+            return [
+                copy.deepcopy(o)
+                for (ns, _), o in sorted(self.store.objects[kind.key].items())
+                if namespace is None or ns == namespace
+            ]
+
+    def _create_now(self, plural: str, obj: Obj) -> Obj:
+        kind = self.kind(plural)
+        obj = copy.deepcopy(obj)
+        obj.setdefault("apiVersion", kind.api_version(kind.storage))
+        obj.setdefault("kind", kind.kind)
+        with self.store.lock:
+            return self.store.commit(kind, "ADDED", obj)
+
+    def update_status(
+        self, plural: str, namespace: str, name: str, change: Callable[[Obj], None]
+    ) -> Obj | None:
+        """Change an object's status as a controller would (one commit)."""
+        with self.store.lock:
+            kind = self.kind(plural)
+            current = self.store.get(kind, namespace, name)
+            if current is None:
+                return None
+            updated = copy.deepcopy(current)
+            change(updated.setdefault("status", {}))
+            return self._commit(kind, "MODIFIED", updated)
+
+    def _commit(self, kind: Kind, event: str, obj: Obj) -> Obj:
+        stored = self.store.commit(kind, event, obj)
+        for hook in self.hooks:
+            hook(event, kind, stored)
+        return stored
+
+    def expire_watches(self, plural: str) -> None:
+        """Drop watch history and end open watches: watches from older RVs now get 410."""
+        self.store.expire_history(self.kind(plural).key)
+
+    # ----- the API -------------------------------------------------------------------------
+
+    def user_for(self, token: str | None) -> Obj:
+        return copy.deepcopy(self.users.get(token or "", ADMIN))
+
+    def _fault(self, method: str, kind: Kind, sub: str, name: str) -> None:
+        for fault in self.faults:
+            if fault.method != method or fault.plural != kind.plural or fault.subresource != sub:
+                continue
+            if fault.first_attempt_only:
+                ident = (method, f"{kind.key}/{name}", sub)
+                if ident in self._faulted:
+                    continue
+                self._faulted.add(ident)
+            elif fault.times <= 0:
+                continue
+            else:
+                fault.times -= 1
+            if fault.code == 409:
+                raise conflict(kind, name)
+            raise ApiError(fault.code, "InternalError", f"injected fault on {kind.plural}")
+
+    def _check_namespace(self, kind: Kind, namespace: str) -> None:
+        if kind.namespaced and self.store.get(self.kind("namespaces"), "", namespace) is None:
+            raise ApiError(
+                404,
+                "NotFound",
+                f'namespaces "{namespace}" not found',
+                {"name": namespace, "kind": "namespaces"},
+            )
+
+    def _to_storage(self, kind: Kind, version: str, obj: Obj) -> Obj:
+        if version == kind.storage:
+            return obj
+        if kind.group == "kueue.x-k8s.io":
+            from webhook.convert import convert_object
+
+            return convert_object(obj, kind.api_version(kind.storage))
+        out = copy.deepcopy(obj)
+        out["apiVersion"] = kind.api_version(kind.storage)
+        return out
+
+    def to_version(self, kind: Kind, version: str, obj: Obj) -> Obj:
+        if version == kind.storage:
+            return obj
+        if kind.group == "kueue.x-k8s.io":
+            from webhook.convert import convert_object
+
+            return convert_object(obj, kind.api_version(version))
+        out = copy.deepcopy(obj)
+        out["apiVersion"] = kind.api_version(version)
+        return out
+
+    def _prepare(self, kind: Kind, version: str, obj: Obj, name: str) -> Obj:
+        """Defaults, pruning and schema validation for custom resources."""
+        if kind.crd:
+            schema = kind.schemas.get(version) or {}
+            schemas.prune(obj, schema)
+            schemas.apply_defaults(obj, schema)
+            errors = schemas.validate(obj, schema)
+            if errors:
+                raise invalid(kind, name, errors)
+        return obj
+
+    def _admission(
+        self,
+        kind: Kind,
+        version: str,
+        operation: str,
+        obj: Obj,
+        old: Obj | None,
+        user: Obj,
+        dry_run: bool,
+    ) -> tuple[Obj, list[str]]:
+        configurations = [
+            ("mutating", c)
+            for c in self.store.objects[
+                "mutatingwebhookconfigurations.admissionregistration.k8s.io"
+            ].values()
+        ] + [
+            ("validating", c)
+            for c in self.store.objects[
+                "validatingwebhookconfigurations.admissionregistration.k8s.io"
+            ].values()
+        ]
+        if not configurations:
+            return obj, []
+        namespace = (obj.get("metadata") or {}).get("namespace") or ""
+        ns_obj = self.store.get(self.kind("namespaces"), "", namespace) if namespace else None
+        ns_labels = dict(((ns_obj or {}).get("metadata") or {}).get("labels") or {})
+        if ns_obj is not None:
+            ns_labels.setdefault("kubernetes.io/metadata.name", namespace)
+        outcome = admit(
+            [(t, copy.deepcopy(c)) for t, c in configurations],
+            group=kind.group,
+            version=version,
+            kind=kind.kind,
+            plural=kind.plural,
+            operation=operation,
+            obj=obj,
+            old=old,
+            namespace_labels=ns_labels,
+            user=user,
+            dry_run=dry_run,
+        )
+        return outcome.obj, outcome.warnings
+
+    def create(
+        self,
+        kind: Kind,
+        version: str,
+        namespace: str | None,
+        body: Obj,
+        user: Obj,
+        dry_run: bool = False,
+    ) -> tuple[Obj, list[str]]:
+        if not isinstance(body, dict) or not isinstance(body.get("metadata", {}), dict):
+            raise ApiError(400, "BadRequest", "the body of the request was in an unknown format")
+        obj = copy.deepcopy(body)
+        meta = obj.setdefault("metadata", {})
+        if kind.namespaced:
+            namespace = namespace or meta.get("namespace") or "default"
+            if meta.get("namespace") not in (None, namespace):
+                raise ApiError(
+                    400,
+                    "BadRequest",
+                    "the namespace of the provided object does "
+                    "not match the namespace sent on the request",
+                )
+            meta["namespace"] = namespace
+        obj["apiVersion"] = kind.api_version(version)
+        obj["kind"] = kind.kind
+        for field_name in ("resourceVersion", "uid", "creationTimestamp", "deletionTimestamp"):
+            meta.pop(field_name, None)
+        if kind.status_subresource:
+            obj.pop("status", None)
+        if kind.spec_is_generation:
+            meta["generation"] = 1
+        with self.store.lock:
+            self._fault("POST", kind, "", meta.get("name") or meta.get("generateName", ""))
+            if kind.namespaced:
+                self._check_namespace(kind, namespace or "")
+            default_job(kind, obj)
+            warnings: list[str] = []
+            if kind.plural in ("jobs", "jobsets"):
+                obj, warnings = self._admission(kind, version, "CREATE", obj, None, user, dry_run)
+                meta = obj["metadata"]
+            if not meta.get("name"):
+                if not meta.get("generateName"):
+                    raise invalid(
+                        kind,
+                        "",
+                        ["metadata.name: Required value: name or generateName is required"],
+                    )
+                meta["name"] = self.store.generate_name(meta["generateName"])
+            name = meta["name"]
+            if not _NAME.match(name) or len(name) > 253:
+                raise invalid(
+                    kind,
+                    name,
+                    [
+                        f'metadata.name: Invalid value: "{name}": a lowercase RFC 1123 subdomain '
+                        "must consist of lower case alphanumeric characters, '-' or '.', and must "
+                        "start and end with an alphanumeric character"
+                    ],
+                )
+            obj = self._prepare(kind, version, obj, name)
+            stored_form = self._to_storage(kind, version, obj)
+            if self.store.get(kind, namespace or "", name) is not None:
+                raise ApiError(
+                    409,
+                    "AlreadyExists",
+                    f'{_qualified(kind)} "{name}" already exists',
+                    {"name": name, "group": kind.group, "kind": kind.plural},
+                )
+            if kind.plural == "jobs":
+                stamp_job_labels(stored_form)
+            if dry_run:
+                result = copy.deepcopy(stored_form)
+            else:
+                result = self._commit(kind, "ADDED", stored_form)
+                if kind.key == "customresourcedefinitions.apiextensions.k8s.io":
+                    self._serve_crd(result)
+        return self.to_version(kind, version, result), warnings
+
+    def _serve_crd(self, crd: Obj) -> None:
+        spec = crd["spec"]
+        versions = [v for v in spec["versions"] if v.get("served")]
+        versions.sort(key=lambda v: not v.get("storage"))
+        names = spec["names"]
+        kind = Kind(
+            spec["group"],
+            [v["name"] for v in versions],
+            names["plural"],
+            names["kind"],
+            spec["scope"] == "Namespaced",
+            any("status" in (v.get("subresources") or {}) for v in versions),
+            list(names.get("shortNames") or []),
+            names.get("singular", ""),
+            list(names.get("categories") or []),
+            {v["name"]: (v.get("schema") or {}).get("openAPIV3Schema") or {} for v in versions},
+            {v["name"]: list(v.get("additionalPrinterColumns") or []) for v in versions},
+            crd=True,
+        )
+        self.store.register(kind)
+
+    def update(
+        self,
+        kind: Kind,
+        version: str,
+        namespace: str,
+        name: str,
+        body: Obj,
+        sub: str,
+        user: Obj,
+        method: str = "PUT",
+        precondition: str | None = None,
+    ) -> tuple[Obj, list[str]]:
+        with self.store.lock:
+            self._fault(method, kind, sub, name)
+            current = self.store.get(kind, namespace, name)
+            if current is None:
+                raise not_found(kind, name)
+            wanted = (
+                (body.get("metadata") or {}).get("resourceVersion")
+                if method == "PUT"
+                else precondition
+            )
+            if wanted and wanted != current["metadata"]["resourceVersion"]:
+                raise conflict(kind, name)
+            old = self.to_version(kind, version, copy.deepcopy(current))
+            new = copy.deepcopy(body)
+            new["apiVersion"], new["kind"] = kind.api_version(version), kind.kind
+            meta = new.setdefault("metadata", {})
+            for immutable in (
+                "uid",
+                "creationTimestamp",
+                "namespace",
+                "name",
+                "generation",
+                "deletionTimestamp",
+            ):
+                if immutable in old["metadata"]:
+                    meta[immutable] = old["metadata"][immutable]
+            if sub == "status":
+                merged = copy.deepcopy(old)
+                if "status" in new:
+                    merged["status"] = new["status"]
+                else:
+                    merged.pop("status", None)
+                new = merged
+            elif kind.status_subresource:
+                if "status" in old:
+                    new["status"] = old["status"]
+                else:
+                    new.pop("status", None)
+            warnings: list[str] = []
+            if sub != "status":
+                if kind.plural == "jobs":
+                    check_job_update(kind, old, new)
+                if kind.plural in ("jobs", "jobsets"):
+                    new, warnings = self._admission(kind, version, "UPDATE", new, old, user, False)
+            new = self._prepare(kind, version, new, name)
+            if kind.spec_is_generation and _spec_of(new) != _spec_of(old):
+                new["metadata"]["generation"] = old["metadata"].get("generation", 1) + 1
+            stored_form = self._to_storage(kind, version, new)
+            if stored_form == self._to_storage(kind, version, old):
+                return old, warnings  # a no-op write keeps the resourceVersion, as in etcd
+            result = self._commit(kind, "MODIFIED", stored_form)
+        return self.to_version(kind, version, result), warnings
+
+    def patch(
+        self,
+        kind: Kind,
+        version: str,
+        namespace: str,
+        name: str,
+        content_type: str,
+        patch: Any,
+        sub: str,
+        user: Obj,
+    ) -> tuple[Obj, list[str]]:
+        with self.store.lock:
+            current = self.store.get(kind, namespace, name)
+            if current is None:
+                self._fault("PATCH", kind, sub, name)
+                raise not_found(kind, name)
+            old = self.to_version(kind, version, copy.deepcopy(current))
+            precondition = None
+            if content_type == "application/json-patch+json":
+                try:
+                    new = jsonpatch.apply_patch(old, patch)
+                except (
+                    jsonpatch.JsonPatchException,
+                    jsonpatch.JsonPointerException,
+                    TypeError,
+                    KeyError,
+                ):
+                    raise ApiError(
+                        422,
+                        "Invalid",
+                        "the server rejected our request due to an error in our request",
+                        {},
+                    ) from None
+            elif content_type == "application/merge-patch+json":
+                if not isinstance(patch, dict):
+                    raise ApiError(
+                        400, "BadRequest", "the body of the request was in an unknown format"
+                    )
+                precondition = (patch.get("metadata") or {}).get("resourceVersion")
+                new = merge_patch(old, patch)
+            elif content_type == "application/strategic-merge-patch+json":
+                if not isinstance(patch, dict):
+                    raise ApiError(
+                        400, "BadRequest", "the body of the request was in an unknown format"
+                    )
+                precondition = (patch.get("metadata") or {}).get("resourceVersion")
+                new = strategic_merge_patch(old, patch)
+            else:
+                raise ApiError(415, "UnsupportedMediaType", "415: Unsupported Media Type", {})
+            new.setdefault("metadata", {})["resourceVersion"] = current["metadata"][
+                "resourceVersion"
+            ]
+            return self.update(
+                kind, version, namespace, name, new, sub, user, "PATCH", precondition
+            )
+
+    def delete(self, kind: Kind, namespace: str, name: str, propagation: str | None) -> Obj:
+        with self.store.lock:
+            self._fault("DELETE", kind, "", name)
+            current = self.store.get(kind, namespace, name)
+            if current is None:
+                raise not_found(kind, name)
+            if propagation is None:
+                propagation = "Orphan" if kind.plural == "jobs" else "Background"
+            self._commit(kind, "DELETED", copy.deepcopy(current))
+            if kind.key == "customresourcedefinitions.apiextensions.k8s.io":
+                spec = current["spec"]
+                self.store.unregister(f"{spec['names']['plural']}.{spec['group']}")
+        uid = current["metadata"]["uid"]
+        if propagation == "Orphan":
+            self._orphan(uid)
+        else:
+            timer = threading.Timer(self.gc_delay, self._collect, args=(uid,))
+            timer.daemon = True
+            timer.start()
+        return {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Success",
+            "details": {"name": name, "group": kind.group, "kind": kind.plural, "uid": uid},
+        }
+
+    def _dependents(self, uid: str) -> Iterator[tuple[Kind, Obj]]:
+        for key, objects in self.store.objects.items():
+            kind = self.store.kinds.get(key)
+            if kind is None:
+                continue
+            for obj in list(objects.values()):
+                owners = obj["metadata"].get("ownerReferences") or []
+                if any(o.get("uid") == uid for o in owners):
+                    yield kind, obj
+
+    def _collect(self, uid: str) -> None:
+        """The garbage collector: delete what the deleted owner owned."""
+        if self._closing.is_set():
+            return
+        with self.store.lock:
+            doomed = list(self._dependents(uid))
+            for kind, obj in doomed:
+                self._commit(kind, "DELETED", copy.deepcopy(obj))
+        for _, obj in doomed:
+            self._collect(obj["metadata"]["uid"])
+
+    def _orphan(self, uid: str) -> None:
+        with self.store.lock:
+            for kind, obj in list(self._dependents(uid)):
+                updated = copy.deepcopy(obj)
+                updated["metadata"]["ownerReferences"] = [
+                    o for o in updated["metadata"]["ownerReferences"] if o.get("uid") != uid
+                ] or None
+                if updated["metadata"]["ownerReferences"] is None:
+                    del updated["metadata"]["ownerReferences"]
+                self._commit(kind, "MODIFIED", updated)
+
+
+def _spec_of(obj: Obj) -> Obj:
+    return {k: v for k, v in obj.items() if k not in ("metadata", "status")}
+
+
+def default_job(kind: Kind, obj: Obj) -> None:
+    """batch/v1 Job defaults that exist before mutating webhooks run (see the fixtures)."""
+    if kind.plural != "jobs":
+        return
+    spec = obj.setdefault("spec", {})
+    spec.setdefault("parallelism", 1)
+    spec.setdefault("completions", spec["parallelism"] if "completions" not in spec else 1)
+    spec.setdefault("backoffLimit", 6)
+    spec.setdefault("completionMode", "NonIndexed")
+    spec.setdefault("suspend", False)
+    spec.setdefault("manualSelector", False)
+    spec.setdefault("podReplacementPolicy", "TerminatingOrFailed")
+    pod = spec.setdefault("template", {}).setdefault("spec", {})
+    pod.setdefault("restartPolicy", "Never")
+    pod.setdefault("terminationGracePeriodSeconds", 30)
+    pod.setdefault("dnsPolicy", "ClusterFirst")
+    pod.setdefault("schedulerName", "default-scheduler")
+
+
+def stamp_job_labels(obj: Obj) -> None:
+    """The selector and template labels the Job strategy adds once the uid exists."""
+    uid = obj["metadata"].setdefault("uid", __import__("uuid").uuid4().__str__())
+    name = obj["metadata"]["name"]
+    spec = obj["spec"]
+    spec.setdefault("selector", {"matchLabels": {"batch.kubernetes.io/controller-uid": uid}})
+    labels = spec["template"].setdefault("metadata", {}).setdefault("labels", {})
+    labels.update(
+        {
+            "batch.kubernetes.io/controller-uid": uid,
+            "batch.kubernetes.io/job-name": name,
+            "controller-uid": uid,
+            "job-name": name,
+        }
+    )
+
+
+def check_job_update(kind: Kind, old: Obj, new: Obj) -> None:
+    """The pod template is immutable once the Job has a startTime (even re-suspended)."""
+    started = bool((old.get("status") or {}).get("startTime"))
+    if started and (new.get("spec") or {}).get("template") != (old.get("spec") or {}).get(
+        "template"
+    ):
+        raise invalid(
+            kind,
+            old["metadata"]["name"],
+            ["spec.template: Invalid value: core.PodTemplateSpec{...}: field is immutable"],
+        )
+
+
+class _Handler(BaseHTTPRequestHandler):
+    api: ApiDouble
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return
+
+    # ----- plumbing ----------------------------------------------------------------------
+
+    def _send(
+        self, code: int, body: Any, warnings: list[str] = (), ctype: str = "application/json"
+    ) -> None:
+        data = body if isinstance(body, bytes) else json.dumps(body).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("Cache-Control", "no-cache, private")
+        for warning in warnings:
+            self.send_header("Warning", f'299 - "{warning}"')
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _body(self) -> Any:
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        if not raw:
+            return None
+        try:
+            return json.loads(raw)
+        except ValueError:
+            raise ApiError(
+                400,
+                "BadRequest",
+                "the body of the request was in an unknown format: invalid character",
+            ) from None
+
+    def _user(self) -> Obj:
+        auth = self.headers.get("Authorization") or ""
+        token = auth[7:] if auth.startswith("Bearer ") else None
+        return self.api.user_for(token)
+
+    def do_GET(self) -> None:
+        self._dispatch("GET")
+
+    def do_POST(self) -> None:
+        self._dispatch("POST")
+
+    def do_PUT(self) -> None:
+        self._dispatch("PUT")
+
+    def do_PATCH(self) -> None:
+        self._dispatch("PATCH")
+
+    def do_DELETE(self) -> None:
+        self._dispatch("DELETE")
+
+    def _dispatch(self, method: str) -> None:
+        parts = urlsplit(self.path)
+        query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
+        user = self._user()
+        self.api.requests.append((method, parts.path, user["username"]))
+        try:
+            body = self._body() if method in ("POST", "PUT", "PATCH", "DELETE") else None
+            if self._discovery(method, parts.path):
+                return
+            route = self._route(parts.path)
+            if route is None:
+                self._send(404, b"404 page not found\n", ctype="text/plain; charset=utf-8")
+                return
+            self._resource(method, route, query, body, user)
+        except ApiError as err:
+            self._send(err.code, err.status())
+        except AdmissionError as err:
+            self._send(err.code, ApiError(err.code, err.reason, err.message).status())
+        except (BrokenPipeError, ConnectionResetError):
+            return
+
+    # ----- discovery -----------------------------------------------------------------------
+
+    def _discovery(self, method: str, path: str) -> bool:
+        if method != "GET":
+            return False
+        path = path.rstrip("/")
+        store = self.api.store
+        kinds = list(store.kinds.values())
+        if path == "/version":
+            self._send(
+                200,
+                {
+                    "major": "1",
+                    "minor": "32",
+                    "gitVersion": "v1.32.0-apidouble",
+                    "platform": "linux/amd64",
+                },
+            )
+            return True
+        if path == "/api":
+            self._send(
+                200,
+                {
+                    "kind": "APIVersions",
+                    "versions": ["v1"],
+                    "serverAddressByClientCIDRs": [
+                        {"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1:6443"}
+                    ],
+                },
+            )
+            return True
+        groups: dict[str, list[str]] = {}
+        for kind in kinds:
+            if kind.group:
+                groups.setdefault(kind.group, [])
+                for version in kind.versions:
+                    if version not in groups[kind.group]:
+                        groups[kind.group].append(version)
+
+        def group_doc(name: str) -> Obj:
+            versions = [{"groupVersion": f"{name}/{v}", "version": v} for v in groups[name]]
+            return {"name": name, "versions": versions, "preferredVersion": versions[0]}
+
+        if path == "/apis":
+            self._send(
+                200,
+                {
+                    "kind": "APIGroupList",
+                    "apiVersion": "v1",
+                    "groups": [group_doc(g) for g in sorted(groups)],
+                },
+            )
+            return True
+        match = re.fullmatch(r"/apis/([^/]+)", path)
+        if match and match.group(1) in groups:
+            self._send(200, {"kind": "APIGroup", "apiVersion": "v1", **group_doc(match.group(1))})
+            return True
+        match = re.fullmatch(r"/api/(v1)|/apis/([^/]+)/([^/]+)", path)
+        if match:
+            group = match.group(2) or ""
+            version = match.group(1) or match.group(3)
+            served = [k for k in kinds if k.group == group and version in k.versions]
+            if not served:
+                return False
+            resources = []
+            for kind in sorted(served, key=lambda k: k.plural):
+                entry = {
+                    "name": kind.plural,
+                    "singularName": kind.singular or kind.kind.lower(),
+                    "namespaced": kind.namespaced,
+                    "kind": kind.kind,
+                    "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"],
+                }
+                if kind.short_names:
+                    entry["shortNames"] = kind.short_names
+                if kind.categories:
+                    entry["categories"] = kind.categories
+                resources.append(entry)
+                if kind.status_subresource:
+                    resources.append(
+                        {
+                            "name": f"{kind.plural}/status",
+                            "singularName": "",
+                            "namespaced": kind.namespaced,
+                            "kind": kind.kind,
+                            "verbs": ["get", "patch", "update"],
+                        }
+                    )
+            doc: Obj = {
+                "kind": "APIResourceList",
+                "groupVersion": f"{group}/{version}" if group else version,
+                "resources": resources,
+            }
+            if group:
+                doc["apiVersion"] = "v1"
+            self._send(200, doc)
+            return True
+        return False
+
+    # ----- resources -------------------------------------------------------------------------
+
+    def _route(self, path: str) -> tuple[Kind, str, str | None, str | None, str] | None:
+        segments = [unquote(s) for s in path.strip("/").split("/")]
+        if len(segments) >= 2 and segments[0] == "api":
+            group, version, rest = "", segments[1], segments[2:]
+        elif len(segments) >= 3 and segments[0] == "apis":
+            group, version, rest = segments[1], segments[2], segments[3:]
+        else:
+            return None
+        served = {
+            k.plural: k
+            for k in self.api.store.kinds.values()
+            if k.group == group and version in k.versions
+        }
+        if not served and not any(k.group == group for k in self.api.store.kinds.values()):
+            return None
+        namespace = None
+        if (
+            len(rest) >= 3
+            and rest[0] == "namespaces"
+            and rest[2] in served
+            and served[rest[2]].namespaced
+        ):
+            namespace, rest = rest[1], rest[2:]
+        if not rest or rest[0] not in served or len(rest) > 3:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource", {})
+        kind = served[rest[0]]
+        name = rest[1] if len(rest) >= 2 else None
+        sub = rest[2] if len(rest) == 3 else ""
+        if sub and not (sub == "status" and kind.status_subresource):
+            raise ApiError(404, "NotFound", "the server could not find the requested resource", {})
+        return kind, version, namespace, name, sub
+
+    def _resource(
+        self,
+        method: str,
+        route: tuple[Kind, str, str | None, str | None, str],
+        query: dict[str, str],
+        body: Any,
+        user: Obj,
+    ) -> None:
+        kind, version, namespace, name, sub = route
+        api = self.api
+        if method == "GET" and name is None:
+            if query.get("watch") in ("1", "true"):
+                self._watch(kind, version, namespace, query)
+            else:
+                self._list(kind, version, namespace, query)
+            return
+        if method == "GET":
+            with api.store.lock:
+                obj = api.store.get(kind, namespace or "", name)
+                if obj is None:
+                    raise not_found(kind, name)
+                obj = api.to_version(kind, version, copy.deepcopy(obj))
+            if TABLE in (self.headers.get("Accept") or "") and kind.columns.get(version):
+                self._send(
+                    200, self._table(kind, version, [obj], obj["metadata"]["resourceVersion"])
+                )
+            else:
+                self._send(200, obj)
+            return
+        dry_run = query.get("dryRun") == "All"
+        if method == "POST" and name is None:
+            obj, warnings = api.create(kind, version, namespace, body, user, dry_run)
+            self._send(201, obj, warnings)
+        elif method == "PUT" and name is not None:
+            if not isinstance(body, dict):
+                raise ApiError(
+                    400, "BadRequest", "the body of the request was in an unknown format"
+                )
+            obj, warnings = api.update(kind, version, namespace or "", name, body, sub, user)
+            self._send(200, obj, warnings)
+        elif method == "PATCH" and name is not None:
+            ctype = (self.headers.get("Content-Type") or "").split(";")[0].strip()
+            obj, warnings = api.patch(kind, version, namespace or "", name, ctype, body, sub, user)
+            self._send(200, obj, warnings)
+        elif method == "DELETE" and name is not None:
+            propagation = (body or {}).get("propagationPolicy") or query.get("propagationPolicy")
+            self._send(200, api.delete(kind, namespace or "", name, propagation))
+        else:
+            raise ApiError(
+                405,
+                "MethodNotAllowed",
+                "the server does not allow this method on the requested resource",
+                {},
+            )
+
+    def _matching(
+        self, kind: Kind, namespace: str | None, query: dict[str, str]
+    ) -> Callable[[Obj], bool]:
+        requirements = parse_selector(query.get("labelSelector") or "")
+        fields = {}
+        for term in (query.get("fieldSelector") or "").split(","):
+            if "=" in term:
+                key, value = term.split("=", 1)
+                fields[key.strip().rstrip("=")] = value.strip().lstrip("=")
+
+        def matches(obj: Obj) -> bool:
+            meta = obj.get("metadata") or {}
+            if namespace and meta.get("namespace") != namespace:
+                return False
+            if "metadata.name" in fields and meta.get("name") != fields["metadata.name"]:
+                return False
+            if (
+                "metadata.namespace" in fields
+                and meta.get("namespace") != fields["metadata.namespace"]
+            ):
+                return False
+            return selects(requirements, meta.get("labels") or {})
+
+        return matches
+
+    def _list(self, kind: Kind, version: str, namespace: str | None, query: dict[str, str]) -> None:
+        matches = self._matching(kind, namespace, query)
+        with self.api.store.lock:
+            rv = str(self.api.store.rv)
+            items = [
+                copy.deepcopy(o)
+                for _, o in sorted(self.api.store.objects[kind.key].items())
+                if matches(o)
+            ]
+        start = int(query.get("continue") or 0)
+        limit = int(query.get("limit") or 0)
+        page = items[start : start + limit] if limit else items[start:]
+        meta: Obj = {"resourceVersion": rv}
+        if limit and start + limit < len(items):
+            meta["continue"] = str(start + limit)
+            meta["remainingItemCount"] = len(items) - start - limit
+        converted = [self.api.to_version(kind, version, o) for o in page]
+        if TABLE in (self.headers.get("Accept") or "") and kind.columns.get(version):
+            self._send(200, self._table(kind, version, converted, rv))
+            return
+        for item in converted:
+            item.pop("apiVersion", None)
+            item.pop("kind", None)
+        self._send(
+            200,
+            {
+                "kind": f"{kind.kind}List",
+                "apiVersion": kind.api_version(version),
+                "metadata": meta,
+                "items": converted,
+            },
+        )
+
+    def _table(self, kind: Kind, version: str, objs: list[Obj], rv: str) -> Obj:
+        columns = kind.columns[version]
+        definitions = [
+            {
+                "name": "Name",
+                "type": "string",
+                "format": "name",
+                "description": "Name must be unique within a namespace.",
+                "priority": 0,
+            }
+        ]
+        for column in columns:
+            definitions.append(
+                {
+                    "name": column["name"],
+                    "type": column["type"],
+                    "format": column.get("format", ""),
+                    "description": column.get("description", ""),
+                    "priority": column.get("priority", 0),
+                }
+            )
+        rows = []
+        for obj in objs:
+            cells: list[Any] = [obj["metadata"]["name"]]
+            for column in columns:
+                value = json_path(obj, column["jsonPath"])
+                if column["type"] == "date" and value:
+                    value = _age(value)
+                cells.append(value)
+            rows.append(
+                {
+                    "cells": cells,
+                    "object": {
+                        "kind": "PartialObjectMetadata",
+                        "apiVersion": "meta.k8s.io/v1",
+                        "metadata": obj["metadata"],
+                    },
+                }
+            )
+        return {
+            "kind": "Table",
+            "apiVersion": "meta.k8s.io/v1",
+            "metadata": {"resourceVersion": rv},
+            "columnDefinitions": definitions,
+            "rows": rows,
+        }
+
+    def _watch(
+        self, kind: Kind, version: str, namespace: str | None, query: dict[str, str]
+    ) -> None:
+        api = self.api
+        store = api.store
+        matches = self._matching(kind, namespace, query)
+        bookmarks = query.get("allowWatchBookmarks") in ("1", "true")
+        timeout = float(query.get("timeoutSeconds") or 1800)
+        since = query.get("resourceVersion") or ""
+        watcher = Watcher(namespace, None)
+        backlog: list[tuple[str, Obj]] = []
+        expired = None
+        with store.lock:
+            if since in ("", "0"):
+                backlog = [("ADDED", copy.deepcopy(o)) for o in store.objects[kind.key].values()]
+            elif int(since) < store.oldest[kind.key]:
+                expired = f"too old resource version: {since} ({store.oldest[kind.key]})"
+            else:
+                backlog = [(t, o) for rv, t, o in store.history[kind.key] if rv > int(since)]
+            if expired is None:
+                store.watchers[kind.key].append(watcher)
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Cache-Control", "no-cache, private")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+
+        def emit(event_type: str, obj: Obj) -> None:
+            line = json.dumps({"type": event_type, "object": obj}).encode() + b"\n"
+            self.wfile.write(f"{len(line):x}\r\n".encode() + line + b"\r\n")
+            self.wfile.flush()
+
+        try:
+            if expired is not None:
+                emit(
+                    "ERROR",
+                    {
+                        "kind": "Status",
+                        "apiVersion": "v1",
+                        "metadata": {},
+                        "status": "Failure",
+                        "message": expired,
+                        "reason": "Expired",
+                        "code": 410,
+                    },
+                )
+                self.wfile.write(b"0\r\n\r\n")
+                self.wfile.flush()
+                return
+            for event_type, obj in backlog:
+                if matches(obj):
+                    emit(event_type, api.to_version(kind, version, obj))
+            deadline = time.monotonic() + timeout
+            next_bookmark = time.monotonic() + api.bookmark_interval
+            while not api._closing.is_set():
+                remaining = min(deadline, next_bookmark) - time.monotonic()
+                if time.monotonic() >= deadline:
+                    break
+                if remaining <= 0:
+                    if bookmarks:
+                        emit(
+                            "BOOKMARK",
+                            {
+                                "kind": kind.kind,
+                                "apiVersion": kind.api_version(version),
+                                "metadata": {
+                                    "resourceVersion": str(store.rv),
+                                    "creationTimestamp": None,
+                                },
+                            },
+                        )
+                    next_bookmark = time.monotonic() + api.bookmark_interval
+                    continue
+                try:
+                    item = watcher.events.get(timeout=remaining)
+                except Exception:  # queue.Empty
+                    continue
+                if item is None:
+                    break
+                event_type, obj = item
+                if matches(obj):
+                    emit(event_type, api.to_version(kind, version, obj))
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError, OSError):
+            pass
+        finally:
+            with store.lock:
+                if watcher in store.watchers.get(kind.key, []):
+                    store.watchers[kind.key].remove(watcher)
+            self.close_connection = True
+
+
+def _age(stamp: str) -> str:
+    from datetime import datetime
+
+    seconds = int(time.time() - datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp())
+    if seconds < 120:
+        return f"{max(seconds, 0)}s"
+    if seconds < 7200:
+        return f"{seconds // 60}m"
+    return f"{seconds // 3600}h"
+
+
+__all__ = ["ADMIN", "ApiDouble", "ApiError", "Fault", "now_rfc3339"]

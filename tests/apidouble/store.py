@@ -1,0 +1,133 @@
+"""The API double's storage: kinds, objects, resourceVersions, watch history and watchers."""
+
+from __future__ import annotations
+
+import copy
+import queue
+import random
+import threading
+import uuid
+from collections import deque
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+Obj = dict[str, Any]
+
+# kube-apiserver's generateName alphabet (no vowels, no look-alike characters).
+_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+
+
+def now_rfc3339() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass
+class Kind:
+    """One served resource (built in, or from a CustomResourceDefinition)."""
+
+    group: str
+    versions: list[str]  # served; the first is the preferred (storage) version
+    plural: str
+    kind: str
+    namespaced: bool
+    status_subresource: bool = True
+    short_names: list[str] = field(default_factory=list)
+    singular: str = ""
+    categories: list[str] = field(default_factory=list)
+    schemas: dict[str, Obj] = field(default_factory=dict)  # version -> openAPIV3Schema
+    columns: dict[str, list[Obj]] = field(default_factory=dict)  # version -> printer columns
+    spec_is_generation: bool = True  # changes outside metadata/status bump generation
+    crd: bool = False
+
+    @property
+    def key(self) -> str:
+        return f"{self.plural}.{self.group}" if self.group else self.plural
+
+    @property
+    def storage(self) -> str:
+        return self.versions[0]
+
+    def api_version(self, version: str) -> str:
+        return f"{self.group}/{version}" if self.group else version
+
+
+class Watcher:
+    """One open watch stream: events are pushed here by commits."""
+
+    def __init__(self, namespace: str | None, selector: Any) -> None:
+        self.namespace = namespace
+        self.selector = selector
+        self.events: queue.Queue[tuple[str, Obj] | None] = queue.Queue()
+
+
+class Store:
+    """Objects of every kind under one lock, with a global resourceVersion like etcd's."""
+
+    def __init__(self, history: int = 50_000) -> None:
+        self.lock = threading.RLock()
+        self.kinds: dict[str, Kind] = {}
+        self.objects: dict[str, dict[tuple[str, str], Obj]] = {}
+        self.history: dict[str, deque[tuple[int, str, Obj]]] = {}
+        self.oldest: dict[str, int] = {}  # the oldest resourceVersion a watch may start from
+        self.watchers: dict[str, list[Watcher]] = {}
+        self.rv = 100
+        self.history_size = history
+        self.rng = random.Random(7)
+
+    def register(self, kind: Kind) -> None:
+        with self.lock:
+            self.kinds[kind.key] = kind
+            self.objects.setdefault(kind.key, {})
+            self.history.setdefault(kind.key, deque(maxlen=self.history_size))
+            self.oldest.setdefault(kind.key, self.rv)
+            self.watchers.setdefault(kind.key, [])
+
+    def unregister(self, key: str) -> None:
+        with self.lock:
+            self.kinds.pop(key, None)
+            for watcher in self.watchers.pop(key, []):
+                watcher.events.put(None)
+
+    def generate_name(self, prefix: str) -> str:
+        return prefix + "".join(self.rng.choice(_ALPHABET) for _ in range(5))
+
+    def next_rv(self) -> int:
+        self.rv += 1
+        return self.rv
+
+    def get(self, kind: Kind, namespace: str, name: str) -> Obj | None:
+        return self.objects[kind.key].get((namespace, name))
+
+    def commit(self, kind: Kind, event: str, obj: Obj) -> Obj:
+        """Store (or delete) an object at a new resourceVersion and notify watchers."""
+        meta = obj["metadata"]
+        rv = self.next_rv()
+        meta["resourceVersion"] = str(rv)
+        ident = (meta.get("namespace", ""), meta["name"])
+        if event == "DELETED":
+            self.objects[kind.key].pop(ident, None)
+        else:
+            if event == "ADDED":
+                meta.setdefault("uid", str(uuid.uuid4()))
+                meta.setdefault("creationTimestamp", now_rfc3339())
+            self.objects[kind.key][ident] = obj
+        snapshot = copy.deepcopy(obj)
+        history = self.history[kind.key]
+        if len(history) == history.maxlen:
+            self.oldest[kind.key] = history[0][0]
+        history.append((rv, event, snapshot))
+        for watcher in self.watchers[kind.key]:
+            if watcher.namespace and watcher.namespace != ident[0]:
+                continue
+            watcher.events.put((event, snapshot))
+        return copy.deepcopy(obj)
+
+    def expire_history(self, key: str) -> None:
+        """Forget watch history (as a restarted watch cache would): old RVs now get 410."""
+        with self.lock:
+            self.history[key].clear()
+            self.oldest[key] = self.rv
+            for watcher in self.watchers[key]:
+                watcher.events.put(None)
+            self.watchers[key] = []

@@ -1,0 +1,211 @@
+"""A cluster for controller tests: the API double, the real webhook over TLS, Tower's CRDs."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import config as k8s_config
+
+from certs import kube as certs_kube
+from extender.kube import resources as r
+from extender.kube.client import KubeClient, RequestBudget
+from extender.kube.controller import Controller, Settings
+from extender.kube.crds import custom_resource_definitions
+from extender.kube.events import Recorder
+from tests.apidouble import ApiDouble, JobRunner
+from tests.servers import ROOT, generate, start_webhook
+
+CONTROLLER_USER = "system:serviceaccount:tower-system:tower-controller"
+CRDS = r.Resource(
+    "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False
+)
+
+
+@pytest.fixture(scope="session")
+def webhook(tmp_path_factory):
+    certs = tmp_path_factory.mktemp("controller-certs")
+    generate(certs)
+    server = start_webhook(certs, tmp_path_factory.mktemp("controller-metrics"), workers=1)
+    yield server
+    server.proc.send_signal(signal.SIGTERM)
+    server.proc.wait(timeout=20)
+
+
+class Cluster:
+    """The double plus clients: `admin` as kubectl's user, `controller_client` as Tower's."""
+
+    def __init__(self, api: ApiDouble, tmp: Path) -> None:
+        self.api = api
+        self.tmp = tmp
+        self.admin_config = api.kubeconfig(str(tmp / "admin.kubeconfig"))
+        self.controller_config = api.kubeconfig(
+            str(tmp / "controller.kubeconfig"), token="tower", username=CONTROLLER_USER
+        )
+        self.admin = KubeClient(
+            k8s_config.new_client_from_config(config_file=self.admin_config),
+            RequestBudget(1000, 1000),
+        )
+
+    def controller_client(self, qps: float = 1000, burst: int = 1000) -> KubeClient:
+        return KubeClient(
+            k8s_config.new_client_from_config(config_file=self.controller_config),
+            RequestBudget(qps, burst),
+        )
+
+    def apply(self, *objs: dict[str, Any]) -> None:
+        plural = {
+            "ResourceFlavor": r.RESOURCE_FLAVORS,
+            "ClusterQueue": r.CLUSTER_QUEUES,
+            "Cohort": r.COHORTS,
+            "LocalQueue": r.LOCAL_QUEUES,
+            "Namespace": r.NAMESPACES,
+            "WorkloadPriorityClass": r.WORKLOAD_PRIORITY_CLASSES,
+            "PriorityClass": r.PRIORITY_CLASSES,
+        }
+        for obj in objs:
+            resource = plural[obj["kind"]]
+            self.admin.create(resource, obj, (obj.get("metadata") or {}).get("namespace"))
+
+    def job(
+        self,
+        name: str,
+        cpu: str,
+        *,
+        queue: str = "user-queue",
+        duration: str = "60s",
+        namespace: str = "default",
+        labels: dict[str, str] | None = None,
+        generate: bool = False,
+        **pod: Any,
+    ) -> dict[str, Any]:
+        meta: dict[str, Any] = {
+            "labels": {"kueue.x-k8s.io/queue-name": queue, **(labels or {})},
+            "annotations": {"tower.dev/sim-duration": duration},
+        }
+        meta["generateName" if generate else "name"] = name
+        body = {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": meta,
+            "spec": {
+                "backoffLimit": 0,
+                "template": {
+                    "spec": {
+                        "restartPolicy": "Never",
+                        **pod,
+                        "containers": [
+                            {
+                                "name": "worker",
+                                "image": "busybox:1.36",
+                                "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}},
+                            }
+                        ],
+                    }
+                },
+            },
+        }
+        return self.admin.create(r.JOBS, body, namespace)
+
+    def get(self, plural: str, name: str, namespace: str = "") -> dict[str, Any] | None:
+        return self.api.get(plural, name, namespace)
+
+    def workload_of(self, job: dict[str, Any]) -> dict[str, Any] | None:
+        uid = job["metadata"]["uid"]
+        for wl in self.api.list("workloads", job["metadata"]["namespace"]):
+            if (wl["metadata"].get("labels") or {}).get("kueue.x-k8s.io/job-uid") == uid:
+                return wl
+        return None
+
+
+@pytest.fixture
+def cluster(tmp_path, webhook) -> Iterator[Cluster]:
+    api = ApiDouble(bookmark_interval=1.0)
+    api.start()
+    runner = JobRunner(api)
+    c = Cluster(api, tmp_path)
+    for crd in custom_resource_definitions():
+        c.admin.create(CRDS, crd)
+    c.admin.create(r.NAMESPACES, {"metadata": {"name": "tower-system"}})
+    ca = (webhook.certs / "ca.crt").read_bytes()
+    certs_kube.install(c.admin.api_client, webhook.url, ca)
+    yield c
+    runner.stop()
+    api.stop()
+
+
+class Running:
+    """A controller in a thread of the test process."""
+
+    def __init__(self, controller: Controller) -> None:
+        self.controller = controller
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=controller.run, args=(self.stop,), daemon=True)
+        self.thread.start()
+        assert controller.ready.wait(10), "the controller's caches never synced"
+
+    def halt(self) -> None:
+        self.stop.set()
+        self.thread.join(10)
+        if self.controller.recorder is not None:
+            self.controller.recorder.close()
+
+
+@pytest.fixture
+def start_controller(cluster) -> Iterator[Callable[..., Running]]:
+    running: list[Running] = []
+
+    def start(**settings: Any) -> Running:
+        client = cluster.controller_client()
+        controller = Controller(
+            client,
+            settings=Settings(status_interval=0.05, **settings),
+            recorder=Recorder(client),
+        )
+        running.append(Running(controller))
+        return running[-1]
+
+    yield start
+    for item in running:
+        item.halt()
+
+
+def eventually(check: Callable[[], Any], timeout: float = 10.0, what: str = "") -> Any:
+    """Poll until `check()` is truthy; the last value is returned (or the test fails)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what or check}")
+        time.sleep(0.02)
+
+
+def controller_process(cluster: Cluster, *extra: str) -> subprocess.Popen[bytes]:
+    """`python -m extender run` against the double, as a separate process."""
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "extender",
+            "run",
+            "--kubeconfig",
+            cluster.controller_config,
+            "--health-address",
+            "127.0.0.1:0",
+            "--status-interval",
+            "0.05",
+            *extra,
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )

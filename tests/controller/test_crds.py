@@ -1,0 +1,99 @@
+"""deploy/crds/ is generated from extender/kube/crds.py and says what Kueue's CRDs say."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from extender.kube.crds import custom_resource_definitions, rendered
+
+DEPLOY = Path(__file__).resolve().parents[2] / "deploy" / "crds"
+
+
+def test_files_on_disk_match_the_source_of_truth():
+    want = rendered()
+    have = {p.name: p.read_text() for p in DEPLOY.glob("*.yaml")}
+    assert have == want, "run `python -m extender crds --out deploy/crds`"
+
+
+def by_kind():
+    return {crd["spec"]["names"]["kind"]: crd for crd in custom_resource_definitions()}
+
+
+@pytest.mark.parametrize(
+    ("kind", "scope", "short", "status"),
+    [
+        ("ResourceFlavor", "Cluster", ["flavor", "flavors", "rf"], False),
+        ("ClusterQueue", "Cluster", ["cq"], True),
+        ("Cohort", "Cluster", ["co"], True),
+        ("LocalQueue", "Namespaced", ["queue", "queues", "lq"], True),
+        ("Workload", "Namespaced", ["kwl", "kueueworkload", "kueueworkloads"], True),
+        ("WorkloadPriorityClass", "Cluster", ["wpc"], False),
+    ],
+)
+def test_names_scopes_and_subresources_are_kueues(kind, scope, short, status):
+    crd = by_kind()[kind]
+    assert crd["spec"]["scope"] == scope
+    assert crd["spec"]["names"]["shortNames"] == short
+    versions = {v["name"]: v for v in crd["spec"]["versions"]}
+    assert versions["v1beta2"]["storage"] is True
+    assert versions["v1beta1"]["storage"] is False
+    assert versions["v1beta1"]["served"] is True
+    assert ("status" in versions["v1beta2"].get("subresources", {})) is status
+
+
+def test_printer_columns_match_kueues():
+    crds = by_kind()
+
+    def columns(kind):
+        version = next(v for v in crds[kind]["spec"]["versions"] if v["name"] == "v1beta2")
+        return [
+            (c["name"], c["jsonPath"], c.get("priority", 0))
+            for c in version["additionalPrinterColumns"]
+        ]
+
+    assert columns("ClusterQueue") == [
+        ("Cohort", ".spec.cohortName", 0),
+        ("Strategy", ".spec.queueingStrategy", 1),
+        ("Pending Workloads", ".status.pendingWorkloads", 0),
+        ("Admitted Workloads", ".status.admittedWorkloads", 1),
+    ]
+    assert [c[0] for c in columns("Workload")] == [
+        "Queue",
+        "Reserved in",
+        "Admitted",
+        "Finished",
+        "Age",
+    ]
+    assert [c[0] for c in columns("LocalQueue")] == [
+        "ClusterQueue",
+        "Pending Workloads",
+        "Admitted Workloads",
+    ]
+
+
+def test_conversion_goes_to_the_webhook_where_schemas_differ():
+    crds = by_kind()
+    for kind in ("ClusterQueue", "LocalQueue", "Workload", "Cohort"):
+        conversion = crds[kind]["spec"]["conversion"]
+        assert conversion["strategy"] == "Webhook"
+        assert conversion["webhook"]["clientConfig"]["service"]["path"] == "/convert"
+    assert "conversion" not in crds["ResourceFlavor"]["spec"]
+
+
+def test_the_files_are_what_kubectl_apply_reads(cluster):
+    """Creating the files' objects makes the seed's manifests accepted, defaults applied."""
+    for path in sorted(DEPLOY.glob("*.yaml")):
+        assert yaml.safe_load(path.read_text())["kind"] == "CustomResourceDefinition"
+    from tests.controller.test_seed import CQ
+
+    cluster.apply(CQ)
+    stored = cluster.get("clusterqueues", "cluster-queue")
+    assert stored["spec"]["flavorFungibility"] == {
+        "whenCanBorrow": "MayStopSearch",
+        "whenCanPreempt": "TryNextFlavor",
+    }
+    assert stored["spec"]["preemption"]["withinClusterQueue"] == "Never"
+    assert stored["spec"]["stopPolicy"] == "None"

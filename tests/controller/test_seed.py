@@ -1,0 +1,152 @@
+"""The seed quick-start end to end over HTTP: double → real webhook → controller → Jobs."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from tests.controller.conftest import eventually
+
+FLAVOR = {
+    "apiVersion": "kueue.x-k8s.io/v1beta2",
+    "kind": "ResourceFlavor",
+    "metadata": {"name": "default-flavor"},
+    "spec": {},
+}
+CQ = {
+    "apiVersion": "kueue.x-k8s.io/v1beta2",
+    "kind": "ClusterQueue",
+    "metadata": {"name": "cluster-queue"},
+    "spec": {
+        "namespaceSelector": {},
+        "queueingStrategy": "BestEffortFIFO",
+        "resourceGroups": [
+            {
+                "coveredResources": ["cpu", "memory"],
+                "flavors": [
+                    {
+                        "name": "default-flavor",
+                        "resources": [
+                            {"name": "cpu", "nominalQuota": 4},
+                            {"name": "memory", "nominalQuota": "8Gi"},
+                        ],
+                    }
+                ],
+            }
+        ],
+    },
+}
+LQ = {
+    "apiVersion": "kueue.x-k8s.io/v1beta2",
+    "kind": "LocalQueue",
+    "metadata": {"namespace": "default", "name": "user-queue"},
+    "spec": {"clusterQueue": "cluster-queue"},
+}
+
+
+def counts(cluster, kind, name, namespace=""):
+    obj = cluster.get(kind, name, namespace) or {}
+    status = obj.get("status") or {}
+    return status.get("pendingWorkloads"), status.get("admittedWorkloads")
+
+
+def test_seed_quick_start(cluster, start_controller):
+    cluster.apply(FLAVOR, CQ, LQ)
+    start_controller()
+    job1 = cluster.job("sample-job-", "3", duration="4s", generate=True)
+    # The webhook suspended it on create and recorded the original suspend value.
+    assert job1["spec"]["suspend"] is True
+    assert job1["metadata"]["annotations"]["tower.dev/original-suspend"] == "false"
+    name1 = job1["metadata"]["name"]
+    eventually(
+        lambda: cluster.get("jobs", name1, "default")["spec"]["suspend"] is False,
+        what="job 1 to start",
+    )
+    job2 = cluster.job("sample-job-", "3", duration="0.3s", generate=True)
+    name2 = job2["metadata"]["name"]
+    wl2 = eventually(lambda: _pending_with_reason(cluster, job2), what="job 2's reason")
+    message = wl2["message"]
+    assert "cpu" in message, message
+    assert "default-flavor" in message, message
+    assert cluster.get("jobs", name2, "default")["spec"]["suspend"] is True
+    eventually(
+        lambda: counts(cluster, "clusterqueues", "cluster-queue") == (1, 1),
+        what="cq 1 pending 1 admitted",
+    )
+    eventually(lambda: counts(cluster, "localqueues", "user-queue", "default") == (1, 1))
+    if shutil.which("kubectl"):
+        # The seed's own commands, with the real kubectl (Tables from the printer columns).
+        cq_table = kubectl(cluster, "get", "clusterqueue", "cluster-queue", "-o", "wide")
+        assert cq_table[0].split() == [
+            "NAME",
+            "COHORT",
+            "STRATEGY",
+            "PENDING",
+            "WORKLOADS",
+            "ADMITTED",
+            "WORKLOADS",
+        ]
+        assert cq_table[1].split() == ["cluster-queue", "BestEffortFIFO", "1", "1"]
+        workloads = kubectl(cluster, "get", "workloads", "-n", "default")
+        assert workloads[0].split() == [
+            "NAME",
+            "QUEUE",
+            "RESERVED",
+            "IN",
+            "ADMITTED",
+            "FINISHED",
+            "AGE",
+        ]
+        running = next(line.split() for line in workloads if line.startswith(f"job-{name1}-"))
+        assert running[1:4] == ["user-queue", "cluster-queue", "True"]
+        waiting = next(line.split() for line in workloads if line.startswith(f"job-{name2}-"))
+        assert len(waiting) == 3
+        assert waiting[1] == "user-queue"
+    wl1 = cluster.workload_of(job1)
+    assert wl1["metadata"]["name"].startswith(f"job-{name1}-")
+    assert wl1["status"]["admission"]["clusterQueue"] == "cluster-queue"
+    assert wl1["status"]["admission"]["podSetAssignments"][0]["flavors"] == {
+        "cpu": "default-flavor",
+        "memory": "default-flavor",
+    }
+    assert wl1["metadata"]["ownerReferences"][0]["uid"] == job1["metadata"]["uid"]
+
+    # Job 1 completes; its quota goes back and job 2 runs, then completes.
+    eventually(lambda: _finished(cluster, job1), what="workload 1 finished")
+    eventually(
+        lambda: cluster.get("jobs", name2, "default")["spec"]["suspend"] is False,
+        what="job 2 to start",
+    )
+    eventually(lambda: _finished(cluster, job2), what="workload 2 finished")
+    eventually(lambda: counts(cluster, "clusterqueues", "cluster-queue") == (0, 0))
+    eventually(lambda: counts(cluster, "localqueues", "user-queue", "default") == (0, 0))
+    cq = cluster.get("clusterqueues", "cluster-queue")
+    active = cq["status"]["conditions"][0]
+    assert (active["type"], active["status"], active["reason"]) == ("Active", "True", "Ready")
+
+
+def kubectl(cluster, *args):
+    env = dict(os.environ, KUBECONFIG=cluster.admin_config)
+    done = subprocess.run(["kubectl", *args], env=env, capture_output=True, text=True, timeout=60)
+    if done.returncode != 0:
+        pytest.fail(f"kubectl {' '.join(args)}: {done.stderr}")
+    return [line for line in done.stdout.splitlines() if line.strip()]
+
+
+def _pending_with_reason(cluster, job):
+    wl = cluster.workload_of(job)
+    for condition in ((wl or {}).get("status") or {}).get("conditions") or []:
+        if condition["type"] == "QuotaReserved" and condition["status"] == "False":
+            return condition
+    return None
+
+
+def _finished(cluster, job):
+    wl = cluster.workload_of(job)
+    return wl is not None and any(
+        c["type"] == "Finished" and c["status"] == "True"
+        for c in (wl.get("status") or {}).get("conditions") or []
+    )
