@@ -79,7 +79,7 @@ class Settings:
     status_interval: float = 1.0  # at most one status write per queue per interval...
     status_max_age: float = 60.0  # ...and one at least this often even when the budget is busy
     pending_status_qps: float = 5.0  # QuotaReserved=False messages, with spare budget only
-    resync_period: float = 30.0  # re-check admitted-but-suspended Jobs and stuck evictions
+    resync_period: float = 10.0  # repair after failed writes (see Controller._resync)
     watch_timeout: int = 300
 
 
@@ -317,6 +317,7 @@ class Controller:
         state = self.state
         if kind == "DELETED":
             state.delete_workload(key)
+            self._creating.discard(key)
             self.evicting.pop(key, None)
             self.job_of.pop(key, None)
             self._forget_pending(key)
@@ -374,9 +375,7 @@ class Controller:
         for owner in meta.get("ownerReferences") or []:
             if owner.get("controller") and owner.get("kind") == "JobSet":
                 return  # the JobSet is queued, not its child Jobs
-        group = JOBSET_GROUP if resource is JOBSETS else JOB_GROUP
-        wl_name = workload_name(resource.kind, group, meta["name"], meta.get("uid", ""))
-        wl_key = f"{meta['namespace']}/{wl_name}"
+        wl_key = self._workload_key(resource, job)
         self.job_of[wl_key] = f"{resource.plural}:{key}"
         workload_obj = self.cache.get("workloads", {}).get(wl_key)
         finished, reason, message = o.is_finished(job)
@@ -421,6 +420,13 @@ class Controller:
                 return  # an event from before our own start patch
             self._start_job(resource, job, holder.admission, holder.workload)
 
+    @staticmethod
+    def _workload_key(resource: Resource, job: Obj) -> str:
+        meta = job["metadata"]
+        group = JOBSET_GROUP if resource is JOBSETS else JOB_GROUP
+        name = workload_name(resource.kind, group, meta["name"], meta.get("uid", ""))
+        return f"{meta['namespace']}/{name}"
+
     # ----- writes --------------------------------------------------------------------------
 
     def _create_workload(self, resource: Resource, wl_key: str, job: Obj) -> None:
@@ -452,9 +458,8 @@ class Controller:
                 WORKLOADS, "create", lambda: self.client.create(WORKLOADS, body, model.namespace)
             )
         except ApiError as err:
-            if not err.already_exists:
-                return
-            self._creating.add(wl_key)
+            if err.already_exists:
+                self._creating.add(wl_key)  # its watch event is on the way
             return
         self._creating.add(wl_key)
         created.setdefault("kind", WORKLOADS.kind)
@@ -654,7 +659,15 @@ class Controller:
         self._dirty = True
 
     def _resync(self) -> None:
-        """Periodic repair: admitted Workloads whose Job is still suspended, stuck evictions."""
+        """Periodic repair: Jobs without a Workload, admitted Workloads whose Job is still
+        suspended, stuck evictions (each after a write that failed)."""
+        workloads = self.cache.get("workloads", {})
+        for resource in self.job_resources:
+            for key, job in list(self.cache.get(resource.plural, {}).items()):
+                if o.job_queue_name(job) is None or o.is_finished(job)[0]:
+                    continue
+                if self._workload_key(resource, job) not in workloads:
+                    self._job(resource, "MODIFIED", key, job)
         for key in list(self.evicting):
             self._continue_eviction(key)
         for key, holder in list(self.state.admitted.items()):
@@ -663,9 +676,9 @@ class Controller:
             job_ref = self.job_of.get(key)
             if job_ref is None:
                 continue
-            resource, job = self._job_obj(job_ref)
-            if job is not None and o.is_suspended(job) and not o.is_finished(job)[0]:
-                self._start_job(resource, job, holder.admission, holder.workload)
+            resource, owner = self._job_obj(job_ref)
+            if owner is not None and o.is_suspended(owner) and not o.is_finished(owner)[0]:
+                self._start_job(resource, owner, holder.admission, holder.workload)
 
     # ----- status, rate-limited ------------------------------------------------------------
 

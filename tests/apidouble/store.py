@@ -127,7 +127,7 @@ class Store:
         """Forget watch history (as a restarted watch cache would): old RVs now get 410."""
         with self.lock:
             self.history[key].clear()
-            self.oldest[key] = self.rv
+            self.oldest[key] = self.rv + 1  # even a watch from the newest RV is now too old
             for watcher in self.watchers[key]:
                 watcher.events.put(None)
             self.watchers[key] = []
