@@ -436,10 +436,10 @@ class ClusterState:
         # 0. Drain: stopped queues with HoldAndDrain give back what they admitted.
         for key in sorted(self._to_drain):
             holder = self.admitted[key]
-            reason = self._drain_reason(holder)
-            if reason is not None and not holder.evicting:
+            why = self._drain_reason(holder)
+            if why is not None and not holder.evicting:
                 holder.evicting = True
-                evicted.append(Evict(holder.workload, reason, None, f"{reason}: HoldAndDrain"))
+                evicted.append(Evict(holder.workload, why[0], None, why[1]))
         self._to_drain.clear()
 
         # 1. Heads: one workload per active ClusterQueue.
@@ -627,13 +627,21 @@ class ClusterState:
             return {"kubernetes.io/metadata.name": name}
         return dict(namespace.labels)
 
-    def _drain_reason(self, admitted: AdmittedWorkload) -> str | None:
+    def _drain_reason(self, admitted: AdmittedWorkload) -> tuple[str, str] | None:
+        """Why an admitted workload must give its quota back: (Evicted reason, message)."""
         cq = self.cluster_queues.get(admitted.admission.cluster_queue)
         if cq is not None and cq.stop_policy is StopPolicy.HOLD_AND_DRAIN:
-            return CLUSTER_QUEUE_STOPPED
-        lq = self.local_queue_of(admitted.workload)
-        if lq is not None and lq.stop_policy is StopPolicy.HOLD_AND_DRAIN:
-            return LOCAL_QUEUE_STOPPED
+            return CLUSTER_QUEUE_STOPPED, f"ClusterQueue {cq.name} is stopped (HoldAndDrain)"
+        workload = admitted.workload
+        lq = self.local_queue_of(workload)
+        if lq is None:
+            # A deleted LocalQueue stops its workloads for good: nothing can requeue them.
+            return (
+                LOCAL_QUEUE_STOPPED,
+                f"LocalQueue {workload.queue_name} in namespace {workload.namespace} was deleted",
+            )
+        if lq.stop_policy is StopPolicy.HOLD_AND_DRAIN:
+            return LOCAL_QUEUE_STOPPED, f"LocalQueue {lq.key} is stopped (HoldAndDrain)"
         return None
 
     @staticmethod

@@ -122,11 +122,15 @@ class Controller:
         self._pending_written: dict[str, PendingStatus] = {}
         self._pending_budget = RequestBudget(settings.pending_status_qps, 10, clock=time.monotonic)
         self._status_written: dict[str, tuple[Obj, float]] = {}
+        self._status_share = RequestBudget(
+            max(0.2, client.budget.qps * 0.01), 5, clock=time.monotonic
+        )
         self._last_status = 0.0
         self._last_resync = time.monotonic()
         self._dirty = False
         self._creating: set[str] = set()
         self._failed_config: set[str] = set()
+        self._write_failures = 0
 
     # ----- watching ---------------------------------------------------------------------
 
@@ -235,8 +239,11 @@ class Controller:
             if result.heads:
                 self.metrics.attempt_duration.labels(outcome).observe(elapsed)
                 self.metrics.attempts_total.labels(outcome).inc()
+            failures = self._write_failures
             self._write_decisions(result)
-            if not result.progressed:
+            if not result.progressed or self._write_failures != failures:
+                # After a refused write, take in the watch events before deciding again.
+                self._dirty = self._dirty or self._write_failures != failures
                 return
 
     # ----- events -> state ----------------------------------------------------------------
@@ -256,6 +263,12 @@ class Controller:
         if kind == "DELETED":
             cache.pop(key, None)
         else:
+            newer = _rv(cache[key]) if key in cache else None
+            version = _rv(payload)
+            if newer is not None and version is not None and version < newer:
+                # Our own write already returned a later version (which includes this one,
+                # since every status write is conditional on the version it was based on).
+                return
             cache[key] = payload
         self._dirty = True
         try:
@@ -383,7 +396,7 @@ class Controller:
             if workload_obj is not None and not o.is_true(workload_obj, o.FINISHED):
                 self.state.finish(wl_key)
                 self._write_status(
-                    wl_key, o.finish_patch(workload_obj, reason, message, self.clock())
+                    wl_key, o.finish_patch(workload_obj, reason, message, self.clock()), "finish"
                 )
                 self._event(workload_obj, "Normal", "Finished", f"Job finished: {message}")
             return
@@ -470,25 +483,54 @@ class Controller:
         try:
             result = call()
         except ApiError as err:
+            self._write_failures += 1
             self.metrics.write_failures.labels(resource.plural, str(err.status)).inc()
             raise
         self.metrics.api_writes.labels(verb, resource.plural).inc()
         return result
 
-    def _write_status(self, wl_key: str, patch: Obj) -> Obj | None:
+    def _write_status(
+        self, wl_key: str, patch: Obj, purpose: str, *, paced: bool = True
+    ) -> Obj | None:
+        """A Workload status patch, conditional on the cached version (merge patches replace
+        whole condition lists, so a blind write could drop someone else's condition)."""
         namespace, name = wl_key.split("/", 1)
+        cached = self.cache.get("workloads", {}).get(wl_key)
+        if cached is not None:
+            patch = {
+                **patch,
+                "metadata": {"resourceVersion": cached["metadata"]["resourceVersion"]},
+            }
         try:
             updated = self._write(
                 WORKLOADS,
-                "patch-status",
-                lambda: self.client.patch(WORKLOADS, name, patch, namespace, subresource="status"),
+                f"status-{purpose}",
+                lambda: self.client.patch(
+                    WORKLOADS, name, patch, namespace, subresource="status", paced=paced
+                ),
             )
         except ApiError as err:
             log.info("Workload %s status not written: %s", wl_key, err)
+            if err.conflict:
+                self._refresh(WORKLOADS, wl_key)
             return None
         updated.setdefault("kind", WORKLOADS.kind)
         self.cache.setdefault("workloads", {})[wl_key] = updated
         return updated
+
+    def _refresh(self, resource: Resource, key: str) -> None:
+        """Read one object again after a conflict, instead of waiting for its watch event."""
+        namespace, name = key.split("/", 1) if resource.namespaced else (None, key)
+        try:
+            fresh = self.client.get(resource, name, namespace)
+        except ApiError as err:
+            if err.not_found:
+                gone = self.cache.get(resource.plural, {}).get(key)
+                if gone is not None:
+                    self._apply(resource, "DELETED", gone)
+            return
+        fresh.setdefault("kind", resource.kind)
+        self._apply(resource, "MODIFIED", fresh)
 
     def _write_decisions(self, result: CycleResult) -> None:
         for decision in result.admitted:
@@ -505,7 +547,7 @@ class Controller:
         if obj is None:
             self.state.forget(key)
             return
-        updated = self._write_status(key, o.admit_patch(obj, decision.admission, now))
+        updated = self._write_status(key, o.admit_patch(obj, decision.admission, now), "admit")
         if updated is None:
             self.state.forget(key)  # the write failed: the workload is pending again
             return
@@ -571,7 +613,7 @@ class Controller:
                 {"status": patch["status"]}, eviction.reason, eviction.message, now
             )
             patch["status"] = requeue["status"]
-        updated = self._write_status(key, patch)
+        updated = self._write_status(key, patch, "evict")
         if updated is None:
             holder.evicting = False
             return
@@ -650,7 +692,7 @@ class Controller:
         if eviction is None or obj is None:
             return
         updated = self._write_status(
-            key, o.requeue_patch(obj, eviction.reason, eviction.message, self.clock())
+            key, o.requeue_patch(obj, eviction.reason, eviction.message, self.clock()), "requeue"
         )
         if updated is None:
             return
@@ -696,7 +738,9 @@ class Controller:
         """QuotaReserved=False messages: only with spare budget, so admissions never wait."""
         budget = self.client.budget
         while self._pending_dirty:
-            if not self._pending_budget.spare(0) or not budget.spare(budget.qps / 2):
+            if not self._pending_budget.spare(0) or not budget.spare(
+                min(budget.qps, budget.burst / 2)
+            ):
                 return
             key, status = next(iter(self._pending_dirty.items()))
             del self._pending_dirty[key]
@@ -710,30 +754,15 @@ class Controller:
             ):
                 self._pending_written[key] = status
                 continue
-            if self._write_status_paced(
-                key, o.pending_patch(obj, status.reason, status.message, self.clock())
+            if self._write_status(
+                key,
+                o.pending_patch(obj, status.reason, status.message, self.clock()),
+                "pending",
+                paced=False,
             ):
                 self._pending_written[key] = status
                 if current is None:
                     self._event(obj, "Normal", "Pending", status.message)
-
-    def _write_status_paced(self, key: str, patch: Obj) -> bool:
-        """A status write whose token was already taken by the caller."""
-        namespace, name = key.split("/", 1)
-        try:
-            updated = self._write(
-                WORKLOADS,
-                "patch-status",
-                lambda: self.client.patch(
-                    WORKLOADS, name, patch, namespace, subresource="status", paced=False
-                ),
-            )
-        except ApiError as err:
-            log.debug("Workload %s pending status not written: %s", key, err)
-            return False
-        updated.setdefault("kind", WORKLOADS.kind)
-        self.cache.setdefault("workloads", {})[key] = updated
-        return True
 
     def _write_queue_status(self) -> None:
         """ClusterQueue and LocalQueue status: when changed, at most once per interval."""
@@ -773,7 +802,10 @@ class Controller:
             elif _same_status(previous[0], status):
                 continue
             stale = previous is None or now - previous[1] > self.settings.status_max_age
-            if not stale and not budget.spare(budget.qps / 2):
+            # Uncontended: a second of budget (at most half the burst) stays in reserve. Contended:
+            # only a stale status is written, within a 1% share of the budget.
+            uncontended = budget.spare(min(budget.qps, budget.burst / 2))
+            if not uncontended and not (stale and self._status_share.spare(0)):
                 continue
             namespace, name = key.split("/", 1) if resource.namespaced else (None, key)
             body = {
@@ -792,7 +824,7 @@ class Controller:
                         body,
                         namespace,
                         subresource="status",
-                        paced=stale,
+                        paced=not uncontended,
                     ),
                 )
             except ApiError as err:

@@ -270,9 +270,13 @@ def start_patch(
             "metadata": {"annotations": annotations},
             "spec": {"suspend": False, "replicatedJobs": replicated},
         }
+    current = spec.get("template") or {}
     return {
         "metadata": {"annotations": annotations},
-        "spec": {"suspend": False, "template": placed("main", spec.get("template") or {})},
+        "spec": {
+            "suspend": False,
+            "template": _replace_maps(current, placed("main", current)),
+        },
     }
 
 

@@ -5,6 +5,7 @@ import pytest
 from extender.core.cycle import (
     CLUSTER_QUEUE_STOPPED,
     INADMISSIBLE,
+    LOCAL_QUEUE_STOPPED,
     ClusterState,
 )
 from extender.core.labels import LabelSelector, Taint
@@ -327,3 +328,17 @@ def test_a_refused_strict_fifo_head_does_not_spin_the_cycle():
     # Nothing changed, so the next cycle must say so; otherwise callers loop forever.
     assert state.schedule(0).progressed is False
     assert state.pending_status(wl.key).message == "no node can hold it"
+
+
+def test_deleting_a_local_queue_evicts_what_it_admitted():
+    cq = CQ("cq").group(("default", {"cpu": "4"}))
+    state = state_with(cq.obj())
+    running = WL("running").request("cpu", "1").obj()
+    admit(state, running)
+    state.delete_local_queue(f"{running.namespace}/{running.queue_name}")
+    result = state.schedule(1)
+    assert [(e.workload.name, e.reason) for e in result.evicted] == [
+        ("running", LOCAL_QUEUE_STOPPED)
+    ]
+    assert "was deleted" in result.evicted[0].message
+    assert state.schedule(2).evicted == ()  # evicted once, not every cycle
