@@ -13,6 +13,16 @@ for scenario in "baseline" "large" "large --burst"; do
 done
 .venv/bin/python bench/summary.py bench/results/scheduler-*.json
 
+echo "== controller: Kueue's baseline through the API double at 50 QPS (about 6 minutes)" >&2
+.venv/bin/python bench/controller.py > bench/results/controller-baseline.json
+echo "== controller: the same with Jobs, one fifth of the size (about 4 minutes)" >&2
+.venv/bin/python bench/controller.py --jobs --scale 0.2 > bench/results/controller-jobs-0.2.json
+.venv/bin/python -c "import json
+for f in ('baseline', 'jobs-0.2'):
+    r = json.load(open(f'bench/results/controller-{f}.json'))
+    print(f, {k: r[k] for k in ('wall_s', 'controller_writes_per_workload',
+          'avg_time_to_admission_ms', 'controller_cpu_m', 'controller_peak_rss_mib')})"
+
 missing=()
 for tool in wrk hey nginx; do command -v "$tool" >/dev/null || missing+=("$tool"); done
 if [ ${#missing[@]} -gt 0 ]; then

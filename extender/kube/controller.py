@@ -9,6 +9,8 @@ is rebuilt from it before the first cycle, so nothing is admitted twice.
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import logging
 import queue
 import threading
@@ -21,7 +23,13 @@ from typing import Any
 
 from extender.core import parse
 from extender.core.cycle import Admit, ClusterState, CycleResult, Evict, PendingStatus
-from extender.core.jobs import JOB_GROUP, JOBSET_GROUP, workload_for, workload_name
+from extender.core.jobs import (
+    JOB_GROUP,
+    JOBSET_GROUP,
+    resolve_priority,
+    workload_for,
+    workload_name,
+)
 from extender.core.models import (
     Admission,
     PriorityClass,
@@ -81,6 +89,7 @@ class Settings:
     pending_status_qps: float = 5.0  # QuotaReserved=False messages, with spare budget only
     resync_period: float = 10.0  # repair after failed writes (see Controller._resync)
     watch_timeout: int = 300
+    create_batch: int = 10  # Workloads created per loop turn, between scheduling rounds
 
 
 @dataclass(slots=True)
@@ -131,6 +140,9 @@ class Controller:
         self._creating: set[str] = set()
         self._failed_config: set[str] = set()
         self._write_failures = 0
+        self._to_create: dict[str, tuple[Resource, str]] = {}
+        self._create_order: list[tuple[int, int, str]] = []
+        self._seq = itertools.count()
 
     # ----- watching ---------------------------------------------------------------------
 
@@ -211,6 +223,7 @@ class Controller:
         if self._dirty:
             self._dirty = False
             self._schedule()
+        self._create_workloads(self.settings.create_batch)
         self._flush_pending()
         self._write_queue_status()
         if time.monotonic() - self._last_resync > self.settings.resync_period:
@@ -241,6 +254,9 @@ class Controller:
                 self.metrics.attempts_total.labels(outcome).inc()
             failures = self._write_failures
             self._write_decisions(result)
+            # Writes wait on the budget; take in what happened meanwhile (finished workloads
+            # free quota) so the next cycle does not preempt for quota that is already free.
+            self._drain(0)
             if not result.progressed or self._write_failures != failures:
                 # After a refused write, take in the watch events before deciding again.
                 self._dirty = self._dirty or self._write_failures != failures
@@ -340,11 +356,38 @@ class Controller:
         except ManifestError as err:
             log.warning("Workload %s ignored: %s: %s", key, err.path, err.message)
             return
+        owned = False
         for owner in obj["metadata"].get("ownerReferences") or []:
             if owner.get("controller") and owner.get("kind") in ("Job", "JobSet"):
                 plural = "jobs" if owner["kind"] == "Job" else "jobsets"
                 self.job_of[key] = f"{plural}:{model.namespace}/{owner.get('name')}"
-        if o.is_true(obj, o.FINISHED) or (obj.get("spec") or {}).get("active") is False:
+                owned = True
+        labels = obj["metadata"].get("labels") or {}
+        if not owned and labels.get(o.JOB_UID_LABEL) and not o.is_true(obj, o.FINISHED):
+            # Made for a Job that was deleted with propagation Orphan: nothing will run it.
+            state.finish(key)
+            self._write_status(
+                key,
+                o.finish_patch(
+                    obj, "OwnerNotFound", "The Job of this Workload was deleted", self.clock()
+                ),
+                "finish",
+            )
+            return
+        if (obj.get("spec") or {}).get("active") is False and not o.is_true(obj, o.FINISHED):
+            # Deactivated (spec.active: false): an admitted one is evicted and its Job
+            # stopped, as Kueue does; a pending one simply leaves the queue.
+            holder = state.admitted.get(key)
+            if holder is not None and key not in self.evicting:
+                if not holder.evicting:
+                    holder.evicting = True
+                    self._evict(Evict(model, "Deactivated", None, "The workload is deactivated"))
+                return
+            if holder is None:
+                state.delete_workload(key)
+                self._forget_pending(key)
+            return
+        if o.is_true(obj, o.FINISHED):
             if key in state.workloads or key in state.admitted:
                 state.finish(key)
             self.evicting.pop(key, None)
@@ -400,9 +443,11 @@ class Controller:
                 )
                 self._event(workload_obj, "Normal", "Finished", f"Job finished: {message}")
             return
-        if workload_obj is None:
-            self._create_workload(resource, wl_key, job)
-            workload_obj = self.cache.get("workloads", {}).get(wl_key)
+        if workload_obj is None and wl_key not in self._to_create:
+            # Created from the loop in small batches, so that a thousand new Jobs do not hold
+            # back the admission of workloads already queued (they share one budget).
+            self._to_create[wl_key] = (resource, key)
+            heapq.heappush(self._create_order, (-self._priority_of(job), next(self._seq), wl_key))
         admitted = wl_key in self.state.admitted
         holder = self.state.admitted.get(wl_key)
         if not o.is_suspended(job):
@@ -441,6 +486,31 @@ class Controller:
         return f"{meta['namespace']}/{name}"
 
     # ----- writes --------------------------------------------------------------------------
+
+    def _priority_of(self, job: Obj) -> int:
+        try:
+            labels = (job.get("metadata") or {}).get("labels") or {}
+            pod = ((job.get("spec") or {}).get("template") or {}).get("spec") or {}
+            return resolve_priority(labels, pod.get("priorityClassName"), self.wpcs, self.pcs)[0]
+        except (ManifestError, AttributeError):
+            return 0
+
+    def _create_workloads(self, limit: int) -> None:
+        """Create the waiting Workloads, highest priority first (so urgent Jobs queue first)."""
+        created = 0
+        while self._create_order and created < limit:
+            _, _, wl_key = heapq.heappop(self._create_order)
+            entry = self._to_create.pop(wl_key, None)
+            if entry is None:
+                continue
+            created += 1
+            resource, job_key = entry
+            job = self.cache.get(resource.plural, {}).get(job_key)
+            if job is None or wl_key in self.cache.get("workloads", {}):
+                continue
+            if o.is_finished(job)[0]:
+                continue
+            self._create_workload(resource, wl_key, job)
 
     def _create_workload(self, resource: Resource, wl_key: str, job: Obj) -> None:
         if wl_key in self._creating:
@@ -552,6 +622,7 @@ class Controller:
             self.state.forget(key)  # the write failed: the workload is pending again
             return
         cq = decision.admission.cluster_queue
+        log.info("admitted %s in ClusterQueue %s", key, cq)
         self.metrics.admitted_total.labels(cq).inc()
         created = creation_seconds((obj.get("metadata") or {}).get("creationTimestamp"))
         self.metrics.wait_time.labels(cq).observe(max(0.0, now - created))
@@ -618,6 +689,7 @@ class Controller:
             holder.evicting = False
             return
         cq = holder.admission.cluster_queue
+        log.info("evicted %s from ClusterQueue %s: %s", key, cq, eviction.message)
         self.metrics.evicted_total.labels(cq, eviction.reason).inc()
         if eviction.preemption_reason:
             self.metrics.preempted_total.labels(cq, eviction.preemption_reason).inc()
@@ -697,7 +769,10 @@ class Controller:
         if updated is None:
             return
         del self.evicting[key]
-        self.state.release(key)
+        if (updated.get("spec") or {}).get("active") is False:
+            self.state.delete_workload(key)  # deactivated: not queued again
+        else:
+            self.state.release(key)
         self._dirty = True
 
     def _resync(self) -> None:

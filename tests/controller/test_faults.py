@@ -7,7 +7,7 @@ import signal
 import time
 
 from certs.kube import MUTATING_NAME
-from extender.kube.resources import Resource
+from extender.kube.resources import JOBS, Resource
 from tests.apidouble import Fault
 from tests.controller.conftest import controller_process, eventually
 from tests.controller.test_seed import CQ, FLAVOR, LQ
@@ -165,3 +165,30 @@ _MUTATING = Resource(
     "MutatingWebhookConfiguration",
     False,
 )
+
+
+def test_a_job_deleted_while_the_controller_is_down_frees_its_quota(cluster):
+    cluster.apply(FLAVOR, CQ, LQ)
+    first = controller_process(cluster, "--no-leader-elect")
+    try:
+        gone = cluster.job("gone", "3", duration="600s")
+        eventually(lambda: running(cluster, "gone"), timeout=20, what="the job to start")
+    finally:
+        stop(first)
+    # Deleted without a body: batch/v1's default propagation is Orphan (see the fixtures),
+    # so the Workload stays, its ownerReference removed by the garbage collector.
+    cluster.admin.delete(JOBS, "gone", "default", propagation="Orphan")
+    eventually(
+        lambda: not (cluster.workload_of(gone) or {}).get("metadata", {}).get("ownerReferences"),
+        what="the Workload to be orphaned",
+    )
+    second = controller_process(cluster, "--no-leader-elect")
+    try:
+        cluster.job("next", "3", duration="600s")
+        eventually(lambda: running(cluster, "next"), timeout=20, what="the freed quota used")
+        wl = cluster.workload_of(gone)
+        finished = [c for c in wl["status"]["conditions"] if c["type"] == "Finished"]
+        assert finished[0]["reason"] == "OwnerNotFound"
+    finally:
+        log = stop(second)
+    assert "Traceback" not in log, log

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from extender.kube.resources import WORKLOADS
 from tests.controller.conftest import eventually
 
 
@@ -132,3 +133,27 @@ def test_cohort_reclaim_takes_back_lent_quota(cluster, start_controller):
         ),
         what="team-a to count its preempted workload as pending",
     )
+
+
+def test_deactivating_an_admitted_workload_stops_its_job(cluster, start_controller):
+    cluster.apply(
+        flavor("pool-a", {"pool": "a"}), cluster_queue("cq", 4), local_queue("user-queue", "cq")
+    )
+    start_controller()
+    job = cluster.job("paused", "2", duration="600s")
+    eventually(lambda: running(cluster, "paused"), what="the job to start")
+    wl = cluster.workload_of(job)
+    cluster.admin.patch(WORKLOADS, wl["metadata"]["name"], {"spec": {"active": False}}, "default")
+    eventually(
+        lambda: cluster.get("jobs", "paused", "default")["spec"]["suspend"] is True,
+        what="the job to be stopped",
+    )
+    wl = eventually(
+        lambda: (w := cluster.workload_of(job)) and "admission" not in w["status"] and w,
+        what="the quota to be released",
+    )
+    assert conditions(wl)["Evicted"]["reason"] == "Deactivated"
+    other = cluster.job("next", "4", duration="600s")
+    eventually(lambda: running(cluster, "next"), what="the freed quota to be used")
+    assert cluster.get("jobs", "paused", "default")["spec"]["suspend"] is True
+    assert other["metadata"]["name"] == "next"

@@ -1,0 +1,116 @@
+"""JobSets are managed when their CRD is served: one podSet per replicatedJob."""
+
+from __future__ import annotations
+
+from extender.kube import resources as r
+from tests.controller.conftest import CRDS, eventually
+from tests.controller.test_preemption import cluster_queue, flavor, local_queue
+
+JOBSET_CRD = {
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
+    "metadata": {"name": "jobsets.jobset.x-k8s.io"},
+    "spec": {
+        "group": "jobset.x-k8s.io",
+        "scope": "Namespaced",
+        "names": {
+            "kind": "JobSet",
+            "plural": "jobsets",
+            "singular": "jobset",
+            "listKind": "JobSetList",
+        },
+        "versions": [
+            {
+                "name": "v1alpha2",
+                "served": True,
+                "storage": True,
+                "subresources": {"status": {}},
+                "schema": {
+                    "openAPIV3Schema": {
+                        "type": "object",
+                        "x-kubernetes-preserve-unknown-fields": True,
+                    }
+                },
+            }
+        ],
+    },
+}
+
+
+def replicated(name, replicas, cpu):
+    return {
+        "name": name,
+        "replicas": replicas,
+        "template": {
+            "spec": {
+                "parallelism": 2,
+                "completions": 2,
+                "template": {
+                    "spec": {
+                        "restartPolicy": "Never",
+                        "containers": [
+                            {"name": "c", "image": "x", "resources": {"requests": {"cpu": cpu}}}
+                        ],
+                    }
+                },
+            }
+        },
+    }
+
+
+def test_a_jobset_is_queued_admitted_placed_and_finished(cluster, start_controller):
+    cluster.admin.create(CRDS, JOBSET_CRD)
+    cluster.apply(
+        flavor("pool-a", {"pool": "a"}), cluster_queue("cq", 8), local_queue("user-queue", "cq")
+    )
+    start_controller()
+    created = cluster.admin.create(
+        r.JOBSETS,
+        {
+            "apiVersion": "jobset.x-k8s.io/v1alpha2",
+            "kind": "JobSet",
+            "metadata": {"name": "train", "labels": {"kueue.x-k8s.io/queue-name": "user-queue"}},
+            "spec": {
+                "replicatedJobs": [replicated("Workers", 2, "1"), replicated("driver", 1, "1")]
+            },
+        },
+        "default",
+    )
+    assert created["spec"]["suspend"] is True  # the real webhook, called by the double
+
+    def running():
+        jobset = cluster.get("jobsets", "train", "default")
+        return jobset if jobset["spec"]["suspend"] is False else None
+
+    jobset = eventually(running, what="the JobSet to start")
+    for rjob in jobset["spec"]["replicatedJobs"]:
+        pod = rjob["template"]["spec"]["template"]["spec"]
+        assert pod["nodeSelector"] == {"pool": "a"}
+    wl = cluster.workload_of(created)
+    assert wl["metadata"]["name"].startswith("jobset-train-")
+    assert [(p["name"], p["count"]) for p in wl["spec"]["podSets"]] == [
+        ("workers", 4),
+        ("driver", 2),
+    ]
+    usage = {
+        p["name"]: p["resourceUsage"]["cpu"] for p in wl["status"]["admission"]["podSetAssignments"]
+    }
+    assert usage == {"workers": "4", "driver": "2"}
+
+    def complete(status):
+        status["conditions"] = [
+            {
+                "type": "Completed",
+                "status": "True",
+                "reason": "AllJobsCompleted",
+                "message": "jobset completed successfully",
+            }
+        ]
+
+    cluster.api.update_status("jobsets", "default", "train", complete)
+
+    def finished():
+        conditions = (cluster.workload_of(created).get("status") or {}).get("conditions") or []
+        return any(c["type"] == "Finished" and c["status"] == "True" for c in conditions)
+
+    eventually(finished, what="the Workload to finish")

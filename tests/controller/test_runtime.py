@@ -1,0 +1,49 @@
+"""`python -m extender run` as an admin runs it: health, readiness, metrics, JSON logs, SIGTERM."""
+
+from __future__ import annotations
+
+import json
+import signal
+import urllib.error
+import urllib.request
+
+from tests.controller.conftest import controller_process, eventually
+from tests.controller.test_seed import CQ, FLAVOR, LQ
+
+
+def get(port, path):
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as answer:
+            return answer.status, answer.read().decode()
+    except urllib.error.HTTPError as err:
+        return err.code, err.read().decode()
+
+
+def test_health_metrics_json_logs_and_a_clean_stop(cluster):
+    cluster.apply(FLAVOR, CQ, LQ)
+    proc = controller_process(cluster, "--no-leader-elect", "--log-format", "json")
+    try:
+        port = int(proc.stdout.readline().decode().split()[-1])
+        assert get(port, "/healthz") == (200, "ok\n")
+        eventually(lambda: get(port, "/readyz")[0] == 200, what="caches synced")
+        job = cluster.job("metered", "1", duration="600s")
+        eventually(
+            lambda: cluster.get("jobs", "metered", "default")["spec"]["suspend"] is False,
+            what="the job to start",
+        )
+        _, metrics = get(port, "/metrics")
+        assert 'kueue_admitted_workloads_total{cluster_queue="cluster-queue"} 1.0' in metrics
+        assert "kueue_admission_attempt_duration_seconds_bucket" in metrics
+        assert (
+            'tower_kube_api_writes_total{resource="workloads",verb="status-admit"} 1.0' in metrics
+        )
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=15) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    lines = [json.loads(line) for line in proc.stdout.read().decode().splitlines() if line]
+    assert all({"ts", "level", "logger", "msg"} <= set(line) for line in lines)
+    workload = cluster.workload_of(job)["metadata"]["name"]
+    assert any(f"default/{workload}" in line["msg"] for line in lines)
+    assert any("shutting down" in line["msg"] for line in lines)
