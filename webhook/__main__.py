@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -44,7 +45,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     # Workers share metrics through files; the directory must exist before they import
     # prometheus_client.
-    os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", tempfile.mkdtemp(prefix="tower-webhook-"))
+    own_metrics_dir = None
+    if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        own_metrics_dir = tempfile.mkdtemp(prefix="tower-webhook-")
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = own_metrics_dir
 
     from gunicorn.app.base import Application
 
@@ -58,7 +62,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         def load(self) -> object:
             return create_app(settings)
 
-    WebhookServer().run()
+    master = os.getpid()
+    try:
+        WebhookServer().run()
+    finally:
+        # Forked workers run this too when they exit; only the master removes the directory.
+        if own_metrics_dir is not None and os.getpid() == master:
+            shutil.rmtree(own_metrics_dir, ignore_errors=True)
     return 0
 
 
