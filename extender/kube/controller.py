@@ -140,6 +140,7 @@ class Controller:
         self._creating: set[str] = set()
         self._failed_config: set[str] = set()
         self._write_failures = 0
+        self._handlers = self._config_handlers()
         self._to_create: dict[str, tuple[Resource, str]] = {}
         self._create_order: list[tuple[int, int, str]] = []
         self._seq = itertools.count()
@@ -297,44 +298,56 @@ class Controller:
         except ApiError as err:
             log.warning("%s %s: %s", resource.kind, key, err)
 
-    def _config(self, resource: Resource, kind: str, key: str, obj: Obj) -> None:
+    def _config_handlers(self) -> dict[str, tuple[Callable[[Obj], None], Callable[[str], object]]]:
+        """(apply, delete) per configuration resource."""
         state = self.state
-        deleting = kind == "DELETED"
+
+        def forget_status(prefix: str, delete: Callable[[str], None]) -> Callable[[str], None]:
+            def run(key: str) -> None:
+                delete(key)
+                self._status_written.pop(f"{prefix}:{key}", None)
+
+            return run
+
+        def set_wpc(obj: Obj) -> None:
+            self.wpcs[object_key(obj)] = parse.workload_priority_class(obj)
+
+        def set_pc(obj: Obj) -> None:
+            self.pcs[object_key(obj)] = parse.priority_class(obj)
+
+        return {
+            RESOURCE_FLAVORS.plural: (
+                lambda obj: state.apply_flavor(parse.resource_flavor(obj)),
+                state.delete_flavor,
+            ),
+            CLUSTER_QUEUES.plural: (
+                lambda obj: state.apply_cluster_queue(parse.cluster_queue(obj)),
+                forget_status("cq", state.delete_cluster_queue),
+            ),
+            COHORTS.plural: (
+                lambda obj: state.apply_cohort(parse.cohort(obj)),
+                state.delete_cohort,
+            ),
+            LOCAL_QUEUES.plural: (
+                lambda obj: state.apply_local_queue(parse.local_queue(obj)),
+                forget_status("lq", state.delete_local_queue),
+            ),
+            WORKLOAD_PRIORITY_CLASSES.plural: (set_wpc, lambda key: self.wpcs.pop(key, None)),
+            PRIORITY_CLASSES.plural: (set_pc, lambda key: self.pcs.pop(key, None)),
+            # A deleted namespace takes its workloads with it; its labels no longer matter.
+            NAMESPACES.plural: (
+                lambda obj: state.apply_namespace(parse.namespace(obj)),
+                lambda key: None,
+            ),
+        }
+
+    def _config(self, resource: Resource, kind: str, key: str, obj: Obj) -> None:
+        apply, delete = self._handlers[resource.plural]
         try:
-            if resource is RESOURCE_FLAVORS:
-                if deleting:
-                    state.delete_flavor(key)
-                else:
-                    state.apply_flavor(parse.resource_flavor(obj))
-            elif resource is CLUSTER_QUEUES:
-                if deleting:
-                    state.delete_cluster_queue(key)
-                    self._status_written.pop(f"cq:{key}", None)
-                else:
-                    state.apply_cluster_queue(parse.cluster_queue(obj))
-            elif resource is COHORTS:
-                if deleting:
-                    state.delete_cohort(key)
-                else:
-                    state.apply_cohort(parse.cohort(obj))
-            elif resource is LOCAL_QUEUES:
-                if deleting:
-                    state.delete_local_queue(key)
-                    self._status_written.pop(f"lq:{key}", None)
-                else:
-                    state.apply_local_queue(parse.local_queue(obj))
-            elif resource is WORKLOAD_PRIORITY_CLASSES:
-                if deleting:
-                    self.wpcs.pop(key, None)
-                else:
-                    self.wpcs[key] = parse.workload_priority_class(obj)
-            elif resource is PRIORITY_CLASSES:
-                if deleting:
-                    self.pcs.pop(key, None)
-                else:
-                    self.pcs[key] = parse.priority_class(obj)
-            elif resource is NAMESPACES and not deleting:
-                state.apply_namespace(parse.namespace(obj))
+            if kind == "DELETED":
+                delete(key)
+            else:
+                apply(obj)
             self._failed_config.discard(f"{resource.plural}/{key}")
         except ManifestError as err:
             ident = f"{resource.plural}/{key}"

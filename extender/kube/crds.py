@@ -428,6 +428,31 @@ def _column(
     return out
 
 
+def _cluster_queue_columns(cohort_path: str) -> list[dict[str, Any]]:
+    return [
+        _column("Cohort", cohort_path, description="Cohort that this ClusterQueue belongs to"),
+        _column(
+            "Strategy",
+            ".spec.queueingStrategy",
+            priority=1,
+            description="The queueing strategy used to prioritize workloads",
+        ),
+        _column(
+            "Pending Workloads",
+            ".status.pendingWorkloads",
+            "integer",
+            description="Number of pending workloads",
+        ),
+        _column(
+            "Admitted Workloads",
+            ".status.admittedWorkloads",
+            "integer",
+            1,
+            "Number of admitted workloads that haven't finished yet",
+        ),
+    ]
+
+
 _KINDS: list[dict[str, Any]] = [
     {
         "kind": "ResourceFlavor",
@@ -448,56 +473,8 @@ _KINDS: list[dict[str, Any]] = [
         "status": True,
         "conversion": True,
         "columns": {
-            "v1beta2": [
-                _column(
-                    "Cohort",
-                    ".spec.cohortName",
-                    description="Cohort that this ClusterQueue belongs to",
-                ),
-                _column(
-                    "Strategy",
-                    ".spec.queueingStrategy",
-                    priority=1,
-                    description="The queueing strategy used to prioritize workloads",
-                ),
-                _column(
-                    "Pending Workloads",
-                    ".status.pendingWorkloads",
-                    "integer",
-                    description="Number of pending workloads",
-                ),
-                _column(
-                    "Admitted Workloads",
-                    ".status.admittedWorkloads",
-                    "integer",
-                    1,
-                    "Number of admitted workloads that haven't finished yet",
-                ),
-            ],
-            "v1beta1": [
-                _column(
-                    "Cohort", ".spec.cohort", description="Cohort that this ClusterQueue belongs to"
-                ),
-                _column(
-                    "Strategy",
-                    ".spec.queueingStrategy",
-                    priority=1,
-                    description="The queueing strategy used to prioritize workloads",
-                ),
-                _column(
-                    "Pending Workloads",
-                    ".status.pendingWorkloads",
-                    "integer",
-                    description="Number of pending workloads",
-                ),
-                _column(
-                    "Admitted Workloads",
-                    ".status.admittedWorkloads",
-                    "integer",
-                    1,
-                    "Number of admitted workloads that haven't finished yet",
-                ),
-            ],
+            "v1beta2": _cluster_queue_columns(".spec.cohortName"),
+            "v1beta1": _cluster_queue_columns(".spec.cohort"),
         },
     },
     {

@@ -5,46 +5,17 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.controller.conftest import eventually
 
-FLAVOR = {
-    "apiVersion": "kueue.x-k8s.io/v1beta2",
-    "kind": "ResourceFlavor",
-    "metadata": {"name": "default-flavor"},
-    "spec": {},
-}
-CQ = {
-    "apiVersion": "kueue.x-k8s.io/v1beta2",
-    "kind": "ClusterQueue",
-    "metadata": {"name": "cluster-queue"},
-    "spec": {
-        "namespaceSelector": {},
-        "queueingStrategy": "BestEffortFIFO",
-        "resourceGroups": [
-            {
-                "coveredResources": ["cpu", "memory"],
-                "flavors": [
-                    {
-                        "name": "default-flavor",
-                        "resources": [
-                            {"name": "cpu", "nominalQuota": 4},
-                            {"name": "memory", "nominalQuota": "8Gi"},
-                        ],
-                    }
-                ],
-            }
-        ],
-    },
-}
-LQ = {
-    "apiVersion": "kueue.x-k8s.io/v1beta2",
-    "kind": "LocalQueue",
-    "metadata": {"namespace": "default", "name": "user-queue"},
-    "spec": {"clusterQueue": "cluster-queue"},
-}
+# The seed's own manifests (shared/seed/), applied unchanged.
+FLAVOR, CQ, LQ = yaml.safe_load_all(
+    (Path(__file__).resolve().parents[2] / "examples" / "quickstart" / "01-queues.yaml").read_text()
+)
 
 
 def counts(cluster, kind, name, namespace=""):
