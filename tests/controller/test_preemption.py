@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from extender.kube.resources import WORKLOADS
+from extender.kube.resources import CLUSTER_QUEUES, WORKLOADS
 from tests.controller.conftest import eventually
 
 
@@ -157,3 +157,32 @@ def test_deactivating_an_admitted_workload_stops_its_job(cluster, start_controll
     eventually(lambda: running(cluster, "next"), what="the freed quota to be used")
     assert cluster.get("jobs", "paused", "default")["spec"]["suspend"] is True
     assert other["metadata"]["name"] == "next"
+
+
+def test_hold_and_drain_stops_running_jobs_until_resumed(cluster, start_controller):
+    cluster.apply(flavor("pool-a"), cluster_queue("cq", 4), local_queue("user-queue", "cq"))
+    start_controller()
+    job = cluster.job("drained", "2", duration="600s")
+    eventually(lambda: running(cluster, "drained"), what="the job to start")
+    cluster.admin.patch(CLUSTER_QUEUES, "cq", {"spec": {"stopPolicy": "HoldAndDrain"}})
+    eventually(
+        lambda: cluster.get("jobs", "drained", "default")["spec"]["suspend"] is True,
+        what="the job to be drained",
+    )
+    wl = cluster.workload_of(job)
+    assert conditions(wl)["Evicted"]["reason"] == "ClusterQueueStopped"
+
+    def active_condition():
+        cq = cluster.get("clusterqueues", "cq")
+        found = [
+            c for c in (cq.get("status") or {}).get("conditions") or [] if c["type"] == "Active"
+        ]
+        return found[0] if found else None
+
+    eventually(
+        lambda: (active_condition() or {}).get("reason") == "Stopped",
+        what="the ClusterQueue to say it is stopped",
+    )
+    assert active_condition()["status"] == "False"
+    cluster.admin.patch(CLUSTER_QUEUES, "cq", {"spec": {"stopPolicy": "None"}})
+    eventually(lambda: running(cluster, "drained"), what="the job to run again")
