@@ -22,7 +22,14 @@ from functools import partial
 from typing import Any
 
 from extender.core import parse
-from extender.core.cycle import Admit, ClusterState, CycleResult, Evict, PendingStatus
+from extender.core.cycle import (
+    INADMISSIBLE,
+    Admit,
+    ClusterState,
+    CycleResult,
+    Evict,
+    PendingStatus,
+)
 from extender.core.jobs import (
     JOB_GROUP,
     JOBSET_GROUP,
@@ -138,6 +145,7 @@ class Controller:
         self.started_rv: dict[str, int] = {}  # job key -> resourceVersion of our start patch
         self._pending_dirty: dict[str, PendingStatus] = {}
         self._pending_written: dict[str, PendingStatus] = {}
+        self._pending_told: dict[str, str] = {}  # the reason last told in an Event
         self._pending_budget = RequestBudget(settings.pending_status_qps, 10, clock=time.monotonic)
         self._status_written: dict[str, tuple[Obj, float]] = {}
         self._status_share = RequestBudget(
@@ -304,6 +312,7 @@ class Controller:
         try:
             if resource in CONFIG:
                 self._config(resource, kind, key, payload)
+                self._remark_inadmissible()
             elif resource is WORKLOADS:
                 self._workload(kind, key, payload)
             else:
@@ -369,6 +378,7 @@ class Controller:
             except ManifestError as err:
                 log.warning("%s %s ignored: %s: %s", resource.kind, key, err.path, err.message)
         self.state.configure(**{argument: models})
+        self._remark_inadmissible()
         self._dirty = True
 
     def _config(self, resource: Resource, kind: str, key: str, obj: Obj) -> None:
@@ -459,6 +469,7 @@ class Controller:
             state.release(key)
         if state.workloads.get(key) != model:
             state.add_workload(model)
+            self._mark_if_inadmissible(key)
 
     def _job(self, resource: Resource, kind: str, key: str, job: Obj) -> None:
         if kind == "DELETED":
@@ -484,7 +495,7 @@ class Controller:
                 self._write_status(
                     wl_key, o.finish_patch(workload_obj, reason, message, self.clock()), "finish"
                 )
-                self._event(workload_obj, "Normal", "Finished", f"Job finished: {message}")
+                self._story(wl_key, "Normal", "Finished", f"Workload finished: {message}")
             return
         if workload_obj is None and wl_key not in self._to_create:
             # Created from the loop in small batches, so that a thousand new Jobs do not hold
@@ -670,8 +681,8 @@ class Controller:
         created = creation_seconds((obj.get("metadata") or {}).get("creationTimestamp"))
         self.metrics.wait_time.labels(cq).observe(max(0.0, now - created))
         self._forget_pending(key)
-        self._event(updated, "Normal", "QuotaReserved", f"Quota reserved in ClusterQueue {cq}")
-        self._event(updated, "Normal", "Admitted", f"Admitted by ClusterQueue {cq}")
+        self._story(key, "Normal", "QuotaReserved", f"Quota reserved in ClusterQueue {cq}")
+        self._story(key, "Normal", "Admitted", f"Admitted by ClusterQueue {cq}")
         job_ref = self.job_of.get(key)
         if job_ref is None:
             return
@@ -736,7 +747,7 @@ class Controller:
         self.metrics.evicted_total.labels(cq, eviction.reason).inc()
         if eviction.preemption_reason:
             self.metrics.preempted_total.labels(cq, eviction.preemption_reason).inc()
-        self._event(updated, "Normal", eviction.reason, eviction.message)
+        self._story(key, "Normal", eviction.reason, eviction.message)
         if job_ref is None:
             self.state.release(key)
             return
@@ -842,13 +853,30 @@ class Controller:
 
     # ----- status, rate-limited ------------------------------------------------------------
 
+    def _remark_inadmissible(self) -> None:
+        for workload, status in self.state.pending():
+            if status.reason == INADMISSIBLE:
+                self._mark_pending(workload.key, status)
+
+    def _mark_if_inadmissible(self, key: str) -> None:
+        """Workloads that never become a head (no LocalQueue, inactive ClusterQueue) are
+        told why here; heads are told by the cycle."""
+        status = self.state.pending_status(key)
+        if status.reason == INADMISSIBLE:
+            self._mark_pending(key, status)
+
     def _mark_pending(self, key: str, status: PendingStatus) -> None:
+        if self._pending_told.get(key) != status.reason:
+            # Events have their own budget: told at once even when the status write waits.
+            self._pending_told[key] = status.reason
+            self._story(key, "Normal", "Pending", status.message)
         if self._pending_written.get(key) != status:
             self._pending_dirty[key] = status
         else:
             self._pending_dirty.pop(key, None)
 
     def _forget_pending(self, key: str) -> None:
+        self._pending_told.pop(key, None)
         self._pending_dirty.pop(key, None)
         self._pending_written.pop(key, None)
 
@@ -879,8 +907,6 @@ class Controller:
                 paced=False,
             ):
                 self._pending_written[key] = status
-                if current is None:
-                    self._event(obj, "Normal", "Pending", status.message)
 
     def _write_queue_status(self) -> None:
         """ClusterQueue and LocalQueue status: when changed, at most once per interval."""
@@ -953,6 +979,17 @@ class Controller:
     def _event(self, obj: Obj, kind: str, reason: str, message: str) -> None:
         if self.recorder is not None:
             self.recorder.record(obj, kind, reason, message)
+
+    def _story(self, wl_key: str, kind: str, reason: str, message: str) -> None:
+        """An Event on the Workload and on its Job, so `kubectl describe job` tells it too."""
+        workload_obj = self.cache.get("workloads", {}).get(wl_key)
+        if workload_obj is not None:
+            self._event(workload_obj, kind, reason, message)
+        ref = self.job_of.get(wl_key)
+        if ref is not None:
+            _, job = self._job_obj(ref)
+            if job is not None:
+                self._event(job, kind, reason, message)
 
 
 def _rv(obj: Obj) -> int | None:

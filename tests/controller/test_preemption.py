@@ -186,3 +186,29 @@ def test_hold_and_drain_stops_running_jobs_until_resumed(cluster, start_controll
     assert active_condition()["status"] == "False"
     cluster.admin.patch(CLUSTER_QUEUES, "cq", {"spec": {"stopPolicy": "None"}})
     eventually(lambda: running(cluster, "drained"), what="the job to run again")
+
+
+def test_a_missing_flavor_makes_the_cluster_queue_inactive_until_it_exists(
+    cluster, start_controller
+):
+    cluster.apply(cluster_queue("cq", 4), local_queue("user-queue", "cq"))
+    start_controller()
+    job = cluster.job("waiting", "1", duration="600s")
+
+    def active():
+        cq = cluster.get("clusterqueues", "cq")
+        found = [
+            c for c in (cq.get("status") or {}).get("conditions") or [] if c["type"] == "Active"
+        ]
+        return found[0] if found else {}
+
+    eventually(lambda: active().get("reason") == "FlavorNotFound", what="FlavorNotFound")
+    assert active()["status"] == "False"
+    reason = eventually(
+        lambda: conditions(cluster.workload_of(job) or {}).get("QuotaReserved"),
+        what="the pending reason",
+    )
+    assert "pool-a" in reason["message"]
+    cluster.apply(flavor("pool-a"))
+    eventually(lambda: running(cluster, "waiting"), what="the job to start")
+    eventually(lambda: active().get("reason") == "Ready", what="the ClusterQueue to be Ready")

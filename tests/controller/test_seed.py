@@ -94,6 +94,18 @@ def test_seed_quick_start(cluster, start_controller):
     eventually(lambda: _finished(cluster, job2), what="workload 2 finished")
     eventually(lambda: counts(cluster, "clusterqueues", "cluster-queue") == (0, 0))
     eventually(lambda: counts(cluster, "localqueues", "user-queue", "default") == (0, 0))
+
+    # `kubectl describe job` tells the story: Events on the Job itself.
+    def told(name):
+        return [
+            e["reason"]
+            for e in cluster.api.list("events", "default")
+            if e["involvedObject"]["name"] == name
+        ]
+
+    story = ["CreatedWorkload", "Pending", "QuotaReserved", "Admitted", "Started", "Finished"]
+    eventually(lambda: all(r in told(name2) for r in story), what=f"the story of {name2}")
+    assert "Pending" not in told(name1)  # it was admitted at once
     cq = cluster.get("clusterqueues", "cluster-queue")
     active = cq["status"]["conditions"][0]
     assert (active["type"], active["status"], active["reason"]) == ("Active", "True", "Ready")
