@@ -297,6 +297,14 @@ class Controller:
             for obj in payload:
                 self._apply(resource, "MODIFIED" if object_key(obj) in cache else "ADDED", obj)
             return
+        meta = payload.get("metadata") if isinstance(payload, dict) else None
+        if (
+            not isinstance(meta, dict)
+            or not isinstance(meta.get("name"), str)
+            or (resource.namespaced and not isinstance(meta.get("namespace"), str))
+        ):
+            log.warning("%s event without a name or namespace ignored", resource.kind)
+            return
         key = object_key(payload)
         if kind == "DELETED":
             cache.pop(key, None)

@@ -40,13 +40,22 @@ FINISHED = "Finished"
 REQUEUED = "Requeued"
 
 
+def _m(value: Any) -> Mapping[str, Any]:
+    """A field that should be an object, or an empty one (watched objects are not trusted)."""
+    return value if isinstance(value, Mapping) else {}
+
+
+def _l(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
 def rfc3339(seconds: float) -> str:
     return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def condition(obj: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None:
     """One status condition of an object, by type."""
-    for entry in (obj.get("status") or {}).get("conditions") or []:
+    for entry in _l(_m(obj.get("status")).get("conditions")):
         if isinstance(entry, Mapping) and entry.get("type") == kind:
             return entry
     return None
@@ -65,7 +74,7 @@ def with_conditions(
     lastTransitionTime moves only when the status changes; a merge patch replaces the whole
     list, so the untouched conditions are carried over.
     """
-    out = [dict(c) for c in (obj.get("status") or {}).get("conditions") or []]
+    out = [dict(c) for c in _l(_m(obj.get("status")).get("conditions")) if isinstance(c, Mapping)]
     stamp = rfc3339(now)
     for kind, status, reason, message in changes:
         message = message[:32768]
@@ -93,16 +102,17 @@ def with_conditions(
 
 def pod_templates(job: Mapping[str, Any]) -> list[tuple[str, Obj]]:
     """(podSet name, pod template) of a Job (one, `main`) or JobSet (one per replicatedJob)."""
-    spec = job.get("spec") or {}
+    spec = _m(job.get("spec"))
     if job.get("kind") == JOBSETS.kind:
         return [
             (
                 str(r.get("name", "")).lower(),
-                ((r.get("template") or {}).get("spec") or {}).get("template") or {},
+                dict(_m(_m(_m(r.get("template")).get("spec")).get("template"))),
             )
-            for r in spec.get("replicatedJobs") or []
+            for r in _l(spec.get("replicatedJobs"))
+            if isinstance(r, Mapping)
         ]
-    return [("main", spec.get("template") or {})]
+    return [("main", dict(_m(spec.get("template"))))]
 
 
 def workload_manifest(job: Mapping[str, Any], workload: Workload) -> Obj:
@@ -206,7 +216,7 @@ def is_finished(job: Mapping[str, Any]) -> tuple[bool, str, str]:
 
 
 def is_suspended(job: Mapping[str, Any]) -> bool:
-    return bool((job.get("spec") or {}).get("suspend"))
+    return _m(job.get("spec")).get("suspend") is True
 
 
 def is_active(job: Mapping[str, Any]) -> bool:
@@ -346,7 +356,7 @@ def _replace_maps(current: Mapping[str, Any], wanted: Mapping[str, Any]) -> Obj:
 
 def admission_of(obj: Mapping[str, Any]) -> Admission | None:
     """status.admission as the core's Admission (None when there is none or it is broken)."""
-    raw = (obj.get("status") or {}).get("admission")
+    raw = _m(obj.get("status")).get("admission")
     if not isinstance(raw, Mapping) or not raw.get("clusterQueue"):
         return None
     try:
@@ -463,6 +473,5 @@ def finish_patch(obj: Mapping[str, Any], reason: str, message: str, now: float) 
 
 
 def job_queue_name(job: Mapping[str, Any]) -> str | None:
-    labels = (job.get("metadata") or {}).get("labels") or {}
-    value = labels.get(QUEUE_NAME_LABEL)
-    return str(value) if value else None
+    value = _m(_m(job.get("metadata")).get("labels")).get(QUEUE_NAME_LABEL)
+    return value if isinstance(value, str) and value else None
