@@ -97,3 +97,50 @@ def test_the_files_are_what_kubectl_apply_reads(cluster):
     }
     assert stored["spec"]["preemption"]["withinClusterQueue"] == "Never"
     assert stored["spec"]["stopPolicy"] == "None"
+
+
+def test_a_v1beta1_manifest_works_unchanged(cluster, start_controller):
+    """Served at v1beta1, stored at v1beta2 (cohort → cohortName), admitted by the controller."""
+    from extender.kube.resources import Resource
+    from tests.controller.conftest import eventually
+    from tests.controller.test_seed import FLAVOR, LQ
+
+    v1beta1 = Resource("kueue.x-k8s.io", "v1beta1", "clusterqueues", "ClusterQueue", False)
+    cluster.admin.create(
+        v1beta1,
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta1",
+            "kind": "ClusterQueue",
+            "metadata": {"name": "cluster-queue"},
+            "spec": {
+                "cohort": "team",
+                "namespaceSelector": {},
+                "resourceGroups": [
+                    {
+                        "coveredResources": ["cpu", "memory"],
+                        "flavors": [
+                            {
+                                "name": "default-flavor",
+                                "resources": [
+                                    {"name": "cpu", "nominalQuota": 4},
+                                    {"name": "memory", "nominalQuota": "8Gi"},
+                                ],
+                            }
+                        ],
+                    }
+                ],
+            },
+        },
+    )
+    stored = cluster.get("clusterqueues", "cluster-queue")
+    assert stored["apiVersion"] == "kueue.x-k8s.io/v1beta2"
+    assert stored["spec"]["cohortName"] == "team"
+    assert "cohort" not in stored["spec"]
+    assert cluster.admin.get(v1beta1, "cluster-queue")["spec"]["cohort"] == "team"
+    cluster.apply(FLAVOR, LQ)
+    start_controller()
+    cluster.job("old-style", "1", duration="600s")
+    eventually(
+        lambda: cluster.get("jobs", "old-style", "default")["spec"]["suspend"] is False,
+        what="the job to start",
+    )
