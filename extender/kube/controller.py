@@ -45,6 +45,7 @@ from extender.core.models import (
 )
 from extender.core.models import Workload as WorkloadModel
 from extender.core.parse import ManifestError
+from extender.core.quantity import MILLI_RESOURCES
 from extender.core.workloads import creation_seconds
 from extender.core.workloads import workload as parse_workload
 from extender.kube import objects as o
@@ -66,7 +67,12 @@ from extender.kube.resources import (
     Resource,
     object_key,
 )
-from extender.kube.status import cluster_queue_status, local_queue_status, queue_counts
+from extender.kube.status import (
+    cluster_queue_status,
+    cluster_queue_usage,
+    local_queue_status,
+    queue_counts,
+)
 
 log = logging.getLogger("tower.controller")
 
@@ -933,6 +939,14 @@ class Controller:
             self.metrics.pending.labels(name, "inadmissible").set(inadmissible)
             self.metrics.reserving.labels(name).set(status["reservingWorkloads"])
             self.metrics.admitted_active.labels(name).set(status["admittedWorkloads"])
+            used, _ = cluster_queue_usage(state, name)
+            for (flavor, resource_name), quota in state.cluster_queues[name].quotas.items():
+                scale = 1000 if resource_name in MILLI_RESOURCES else 1
+                labels = (name, flavor, resource_name)
+                self.metrics.resource_usage.labels(*labels).set(
+                    used.get((flavor, resource_name), 0) / scale
+                )
+                self.metrics.nominal_quota.labels(*labels).set(quota.nominal / scale)
         for key in state.local_queues:
             status = local_queue_status(
                 state,

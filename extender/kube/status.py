@@ -57,14 +57,20 @@ def queue_counts(state: ClusterState) -> QueueCounts:
     return counts
 
 
-def cluster_queue_status(state: ClusterState, name: str, pending: int) -> Obj:
-    """What `kubectl get clusterqueue -o wide` and `describe` show."""
-    cq = state.cluster_queues[name]
+def cluster_queue_usage(state: ClusterState, name: str) -> tuple[Counter[FlavorResource], int]:
+    """Quota held in a ClusterQueue per (flavor, resource), and by how many workloads."""
     used: Counter[FlavorResource] = Counter()
     count = 0
     for admitted in state.admitted_in(name):
         used.update(admitted.usage)
         count += 1
+    return used, count
+
+
+def cluster_queue_status(state: ClusterState, name: str, pending: int) -> Obj:
+    """What `kubectl get clusterqueue -o wide` and `describe` show."""
+    cq = state.cluster_queues[name]
+    used, count = cluster_queue_usage(state, name)
     active, reason, message = state.cluster_queue_active(name)
     return {
         "pendingWorkloads": pending,

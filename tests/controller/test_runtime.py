@@ -34,6 +34,15 @@ def test_health_metrics_json_logs_and_a_clean_stop(cluster):
         _, metrics = get(port, "/metrics")
         assert 'kueue_admitted_workloads_total{cluster_queue="cluster-queue"} 1.0' in metrics
         assert "kueue_admission_attempt_duration_seconds_bucket" in metrics
+        usage = (
+            'kueue_cluster_queue_resource_usage{cluster_queue="cluster-queue",'
+            'flavor="default-flavor",resource="cpu"} 1.0'
+        )
+        eventually(lambda: usage in get(port, "/metrics")[1], what="the usage gauge")
+        assert (
+            'kueue_cluster_queue_nominal_quota{cluster_queue="cluster-queue",'
+            'flavor="default-flavor",resource="cpu"} 4.0' in get(port, "/metrics")[1]
+        )
         assert (
             'tower_kube_api_writes_total{resource="workloads",verb="status-admit"} 1.0' in metrics
         )
