@@ -148,7 +148,6 @@ class Controller:
         self.pcs: dict[str, PriorityClass] = {}
         self.job_of: dict[str, str] = {}  # workload key -> "plural:namespace/name" of its job
         self.evicting: dict[str, _Eviction] = {}
-        self.started_rv: dict[str, int] = {}  # job key -> resourceVersion of our start patch
         self._pending_dirty: dict[str, PendingStatus] = {}
         self._pending_written: dict[str, PendingStatus] = {}
         self._pending_told: dict[str, str] = {}  # the reason last told in an Event
@@ -222,9 +221,6 @@ class Controller:
             self.cache.get("workloads", {}).get(key)
             or {"metadata": {"namespace": namespace, "name": name}},
         )
-
-    def synced(self) -> bool:
-        return bool(self.informers) and all(i.synced.is_set() for i in self.informers)
 
     # ----- the loop -----------------------------------------------------------------------
 
@@ -541,9 +537,8 @@ class Controller:
             and workload_obj is not None
             and o.admission_of(workload_obj) is not None
         ):
-            rv = _rv(job)
-            if rv is not None and rv < self.started_rv.get(key, -1):
-                return  # an event from before our own start patch
+            # (An event older than our own start patch never gets here: _apply drops events
+            # older than the cached answer of our write.)
             self._start_job(resource, job, holder.admission, holder.workload)
 
     @staticmethod
@@ -727,9 +722,6 @@ class Controller:
             )
             return
         key = f"{meta['namespace']}/{meta['name']}"
-        rv = _rv(updated)
-        if rv is not None:
-            self.started_rv[key] = rv
         self.cache.setdefault(resource.plural, {})[key] = updated
         self._event(
             updated, "Normal", "Started", f"Admitted by clusterQueue {admission.cluster_queue}"
