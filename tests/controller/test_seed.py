@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from extender.kube import resources as r
 from tests.controller.conftest import eventually
 
 # The seed's own manifests (shared/seed/), applied unchanged.
@@ -132,4 +133,45 @@ def _finished(cluster, job):
     return wl is not None and any(
         c["type"] == "Finished" and c["status"] == "True"
         for c in (wl.get("status") or {}).get("conditions") or []
+    )
+
+
+def test_a_failed_job_finishes_its_workload_as_failed_and_frees_the_quota(
+    cluster, start_controller
+):
+    cluster.apply(FLAVOR, CQ, LQ)
+    start_controller()
+    failing = cluster.admin.create(
+        r.JOBS,
+        {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {
+                "name": "doomed",
+                "labels": {"kueue.x-k8s.io/queue-name": "user-queue"},
+                "annotations": {"tower.dev/sim-duration": "0.3s", "tower.dev/sim-fail": "true"},
+            },
+            "spec": {
+                "template": {
+                    "spec": {
+                        "restartPolicy": "Never",
+                        "containers": [
+                            {"name": "c", "image": "x", "resources": {"requests": {"cpu": "3"}}}
+                        ],
+                    }
+                }
+            },
+        },
+        "default",
+    )
+    wl = eventually(
+        lambda: _finished(cluster, failing) and cluster.workload_of(failing),
+        what="the Workload to finish",
+    )
+    finished = next(c for c in wl["status"]["conditions"] if c["type"] == "Finished")
+    assert finished["reason"] == "Failed"
+    cluster.job("next", "3", duration="600s")
+    eventually(
+        lambda: cluster.get("jobs", "next", "default")["spec"]["suspend"] is False,
+        what="the freed quota to be used",
     )
