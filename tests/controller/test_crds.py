@@ -144,3 +144,41 @@ def test_a_v1beta1_manifest_works_unchanged(cluster, start_controller):
         lambda: cluster.get("jobs", "old-style", "default")["spec"]["suspend"] is False,
         what="the job to start",
     )
+
+
+def test_a_bad_cluster_queue_is_refused_by_the_webhook_naming_the_field(cluster):
+    """The double calls the real validating webhook for Kueue's kinds, as kube-apiserver does."""
+    import pytest
+
+    from extender.kube.client import ApiError
+    from extender.kube.resources import CLUSTER_QUEUES
+
+    with pytest.raises(ApiError) as refused:
+        cluster.admin.create(
+            CLUSTER_QUEUES,
+            {
+                "apiVersion": "kueue.x-k8s.io/v1beta2",
+                "kind": "ClusterQueue",
+                "metadata": {"name": "lender"},
+                "spec": {
+                    "namespaceSelector": {},
+                    "resourceGroups": [
+                        {
+                            "coveredResources": ["cpu"],
+                            "flavors": [
+                                {
+                                    "name": "f",
+                                    "resources": [
+                                        {"name": "cpu", "nominalQuota": 4, "lendingLimit": 2}
+                                    ],
+                                }
+                            ],
+                        }
+                    ],
+                },
+            },
+        )
+    assert refused.value.status in (400, 403)
+    assert "lendingLimit" in refused.value.message
+    assert refused.value.message.startswith('admission webhook "')
+    assert cluster.get("clusterqueues", "lender") is None
