@@ -114,3 +114,47 @@ def test_a_jobset_is_queued_admitted_placed_and_finished(cluster, start_controll
         return any(c["type"] == "Finished" and c["status"] == "True" for c in conditions)
 
     eventually(finished, what="the Workload to finish")
+
+
+def test_a_preempted_jobset_is_suspended_and_its_templates_restored(cluster, start_controller):
+    from tests.controller.test_preemption import priority
+
+    cluster.admin.create(CRDS, JOBSET_CRD)
+    cluster.apply(
+        flavor("pool-a", {"pool": "a"}),
+        cluster_queue("cq", 4, preemption={"withinClusterQueue": "LowerPriority"}),
+        local_queue("user-queue", "cq"),
+        priority("low", 10),
+        priority("high", 100),
+    )
+    start_controller()
+
+    def jobset(name, klass):
+        return cluster.admin.create(
+            r.JOBSETS,
+            {
+                "apiVersion": "jobset.x-k8s.io/v1alpha2",
+                "kind": "JobSet",
+                "metadata": {
+                    "name": name,
+                    "labels": {
+                        "kueue.x-k8s.io/queue-name": "user-queue",
+                        "kueue.x-k8s.io/priority-class": klass,
+                    },
+                },
+                "spec": {"replicatedJobs": [replicated("workers", 1, "2")]},
+            },
+            "default",
+        )
+
+    def suspended(name):
+        return cluster.get("jobsets", name, "default")["spec"]["suspend"]
+
+    jobset("low", "low")
+    eventually(lambda: suspended("low") is False, what="the low JobSet to start")
+    jobset("high", "high")
+    eventually(lambda: suspended("high") is False, what="the high JobSet to start")
+    low = cluster.get("jobsets", "low", "default")
+    assert low["spec"]["suspend"] is True
+    pod = low["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    assert "nodeSelector" not in pod
