@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import signal
 import time
+import urllib.error
+import urllib.request
 
 from certs.kube import MUTATING_NAME
 from extender.kube.resources import JOBS, Resource
@@ -138,6 +140,9 @@ def test_two_replicas_the_leader_killed(cluster):
         standby = next(p for p in procs if p is not leader)
         cluster.job("before", "1", duration="600s")
         eventually(lambda: running(cluster, "before"), what="the leader to admit")
+        ports = {p: int(p.stdout.readline().decode().split()[-1]) for p in procs}
+        assert ready(ports[leader]) == 200
+        assert ready(ports[standby]) == 503  # standing by: no caches, not ready to serve
         os.kill(leader.pid, signal.SIGKILL)
         killed_at = time.monotonic()
         cluster.job("after", "1", duration="600s")
@@ -149,6 +154,14 @@ def test_two_replicas_the_leader_killed(cluster):
     finally:
         logs = [stop(p) for p in procs]
     assert all("Traceback" not in log for log in logs), logs
+
+
+def ready(port):
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5) as answer:
+            return answer.status
+    except urllib.error.HTTPError as err:
+        return err.code
 
 
 def _finished(workload):
