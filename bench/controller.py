@@ -410,8 +410,6 @@ def main() -> None:
                 ),
                 "?",
             )
-            if plural == "workloads" and what != "status" and method == "PATCH":
-                plural = "workloads"
             writes[f"{method} {plural}{'/status' if what else ''}"] += 1
     events = sum(v for k, v in writes.items() if "events" in k)
     total_writes = sum(writes.values()) - events

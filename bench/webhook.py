@@ -23,16 +23,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tests.fixtures import admission_review  # noqa: E402
+from tests.servers import free_port, generate  # noqa: E402
 from webhook.app import create_app  # noqa: E402
 from webhook.settings import Settings  # noqa: E402
 
 PATH = "/mutate-batch-v1-job"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def wait_ready(port: int, proc: subprocess.Popen[bytes] | None = None) -> None:
@@ -247,21 +242,7 @@ def main() -> None:
             raise SystemExit(f"{tool} is missing: run bench/run.sh, which installs it")
     tmp = Path(tempfile.mkdtemp(prefix="tower-webhook-bench-"))
     certs = tmp / "certs"
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "certs",
-            "generate",
-            "--out",
-            str(certs),
-            "--ip-address",
-            "127.0.0.1",
-        ],
-        cwd=ROOT,
-        check=True,
-        capture_output=True,
-    )
+    generate(certs)
     review = admission_review("01-mutate.job-CREATE-generateName.seed-job")
     body = tmp / "review.json"
     body.write_text(json.dumps(review))

@@ -146,7 +146,7 @@ class Controller:
         self.job_resources: list[Resource] = [JOBS]
         self.wpcs: dict[str, WorkloadPriorityClass] = {}
         self.pcs: dict[str, PriorityClass] = {}
-        self.job_of: dict[str, str] = {}  # workload key -> "plural:namespace/name" of its job
+        self.job_of: dict[str, tuple[Resource, str]] = {}  # workload key -> its Job's key
         self.evicting: dict[str, _Eviction] = {}
         self._pending_dirty: dict[str, PendingStatus] = {}
         self._pending_written: dict[str, PendingStatus] = {}
@@ -202,8 +202,8 @@ class Controller:
     def _collect_orphans(self) -> None:
         """Workloads whose Job is gone hold no quota: delete them (Kueue's finalizer does)."""
         watched = {r.plural for r in self.job_resources}
-        for key, ref in list(self.job_of.items()):
-            plural, job_key = ref.split(":", 1)
+        for key, (resource, job_key) in list(self.job_of.items()):
+            plural = resource.plural
             if plural in watched and job_key not in self.cache.get(plural, {}):
                 self._delete_workload(key)
 
@@ -422,8 +422,8 @@ class Controller:
         owned = False
         for owner in obj["metadata"].get("ownerReferences") or []:
             if owner.get("controller") and owner.get("kind") in ("Job", "JobSet"):
-                plural = "jobs" if owner["kind"] == "Job" else "jobsets"
-                self.job_of[key] = f"{plural}:{model.namespace}/{owner.get('name')}"
+                owner_resource = JOBS if owner["kind"] == "Job" else JOBSETS
+                self.job_of[key] = (owner_resource, f"{model.namespace}/{owner.get('name')}")
                 owned = True
         labels = obj["metadata"].get("labels") or {}
         if not owned and labels.get(o.JOB_UID_LABEL) and not o.is_true(obj, o.FINISHED):
@@ -485,9 +485,9 @@ class Controller:
         if kind == "DELETED":
             # Quota is released now, not when the garbage collector gets to the Workload
             # (and a Job deleted with propagation Orphan leaves its Workload behind).
-            for wl_key, ref in list(self.job_of.items()):
-                if ref == f"{resource.plural}:{key}":
-                    self._delete_workload(wl_key)
+            wl_key = self._workload_key(resource, job)
+            if self.job_of.get(wl_key) == (resource, key):
+                self._delete_workload(wl_key)
             return
         if o.job_queue_name(job) is None:
             return
@@ -496,7 +496,7 @@ class Controller:
             if owner.get("controller") and owner.get("kind") == "JobSet":
                 return  # the JobSet is queued, not its child Jobs
         wl_key = self._workload_key(resource, job)
-        self.job_of[wl_key] = f"{resource.plural}:{key}"
+        self.job_of[wl_key] = (resource, key)
         workload_obj = self.cache.get("workloads", {}).get(wl_key)
         finished, reason, message = o.is_finished(job)
         if finished:
@@ -699,10 +699,9 @@ class Controller:
         if job is not None and o.is_suspended(job):
             self._start_job(resource, job, decision.admission, decision.workload)
 
-    def _job_obj(self, ref: str) -> tuple[Resource, Obj | None]:
-        plural, key = ref.split(":", 1)
-        resource = JOBSETS if plural == "jobsets" else JOBS
-        return resource, self.cache.get(plural, {}).get(key)
+    def _job_obj(self, ref: tuple[Resource, str]) -> tuple[Resource, Obj | None]:
+        resource, key = ref
+        return resource, self.cache.get(resource.plural, {}).get(key)
 
     def _start_job(
         self, resource: Resource, job: Obj, admission: Admission, workload: WorkloadModel
@@ -924,14 +923,14 @@ class Controller:
         counts = queue_counts(state)
         wanted: list[tuple[str, Resource, str, Obj]] = []
         for name in state.cluster_queues:
-            status = cluster_queue_status(state, name, counts.pending_cq[name])
+            used, held = cluster_queue_usage(state, name)
+            status = cluster_queue_status(state, name, counts.pending_cq[name], used, held)
             wanted.append((f"cq:{name}", CLUSTER_QUEUES, name, status))
             active, inadmissible = state.pending_in(name)
             self.metrics.pending.labels(name, "active").set(active)
             self.metrics.pending.labels(name, "inadmissible").set(inadmissible)
             self.metrics.reserving.labels(name).set(status["reservingWorkloads"])
             self.metrics.admitted_active.labels(name).set(status["admittedWorkloads"])
-            used, _ = cluster_queue_usage(state, name)
             for (flavor, resource_name), quota in state.cluster_queues[name].quotas.items():
                 scale = 1000 if resource_name in MILLI_RESOURCES else 1
                 labels = (name, flavor, resource_name)

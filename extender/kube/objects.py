@@ -400,7 +400,6 @@ def admit_patch(obj: Mapping[str, Any], admission: Admission, now: float) -> Obj
     """The admission write: status.admission + QuotaReserved and Admitted, as one patch."""
     cq = admission.cluster_queue
     return {
-        "metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]},
         "status": {
             "admission": admission_dict(admission),
             "conditions": with_conditions(
@@ -438,7 +437,6 @@ def evict_patch(
     if preemption_reason is not None:
         changes.append((PREEMPTED, "True", preemption_reason, message))
     return {
-        "metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]},
         "status": {"conditions": with_conditions(obj, now, *changes)},
     }
 

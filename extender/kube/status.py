@@ -67,10 +67,12 @@ def cluster_queue_usage(state: ClusterState, name: str) -> tuple[Counter[FlavorR
     return used, count
 
 
-def cluster_queue_status(state: ClusterState, name: str, pending: int) -> Obj:
-    """What `kubectl get clusterqueue -o wide` and `describe` show."""
+def cluster_queue_status(
+    state: ClusterState, name: str, pending: int, used: Counter[FlavorResource], count: int
+) -> Obj:
+    """What `kubectl get clusterqueue -o wide` and `describe` show, given the quota held
+    (`cluster_queue_usage`)."""
     cq = state.cluster_queues[name]
-    used, count = cluster_queue_usage(state, name)
     active, reason, message = state.cluster_queue_active(name)
     return {
         "pendingWorkloads": pending,

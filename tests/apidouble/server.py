@@ -31,8 +31,10 @@ import re
 import socket
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
@@ -809,7 +811,7 @@ def default_job(kind: Kind, obj: Obj) -> None:
 
 def stamp_job_labels(obj: Obj) -> None:
     """The selector and template labels the Job strategy adds once the uid exists."""
-    uid = obj["metadata"].setdefault("uid", __import__("uuid").uuid4().__str__())
+    uid = obj["metadata"].setdefault("uid", str(uuid.uuid4()))
     name = obj["metadata"]["name"]
     spec = obj["spec"]
     spec.setdefault("selector", {"matchLabels": {"batch.kubernetes.io/controller-uid": uid}})
@@ -1307,8 +1309,6 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 def _age(stamp: str) -> str:
-    from datetime import datetime
-
     seconds = int(time.time() - datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp())
     if seconds < 120:
         return f"{max(seconds, 0)}s"
