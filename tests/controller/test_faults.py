@@ -205,3 +205,15 @@ def test_a_job_deleted_while_the_controller_is_down_frees_its_quota(cluster):
     finally:
         log = stop(second)
     assert "Traceback" not in log, log
+
+
+def test_a_job_deleted_with_orphan_propagation_frees_its_quota_at_once(cluster, start_controller):
+    cluster.apply(FLAVOR, CQ, LQ)
+    start_controller()
+    gone = cluster.job("gone", "3", duration="600s")
+    eventually(lambda: running(cluster, "gone"), what="the job to start")
+    # Orphan: the garbage collector will not delete the Workload; the controller must.
+    cluster.admin.delete(JOBS, "gone", "default", propagation="Orphan")
+    cluster.job("next", "3", duration="600s")
+    eventually(lambda: running(cluster, "next"), what="the freed quota to be used")
+    assert cluster.workload_of(gone) is None
