@@ -9,13 +9,12 @@ returns the decisions; the caller writes them and calls `forget` if a write fail
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import NamedTuple
 
 from extender.core.fairsharing import dominant_resource_share
-from extender.core.flavors import WAITING_FOR_QUOTA, Assignment, Mode, assign_flavors
+from extender.core.flavors import WAITING_FOR_QUOTA, Assignment, Mode, quick_fit, search_flavors
 from extender.core.models import (
     Admission,
     ClusterQueue,
@@ -101,9 +100,10 @@ class CycleResult:
 class _Entry:
     cq: ClusterQueue
     node: QuotaNode
+    queue: ClusterQueueQueue
     workload: Workload
     assignment: Assignment
-    targets: list[Target] = field(default_factory=list)
+    targets: Sequence[Target] = ()
     status: PendingStatus | None = None
 
 
@@ -124,13 +124,16 @@ class ClusterState:
         self.admitted: dict[str, AdmittedWorkload] = {}
         self.tree = QuotaTree.build((), ())
         self._admitted_by_cq: dict[str, dict[str, AdmittedWorkload]] = {}
-        self._priorities_by_cq: dict[str, Counter[int]] = {}
+        # How many admitted workloads of each priority a ClusterQueue holds.
+        self._priorities_by_cq: dict[str, dict[int, int]] = {}
         self._queues: dict[str, ClusterQueueQueue] = {}
         self._queue_of: dict[str, str] = {}
         self._parked: dict[str, PendingStatus] = {}
         self._status: dict[str, PendingStatus] = {}
         self._inactive: dict[str, PendingStatus] = {}
         self._to_drain: set[str] = set()
+        # The active ClusterQueues with their quota node and queue, in the order heads are taken.
+        self._schedulable: list[tuple[ClusterQueue, QuotaNode, ClusterQueueQueue]] = []
         # Caches of configuration facts, rebuilt whenever the configuration changes.
         self._selected: dict[tuple[str, str], bool] = {}
         self._stopped_local_queues = False
@@ -233,6 +236,11 @@ class ClusterState:
             for name, cq in self.cluster_queues.items()
             if (status := self._inactive_status(cq)) is not None
         }
+        self._schedulable = [
+            (self.cluster_queues[name], self.tree.cluster_queues[name], queue)
+            for name, queue in self._queues.items()
+            if name not in self._inactive
+        ]
         self._to_drain = {
             key
             for key, admitted in self.admitted.items()
@@ -315,14 +323,30 @@ class ClusterState:
         self.workloads[workload.key] = workload
         self._status.pop(workload.key, None)
         node = self.tree.cluster_queues[admission.cluster_queue]
-        held = admission.usage() if usage is None else usage
-        admitted = AdmittedWorkload(workload, admission, held, node, now)
-        add_usage(node, admitted.usage)
-        self.admitted[workload.key] = admitted
-        self._admitted_by_cq.setdefault(admission.cluster_queue, {})[workload.key] = admitted
-        self._priorities_by_cq.setdefault(admission.cluster_queue, Counter())[
-            workload.priority
-        ] += 1
+        self._hold(workload, admission, admission.usage() if usage is None else usage, node, now)
+
+    def _hold(
+        self,
+        workload: Workload,
+        admission: Admission,
+        usage: Mapping[FlavorResource, int],
+        node: QuotaNode,
+        now: float,
+    ) -> None:
+        """Account an admission's quota (the workload is already out of its queue)."""
+        key = workload.key
+        admitted = AdmittedWorkload(workload, admission, usage, node, now)
+        add_usage(node, usage)
+        self.admitted[key] = admitted
+        cq_name = admission.cluster_queue
+        by_cq = self._admitted_by_cq.get(cq_name)
+        if by_cq is None:
+            by_cq = self._admitted_by_cq[cq_name] = {}
+        by_cq[key] = admitted
+        priorities = self._priorities_by_cq.get(cq_name)
+        if priorities is None:
+            priorities = self._priorities_by_cq[cq_name] = {}
+        priorities[workload.priority] = priorities.get(workload.priority, 0) + 1
 
     def forget(self, key: str) -> None:
         """Undo an assumed admission whose write failed: the workload is pending again."""
@@ -449,7 +473,7 @@ class ClusterState:
         #    they happen, so later entries of this cycle see what earlier ones took.
 
         # 3. Nominate: flavor assignment, and preemption targets where only preemption helps.
-        entries = [self._nominate(cq, node, workload) for cq, node, workload in heads]
+        entries = [self._nominate(*head) for head in heads]
 
         # 4. Order: classical (no borrowing first, priority, FIFO) or fair-sharing tournament.
         ordered = self._fair_order(entries) if self.fair_sharing else iter(self._classical(entries))
@@ -463,9 +487,8 @@ class ClusterState:
         changed_trees: set[int] = set()  # roots whose usage moved since nomination
         for entry in ordered:
             workload, assignment = entry.workload, entry.assignment
-            queue = self._queues[entry.cq.name]
-            root = entry.node.root()
             if assignment.mode == Mode.FIT:
+                root = entry.node.root()
                 if id(root) in changed_trees and not fits(entry.node, assignment.usage, True):
                     entry.status = PendingStatus(
                         WAITING_FOR_QUOTA,
@@ -474,11 +497,16 @@ class ClusterState:
                     progressed = True  # retried at once: not parked as inadmissible
                     continue
                 admission = assignment.admission(entry.cq.name, workload)
-                refusal = next(
-                    (m for check in self.admission_checks if (m := check(workload, admission))),
-                    None,
+                refusal = (
+                    next(
+                        (m for check in self.admission_checks if (m := check(workload, admission))),
+                        None,
+                    )
+                    if self.admission_checks
+                    else None
                 )
                 if refusal is not None:
+                    queue = entry.queue
                     entry.status = PendingStatus(INADMISSIBLE, refusal)
                     # Progress only if the queue moved (under StrictFIFO the head stays).
                     was_parked = queue.is_inadmissible(workload.key)
@@ -487,11 +515,17 @@ class ClusterState:
                         not was_parked and queue.is_inadmissible(workload.key)
                     )
                     continue
-                self.assume(workload, admission, now, assignment.usage)
+                # assume(), knowing the workload is its queue's head and holds no status.
+                key = workload.key
+                del self._queue_of[key]
+                entry.queue.remove(key)
+                self._status.pop(key, None)
+                self._hold(workload, admission, assignment.usage, entry.node, now)
                 changed_trees.add(id(root))
                 admitted.append(Admit(workload, admission))
                 progressed = True
             elif assignment.mode == Mode.PREEMPT and entry.targets:
+                root = entry.node.root()
                 keys = {t.victim.workload.key for t in entry.targets}
                 if keys & claimed:
                     entry.status = PendingStatus(
@@ -526,6 +560,7 @@ class ClusterState:
                 )
             else:
                 entry.status = PendingStatus(assignment.reason, assignment.message)
+                queue = entry.queue
                 if not queue.is_inadmissible(workload.key):
                     queue.mark_inadmissible(workload)
                     progressed = progressed or queue.is_inadmissible(workload.key)
@@ -540,15 +575,12 @@ class ClusterState:
                 pending.append((entry.workload, entry.status))
         return CycleResult(tuple(admitted), tuple(evicted), tuple(pending), len(heads), progressed)
 
-    def _heads(self) -> list[tuple[ClusterQueue, QuotaNode, Workload]]:
+    def _heads(self) -> list[tuple[ClusterQueue, QuotaNode, ClusterQueueQueue, Workload]]:
         heads = []
-        nodes = self.tree.cluster_queues
-        for name, queue in self._queues.items():
-            if name in self._inactive:
-                continue
+        for cq, node, queue in self._schedulable:
             workload = queue.head()
             if workload is not None:
-                heads.append((self.cluster_queues[name], nodes[name], workload))
+                heads.append((cq, node, queue, workload))
         return heads
 
     def _selects(self, cq: ClusterQueue, namespace: str) -> bool:
@@ -560,7 +592,9 @@ class ClusterState:
             self._selected[key] = selected
         return selected
 
-    def _nominate(self, cq: ClusterQueue, node: QuotaNode, workload: Workload) -> _Entry:
+    def _nominate(
+        self, cq: ClusterQueue, node: QuotaNode, queue: ClusterQueueQueue, workload: Workload
+    ) -> _Entry:
         if not self._selects(cq, workload.namespace):
             hint = (
                 " (its namespaceSelector is null, which selects no namespace; {} selects all)"
@@ -571,14 +605,27 @@ class ClusterState:
                 f"namespace {workload.namespace} is not selected by ClusterQueue {cq.name}{hint}"
             )
             return _Entry(
-                cq, node, workload, Assignment(Mode.NO_FIT, reason=INADMISSIBLE, message=message)
+                cq,
+                node,
+                queue,
+                workload,
+                Assignment(Mode.NO_FIT, reason=INADMISSIBLE, message=message),
             )
         lq = self.local_queue_of(workload) if self._stopped_local_queues else None
         if lq is not None and lq.stop_policy is not StopPolicy.NONE:
             message = f"LocalQueue {lq.key} is stopped (stopPolicy {lq.stop_policy.value})"
             return _Entry(
-                cq, node, workload, Assignment(Mode.NO_FIT, reason=INADMISSIBLE, message=message)
+                cq,
+                node,
+                queue,
+                workload,
+                Assignment(Mode.NO_FIT, reason=INADMISSIBLE, message=message),
             )
+
+        if len(workload.pod_sets) == 1:
+            quick = quick_fit(workload.pod_sets[0], cq, self.flavors, node)
+            if quick is not None:
+                return _Entry(cq, node, queue, workload, quick)
 
         found: dict[tuple[object, ...], list[Target]] = {}
 
@@ -594,14 +641,14 @@ class ClusterState:
             node.parent is not None
             and cq.preemption.reclaim_within_cohort is not ReclaimWithinCohort.NEVER
         )
-        assignment = assign_flavors(
+        assignment = search_flavors(
             workload,
             cq,
             self.flavors,
             node,
             (lambda req, need: bool(targets(req, need))) if may_preempt else None,
         )
-        entry = _Entry(cq, node, workload, assignment)
+        entry = _Entry(cq, node, queue, workload, assignment)
         if assignment.mode == Mode.PREEMPT:
             entry.targets = targets(assignment.usage, assignment.needs_preemption)
             if not entry.targets:

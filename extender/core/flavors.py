@@ -63,18 +63,29 @@ class Assignment(NamedTuple):
 
     def admission(self, cluster_queue: str, workload: Workload) -> Admission:
         """The Workload.status.admission this assignment amounts to."""
-        return Admission(
-            cluster_queue,
-            tuple(
-                PodSetAssignment(
-                    ps.name,
-                    flavors,
-                    {r: v for r, v in ps.totals.items() if r in flavors},
-                    ps.count,
-                )
-                for ps, flavors in zip(workload.pod_sets, self.pod_set_flavors, strict=True)
-            ),
-        )
+        if len(workload.pod_sets) == 1:  # the common case, without the loop
+            ps, flavors, totals = (
+                workload.pod_sets[0],
+                self.pod_set_flavors[0],
+                workload.pod_sets[0].totals,
+            )
+            usage = (
+                totals
+                if len(flavors) == len(totals)
+                else {r: v for r, v in totals.items() if r in flavors}
+            )
+            return Admission(cluster_queue, (PodSetAssignment(ps.name, flavors, usage, ps.count),))
+        assignments = []
+        for ps, flavors in zip(workload.pod_sets, self.pod_set_flavors, strict=True):
+            totals = ps.totals
+            # Flavors cover every resource the pod set requests but those it asks none of.
+            usage = (
+                totals
+                if len(flavors) == len(totals)
+                else {r: v for r, v in totals.items() if r in flavors}
+            )
+            assignments.append(PodSetAssignment(ps.name, flavors, usage, ps.count))
+        return Admission(cluster_queue, tuple(assignments))
 
 
 class _Verdict(NamedTuple):
@@ -160,6 +171,83 @@ def assign_flavors(
     oracle: PreemptionOracle | None = None,
 ) -> Assignment:
     """Choose flavors group by group in the ClusterQueue's order, honouring fungibility."""
+    if len(workload.pod_sets) == 1:
+        quick = quick_fit(workload.pod_sets[0], cq, flavors, node)
+        if quick is not None:
+            return quick
+    return search_flavors(workload, cq, flavors, node, oracle)
+
+
+def quick_fit(
+    pod_set: PodSet,
+    cq: ClusterQueue,
+    flavors: Mapping[str, ResourceFlavor],
+    node: QuotaNode,
+) -> Assignment | None:
+    """The common case without the search: a single pod set that fits the first usable flavor
+    of each resource group (without borrowing, or borrowing where that may stop the search).
+
+    Returns exactly what `search_flavors` returns in that case, and None in every other case
+    (a test holds the two together). One head per ClusterQueue is nominated every cycle, so
+    this is the admission core's hottest path.
+    """
+    group_of = cq.group_of
+    needs: dict[int, dict[str, int]] = {}
+    for resource, amount in pod_set.totals.items():
+        if amount <= 0:
+            continue
+        group = group_of.get(resource)
+        if group is None:
+            return None
+        request = needs.get(group)
+        if request is None:
+            needs[group] = {resource: amount}
+        else:
+            request[resource] = amount
+    may_stop_borrowing = cq.flavor_fungibility.when_can_borrow is FungibilityPolicy.MAY_STOP_SEARCH
+    assigned: dict[str, str] = {}
+    usage: dict[FlavorResource, int] = {}
+    level = 0
+    for group_index in sorted(needs) if len(needs) > 1 else needs:
+        request = needs[group_index]
+        for flavor_quotas in cq.resource_groups[group_index].flavors:
+            name = flavor_quotas.name
+            flavor = flavors.get(name)
+            if flavor is None:
+                continue  # a missing flavor is passed over, as the search does
+            if (flavor.node_taints or flavor.node_labels) and _incompatibility(
+                flavor, pod_set
+            ) is not None:
+                continue
+            group_level = 0
+            for resource, amount in request.items():
+                fr = (name, resource)
+                if amount > available(node, fr):
+                    return None  # preemption or a later flavor: the search decides
+                fr_level = borrowing_level(node, fr, amount)
+                if fr_level > group_level:
+                    group_level = fr_level
+            if group_level and not may_stop_borrowing:
+                return None  # a later flavor might fit without borrowing
+            for resource, amount in request.items():
+                usage[(name, resource)] = amount
+                assigned[resource] = name
+            if group_level > level:
+                level = group_level
+            break
+        else:
+            return None
+    return Assignment(Mode.FIT, level, (assigned,), usage)
+
+
+def search_flavors(
+    workload: Workload,
+    cq: ClusterQueue,
+    flavors: Mapping[str, ResourceFlavor],
+    node: QuotaNode,
+    oracle: PreemptionOracle | None = None,
+) -> Assignment:
+    """The full search: every flavor of each group judged, fungibility choosing among them."""
     # Requests of each pod set grouped by resource group: all pod sets that request a
     # group's resources get the same flavor for that group.
     group_of = cq.group_of
@@ -240,6 +328,7 @@ def assign_flavors(
             return _no_fit(workload, notes, best)
         chosen[group_index] = best
 
+    single = len(workload.pod_sets) == 1
     pod_set_flavors: list[dict[str, str]] = [{} for _ in workload.pod_sets]
     usage: dict[FlavorResource, int] = {}
     mode, level = Mode.FIT, 0
@@ -247,13 +336,18 @@ def assign_flavors(
     notes_text = ""
     for group_index, verdict in chosen.items():
         flavor_name = verdict.flavor
-        for resource, amount in needs[group_index].items():
+        request = needs[group_index]
+        for resource, amount in request.items():
             usage[(flavor_name, resource)] = amount
-        for index in pod_sets_of_group[group_index]:
-            assigned = pod_set_flavors[index]
-            for resource, amount in workload.pod_sets[index].totals.items():
-                if amount > 0 and group_of.get(resource) == group_index:
-                    assigned[resource] = flavor_name
+        if single:
+            # The group's request is the one pod set's: every resource in it gets the flavor.
+            pod_set_flavors[0].update(dict.fromkeys(request, flavor_name))
+        else:
+            for index in pod_sets_of_group[group_index]:
+                assigned = pod_set_flavors[index]
+                for resource, amount in workload.pod_sets[index].totals.items():
+                    if amount > 0 and group_of.get(resource) == group_index:
+                        assigned[resource] = flavor_name
         if verdict.mode < mode:
             mode = verdict.mode
         if verdict.level > level:
@@ -284,10 +378,11 @@ def _judge(
     oracle: PreemptionOracle | None,
     preempts: bool,
 ) -> _Verdict:
-    for index in pod_set_indexes:
-        problem = _incompatibility(flavor, workload.pod_sets[index])
-        if problem is not None:
-            return _Verdict(flavor.name, Mode.NO_FIT, 0, _NOTHING, NO_MATCHING_FLAVOR, problem)
+    if flavor.node_taints or flavor.node_labels:
+        for index in pod_set_indexes:
+            problem = _incompatibility(flavor, workload.pod_sets[index])
+            if problem is not None:
+                return _Verdict(flavor.name, Mode.NO_FIT, 0, _NOTHING, NO_MATCHING_FLAVOR, problem)
     mode, level = Mode.FIT, 0
     need: set[FlavorResource] = set()
     notes: list[str] = []

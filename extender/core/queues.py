@@ -16,8 +16,6 @@ from dataclasses import dataclass, field
 
 from extender.core.models import QueueingStrategy, Workload
 
-QueueKey = tuple[float, str]  # (queue-order time, uid) inside one class
-
 
 def equivalence_key(workload: Workload) -> Hashable:
     """Workloads with equal keys get the same flavor and quota verdict in the same state."""
@@ -39,11 +37,13 @@ def equivalence_key(workload: Workload) -> Hashable:
     )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class _Class:
     key: Hashable
     priority: int
-    heap: list[tuple[float, str, str]] = field(default_factory=list)  # (time, uid, wl key)
+    # (queue time, uid, member sequence, workload key); entries of removed members stay
+    # until they reach the top. The top entry is always a current member's.
+    heap: list[tuple[float, str, int, str]] = field(default_factory=list)
     active: bool = True
     version: int = 0
 
@@ -52,7 +52,13 @@ class _Class:
 class _Member:
     workload: Workload
     klass: _Class
-    queue_time: float
+    seq: int
+
+
+# An entry of the heads heap: (-priority, time, uid, class version, class, workload). The
+# version is unique, so comparison never reaches the class; an entry is current while its
+# version is the class's.
+_HeadEntry = tuple[int, float, str, int, _Class, Workload]
 
 
 class ClusterQueueQueue:
@@ -62,10 +68,11 @@ class ClusterQueueQueue:
         self.strategy = strategy
         self._classes: dict[Hashable, _Class] = {}
         self._members: dict[str, _Member] = {}
-        # One valid entry per active non-empty class: (-priority, time, uid, version, class key).
-        self._heads: list[tuple[int, float, str, int, Hashable]] = []
-        self._inadmissible: set[Hashable] = set()
+        # One current entry per active non-empty class.
+        self._heads: list[_HeadEntry] = []
+        self._inadmissible: set[_Class] = set()
         self._versions = itertools.count(1)
+        self._seqs = itertools.count(1)
 
     def __len__(self) -> int:
         return len(self._members)
@@ -84,16 +91,21 @@ class ClusterQueueQueue:
 
     def push(self, workload: Workload, queue_time: float | None = None) -> None:
         """Add a workload (or put one back after it was taken out)."""
+        if workload.key in self._members:
+            self.remove(workload.key)
         key = equivalence_key(workload)
         klass = self._classes.get(key)
         if klass is None:
             klass = _Class(key, workload.priority)
             self._classes[key] = klass
         when = workload.creation_time if queue_time is None else queue_time
-        self._members[workload.key] = _Member(workload, klass, when)
-        old_top = self._top(klass)
-        heapq.heappush(klass.heap, (when, workload.uid, workload.key))
-        if klass.active and self._top(klass) != old_top:
+        seq = next(self._seqs)
+        self._members[workload.key] = _Member(workload, klass, seq)
+        heap = klass.heap
+        old_top = heap[0] if heap else None
+        entry = (when, workload.uid, seq, workload.key)
+        heapq.heappush(heap, entry)
+        if klass.active and heap[0] is not old_top:
             self._publish(klass)
 
     def remove(self, key: str) -> Workload | None:
@@ -102,13 +114,16 @@ class ClusterQueueQueue:
         if member is None:
             return None
         klass = member.klass
-        was_top = bool(klass.heap) and klass.heap[0][2] == key
-        self._drop_stale(klass)
-        if not klass.heap:
-            self._classes.pop(klass.key, None)
-            self._inadmissible.discard(klass.key)
+        heap = klass.heap
+        if heap[0][2] != member.seq:
+            return member.workload  # its entry is dropped when it reaches the top
+        heapq.heappop(heap)
+        self._drop_stale(heap)
+        if not heap:
+            del self._classes[klass.key]
+            self._inadmissible.discard(klass)
             klass.version = next(self._versions)
-        elif was_top and klass.active:
+        elif klass.active:
             self._publish(klass)
         return member.workload
 
@@ -116,13 +131,10 @@ class ClusterQueueQueue:
         """The workload this ClusterQueue offers to the next cycle, if any."""
         heads = self._heads
         while heads:
-            _, _, _, version, ckey = heads[0]
-            klass = self._classes.get(ckey)
-            top = None if klass is None or klass.version != version else self._top(klass)
-            if klass is None or not klass.active or top is None:
-                heapq.heappop(heads)
-                continue
-            return self._members[top[2]].workload
+            entry = heads[0]
+            if entry[4].version == entry[3]:
+                return entry[5]
+            heapq.heappop(heads)
         return None
 
     def mark_inadmissible(self, workload: Workload) -> None:
@@ -137,14 +149,13 @@ class ClusterQueueQueue:
             return
         member.klass.active = False
         member.klass.version = next(self._versions)
-        self._inadmissible.add(member.klass.key)
+        self._inadmissible.add(member.klass)
 
     def requeue_inadmissible(self) -> int:
         """Something changed that may let inadmissible workloads fit: make them eligible again."""
         moved = 0
-        for ckey in self._inadmissible:
-            klass = self._classes.get(ckey)
-            if klass is not None and not klass.active:
+        for klass in self._inadmissible:
+            if not klass.active and klass.heap:
                 klass.active = True
                 moved += len(klass.heap)
                 self._publish(klass)
@@ -156,21 +167,22 @@ class ClusterQueueQueue:
         member = self._members.get(key)
         return member is not None and not member.klass.active
 
-    def _top(self, klass: _Class) -> tuple[float, str, str] | None:
-        self._drop_stale(klass)
-        return klass.heap[0] if klass.heap else None
-
-    def _drop_stale(self, klass: _Class) -> None:
-        heap = klass.heap
+    def _drop_stale(self, heap: list[tuple[float, str, int, str]]) -> None:
         members = self._members
         while heap:
-            member = members.get(heap[0][2])
-            if member is not None and member.klass is klass and member.queue_time == heap[0][0]:
+            member = members.get(heap[0][3])
+            if member is not None and member.seq == heap[0][2]:
                 return
             heapq.heappop(heap)
 
     def _publish(self, klass: _Class) -> None:
-        top = self._top(klass)
-        klass.version = next(self._versions)
-        if top is not None:
-            heapq.heappush(self._heads, (-klass.priority, top[0], top[1], klass.version, klass.key))
+        klass.version = version = next(self._versions)
+        when, uid, _, key = klass.heap[0]
+        entry = (-klass.priority, when, uid, version, klass, self._members[key].workload)
+        heads = self._heads
+        if heads and heads[0][4] is klass:
+            # The class was the queue's head (it usually is: its head was just admitted);
+            # its old entry is stale from now on, so the new one takes its place.
+            heapq.heapreplace(heads, entry)
+        else:
+            heapq.heappush(heads, entry)

@@ -1,0 +1,170 @@
+"""The quick path of flavor assignment answers exactly as the full search, or not at all."""
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from extender.core.flavors import Mode, assign_flavors, quick_fit, search_flavors
+from extender.core.labels import Taint, Toleration
+from extender.core.models import (
+    ClusterQueue,
+    FlavorFungibility,
+    FlavorQuotas,
+    FungibilityPolicy,
+    PodSet,
+    Preemption,
+    ReclaimWithinCohort,
+    ResourceFlavor,
+    ResourceGroup,
+    ResourceQuota,
+    WithinClusterQueue,
+    Workload,
+)
+from extender.core.quota import QuotaTree, add_usage
+
+FLAVOR_NAMES = ("a", "b", "c")
+RESOURCES = ("cpu", "memory", "gpu")
+
+
+def flavor_objects(draw):
+    out = {}
+    for name in FLAVOR_NAMES:
+        if draw(st.integers(0, 5)) == 0:
+            continue  # named by the ClusterQueue, but missing
+        labels = {"pool": name} if draw(st.booleans()) else {}
+        taints = (Taint("dedicated", name),) if draw(st.integers(0, 3)) == 0 else ()
+        out[name] = ResourceFlavor(name, labels, taints)
+    return out
+
+
+@st.composite
+def cases(draw):
+    flavors = flavor_objects(draw)
+    # One or two resource groups; each covers some resources and lists some flavors.
+    resources = list(RESOURCES)
+    split = draw(st.integers(1, 2))
+    covered = [tuple(resources[:split]), tuple(resources[split:])]
+    if draw(st.booleans()):
+        covered = covered[:1]
+    groups = []
+    quota = st.integers(0, 12)
+    for group_resources in covered:
+        names = draw(st.lists(st.sampled_from(FLAVOR_NAMES), min_size=1, max_size=3, unique=True))
+        groups.append(
+            ResourceGroup(
+                group_resources,
+                tuple(
+                    FlavorQuotas(
+                        name,
+                        tuple(
+                            ResourceQuota(
+                                r,
+                                draw(quota),
+                                borrowing_limit=draw(st.one_of(st.none(), quota)),
+                            )
+                            for r in group_resources
+                        ),
+                    )
+                    for name in names
+                ),
+            )
+        )
+    policy = st.sampled_from(list(FungibilityPolicy))
+    cq = ClusterQueue(
+        "cq",
+        tuple(groups),
+        cohort="team",
+        flavor_fungibility=FlavorFungibility(
+            draw(policy),
+            draw(policy),
+            draw(st.sampled_from([None, "BorrowingOverPreemption", "PreemptionOverBorrowing"])),
+        ),
+        preemption=Preemption(
+            draw(st.sampled_from(list(WithinClusterQueue))),
+            draw(st.sampled_from(list(ReclaimWithinCohort))),
+        ),
+    )
+    lender = ClusterQueue(
+        "lender",
+        tuple(
+            ResourceGroup(
+                g.covered_resources,
+                tuple(
+                    FlavorQuotas(
+                        f.name, tuple(ResourceQuota(q.name, draw(quota)) for q in f.resources)
+                    )
+                    for f in g.flavors
+                ),
+            )
+            for g in groups
+        ),
+        cohort="team",
+    )
+    tree = QuotaTree.build([cq, lender], [])
+    node = tree.cluster_queues["cq"]
+    for who in ("cq", "lender"):
+        used = {
+            (f.name, q.name): draw(st.integers(0, 10))
+            for g in groups
+            for f in g.flavors
+            for q in f.resources
+        }
+        add_usage(tree.cluster_queues[who], used)
+    requests = {
+        r: draw(st.integers(0, 6)) for r in draw(st.sets(st.sampled_from(RESOURCES), max_size=3))
+    }
+    tolerations = (Toleration("dedicated", "Exists"),) if draw(st.booleans()) else ()
+    selector = {"pool": draw(st.sampled_from(FLAVOR_NAMES))} if draw(st.booleans()) else {}
+    pod_set = PodSet("main", draw(st.integers(1, 2)), requests, selector, (), tolerations)
+    workload = Workload("ns", "wl", "uid", "lq", (pod_set,))
+    return workload, cq, flavors, node
+
+
+@settings(max_examples=600, suppress_health_check=[HealthCheck.too_slow])
+@given(cases())
+def test_the_quick_path_answers_as_the_search_or_defers_to_it(case):
+    workload, cq, flavors, node = case
+    quick = quick_fit(workload.pod_sets[0], cq, flavors, node)
+    full = search_flavors(workload, cq, flavors, node, oracle=lambda request, need: True)
+    if quick is not None:
+        assert quick.mode == Mode.FIT
+        assert quick == full
+    assert assign_flavors(workload, cq, flavors, node, lambda request, need: True) == full
+
+
+def test_the_common_head_takes_the_quick_path():
+    cpu = ResourceQuota("cpu", 4_000)
+    cq = ClusterQueue("cq", (ResourceGroup(("cpu",), (FlavorQuotas("default", (cpu,)),)),))
+    flavors = {"default": ResourceFlavor("default")}
+    node = QuotaTree.build([cq], []).cluster_queues["cq"]
+    pod_set = PodSet("main", 3, {"cpu": 1_000})
+    quick = quick_fit(pod_set, cq, flavors, node)
+    assert quick is not None
+    assert quick.usage == {("default", "cpu"): 3_000}
+    assert quick.pod_set_flavors == ({"cpu": "default"},)
+    add_usage(node, {("default", "cpu"): 2_000})
+    assert quick_fit(pod_set, cq, flavors, node) is None  # 3 of 2 free: the search explains
+
+
+def test_borrowing_in_the_first_flavor_leaves_the_choice_to_the_search():
+    # whenCanBorrow TryNextFlavor: a later flavor that fits without borrowing wins.
+    def group(*names):
+        return ResourceGroup(
+            ("cpu",), tuple(FlavorQuotas(n, (ResourceQuota("cpu", 2_000),)) for n in names)
+        )
+
+    cq = ClusterQueue(
+        "cq",
+        (group("a", "b"),),
+        cohort="team",
+        flavor_fungibility=FlavorFungibility(FungibilityPolicy.TRY_NEXT_FLAVOR),
+    )
+    lender = ClusterQueue("lender", (group("a"),), cohort="team")
+    tree = QuotaTree.build([cq, lender], [])
+    node = tree.cluster_queues["cq"]
+    flavors = {"a": ResourceFlavor("a"), "b": ResourceFlavor("b")}
+    add_usage(node, {("a", "cpu"): 1_000})
+    workload = Workload("ns", "wl", "uid", "lq", (PodSet("main", 2, {"cpu": 1_000}),))
+    assert quick_fit(workload.pod_sets[0], cq, flavors, node) is None
+    chosen = assign_flavors(workload, cq, flavors, node)
+    assert chosen.pod_set_flavors == ({"cpu": "b"},)
+    assert chosen.borrowing_level == 0
