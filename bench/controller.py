@@ -317,6 +317,9 @@ def main() -> None:
     parser.add_argument("--qps", type=float, default=50)
     parser.add_argument("--timeout", type=float, default=1800, help="give up after (s)")
     parser.add_argument("--burst", type=int, default=100)
+    parser.add_argument(
+        "--controller-log", help="write the controller's INFO log (admissions, evictions) here"
+    )
     args = parser.parse_args()
 
     api = ApiDouble(history=200_000)
@@ -361,7 +364,7 @@ def main() -> None:
             "--kube-api-burst",
             str(args.burst),
             "--log-level",
-            "WARNING",
+            "INFO" if args.controller_log else "WARNING",
         ],
         cwd=ROOT,
         stderr=subprocess.PIPE,
@@ -369,6 +372,16 @@ def main() -> None:
     )
     assert controller.stderr is not None
     health_port = int(controller.stderr.readline().split()[-1])
+
+    def drain_log(stream: Any, path: str | None) -> None:
+        # Read the pipe to its end: a full pipe would stall the controller's logging.
+        with open(path or os.devnull, "w") as out:
+            for line in stream:
+                out.write(line)
+
+    threading.Thread(
+        target=drain_log, args=(controller.stderr, args.controller_log), daemon=True
+    ).start()
     time.sleep(2.0)  # caches synced on an empty queue
     runner = Runner(api, admin, args.jobs)
     started = time.monotonic()
