@@ -22,6 +22,7 @@ from extender.core.models import (
     FlavorResource,
     LocalQueue,
     Namespace,
+    QueueingStrategy,
     ReclaimWithinCohort,
     ResourceFlavor,
     StopPolicy,
@@ -105,6 +106,40 @@ class _Entry:
     assignment: Assignment
     targets: Sequence[Target] = ()
     status: PendingStatus | None = None
+
+
+def _lender_holds(admitted: Iterable[_Entry]) -> dict[QuotaNode, dict[FlavorResource, int]]:
+    """Unused quota that ClusterQueues keep from this cycle's borrowers, held in the tree.
+
+    A ClusterQueue that admitted in its own quota this cycle and whose next pending workload
+    fits what it leaves unused will admit that workload next cycle. Lent out now, the quota
+    would be reclaimed from the borrower at once (reclaimWithinCohort: Any), a preemption
+    that costs the borrower its work and the API two writes. Kueue lends it and reclaims it;
+    Tower keeps it until the lender's pending work no longer fits (or is parked). Only under
+    BestEffortFIFO: a StrictFIFO head that never fits would keep the quota idle.
+    """
+    held: dict[QuotaNode, dict[FlavorResource, int]] = {}
+    for entry in admitted:
+        cq, node = entry.cq, entry.node
+        if (
+            node in held
+            or cq.preemption.reclaim_within_cohort is not ReclaimWithinCohort.ANY
+            or entry.queue.strategy is not QueueingStrategy.BEST_EFFORT_FIFO
+        ):
+            continue
+        head = entry.queue.head()
+        if head is None:
+            continue
+        amounts: dict[FlavorResource, int] = {}
+        for fr in cq.quotas:
+            unused = node.subtree.get(fr, 0) - node.usage.get(fr, 0)
+            need = sum(ps.totals.get(fr[1], 0) for ps in head.pod_sets)
+            if 0 < need <= unused:
+                amounts[fr] = unused
+        if amounts:
+            add_usage(node, amounts)
+            held[node] = amounts
+    return held
 
 
 class ClusterState:
@@ -481,18 +516,45 @@ class ClusterState:
         # 5. Admit or preempt, entry by entry. A preempting entry reserves its quota in the
         #    snapshot for the rest of the cycle, so what its victims free (and what is free
         #    now) is not taken by another entry that Kueue ordered after it.
+        #    Borrowers come after every entry that fits its own quota; a lender that still
+        #    has pending work fitting its unused quota keeps it from them (_lender_holds).
         admitted: list[Admit] = []
         claimed: set[str] = set()
         reserved: list[tuple[QuotaNode, Mapping[FlavorResource, int]]] = []
         changed_trees: set[int] = set()  # roots whose usage moved since nomination
+        lenders: dict[int, list[_Entry]] = {}  # per tree: entries admitted in their own quota
+        holds: dict[int, dict[QuotaNode, dict[FlavorResource, int]]] = {}
         for entry in ordered:
             workload, assignment = entry.workload, entry.assignment
             if assignment.mode == Mode.FIT:
                 root = entry.node.root()
+                held: dict[QuotaNode, dict[FlavorResource, int]] = {}
+                own: dict[FlavorResource, int] | None = None
+                if assignment.borrowing_level and not self.fair_sharing:
+                    held = holds.get(id(root)) or {}
+                    if id(root) not in holds:
+                        held = holds[id(root)] = _lender_holds(lenders.get(id(root), ()))
+                        if held:
+                            changed_trees.add(id(root))
+                    own = held.pop(entry.node, None)
+                    if own is not None:  # its own unused quota is its own to use
+                        add_usage(entry.node, own, -1)
                 if id(root) in changed_trees and not fits(entry.node, assignment.usage, True):
+                    if own is not None:
+                        add_usage(entry.node, own)
+                        held[entry.node] = own
+                    kept = ""
+                    if held:
+                        keepers = sorted(n.name for n in held)
+                        more = f" and {len(keepers) - 3} more" if len(keepers) > 3 else ""
+                        kept = (
+                            ", or kept by ClusterQueue "
+                            f"{', '.join(keepers[:3])}{more} for its own pending workloads "
+                            "(lent now, it would be reclaimed at once)"
+                        )
                     entry.status = PendingStatus(
                         WAITING_FOR_QUOTA,
-                        "quota was taken by another workload admitted in the same cycle",
+                        "quota was taken by another workload admitted in the same cycle" + kept,
                     )
                     progressed = True  # retried at once: not parked as inadmissible
                     continue
@@ -522,6 +584,8 @@ class ClusterState:
                 self._status.pop(key, None)
                 self._hold(workload, admission, assignment.usage, entry.node, now)
                 changed_trees.add(id(root))
+                if not assignment.borrowing_level:
+                    lenders.setdefault(id(root), []).append(entry)
                 admitted.append(Admit(workload, admission))
                 progressed = True
             elif assignment.mode == Mode.PREEMPT and entry.targets:
@@ -567,6 +631,9 @@ class ClusterState:
 
         for node, usage in reserved:
             add_usage(node, usage, -1)
+        for held in holds.values():
+            for node, amounts in held.items():
+                add_usage(node, amounts, -1)
 
         # 6. Requeue: what was not admitted keeps its place or was parked above; record why.
         for entry in entries:

@@ -342,3 +342,53 @@ def test_deleting_a_local_queue_evicts_what_it_admitted():
     ]
     assert "was deleted" in result.evicted[0].message
     assert state.schedule(2).evicted == ()  # evicted once, not every cycle
+
+
+def lender_and_borrower(reclaim="Any", strict=False, next_request="2"):
+    """a lends what it does not use; b is full and its next workload must borrow.
+
+    a admits a1 in its own quota this cycle and has a2 pending behind it."""
+    lender = CQ("a").cohort("c").group(("default", {"cpu": "4"})).preemption(reclaim=reclaim)
+    if strict:
+        lender = lender.strict()
+    state = state_with(
+        lender.obj(),
+        CQ("b").cohort("c").group(("default", {"cpu": "4"})).preemption(reclaim="Any").obj(),
+    )
+    admit(state, WL("b0").queue("lq-b").request("cpu", "4").obj())
+    state.add_workload(WL("a1").queue("lq-a").created(1).request("cpu", "2").obj())
+    state.add_workload(WL("a2").queue("lq-a").created(2).request("cpu", next_request).obj())
+    state.add_workload(WL("b1").queue("lq-b").created(0).request("cpu", "2").obj())
+    return state
+
+
+def test_a_lender_with_pending_work_keeps_its_unused_quota_from_borrowers():
+    # Kueue lends a's last 2 cpu to b1 and preempts b1 a cycle later to admit a2. Tower
+    # keeps them for a2: the same admissions, without the preemption.
+    state = lender_and_borrower()
+    first = state.schedule(0)
+    assert names(first.admitted) == ["a1"]
+    status = state.pending_status("default/b1")
+    assert "kept by ClusterQueue a for its own pending workloads" in status.message
+    assert names(run_until_quiet(state)) == ["a2"]
+    assert "default/b1" not in state.admitted
+    # The hold lasts a cycle only: the quota in the tree is exactly what is admitted.
+    assert state.tree.cohorts["c"].usage == {("default", "cpu"): 8_000}
+    state.finish("default/a1")
+    assert names(run_until_quiet(state)) == ["b1"]
+
+
+@pytest.mark.parametrize(
+    ("case", "kw", "reclaimed"),
+    [
+        ("the lender cannot reclaim: lending costs nothing", {"reclaim": "Never"}, False),
+        ("the next workload does not fit the unused quota", {"next_request": "3"}, False),
+        # Kueue's churn, kept: a StrictFIFO head that never fits would idle the quota.
+        ("a StrictFIFO lender", {"strict": True}, True),
+    ],
+)
+def test_unused_quota_is_lent_as_in_kueue_when_keeping_it_would_not_help(case, kw, reclaimed):
+    state = lender_and_borrower(**kw)
+    assert sorted(names(state.schedule(0).admitted)) == ["a1", "b1"]
+    evictions = [d for d in run_until_quiet(state) if hasattr(d, "preemption_reason")]
+    assert bool(evictions) is reclaimed
