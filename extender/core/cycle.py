@@ -521,7 +521,9 @@ class ClusterState:
         admitted: list[Admit] = []
         claimed: set[str] = set()
         reserved: list[tuple[QuotaNode, Mapping[FlavorResource, int]]] = []
-        changed_trees: set[int] = set()  # roots whose usage moved since nomination
+        # How much was admitted, reserved or held in each tree since nomination (all
+        # flavor-resources summed: an upper bound on what any one of them lost).
+        taken: dict[int, int] = {}
         lenders: dict[int, list[_Entry]] = {}  # per tree: entries admitted in their own quota
         holds: dict[int, dict[QuotaNode, dict[FlavorResource, int]]] = {}
         for entry in ordered:
@@ -535,11 +537,18 @@ class ClusterState:
                     if id(root) not in holds:
                         held = holds[id(root)] = _lender_holds(lenders.get(id(root), ()))
                         if held:
-                            changed_trees.add(id(root))
+                            taken[id(root)] = taken.get(id(root), 0) + sum(
+                                sum(amounts.values()) for amounts in held.values()
+                            )
                     own = held.pop(entry.node, None)
                     if own is not None:  # its own unused quota is its own to use
                         add_usage(entry.node, own, -1)
-                if id(root) in changed_trees and not fits(entry.node, assignment.usage, True):
+                spent = taken.get(id(root), 0)
+                if (
+                    spent
+                    and assignment.slack < spent
+                    and not fits(entry.node, assignment.usage, True)
+                ):
                     if own is not None:
                         add_usage(entry.node, own)
                         held[entry.node] = own
@@ -583,7 +592,7 @@ class ClusterState:
                 entry.queue.remove(key)
                 self._status.pop(key, None)
                 self._hold(workload, admission, assignment.usage, entry.node, now)
-                changed_trees.add(id(root))
+                taken[id(root)] = spent + sum(assignment.usage.values())
                 if not assignment.borrowing_level:
                     lenders.setdefault(id(root), []).append(entry)
                 admitted.append(Admit(workload, admission))
@@ -599,7 +608,7 @@ class ClusterState:
                     )
                     continue
                 claimed |= keys
-                changed_trees.add(id(root))
+                taken[id(root)] = taken.get(id(root), 0) + sum(assignment.usage.values())
                 add_usage(entry.node, assignment.usage)
                 reserved.append((entry.node, assignment.usage))
                 for target in entry.targets:

@@ -60,6 +60,10 @@ class Assignment(NamedTuple):
     needs_preemption: frozenset[FlavorResource] = _NOTHING
     reason: str = ""
     message: str = ""
+    # For a fit judged by quick_fit: the least that was left free of any of its
+    # flavor-resources after the request (-1: not known). Admissions in the same tree take at
+    # most what they hold from it, so while they took no more in all, the fit still holds.
+    slack: int = -1
 
     def admission(self, cluster_queue: str, workload: Workload) -> Admission:
         """The Workload.status.admission this assignment amounts to."""
@@ -208,6 +212,7 @@ def quick_fit(
     assigned: dict[str, str] = {}
     usage: dict[FlavorResource, int] = {}
     level = 0
+    slack = -1
     for group_index in sorted(needs) if len(needs) > 1 else needs:
         request = needs[group_index]
         for flavor_quotas in cq.resource_groups[group_index].flavors:
@@ -222,8 +227,11 @@ def quick_fit(
             group_level = 0
             for resource, amount in request.items():
                 fr = (name, resource)
-                if amount > available(node, fr):
+                left = available(node, fr) - amount
+                if left < 0:
                     return None  # preemption or a later flavor: the search decides
+                if slack < 0 or left < slack:
+                    slack = left
                 fr_level = borrowing_level(node, fr, amount)
                 if fr_level > group_level:
                     group_level = fr_level
@@ -237,7 +245,7 @@ def quick_fit(
             break
         else:
             return None
-    return Assignment(Mode.FIT, level, (assigned,), usage)
+    return Assignment(Mode.FIT, level, (assigned,), usage, slack=slack)
 
 
 def search_flavors(

@@ -19,6 +19,7 @@ from extender.core.models import (
     WithinClusterQueue,
     Workload,
 )
+from extender.core.preemption import fits
 from extender.core.quota import QuotaTree, add_usage
 
 FLAVOR_NAMES = ("a", "b", "c")
@@ -127,8 +128,9 @@ def test_the_quick_path_answers_as_the_search_or_defers_to_it(case):
     full = search_flavors(workload, cq, flavors, node, oracle=lambda request, need: True)
     if quick is not None:
         assert quick.mode == Mode.FIT
-        assert quick == full
-    assert assign_flavors(workload, cq, flavors, node, lambda request, need: True) == full
+        assert quick._replace(slack=-1) == full
+    chosen = assign_flavors(workload, cq, flavors, node, lambda request, need: True)
+    assert chosen._replace(slack=-1) == full
 
 
 def test_the_common_head_takes_the_quick_path():
@@ -141,6 +143,7 @@ def test_the_common_head_takes_the_quick_path():
     assert quick is not None
     assert quick.usage == {("default", "cpu"): 3_000}
     assert quick.pod_set_flavors == ({"cpu": "default"},)
+    assert quick.slack == 1_000  # 4 cpu, 3 requested: the fit holds while 1 more is taken
     add_usage(node, {("default", "cpu"): 2_000})
     assert quick_fit(pod_set, cq, flavors, node) is None  # 3 of 2 free: the search explains
 
@@ -168,3 +171,23 @@ def test_borrowing_in_the_first_flavor_leaves_the_choice_to_the_search():
     chosen = assign_flavors(workload, cq, flavors, node)
     assert chosen.pod_set_flavors == ({"cpu": "b"},)
     assert chosen.borrowing_level == 0
+
+
+@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
+@given(cases(), st.data())
+def test_a_quick_fit_holds_while_the_tree_lost_no_more_than_its_slack(case, data):
+    workload, cq, flavors, node = case
+    quick = quick_fit(workload.pod_sets[0], cq, flavors, node)
+    if quick is None:
+        return
+    assert quick.slack >= 0 or not quick.usage
+    # Other admissions of the same cycle, anywhere in the tree, each one fitting.
+    taken = 0
+    for member in node.root().cluster_queues():
+        for fr in quick.usage:
+            amount = data.draw(st.integers(0, 4))
+            if amount and fits(member, {fr: amount}, True):
+                add_usage(member, {fr: amount})
+                taken += amount
+    if taken <= quick.slack:
+        assert fits(node, quick.usage, True)
