@@ -39,6 +39,7 @@ from extender.core.preemption import (
     classical_targets,
     fair_sharing_targets,
     fits,
+    may_have_candidates,
 )
 from extender.core.queues import ClusterQueueQueue
 from extender.core.quota import QuotaNode, QuotaTree, add_usage
@@ -717,12 +718,14 @@ class ClusterState:
             node.parent is not None
             and cq.preemption.reclaim_within_cohort is not ReclaimWithinCohort.NEVER
         )
+
+        def oracle(request: Mapping[FlavorResource, int], need: frozenset[FlavorResource]) -> bool:
+            return may_have_candidates(
+                workload, cq, node, need, self.lowest_priority, fair_sharing=self.fair_sharing
+            ) and bool(targets(request, need))
+
         assignment = search_flavors(
-            workload,
-            cq,
-            self.flavors,
-            node,
-            (lambda req, need: bool(targets(req, need))) if may_preempt else None,
+            workload, cq, self.flavors, node, oracle if may_preempt else None
         )
         entry = _Entry(cq, node, queue, workload, assignment)
         if assignment.mode == Mode.PREEMPT:

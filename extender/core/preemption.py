@@ -97,6 +97,34 @@ def _within_allows(
     return False
 
 
+def may_have_candidates(
+    preemptor: Workload,
+    cq: ClusterQueue,
+    node: QuotaNode,
+    need: frozenset[FlavorResource],
+    lowest_priority: LowestPriority,
+    *,
+    fair_sharing: bool = False,
+) -> bool:
+    """False only when `candidates` is sure to find none: cheap enough for every head."""
+    within = cq.preemption.within_cluster_queue
+    if within is not WithinClusterQueue.NEVER and _may_hold_lower(
+        lowest_priority,
+        cq.name,
+        preemptor.priority,
+        within is WithinClusterQueue.LOWER_OR_NEWER_EQUAL_PRIORITY,
+    ):
+        return True
+    if node.parent is None or cq.preemption.reclaim_within_cohort is ReclaimWithinCohort.NEVER:
+        return False
+    if fair_sharing:
+        return True
+    root = node.root()
+    return any(
+        borrower is not node for fr in need for borrower in borrowing_cluster_queues(root, fr)
+    )
+
+
 def candidates(
     preemptor: Workload,
     cq: ClusterQueue,

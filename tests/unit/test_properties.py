@@ -1,11 +1,13 @@
 """Properties over random flavors, cohorts and arrival sequences (hypothesis)."""
 
+import itertools
+
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from extender.core.cycle import ClusterState
 from extender.core.models import LocalQueue, QueueingStrategy
-from extender.core.preemption import fits
+from extender.core.preemption import candidates, fits, may_have_candidates
 from extender.core.quota import QuotaTree, add_usage, available
 from tests.builders import CQ, WL, flavor
 
@@ -147,6 +149,35 @@ def test_random_sequences_keep_every_invariant(cqs, ops, fair_sharing):
             for eviction in result.evicted:
                 state.release(eviction.workload.key)
         check_quota_invariants(state)
+        check_candidate_precheck(state)
+
+
+def check_candidate_precheck(state):
+    # may_have_candidates answers False only where candidates() finds nobody to preempt.
+    for name, cq in state.cluster_queues.items():
+        node = state.tree.cluster_queues[name]
+        for priority, created in itertools.product(range(4), (-1.0, 1e9)):
+            preemptor = WL("p").priority(priority).created(created).obj()
+            for need in ({("f1", "cpu")}, {("f2", "cpu")}, {("f1", "cpu"), ("f2", "cpu")}):
+                need = frozenset(need)
+                if not may_have_candidates(
+                    preemptor,
+                    cq,
+                    node,
+                    need,
+                    state.lowest_priority,
+                    fair_sharing=state.fair_sharing,
+                ):
+                    found = candidates(
+                        preemptor,
+                        cq,
+                        node,
+                        need,
+                        state.admitted_in,
+                        fair_sharing=state.fair_sharing,
+                        lowest_priority=state.lowest_priority,
+                    )
+                    assert found == [], (name, priority, need)
 
 
 @st.composite
