@@ -109,6 +109,15 @@ class _Entry:
     status: PendingStatus | None = None
 
 
+def _nobody_borrows(root: QuotaNode, assignment: Assignment) -> bool:
+    """Whether no ClusterQueue in the tree uses more than its own quota of what this needs.
+
+    Then every ClusterQueue's own quota is still there for it: a fit within it holds.
+    """
+    borrowers = root.borrowers
+    return not any(borrowers.get(fr) for fr in assignment.usage)
+
+
 def _lender_holds(admitted: Iterable[_Entry]) -> dict[QuotaNode, dict[FlavorResource, int]]:
     """Unused quota that ClusterQueues keep from this cycle's borrowers, held in the tree.
 
@@ -548,6 +557,7 @@ class ClusterState:
                 if (
                     spent
                     and assignment.slack < spent
+                    and not (assignment.borrowing_level == 0 and _nobody_borrows(root, assignment))
                     and not fits(entry.node, assignment.usage, True)
                 ):
                     if own is not None:

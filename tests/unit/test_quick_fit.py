@@ -191,3 +191,22 @@ def test_a_quick_fit_holds_while_the_tree_lost_no_more_than_its_slack(case, data
                 taken += amount
     if taken <= quick.slack:
         assert fits(node, quick.usage, True)
+
+
+@settings(max_examples=600, suppress_health_check=[HealthCheck.too_slow])
+@given(cases(), st.data())
+def test_a_fit_in_own_quota_holds_while_nobody_in_the_tree_borrows(case, data):
+    workload, cq, flavors, node = case
+    quick = quick_fit(workload.pod_sets[0], cq, flavors, node)
+    if quick is None or quick.borrowing_level:
+        return
+    # Admissions of the same cycle in the other ClusterQueues (one head per queue per cycle).
+    for member in node.root().cluster_queues():
+        if member is node:
+            continue
+        for fr in quick.usage:
+            amount = data.draw(st.integers(0, 12))
+            if amount and fits(member, {fr: amount}, True):
+                add_usage(member, {fr: amount})
+    if not any(node.root().borrowers.get(fr) for fr in quick.usage):
+        assert fits(node, quick.usage, True)
