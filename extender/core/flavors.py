@@ -138,7 +138,8 @@ def _incompatibility(flavor: ResourceFlavor, pod_set: PodSet) -> str | None:
 def _quota_note(node: QuotaNode, fr: FlavorResource, amount: int, free: int, *, never: bool) -> str:
     flavor, resource = fr
     fmt = format_amount
-    nominal = node.nominal(fr)
+    quota = node.quotas.get(fr)
+    nominal = 0 if quota is None else quota.nominal
     head = f"needs {fmt(resource, amount)} {resource} in flavor {flavor}"
     if never:
         most = potential_available(node, fr)
@@ -158,7 +159,7 @@ def _quota_note(node: QuotaNode, fr: FlavorResource, amount: int, free: int, *, 
         return f"{head}; {fmt(resource, free)} of {fmt(resource, nominal)} free in {node.name}"
     root = node.root()
     unused = root.subtree.get(fr, 0) - root.usage.get(fr, 0)
-    limit = node.borrowing_limit(fr)
+    limit = node.limits.get(fr)
     limit_text = f", borrowingLimit {fmt(resource, limit)}" if limit is not None else ""
     return (
         f"{head}; {fmt(resource, free)} free to {node.name} (it uses "
@@ -414,8 +415,7 @@ def _judge(
         return _Verdict(flavor.name, mode, level, _NOTHING, WAITING_FOR_QUOTA, note)
     if mode == Mode.PREEMPT:
         frozen = frozenset(need)
-        flavor_request = {(flavor.name, r): v for r, v in request.items()}
-        if oracle is None or not oracle(flavor_request, frozen):
+        if oracle is None or not oracle({(flavor.name, r): v for r, v in request.items()}, frozen):
             suffix = "; no admitted workload may be preempted to make room" if preempts else ""
             return _Verdict(
                 flavor.name, Mode.NO_CANDIDATES, level, frozen, WAITING_FOR_QUOTA, note + suffix
@@ -424,15 +424,25 @@ def _judge(
     return _Verdict(flavor.name, mode, level, _NOTHING, "", "")
 
 
+_NO_FLAVOR = frozenset({NO_MATCHING_FLAVOR})
+_NEVER_FITS = frozenset({NO_MATCHING_FLAVOR, EXCEEDS_MAX_QUOTA})
+
+
 def _no_fit(workload: Workload, notes: list[_Verdict], best: _Verdict) -> Assignment:
-    reasons = {v.reason for v in notes}
-    if reasons == {NO_MATCHING_FLAVOR}:
-        reason = NO_MATCHING_FLAVOR
-    elif reasons <= {NO_MATCHING_FLAVOR, EXCEEDS_MAX_QUOTA}:
-        reason = EXCEEDS_MAX_QUOTA
+    if len(notes) == 1:  # one flavor judged: its reason and note are the answer
+        reason = notes[0].reason
+        if reason not in _NEVER_FITS:
+            reason = WAITING_FOR_QUOTA
+        message = notes[0].note
     else:
-        reason = WAITING_FOR_QUOTA
-    message = "; ".join(v.note for v in notes)
+        reasons = {v.reason for v in notes}
+        if reasons == _NO_FLAVOR:
+            reason = NO_MATCHING_FLAVOR
+        elif reasons <= _NEVER_FITS:
+            reason = EXCEEDS_MAX_QUOTA
+        else:
+            reason = WAITING_FOR_QUOTA
+        message = "; ".join(v.note for v in notes)
     if len(workload.pod_sets) > 1:
         message = f"pod sets {', '.join(p.name for p in workload.pod_sets)}: {message}"
     return Assignment(Mode.NO_FIT, reason=reason, message=message)
