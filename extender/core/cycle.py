@@ -118,6 +118,85 @@ def _nobody_borrows(root: QuotaNode, assignment: Assignment) -> bool:
     return not any(borrowers.get(fr) for fr in assignment.usage)
 
 
+class _CycleQuota:
+    """What step 5 of one cycle took from each quota tree, and what lenders keep there.
+
+    Entries were nominated against the tree as it was; this tells an entry that fitted then
+    whether it still fits, as cheaply as the case allows, and undoes the holds at the end.
+    """
+
+    def __init__(self, classical: bool) -> None:
+        self.classical = classical
+        # Amounts admitted, reserved or held per tree (all flavor-resources summed: an upper
+        # bound on what any one of them lost since nomination).
+        self.taken: dict[int, int] = {}
+        self.lenders: dict[int, list[_Entry]] = {}  # entries admitted in their own quota
+        self.holds: dict[int, dict[QuotaNode, dict[FlavorResource, int]]] = {}
+
+    def refusal(self, entry: _Entry) -> str | None:
+        """None if a fit still holds, else why not. A borrower first sees lenders' holds."""
+        assignment, node = entry.assignment, entry.node
+        root = node.root()
+        held: dict[QuotaNode, dict[FlavorResource, int]] = {}
+        own = None
+        if assignment.borrowing_level and self.classical:
+            held = self._holds_in(root)
+            own = held.pop(node, None)
+            if own is not None:  # its own unused quota is its own to use
+                add_usage(node, own, -1)
+        spent = self.taken.get(id(root), 0)
+        if (
+            not spent
+            or assignment.slack >= spent
+            or (assignment.borrowing_level == 0 and _nobody_borrows(root, assignment))
+            or fits(node, assignment.usage, True)
+        ):
+            return None
+        if own is not None:
+            add_usage(node, own)
+            held[node] = own
+        message = "quota was taken by another workload admitted in the same cycle"
+        if held:
+            keepers = sorted(n.name for n in held)
+            more = f" and {len(keepers) - 3} more" if len(keepers) > 3 else ""
+            message += (
+                f", or kept by ClusterQueue {', '.join(keepers[:3])}{more} for its own "
+                "pending workloads (lent now, it would be reclaimed at once)"
+            )
+        return message
+
+    def admitted(self, entry: _Entry) -> None:
+        """An entry was admitted: it took its usage, and may lend what it left unused."""
+        root = entry.node.root()
+        self.taken[id(root)] = self.taken.get(id(root), 0) + sum(entry.assignment.usage.values())
+        if not entry.assignment.borrowing_level:
+            self.lenders.setdefault(id(root), []).append(entry)
+
+    def reserved(self, entry: _Entry) -> None:
+        """A preempting entry holds its usage for the rest of the cycle."""
+        root = entry.node.root()
+        self.taken[id(root)] = self.taken.get(id(root), 0) + sum(entry.assignment.usage.values())
+
+    def release_holds(self) -> None:
+        """Give back what lenders kept: the holds last for this cycle only."""
+        for held in self.holds.values():
+            for node, amounts in held.items():
+                add_usage(node, amounts, -1)
+        self.holds.clear()
+
+    def _holds_in(self, root: QuotaNode) -> dict[QuotaNode, dict[FlavorResource, int]]:
+        # Borrowers come after every entry that fits its own quota, so the lenders of a tree
+        # are all known when its first borrower is reached.
+        held = self.holds.get(id(root))
+        if held is None:
+            held = self.holds[id(root)] = _lender_holds(self.lenders.get(id(root), ()))
+            if held:
+                self.taken[id(root)] = self.taken.get(id(root), 0) + sum(
+                    sum(amounts.values()) for amounts in held.values()
+                )
+        return held
+
+
 def _lender_holds(admitted: Iterable[_Entry]) -> dict[QuotaNode, dict[FlavorResource, int]]:
     """Unused quota that ClusterQueues keep from this cycle's borrowers, held in the tree.
 
@@ -525,57 +604,19 @@ class ClusterState:
 
         # 5. Admit or preempt, entry by entry. A preempting entry reserves its quota in the
         #    snapshot for the rest of the cycle, so what its victims free (and what is free
-        #    now) is not taken by another entry that Kueue ordered after it.
-        #    Borrowers come after every entry that fits its own quota; a lender that still
-        #    has pending work fitting its unused quota keeps it from them (_lender_holds).
+        #    now) is not taken by another entry that Kueue ordered after it. Borrowers come
+        #    after every entry that fits its own quota; a lender with pending work that fits
+        #    its unused quota keeps it from them (_lender_holds).
         admitted: list[Admit] = []
         claimed: set[str] = set()
         reserved: list[tuple[QuotaNode, Mapping[FlavorResource, int]]] = []
-        # How much was admitted, reserved or held in each tree since nomination (all
-        # flavor-resources summed: an upper bound on what any one of them lost).
-        taken: dict[int, int] = {}
-        lenders: dict[int, list[_Entry]] = {}  # per tree: entries admitted in their own quota
-        holds: dict[int, dict[QuotaNode, dict[FlavorResource, int]]] = {}
+        quota = _CycleQuota(classical=not self.fair_sharing)
         for entry in ordered:
             workload, assignment = entry.workload, entry.assignment
             if assignment.mode == Mode.FIT:
-                root = entry.node.root()
-                held: dict[QuotaNode, dict[FlavorResource, int]] = {}
-                own: dict[FlavorResource, int] | None = None
-                if assignment.borrowing_level and not self.fair_sharing:
-                    held = holds.get(id(root)) or {}
-                    if id(root) not in holds:
-                        held = holds[id(root)] = _lender_holds(lenders.get(id(root), ()))
-                        if held:
-                            taken[id(root)] = taken.get(id(root), 0) + sum(
-                                sum(amounts.values()) for amounts in held.values()
-                            )
-                    own = held.pop(entry.node, None)
-                    if own is not None:  # its own unused quota is its own to use
-                        add_usage(entry.node, own, -1)
-                spent = taken.get(id(root), 0)
-                if (
-                    spent
-                    and assignment.slack < spent
-                    and not (assignment.borrowing_level == 0 and _nobody_borrows(root, assignment))
-                    and not fits(entry.node, assignment.usage, True)
-                ):
-                    if own is not None:
-                        add_usage(entry.node, own)
-                        held[entry.node] = own
-                    kept = ""
-                    if held:
-                        keepers = sorted(n.name for n in held)
-                        more = f" and {len(keepers) - 3} more" if len(keepers) > 3 else ""
-                        kept = (
-                            ", or kept by ClusterQueue "
-                            f"{', '.join(keepers[:3])}{more} for its own pending workloads "
-                            "(lent now, it would be reclaimed at once)"
-                        )
-                    entry.status = PendingStatus(
-                        WAITING_FOR_QUOTA,
-                        "quota was taken by another workload admitted in the same cycle" + kept,
-                    )
+                taken_meanwhile = quota.refusal(entry)
+                if taken_meanwhile is not None:
+                    entry.status = PendingStatus(WAITING_FOR_QUOTA, taken_meanwhile)
                     progressed = True  # retried at once: not parked as inadmissible
                     continue
                 admission = assignment.admission(entry.cq.name, workload)
@@ -603,13 +644,10 @@ class ClusterState:
                 entry.queue.remove(key)
                 self._status.pop(key, None)
                 self._hold(workload, admission, assignment.usage, entry.node, now)
-                taken[id(root)] = spent + sum(assignment.usage.values())
-                if not assignment.borrowing_level:
-                    lenders.setdefault(id(root), []).append(entry)
+                quota.admitted(entry)
                 admitted.append(Admit(workload, admission))
                 progressed = True
             elif assignment.mode == Mode.PREEMPT and entry.targets:
-                root = entry.node.root()
                 keys = {t.victim.workload.key for t in entry.targets}
                 if keys & claimed:
                     entry.status = PendingStatus(
@@ -619,7 +657,7 @@ class ClusterState:
                     )
                     continue
                 claimed |= keys
-                taken[id(root)] = taken.get(id(root), 0) + sum(assignment.usage.values())
+                quota.reserved(entry)
                 add_usage(entry.node, assignment.usage)
                 reserved.append((entry.node, assignment.usage))
                 for target in entry.targets:
@@ -651,9 +689,7 @@ class ClusterState:
 
         for node, usage in reserved:
             add_usage(node, usage, -1)
-        for held in holds.values():
-            for node, amounts in held.items():
-                add_usage(node, amounts, -1)
+        quota.release_holds()
 
         # 6. Requeue: what was not admitted keeps its place or was parked above; record why.
         for entry in entries:
