@@ -629,14 +629,10 @@ class ClusterState:
                     else None
                 )
                 if refusal is not None:
-                    queue = entry.queue
                     entry.status = PendingStatus(INADMISSIBLE, refusal)
                     # Progress only if the queue moved (under StrictFIFO the head stays).
-                    was_parked = queue.is_inadmissible(workload.key)
-                    queue.mark_inadmissible(workload)
-                    progressed = progressed or (
-                        not was_parked and queue.is_inadmissible(workload.key)
-                    )
+                    if entry.queue.mark_inadmissible(workload):
+                        progressed = True
                     continue
                 # assume(), knowing the workload is its queue's head and holds no status.
                 key = workload.key
@@ -682,10 +678,8 @@ class ClusterState:
                 )
             else:
                 entry.status = PendingStatus(assignment.reason, assignment.message)
-                queue = entry.queue
-                if not queue.is_inadmissible(workload.key):
-                    queue.mark_inadmissible(workload)
-                    progressed = progressed or queue.is_inadmissible(workload.key)
+                if entry.queue.mark_inadmissible(workload):
+                    progressed = True
 
         for node, usage in reserved:
             add_usage(node, usage, -1)
@@ -818,15 +812,7 @@ class ClusterState:
 
     @staticmethod
     def _classical(entries: list[_Entry]) -> list[_Entry]:
-        return sorted(
-            entries,
-            key=lambda e: (
-                e.assignment.borrowing_level > 0,
-                -e.workload.priority,
-                e.workload.creation_time,
-                e.workload.uid,
-            ),
-        )
+        return sorted(entries, key=lambda e: (e.assignment.borrowing_level > 0, e.workload.order))
 
     def _fair_order(self, entries: list[_Entry]) -> Iterator[_Entry]:
         """Kueue's fair-sharing tournament, re-run after every entry (admissions move shares)."""

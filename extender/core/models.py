@@ -249,9 +249,12 @@ class Workload:
     owner_name: str = ""
     key: str = field(init=False, repr=False, compare=False)
     """namespace/name (computed once: it is looked up on every queue operation)."""
+    order: tuple[int, float, str] = field(init=False, repr=False, compare=False)
+    """Kueue's queue order: higher priority first, then earlier creation, then uid."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "key", f"{self.namespace}/{self.name}")
+        object.__setattr__(self, "order", (-self.priority, self.creation_time, self.uid))
 
 
 @dataclass(frozen=True, slots=True)

@@ -137,19 +137,21 @@ class ClusterQueueQueue:
             heapq.heappop(heads)
         return None
 
-    def mark_inadmissible(self, workload: Workload) -> None:
+    def mark_inadmissible(self, workload: Workload) -> bool:
         """The head could not fit: under BestEffortFIFO its whole class steps aside.
 
-        Under StrictFIFO it stays the head and blocks the queue, as in Kueue.
+        Under StrictFIFO it stays the head and blocks the queue, as in Kueue. Returns whether
+        the queue moved (the class stepped aside now).
         """
         if self.strategy is QueueingStrategy.STRICT_FIFO:
-            return
+            return False
         member = self._members.get(workload.key)
         if member is None or not member.klass.active:
-            return
+            return False
         member.klass.active = False
         member.klass.version = next(self._versions)
         self._inadmissible.add(member.klass)
+        return True
 
     def requeue_inadmissible(self) -> int:
         """Something changed that may let inadmissible workloads fit: make them eligible again."""
