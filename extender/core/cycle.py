@@ -167,15 +167,16 @@ class _CycleQuota:
 
     def admitted(self, entry: _Entry) -> None:
         """An entry was admitted: it took its usage, and may lend what it left unused."""
-        root = entry.node.root()
-        self.taken[id(root)] = self.taken.get(id(root), 0) + sum(entry.assignment.usage.values())
+        self.reserved(entry)
         if not entry.assignment.borrowing_level:
-            self.lenders.setdefault(id(root), []).append(entry)
+            self.lenders.setdefault(id(entry.node.root()), []).append(entry)
 
     def reserved(self, entry: _Entry) -> None:
-        """A preempting entry holds its usage for the rest of the cycle."""
-        root = entry.node.root()
-        self.taken[id(root)] = self.taken.get(id(root), 0) + sum(entry.assignment.usage.values())
+        """An entry took its usage from its tree (admitted, or reserved by a preemptor)."""
+        self._take(entry.node.root(), entry.assignment.usage.values())
+
+    def _take(self, root: QuotaNode, amounts: Iterable[int]) -> None:
+        self.taken[id(root)] = self.taken.get(id(root), 0) + sum(amounts)
 
     def release_holds(self) -> None:
         """Give back what lenders kept: the holds last for this cycle only."""
@@ -190,10 +191,8 @@ class _CycleQuota:
         held = self.holds.get(id(root))
         if held is None:
             held = self.holds[id(root)] = _lender_holds(self.lenders.get(id(root), ()))
-            if held:
-                self.taken[id(root)] = self.taken.get(id(root), 0) + sum(
-                    sum(amounts.values()) for amounts in held.values()
-                )
+            for amounts in held.values():
+                self._take(root, amounts.values())
         return held
 
 
@@ -443,24 +442,14 @@ class ClusterState:
         usage: Mapping[FlavorResource, int] | None = None,
     ) -> None:
         """Hold quota for an admission before it is written (Kueue's assumeWorkload)."""
-        self._unqueue(workload.key)
-        self.workloads[workload.key] = workload
-        self._status.pop(workload.key, None)
-        node = self.tree.cluster_queues[admission.cluster_queue]
-        self._hold(workload, admission, admission.usage() if usage is None else usage, node, now)
-
-    def _hold(
-        self,
-        workload: Workload,
-        admission: Admission,
-        usage: Mapping[FlavorResource, int],
-        node: QuotaNode,
-        now: float,
-    ) -> None:
-        """Account an admission's quota (the workload is already out of its queue)."""
         key = workload.key
-        admitted = AdmittedWorkload(workload, admission, usage, node, now)
-        add_usage(node, usage)
+        self._unqueue(key)
+        self.workloads[key] = workload
+        self._status.pop(key, None)
+        node = self.tree.cluster_queues[admission.cluster_queue]
+        held = admission.usage() if usage is None else usage
+        admitted = AdmittedWorkload(workload, admission, held, node, now)
+        add_usage(node, held)
         self.admitted[key] = admitted
         cq_name = admission.cluster_queue
         by_cq = self._admitted_by_cq.get(cq_name)
@@ -634,12 +623,7 @@ class ClusterState:
                     if entry.queue.mark_inadmissible(workload):
                         progressed = True
                     continue
-                # assume(), knowing the workload is its queue's head and holds no status.
-                key = workload.key
-                del self._queue_of[key]
-                entry.queue.remove(key)
-                self._status.pop(key, None)
-                self._hold(workload, admission, assignment.usage, entry.node, now)
+                self.assume(workload, admission, now, assignment.usage)
                 quota.admitted(entry)
                 admitted.append(Admit(workload, admission))
                 progressed = True
@@ -830,10 +814,4 @@ class ClusterState:
         for child in path[1:]:
             share = dominant_resource_share(child, entry.assignment.usage)
             shares.append((share > 0, share))
-        return (
-            path[0].name,
-            tuple(shares),
-            -entry.workload.priority,
-            entry.workload.creation_time,
-            entry.workload.uid,
-        )
+        return (path[0].name, tuple(shares), entry.workload.order)

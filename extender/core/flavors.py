@@ -67,18 +67,6 @@ class Assignment(NamedTuple):
 
     def admission(self, cluster_queue: str, workload: Workload) -> Admission:
         """The Workload.status.admission this assignment amounts to."""
-        if len(workload.pod_sets) == 1:  # the common case, without the loop
-            ps, flavors, totals = (
-                workload.pod_sets[0],
-                self.pod_set_flavors[0],
-                workload.pod_sets[0].totals,
-            )
-            usage = (
-                totals
-                if len(flavors) == len(totals)
-                else {r: v for r, v in totals.items() if r in flavors}
-            )
-            return Admission(cluster_queue, (PodSetAssignment(ps.name, flavors, usage, ps.count),))
         assignments = []
         for ps, flavors in zip(workload.pod_sets, self.pod_set_flavors, strict=True):
             totals = ps.totals
@@ -138,8 +126,7 @@ def _incompatibility(flavor: ResourceFlavor, pod_set: PodSet) -> str | None:
 def _quota_note(node: QuotaNode, fr: FlavorResource, amount: int, free: int, *, never: bool) -> str:
     flavor, resource = fr
     fmt = format_amount
-    quota = node.quotas.get(fr)
-    nominal = 0 if quota is None else quota.nominal
+    nominal = node.nominal(fr)
     head = f"needs {fmt(resource, amount)} {resource} in flavor {flavor}"
     if never:
         most = potential_available(node, fr)
@@ -159,7 +146,7 @@ def _quota_note(node: QuotaNode, fr: FlavorResource, amount: int, free: int, *, 
         return f"{head}; {fmt(resource, free)} of {fmt(resource, nominal)} free in {node.name}"
     root = node.root()
     unused = root.subtree.get(fr, 0) - root.usage.get(fr, 0)
-    limit = node.limits.get(fr)
+    limit = node.borrowing_limit(fr)
     limit_text = f", borrowingLimit {fmt(resource, limit)}" if limit is not None else ""
     return (
         f"{head}; {fmt(resource, free)} free to {node.name} (it uses "
@@ -221,9 +208,7 @@ def quick_fit(
             flavor = flavors.get(name)
             if flavor is None:
                 continue  # a missing flavor is passed over, as the search does
-            if (flavor.node_taints or flavor.node_labels) and _incompatibility(
-                flavor, pod_set
-            ) is not None:
+            if _incompatibility(flavor, pod_set) is not None:
                 continue
             group_level = 0
             for resource, amount in request.items():
@@ -337,7 +322,6 @@ def search_flavors(
             return _no_fit(workload, notes, best)
         chosen[group_index] = best
 
-    single = len(workload.pod_sets) == 1
     pod_set_flavors: list[dict[str, str]] = [{} for _ in workload.pod_sets]
     usage: dict[FlavorResource, int] = {}
     mode, level = Mode.FIT, 0
@@ -345,18 +329,13 @@ def search_flavors(
     notes_text = ""
     for group_index, verdict in chosen.items():
         flavor_name = verdict.flavor
-        request = needs[group_index]
-        for resource, amount in request.items():
+        for resource, amount in needs[group_index].items():
             usage[(flavor_name, resource)] = amount
-        if single:
-            # The group's request is the one pod set's: every resource in it gets the flavor.
-            pod_set_flavors[0].update(dict.fromkeys(request, flavor_name))
-        else:
-            for index in pod_sets_of_group[group_index]:
-                assigned = pod_set_flavors[index]
-                for resource, amount in workload.pod_sets[index].totals.items():
-                    if amount > 0 and group_of.get(resource) == group_index:
-                        assigned[resource] = flavor_name
+        for index in pod_sets_of_group[group_index]:
+            assigned = pod_set_flavors[index]
+            for resource, amount in workload.pod_sets[index].totals.items():
+                if amount > 0 and group_of.get(resource) == group_index:
+                    assigned[resource] = flavor_name
         if verdict.mode < mode:
             mode = verdict.mode
         if verdict.level > level:
@@ -387,11 +366,10 @@ def _judge(
     oracle: PreemptionOracle | None,
     preempts: bool,
 ) -> _Verdict:
-    if flavor.node_taints or flavor.node_labels:
-        for index in pod_set_indexes:
-            problem = _incompatibility(flavor, workload.pod_sets[index])
-            if problem is not None:
-                return _Verdict(flavor.name, Mode.NO_FIT, 0, _NOTHING, NO_MATCHING_FLAVOR, problem)
+    for index in pod_set_indexes:
+        problem = _incompatibility(flavor, workload.pod_sets[index])
+        if problem is not None:
+            return _Verdict(flavor.name, Mode.NO_FIT, 0, _NOTHING, NO_MATCHING_FLAVOR, problem)
     mode, level = Mode.FIT, 0
     need: set[FlavorResource] = set()
     notes: list[str] = []
@@ -429,20 +407,14 @@ _NEVER_FITS = frozenset({NO_MATCHING_FLAVOR, EXCEEDS_MAX_QUOTA})
 
 
 def _no_fit(workload: Workload, notes: list[_Verdict], best: _Verdict) -> Assignment:
-    if len(notes) == 1:  # one flavor judged: its reason and note are the answer
-        reason = notes[0].reason
-        if reason not in _NEVER_FITS:
-            reason = WAITING_FOR_QUOTA
-        message = notes[0].note
+    reasons = {v.reason for v in notes}
+    if reasons == _NO_FLAVOR:
+        reason = NO_MATCHING_FLAVOR
+    elif reasons <= _NEVER_FITS:
+        reason = EXCEEDS_MAX_QUOTA
     else:
-        reasons = {v.reason for v in notes}
-        if reasons == _NO_FLAVOR:
-            reason = NO_MATCHING_FLAVOR
-        elif reasons <= _NEVER_FITS:
-            reason = EXCEEDS_MAX_QUOTA
-        else:
-            reason = WAITING_FOR_QUOTA
-        message = "; ".join(v.note for v in notes)
+        reason = WAITING_FOR_QUOTA
+    message = "; ".join(v.note for v in notes)
     if len(workload.pod_sets) > 1:
         message = f"pod sets {', '.join(p.name for p in workload.pod_sets)}: {message}"
     return Assignment(Mode.NO_FIT, reason=reason, message=message)

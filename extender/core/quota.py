@@ -81,10 +81,7 @@ def available(node: QuotaNode, fr: FlavorResource) -> int:
         return node.subtree.get(fr, 0) - usage
     local = node.local.get(fr, 0)
     local_available = local - usage if local > usage else 0
-    if parent.parent is None:  # the common two-level tree, without a call
-        parent_available = parent.subtree.get(fr, 0) - parent.usage.get(fr, 0)
-    else:
-        parent_available = available(parent, fr)
+    parent_available = available(parent, fr)
     limit = node.limits.get(fr)
     if limit is not None:
         stored_in_parent = node.subtree.get(fr, 0) - local
