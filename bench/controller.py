@@ -301,6 +301,12 @@ def scrape_writes(port: int) -> dict[str, int]:
             verb = labels.split('verb="')[1].split('"')[0]
             plural = labels.split('resource="')[1].split('"')[0]
             out[f"{verb} {plural}"] = int(float(value))
+        elif line.startswith("tower_kube_api_write_failures_total{"):
+            labels, value = line.rsplit(" ", 1)
+            code = labels.split('code="')[1].split('"')[0]
+            out[f"failed {code}"] = out.get(f"failed {code}", 0) + int(float(value))
+        elif line.startswith("tower_evictions_dropped_total "):
+            out["evictions dropped"] = int(float(line.rsplit(" ", 1)[1]))
     return out
 
 
@@ -447,7 +453,13 @@ def main() -> None:
         "controller_writes": total_writes,
         "controller_writes_per_workload": round(total_writes / n, 3),
         "writes_by_kind": dict(writes),
-        "workload_status_writes_by_purpose": purposes,
+        "workload_status_writes_by_purpose": {
+            k: v for k, v in purposes.items() if not k.startswith(("failed", "evictions"))
+        },
+        "write_failures_by_code": {
+            k.split()[1]: v for k, v in purposes.items() if k.startswith("failed")
+        },
+        "evictions_dropped": purposes.get("evictions dropped", 0),
         "events": events,
         "evictions": runner.evictions,
         "avg_time_to_admission_ms": {k: round(1000 * sum(v) / len(v)) for k, v in tta.items()},

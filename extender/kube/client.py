@@ -91,6 +91,12 @@ class RequestBudget:
         if wait > 0:
             self._sleep(wait)
 
+    def give_back(self) -> None:
+        """Return a token taken for a request that turned out not to be needed."""
+        with self._lock:
+            self._refill()
+            self._tokens = min(float(self.burst), self._tokens + 1)
+
     def spare(self, keep: float) -> bool:
         """Take a token only if more than `keep` would remain: for writes that can wait."""
         with self._lock:

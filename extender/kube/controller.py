@@ -728,9 +728,19 @@ class Controller:
 
     def _evict(self, eviction: Evict) -> None:
         key = eviction.workload.key
+        # An eviction waits for its turn in the budget behind the cycle's other writes; take
+        # in what happened meanwhile, so a workload that finished (or a preemptor that went
+        # away) in the meantime costs no write, and no conflict.
+        budget = self.client.budget
+        budget.acquire()
+        self._drain(0)
         obj = self.cache.get("workloads", {}).get(key)
         holder = self.state.admitted.get(key)
-        if obj is None or holder is None:
+        if obj is None or holder is None or not self._preemptor_waits(eviction):
+            budget.give_back()
+            if holder is not None:
+                holder.evicting = False
+            self.metrics.evictions_dropped.inc()
             return
         now = self.clock()
         patch = o.evict_patch(
@@ -743,7 +753,7 @@ class Controller:
                 {"status": patch["status"]}, eviction.reason, eviction.message, now
             )
             patch["status"] = requeue["status"]
-        updated = self._write_status(key, patch, "evict")
+        updated = self._write_status(key, patch, "evict", paced=False)
         if updated is None:
             holder.evicting = False
             return
@@ -758,6 +768,15 @@ class Controller:
             return
         self.evicting[key] = _Eviction(eviction.reason, eviction.message)
         self._continue_eviction(key)
+
+    def _preemptor_waits(self, eviction: Evict) -> bool:
+        """Whether the workload an eviction makes room for still needs it (if it has one)."""
+        if eviction.preemptor is None:
+            return True
+        return (
+            eviction.preemptor in self.state.workloads
+            and eviction.preemptor not in self.state.admitted
+        )
 
     def _continue_eviction(self, key: str) -> None:
         """Stop the Job (suspend, clear startTime, restore its template), then requeue."""

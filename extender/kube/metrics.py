@@ -47,6 +47,12 @@ class Metrics:
             ["preempting_cluster_queue", "reason"],
             registry=r,
         )
+        self.evictions_dropped = Counter(
+            "tower_evictions_dropped_total",
+            "Evictions decided but not written: the workload finished, or its preemptor went "
+            "away, while the eviction waited for the API budget",
+            registry=r,
+        )
         self.wait_time = Histogram(
             "kueue_admission_wait_time_seconds",
             "Time from creation (or requeue) to admission",
