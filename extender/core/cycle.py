@@ -251,6 +251,10 @@ class ClusterState:
         self._priorities_by_cq: dict[str, dict[int, int]] = {}
         self._queues: dict[str, ClusterQueueQueue] = {}
         self._queue_of: dict[str, str] = {}
+        # Per quota tree, the queues holding workloads set aside as inadmissible: quota given
+        # back in a tree requeues only these, so a release costs what was set aside, not the
+        # number of ClusterQueues in the cohort.
+        self._set_aside: dict[QuotaNode, set[ClusterQueueQueue]] = {}
         self._parked: dict[str, PendingStatus] = {}
         self._status: dict[str, PendingStatus] = {}
         self._inactive: dict[str, PendingStatus] = {}
@@ -514,15 +518,25 @@ class ClusterState:
         if cq_name is not None and cq_name in self._queues:
             self._queues[cq_name].remove(key)
 
+    def _set_aside_in(self, node: QuotaNode, queue: ClusterQueueQueue, workload: Workload) -> bool:
+        """Set a head that cannot fit aside (BestEffortFIFO); whether its queue moved."""
+        if not queue.mark_inadmissible(workload):
+            return False
+        root = node.root()
+        aside = self._set_aside.get(root)
+        if aside is None:
+            aside = self._set_aside[root] = set()
+        aside.add(queue)
+        return True
+
     def _requeue_cohort(self, node: QuotaNode) -> None:
-        for member in node.root().cluster_queues():
-            queue = self._queues.get(member.name)
-            if queue is not None:
-                queue.requeue_inadmissible()
+        for queue in self._set_aside.pop(node.root(), ()):
+            queue.requeue_inadmissible()
 
     def _requeue_all(self) -> None:
         for queue in self._queues.values():
             queue.requeue_inadmissible()
+        self._set_aside.clear()
 
     # ----- queries --------------------------------------------------------------------
 
@@ -620,7 +634,7 @@ class ClusterState:
                 if refusal is not None:
                     entry.status = PendingStatus(INADMISSIBLE, refusal)
                     # Progress only if the queue moved (under StrictFIFO the head stays).
-                    if entry.queue.mark_inadmissible(workload):
+                    if self._set_aside_in(entry.node, entry.queue, workload):
                         progressed = True
                     continue
                 self.assume(workload, admission, now, assignment.usage)
@@ -662,7 +676,7 @@ class ClusterState:
                 )
             else:
                 entry.status = PendingStatus(assignment.reason, assignment.message)
-                if entry.queue.mark_inadmissible(workload):
+                if self._set_aside_in(entry.node, entry.queue, workload):
                     progressed = True
 
         for node, usage in reserved:

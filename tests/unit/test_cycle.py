@@ -10,6 +10,7 @@ from extender.core.cycle import (
 )
 from extender.core.labels import LabelSelector, Taint
 from extender.core.models import LocalQueue, Namespace
+from extender.core.queues import ClusterQueueQueue
 from tests.builders import CQ, WL, admit, flavor, run_until_quiet, state_with
 
 
@@ -243,6 +244,40 @@ def test_finishing_requeues_inadmissible_workloads_of_the_whole_cohort():
     assert run_until_quiet(state) == []
     state.finish(holder.key)
     assert names(run_until_quiet(state)) == ["waiting"]
+
+
+def test_a_release_requeues_only_the_queues_that_set_work_aside(monkeypatch):
+    # 50 ClusterQueues in cohort c, one in cohort d: a release in c costs what c set aside.
+    cqs = [CQ(f"q{i}").cohort("c").group(("default", {"cpu": "1"})).obj() for i in range(50)]
+    cqs.append(CQ("other").cohort("d").group(("default", {"cpu": "1"})).obj())
+    state = state_with(*cqs)
+    big = WL("big").queue("lq-q0").request("cpu", "49").obj()
+    small = WL("small").queue("lq-q2").request("cpu", "1").obj()
+    admit(state, big)
+    admit(state, small)  # cohort c is full
+    waiting = WL("waiting").queue("lq-q1").request("cpu", "1").obj()
+    elsewhere = WL("elsewhere").queue("lq-other").request("cpu", "2").obj()
+    state.add_workload(waiting)
+    state.add_workload(elsewhere)
+    assert run_until_quiet(state) == []
+    assert state.pending_in("q1") == (0, 1)
+    assert state.pending_in("other") == (0, 1)
+
+    requeued: list[ClusterQueueQueue] = []
+    original = ClusterQueueQueue.requeue_inadmissible
+
+    def spy(queue: ClusterQueueQueue) -> int:
+        requeued.append(queue)
+        return original(queue)
+
+    monkeypatch.setattr(ClusterQueueQueue, "requeue_inadmissible", spy)
+    state.finish(small.key)
+    assert len(requeued) == 1  # q1's queue alone, not the cohort's 50
+    assert state.pending_in("q1") == (1, 0)
+    assert state.pending_in("other") == (0, 1)  # another tree: nothing changed for it
+    assert names(run_until_quiet(state)) == ["waiting"]
+    state.finish(big.key)
+    assert len(requeued) == 1  # nothing else was set aside in c
 
 
 def test_entries_that_do_not_borrow_go_before_those_that_do():
