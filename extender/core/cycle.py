@@ -465,6 +465,24 @@ class ClusterState:
             priorities = self._priorities_by_cq[cq_name] = {}
         priorities[workload.priority] = priorities.get(workload.priority, 0) + 1
 
+    def still_needed(self, eviction: Evict) -> bool:
+        """Whether an eviction a cycle decided still holds now that time has passed: its
+        workload still holds quota, and the preemptor it made room for is still pending,
+        or the queue it drains is still stopped."""
+        holder = self.admitted.get(eviction.workload.key)
+        if holder is None:
+            return False
+        if eviction.preemptor is not None:
+            return eviction.preemptor in self.workloads and eviction.preemptor not in self.admitted
+        return self._drain_reason(holder) is not None
+
+    def keep(self, key: str) -> None:
+        """An eviction a cycle decided is not carried out: the workload keeps its quota, and a
+        later cycle may choose it again."""
+        holder = self.admitted.get(key)
+        if holder is not None:
+            holder.evicting = False
+
     def forget(self, key: str) -> None:
         """Undo an assumed admission whose write failed: the workload is pending again."""
         if key in self.admitted:

@@ -668,8 +668,19 @@ class Controller:
     def _write_decisions(self, result: CycleResult) -> None:
         for decision in result.admitted:
             self._admit(decision)
+        budget = self.client.budget
         for eviction in result.evicted:
-            self._evict(eviction)
+            # An eviction waits for its turn in the budget behind the cycle's other writes.
+            # Take in what happened meanwhile: a victim that finished, a preemptor that went
+            # away or a queue that was resumed costs no write (and no 409 Conflict).
+            budget.acquire()
+            self._drain(0)
+            if not self.state.still_needed(eviction):
+                budget.give_back()
+                self.state.keep(eviction.workload.key)
+                self.metrics.evictions_dropped.inc()
+                continue
+            self._evict(eviction, paced=False)
         for workload, status in result.pending:
             self._mark_pending(workload.key, status)
 
@@ -726,21 +737,11 @@ class Controller:
             updated, "Normal", "Started", f"Admitted by clusterQueue {admission.cluster_queue}"
         )
 
-    def _evict(self, eviction: Evict) -> None:
+    def _evict(self, eviction: Evict, *, paced: bool = True) -> None:
         key = eviction.workload.key
-        # An eviction waits for its turn in the budget behind the cycle's other writes; take
-        # in what happened meanwhile, so a workload that finished (or a preemptor that went
-        # away) in the meantime costs no write, and no conflict.
-        budget = self.client.budget
-        budget.acquire()
-        self._drain(0)
         obj = self.cache.get("workloads", {}).get(key)
         holder = self.state.admitted.get(key)
-        if obj is None or holder is None or not self._preemptor_waits(eviction):
-            budget.give_back()
-            if holder is not None:
-                holder.evicting = False
-            self.metrics.evictions_dropped.inc()
+        if obj is None or holder is None:
             return
         now = self.clock()
         patch = o.evict_patch(
@@ -753,7 +754,7 @@ class Controller:
                 {"status": patch["status"]}, eviction.reason, eviction.message, now
             )
             patch["status"] = requeue["status"]
-        updated = self._write_status(key, patch, "evict", paced=False)
+        updated = self._write_status(key, patch, "evict", paced=paced)
         if updated is None:
             holder.evicting = False
             return
@@ -768,15 +769,6 @@ class Controller:
             return
         self.evicting[key] = _Eviction(eviction.reason, eviction.message)
         self._continue_eviction(key)
-
-    def _preemptor_waits(self, eviction: Evict) -> bool:
-        """Whether the workload an eviction makes room for still needs it (if it has one)."""
-        if eviction.preemptor is None:
-            return True
-        return (
-            eviction.preemptor in self.state.workloads
-            and eviction.preemptor not in self.state.admitted
-        )
 
     def _continue_eviction(self, key: str) -> None:
         """Stop the Job (suspend, clear startTime, restore its template), then requeue."""

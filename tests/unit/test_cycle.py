@@ -7,6 +7,7 @@ from extender.core.cycle import (
     INADMISSIBLE,
     LOCAL_QUEUE_STOPPED,
     ClusterState,
+    Evict,
 )
 from extender.core.labels import LabelSelector, Taint
 from extender.core.models import LocalQueue, Namespace
@@ -427,3 +428,56 @@ def test_unused_quota_is_lent_as_in_kueue_when_keeping_it_would_not_help(case, k
     assert sorted(names(state.schedule(0).admitted)) == ["a1", "b1"]
     evictions = [d for d in run_until_quiet(state) if hasattr(d, "preemption_reason")]
     assert bool(evictions) is reclaimed
+
+
+def _preempting_state() -> tuple[ClusterState, Evict]:
+    """`low` holds the whole ClusterQueue; a cycle decides to evict it for `high`."""
+    state = state_with(
+        CQ("cq").group(("default", {"cpu": "4"})).preemption(within="LowerPriority").obj()
+    )
+    admit(state, WL("low").priority(1).request("cpu", "4").obj())
+    state.add_workload(WL("high").priority(9).request("cpu", "4").obj())
+    (eviction,) = state.schedule(1).evicted
+    return state, eviction
+
+
+def _draining_state() -> tuple[ClusterState, Evict, CQ]:
+    cq = CQ("cq").group(("default", {"cpu": "4"}))
+    state = state_with(cq.obj())
+    admit(state, WL("running").request("cpu", "1").obj())
+    state.apply_cluster_queue(cq.stop("HoldAndDrain").obj())
+    (eviction,) = state.schedule(1).evicted
+    return state, eviction, cq
+
+
+@pytest.mark.parametrize(
+    ("meanwhile", "needed"),
+    [
+        ("nothing", True),
+        ("the victim finished", False),
+        ("the preemptor was deleted", False),
+    ],
+)
+def test_a_preemption_is_still_needed_only_while_both_sides_wait(meanwhile, needed):
+    state, eviction = _preempting_state()
+    if meanwhile == "the victim finished":
+        state.finish("default/low")
+    elif meanwhile == "the preemptor was deleted":
+        state.delete_workload("default/high")
+    assert state.still_needed(eviction) is needed
+
+
+@pytest.mark.parametrize(("resumed", "needed"), [(False, True), (True, False)])
+def test_a_drain_is_still_needed_only_while_the_queue_is_stopped(resumed, needed):
+    state, eviction, cq = _draining_state()
+    if resumed:
+        state.apply_cluster_queue(cq.stop("None").obj())
+    assert state.still_needed(eviction) is needed
+
+
+def test_a_kept_workload_can_be_chosen_again():
+    state, eviction = _preempting_state()
+    state.delete_workload("default/high")
+    state.keep(eviction.workload.key)
+    state.add_workload(WL("again").priority(9).request("cpu", "4").obj())
+    assert [e.workload.name for e in state.schedule(2).evicted] == ["low"]
