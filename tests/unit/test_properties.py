@@ -96,6 +96,12 @@ def check_quota_invariants(state):
         }, name
 
 
+def check_tree_requeued(state, node):
+    """Quota given back in a tree makes every workload set aside there eligible again."""
+    for member in node.root().cluster_queues():
+        assert state.pending_in(member.name)[1] == 0, member.name
+
+
 def order_key(workload):
     return (-workload.priority, workload.creation_time, workload.uid)
 
@@ -130,6 +136,7 @@ def test_random_sequences_keep_every_invariant(cqs, ops, fair_sharing):
             # A finished workload releases exactly what it held.
             for fr, amount in held.items():
                 assert before[fr] - node.usage.get(fr, 0) == amount
+            check_tree_requeued(state, node)
         else:
             pending_before = {
                 name: [
@@ -147,7 +154,9 @@ def test_random_sequences_keep_every_invariant(cqs, ops, fair_sharing):
                     first = min(pending_before[cq.name], key=order_key)
                     assert first.key == decision.workload.key
             for eviction in result.evicted:
+                node = state.admitted[eviction.workload.key].node
                 state.release(eviction.workload.key)
+                check_tree_requeued(state, node)
         check_quota_invariants(state)
         check_candidate_precheck(state)
 
