@@ -44,6 +44,22 @@ def test_spare_never_dips_into_the_reserve():
     assert [budget.spare(keep=50) for _ in range(6)] == [True] * 5 + [False]
 
 
+def test_a_token_given_back_is_there_for_the_next_request_but_never_above_the_burst():
+    clock = Clock()
+    budget = RequestBudget(50, 100, clock=clock, sleep=clock.sleep)
+    for _ in range(100):
+        budget.acquire()
+    budget.acquire()  # the bucket is empty: this one waits 20 ms
+    assert clock.now == pytest.approx(0.02)
+    budget.give_back()  # ... and turned out not to be needed
+    budget.acquire()
+    assert clock.now == pytest.approx(0.02)  # the next one did not wait
+    clock.now += 10  # the bucket refills to the burst
+    budget.give_back()
+    taken = sum(budget.spare(keep=0) for _ in range(102))
+    assert taken == 100
+
+
 def test_writes_and_reads_are_counted_apart():
     budget = RequestBudget(1, 1)
     budget.count("PATCH", WORKLOADS, "status")
