@@ -119,10 +119,11 @@ def _nobody_borrows(root: QuotaNode, assignment: Assignment) -> bool:
 
 
 class _CycleQuota:
-    """What step 5 of one cycle took from each quota tree, and what lenders keep there.
+    """What step 5 of one cycle took from each quota tree, and what is held there for it.
 
     Entries were nominated against the tree as it was; this tells an entry that fitted then
-    whether it still fits, as cheaply as the case allows, and undoes the holds at the end.
+    whether it still fits, as cheaply as the case allows. Quota held for this cycle only (a
+    preemptor's, a lender's) is added to the tree here and taken back out at the end.
     """
 
     def __init__(self, classical: bool) -> None:
@@ -132,6 +133,7 @@ class _CycleQuota:
         self.taken: dict[int, int] = {}
         self.lenders: dict[int, list[_Entry]] = {}  # entries admitted in their own quota
         self.holds: dict[int, dict[QuotaNode, dict[FlavorResource, int]]] = {}
+        self.reservations: list[_Entry] = []
 
     def refusal(self, entry: _Entry) -> str | None:
         """None if a fit still holds, else why not. A borrower first sees lenders' holds."""
@@ -166,20 +168,26 @@ class _CycleQuota:
         return message
 
     def admitted(self, entry: _Entry) -> None:
-        """An entry was admitted: it took its usage, and may lend what it left unused."""
-        self.reserved(entry)
+        """An entry was admitted (its usage is assumed): it may lend what it left unused."""
+        self._take(entry.node.root(), entry.assignment.usage.values())
         if not entry.assignment.borrowing_level:
             self.lenders.setdefault(id(entry.node.root()), []).append(entry)
 
-    def reserved(self, entry: _Entry) -> None:
-        """An entry took its usage from its tree (admitted, or reserved by a preemptor)."""
+    def reserve(self, entry: _Entry) -> None:
+        """A preemptor keeps what it needs for the rest of the cycle, so what its victims free
+        (and what is free now) is not taken by an entry ordered after it."""
+        add_usage(entry.node, entry.assignment.usage)
+        self.reservations.append(entry)
         self._take(entry.node.root(), entry.assignment.usage.values())
 
     def _take(self, root: QuotaNode, amounts: Iterable[int]) -> None:
         self.taken[id(root)] = self.taken.get(id(root), 0) + sum(amounts)
 
     def release_holds(self) -> None:
-        """Give back what lenders kept: the holds last for this cycle only."""
+        """Give back what preemptors reserved and lenders kept: held for this cycle only."""
+        for entry in self.reservations:
+            add_usage(entry.node, entry.assignment.usage, -1)
+        self.reservations.clear()
         for held in self.holds.values():
             for node, amounts in held.items():
                 add_usage(node, amounts, -1)
@@ -630,7 +638,6 @@ class ClusterState:
         #    its unused quota keeps it from them (_lender_holds).
         admitted: list[Admit] = []
         claimed: set[str] = set()
-        reserved: list[tuple[QuotaNode, Mapping[FlavorResource, int]]] = []
         quota = _CycleQuota(classical=not self.fair_sharing)
         for entry in ordered:
             workload, assignment = entry.workload, entry.assignment
@@ -669,9 +676,7 @@ class ClusterState:
                     )
                     continue
                 claimed |= keys
-                quota.reserved(entry)
-                add_usage(entry.node, assignment.usage)
-                reserved.append((entry.node, assignment.usage))
+                quota.reserve(entry)
                 for target in entry.targets:
                     if target.victim.evicting:
                         continue
@@ -697,8 +702,6 @@ class ClusterState:
                 if self._set_aside_in(entry.node, entry.queue, workload):
                     progressed = True
 
-        for node, usage in reserved:
-            add_usage(node, usage, -1)
         quota.release_holds()
 
         # 6. Requeue: what was not admitted keeps its place or was parked above; record why.
