@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from extender.kube import resources as r
 from tests.controller.conftest import CRDS, eventually
-from tests.controller.test_preemption import cluster_queue, flavor, local_queue
+from tests.controller.test_preemption import (
+    cluster_queue,
+    flavor,
+    local_queue,
+    priority_preemption_setup,
+)
 
 JOBSET_CRD = {
     "apiVersion": "apiextensions.k8s.io/v1",
@@ -117,16 +122,8 @@ def test_a_jobset_is_queued_admitted_placed_and_finished(cluster, start_controll
 
 
 def test_a_preempted_jobset_is_suspended_and_its_templates_restored(cluster, start_controller):
-    from tests.controller.test_preemption import priority
-
     cluster.admin.create(CRDS, JOBSET_CRD)
-    cluster.apply(
-        flavor("pool-a", {"pool": "a"}),
-        cluster_queue("cq", 4, preemption={"withinClusterQueue": "LowerPriority"}),
-        local_queue("user-queue", "cq"),
-        priority("low", 10),
-        priority("high", 100),
-    )
+    cluster.apply(*priority_preemption_setup())
     start_controller()
 
     def jobset(name, klass):

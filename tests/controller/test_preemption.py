@@ -80,14 +80,19 @@ def conditions(workload):
     return {c["type"]: c for c in (workload.get("status") or {}).get("conditions") or []}
 
 
-def test_higher_priority_preempts_and_the_template_is_restored(cluster, start_controller):
-    cluster.apply(
-        flavor("pool-a", {"pool": "a"}, [TOLERATION]),
+def priority_preemption_setup(tolerations=None):
+    """One ClusterQueue of 4 cpu where `high` preempts `low` (withinClusterQueue)."""
+    return [
+        flavor("pool-a", {"pool": "a"}, tolerations),
         cluster_queue("cq", 4, preemption={"withinClusterQueue": "LowerPriority"}),
         local_queue("user-queue", "cq"),
         priority("low", 10),
         priority("high", 100),
-    )
+    ]
+
+
+def test_higher_priority_preempts_and_the_template_is_restored(cluster, start_controller):
+    cluster.apply(*priority_preemption_setup([TOLERATION]))
     start_controller()
     low = cluster.job("low", "4", duration="600s", labels={"kueue.x-k8s.io/priority-class": "low"})
     eventually(lambda: running(cluster, "low"), what="the low job to start")

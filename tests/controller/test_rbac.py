@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from tests.controller.conftest import CONTROLLER_USER, controller_process, eventually
-from tests.controller.test_preemption import cluster_queue, flavor, local_queue, priority
+from tests.controller.test_preemption import priority_preemption_setup
 
 RBAC = Path(__file__).resolve().parents[2] / "deploy" / "rbac" / "controller.yaml"
 
@@ -54,13 +54,7 @@ def permits(rules, group, resource, verb):
 
 
 def test_every_request_the_controller_made_is_allowed(cluster):
-    cluster.apply(
-        flavor("pool-a", {"pool": "a"}),
-        cluster_queue("cq", 4, preemption={"withinClusterQueue": "LowerPriority"}),
-        local_queue("user-queue", "cq"),
-        priority("low", 10),
-        priority("high", 100),
-    )
+    cluster.apply(*priority_preemption_setup())
     proc = controller_process(cluster, "--lease-duration", "2", "--retry-period", "0.2")
     try:
         cluster.job("low", "4", duration="600s", labels={"kueue.x-k8s.io/priority-class": "low"})
