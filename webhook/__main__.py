@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -26,10 +27,30 @@ def _check_files(settings: Settings) -> str | None:
     return None
 
 
+def _check_address(settings: Settings) -> str | None:
+    """Whether the address is free, asked before gunicorn starts.
+
+    Workers bind their own sockets (reuse_port in gunicorn.conf.py); when the address is
+    taken, each one fails and gunicorn starts another, forever. One plain bind tells first.
+    """
+    where = f"{settings.bind_address}:{settings.port}"
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            settings.bind_address, settings.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+        with socket.socket(family, kind, proto) as probe:
+            # As gunicorn binds: connections of an earlier run in TIME_WAIT do not count.
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind(address)
+    except OSError as err:
+        return f"cannot listen on {where}: {err.strerror or err}"
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse settings, export them for gunicorn.conf.py and run gunicorn."""
     settings = from_args(argv)
-    problem = _check_files(settings)
+    problem = _check_files(settings) or _check_address(settings)
     if problem is not None:
         print(f"error: {problem}", file=sys.stderr)
         return 2

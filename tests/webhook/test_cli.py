@@ -1,5 +1,6 @@
 """`python -m webhook`: flags, environment variables, and clear refusals."""
 
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -81,3 +82,35 @@ def test_a_malformed_environment_variable_is_one_clear_line():
         "(from --port or TOWER_WEBHOOK_PORT)"
     )
     assert "Traceback" not in proc.stderr
+
+
+def test_an_address_in_use_is_one_line_and_exit_2_not_a_hang(tmp_path):
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    port = taken.getsockname()[1]
+    try:
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "webhook",
+                "--bind-address",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--tls-cert-file",
+                str(ROOT / "pyproject.toml"),  # exists: the address is checked next
+                "--tls-private-key-file",
+                str(ROOT / "pyproject.toml"),
+            ],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            check=False,
+            timeout=30,  # gunicorn alone would respawn workers that cannot bind, forever
+        )
+    finally:
+        taken.close()
+    assert proc.returncode == 2
+    assert proc.stderr == f"error: cannot listen on 127.0.0.1:{port}: Address already in use\n"

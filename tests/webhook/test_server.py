@@ -1,11 +1,13 @@
 """The real server: `python -m webhook` under gunicorn over TLS, certificates from `python -m certs`."""
 
 import json
+import os
 import signal
 import socket
 import ssl
 import threading
 import time
+from pathlib import Path
 
 import pytest
 from cryptography import x509
@@ -152,3 +154,66 @@ def test_certificate_rotation_under_load_drops_nothing(server):
     assert peer_serial(server) != before
     assert failures == []
     assert served[0] > 20
+
+
+def _tcp_sockets(pid: int, port: int) -> tuple[int, int]:
+    """(listening, established) IPv4 sockets on `port` that process `pid` holds."""
+    inodes = set()
+    fds = Path(f"/proc/{pid}/fd")
+    for fd in fds.iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    listening = established = 0
+    for row in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = row.split()
+        local_port = int(fields[1].rsplit(":", 1)[1], 16)
+        if local_port != port or fields[9] not in inodes:
+            continue
+        listening += fields[3] == "0A"
+        established += fields[3] == "01"
+    return listening, established
+
+
+@pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="reads sockets from Linux /proc")
+def test_each_worker_listens_and_a_burst_of_connections_reaches_both(server):
+    children = Path(f"/proc/{server.proc.pid}/task/{server.proc.pid}/children")
+    deadline = time.monotonic() + 10  # /readyz answered once the first worker was up
+    while True:
+        workers = [int(pid) for pid in children.read_text().split()]
+        if len(workers) == 2 and all(_tcp_sockets(pid, server.port)[0] for pid in workers):
+            break
+        assert time.monotonic() < deadline, workers
+        time.sleep(0.1)
+    # The kernel, not a race to accept(), picks the worker: each has its own listening socket.
+    assert [_tcp_sockets(pid, server.port)[0] for pid in workers] == [1, 1]
+    assert _tcp_sockets(server.proc.pid, server.port)[0] == 0
+
+    before = [_tcp_sockets(pid, server.port)[1] for pid in workers]
+    raw = [socket.create_connection(("127.0.0.1", server.port)) for _ in range(32)]
+    opened = []
+
+    def handshake(sock: socket.socket) -> None:
+        tls = server.context.wrap_socket(sock, server_hostname="127.0.0.1")
+        tls.sendall(b"GET /healthz HTTP/1.1\r\nHost: tower\r\n\r\n")
+        tls.recv(1024)
+        opened.append(tls)
+
+    threads = [threading.Thread(target=handshake, args=(sock,)) for sock in raw]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    try:
+        after = [_tcp_sockets(pid, server.port)[1] for pid in workers]
+        held = sorted(a - b for a, b in zip(after, before, strict=True))
+        assert sum(held) == 32
+        # Spread by hash, 30 or more of 32 land on one worker about once in 4 million runs.
+        # Racing to accept() on one socket, one worker often took nearly all of them.
+        assert held[0] >= 3, held
+    finally:
+        for tls in opened:
+            tls.close()
