@@ -47,10 +47,22 @@ def _check_address(settings: Settings) -> str | None:
     return None
 
 
+def _check_metrics_dir() -> str | None:
+    """Make the metrics directory named by the environment, if it is missing."""
+    path = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    if not path:
+        return None  # main() makes its own
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as err:
+        return f"PROMETHEUS_MULTIPROC_DIR {path}: {err.strerror or err}"
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse settings, export them for gunicorn.conf.py and run gunicorn."""
     settings = from_args(argv)
-    problem = _check_files(settings) or _check_address(settings)
+    problem = _check_files(settings) or _check_address(settings) or _check_metrics_dir()
     if problem is not None:
         print(f"error: {problem}", file=sys.stderr)
         return 2

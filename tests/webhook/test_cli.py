@@ -1,10 +1,12 @@
 """`python -m webhook`: flags, environment variables, and clear refusals."""
 
+import os
 import socket
 import subprocess
 import sys
 from pathlib import Path
 
+from tests.servers import free_port
 from webhook.settings import from_args
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -66,8 +68,6 @@ def test_a_missing_certificate_is_one_line_and_exit_2(tmp_path):
 
 
 def test_a_malformed_environment_variable_is_one_clear_line():
-    import os
-
     proc = run_webhook(env=dict(os.environ, TOWER_WEBHOOK_PORT="abc"))
     assert proc.returncode == 2
     assert proc.stderr.splitlines()[-1] == (
@@ -99,3 +99,21 @@ def test_an_address_in_use_is_one_line_and_exit_2_not_a_hang():
         taken.close()
     assert proc.returncode == 2
     assert proc.stderr == f"error: cannot listen on 127.0.0.1:{port}: Address already in use\n"
+
+
+def test_a_metrics_directory_that_cannot_be_made_is_one_line_and_exit_2(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    proc = run_webhook(
+        "--tls-cert-file",
+        str(ROOT / "pyproject.toml"),
+        "--tls-private-key-file",
+        str(ROOT / "pyproject.toml"),
+        "--port",
+        str(free_port()),
+        env=dict(os.environ, PROMETHEUS_MULTIPROC_DIR=str(blocker / "metrics")),
+    )
+    assert proc.returncode == 2
+    assert (
+        proc.stderr == f"error: PROMETHEUS_MULTIPROC_DIR {blocker / 'metrics'}: Not a directory\n"
+    )

@@ -217,3 +217,30 @@ def test_each_worker_listens_and_a_burst_of_connections_reaches_both(server):
     finally:
         for tls in opened:
             tls.close()
+
+
+def test_a_metrics_directory_that_does_not_exist_yet_is_made(tmp_path):
+    generate(tmp_path / "certs")
+    server = start_webhook(tmp_path / "certs", tmp_path / "not-yet" / "metrics", workers=1)
+    try:
+        for _ in range(3):
+            assert server.post("/mutate-batch-v1-job", SEED)[0] == 200
+        wanted = (
+            'tower_webhook_requests_total{code="200",outcome="patched",path="/mutate-batch-v1-job"}'
+        )
+        deadline = time.monotonic() + 5  # the worker writes its counts once a second
+        while True:
+            conn = server.connect()
+            conn.request("GET", "/metrics")
+            response = conn.getresponse()
+            text = response.read().decode()
+            rows = [row for row in text.splitlines() if row.startswith(wanted)]
+            if response.status == 200 and rows and float(rows[0].split()[-1]) == 3:
+                break
+            assert time.monotonic() < deadline, (response.status, text[-500:])
+            time.sleep(0.3)
+    finally:
+        server.proc.send_signal(signal.SIGTERM)
+        assert server.proc.wait(timeout=20) == 0
+    log = server.proc.stdout.read().decode()
+    assert "Traceback" not in log, log
