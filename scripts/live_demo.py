@@ -24,10 +24,15 @@ from tests.servers import generate, start_webhook  # noqa: E402
 CONTROLLER = "system:serviceaccount:tower-system:tower-controller"
 
 
+FAILED: list[str] = []  # kubectl commands that failed: every step of the quick-start must work
+
+
 def show(env: dict[str, str], *args: str) -> str:
     print(f"$ kubectl {' '.join(args)}", flush=True)
     done = subprocess.run(["kubectl", *args], env=env, capture_output=True, text=True)
     print((done.stdout + done.stderr).rstrip() + "\n", flush=True)
+    if done.returncode != 0:
+        FAILED.append(f"kubectl {' '.join(args)}: {done.stderr.strip()}")
     return done.stdout
 
 
@@ -121,6 +126,13 @@ def main() -> int:
                         "-o",
                         "jsonpath={.status.conditions[?(@.type=='QuotaReserved')].message}",
                     )
+        unfinished = sorted(
+            job["metadata"]["name"]
+            for job in api.list("jobs", "default")
+            if (job.get("status") or {}).get("succeeded") != 1
+        )
+        if unfinished:
+            FAILED.append(f"Jobs that did not succeed: {', '.join(unfinished)}")
     finally:
         if controller is not None:
             controller.terminate()
@@ -130,6 +142,9 @@ def main() -> int:
         runner.stop()
         api.stop()
         shutil.rmtree(tmp, ignore_errors=True)
+    if FAILED:
+        print(f"the live demo went wrong: {FAILED[0]}", file=sys.stderr)
+        return 1
     return 0
 
 
