@@ -72,6 +72,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--retry-period", type=float, default=2.0)
     parser.add_argument(
         "--health-address",
+        type=_host_port,
         default="0.0.0.0:8081",
         help="host:port of /healthz, /readyz and /metrics (port 0: pick one)",
     )
@@ -121,6 +122,14 @@ def _api_client(kubeconfig: str | None) -> k8s.ApiClient:
         return api_client
     k8s_config.load_incluster_config()
     return k8s.ApiClient()
+
+
+def _host_port(value: str) -> str:
+    """--health-address: host:port, the port a number (0 picks a free one)."""
+    _, colon, port = value.rpartition(":")
+    if not colon or not port.isdigit() or int(port) > 65535:
+        raise argparse.ArgumentTypeError(f"{value!r} is not host:port (port 0 picks a free one)")
+    return value
 
 
 def serve_health(
@@ -192,7 +201,16 @@ def run(args: argparse.Namespace) -> int:
         client, settings=settings, metrics=metrics, recorder=recorder, clock=time.time
     )
     leading = threading.Event()
-    health = serve_health(args.health_address, controller, leading)
+    try:
+        health = serve_health(args.health_address, controller, leading)
+    except OSError as err:
+        recorder.close()
+        print(
+            f"error: cannot serve /healthz, /readyz and /metrics on {args.health_address}: "
+            f"{err.strerror or err}",
+            file=sys.stderr,
+        )
+        return 2
     print(f"health and metrics on port {health.server_address[1]}", file=sys.stderr, flush=True)
     elector = None
     lost: threading.Event | None = None

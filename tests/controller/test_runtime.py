@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import json
 import signal
+import socket
+import subprocess
+import sys
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 from tests.controller.conftest import controller_process, eventually
 from tests.controller.test_seed import CQ, FLAVOR, LQ
@@ -56,3 +60,37 @@ def test_health_metrics_json_logs_and_a_clean_stop(cluster):
     workload = cluster.workload_of(job)["metadata"]["name"]
     assert any(f"default/{workload}" in line["msg"] for line in lines)
     assert any("shutting down" in line["msg"] for line in lines)
+
+
+def test_a_taken_health_port_is_one_line_and_exit_2(cluster):
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    address = f"127.0.0.1:{taken.getsockname()[1]}"
+    proc = controller_process(cluster, "--no-leader-elect", "--health-address", address)
+    try:
+        assert proc.wait(timeout=30) == 2
+    finally:
+        taken.close()
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.stdout.read().decode() == (
+        f"error: cannot serve /healthz, /readyz and /metrics on {address}: Address already in use\n"
+    )
+
+
+def test_a_health_address_without_a_port_is_refused_by_name():
+    proc = subprocess.run(
+        [sys.executable, "-m", "extender", "run", "--health-address", "localhost"],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).resolve().parents[2],
+        timeout=30,
+        check=False,
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines()[-1] == (
+        "python -m extender run: error: argument --health-address: 'localhost' is not "
+        "host:port (port 0 picks a free one)"
+    )
+    assert "Traceback" not in proc.stderr
