@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import os
 import signal
 import socket
@@ -15,6 +16,7 @@ from collections.abc import Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+import yaml
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -38,19 +40,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--kube-api-qps",
-        type=float,
-        default=float(env("TOWER_KUBE_API_QPS", 50)),
-        help="average API requests per second (client-go's QPS; default 50)",
+        type=_above_zero,
+        default=env("TOWER_KUBE_API_QPS", "50"),
+        help="average API requests per second (client-go's QPS) [TOWER_KUBE_API_QPS] (default 50)",
     )
     parser.add_argument(
         "--kube-api-burst",
-        type=int,
-        default=int(env("TOWER_KUBE_API_BURST", 100)),
-        help="API requests allowed in a burst (default 100)",
+        type=_at_least_one,
+        default=env("TOWER_KUBE_API_BURST", "100"),
+        help="API requests allowed in a burst [TOWER_KUBE_API_BURST] (default 100)",
     )
     parser.add_argument(
         "--event-qps",
-        type=float,
+        type=_above_zero,
         default=10.0,
         help="Kubernetes Events per second, on their own budget (default 10)",
     )
@@ -67,9 +69,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--leader-election-namespace", default=env("POD_NAMESPACE", "tower-system"))
     parser.add_argument("--leader-election-id", default="tower-controller")
-    parser.add_argument("--lease-duration", type=float, default=15.0)
-    parser.add_argument("--renew-deadline", type=float, default=10.0)
-    parser.add_argument("--retry-period", type=float, default=2.0)
+    parser.add_argument("--lease-duration", type=_above_zero, default=15.0)
+    parser.add_argument("--renew-deadline", type=_above_zero, default=10.0)
+    parser.add_argument("--retry-period", type=_above_zero, default=2.0)
     parser.add_argument(
         "--health-address",
         type=_host_port,
@@ -78,18 +80,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--status-interval",
-        type=float,
+        type=_above_zero,
         default=1.0,
         help="seconds between ClusterQueue/LocalQueue status writes",
     )
     parser.add_argument(
         "--pending-status-qps",
-        type=float,
+        type=_above_zero,
         default=5.0,
         help="pending-reason writes per second (spare budget only)",
     )
     parser.add_argument("--log-format", choices=("text", "json"), default="text")
-    parser.add_argument("--log-level", default="INFO")
+    parser.add_argument(
+        "--log-level",
+        type=str.lower,
+        choices=("debug", "info", "warning", "error"),
+        default="info",
+    )
 
 
 class _JsonFormatter(logging.Formatter):
@@ -118,10 +125,45 @@ def _logging(fmt: str, level: str) -> None:
 
 def _api_client(kubeconfig: str | None) -> k8s.ApiClient:
     if kubeconfig:
+        # The library fails on a file that is YAML but not a mapping with a TypeError that
+        # names nothing; say what the file is not.
+        with open(kubeconfig, encoding="utf-8") as handle:
+            content = yaml.safe_load(handle)
+        if not isinstance(content, dict):
+            raise ValueError(
+                f"{kubeconfig} is not a kubeconfig (a YAML mapping of clusters, users and contexts)"
+            )
         api_client: k8s.ApiClient = k8s_config.new_client_from_config(config_file=kubeconfig)
         return api_client
     k8s_config.load_incluster_config()
     return k8s.ApiClient()
+
+
+def _above_zero(value: str) -> float:
+    try:
+        number = float(value)
+    except ValueError:
+        number = math.nan
+    if not 0 < number < math.inf:  # NaN fails too
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number above 0")
+    return number
+
+
+def _at_least_one(value: str) -> int:
+    if not value.strip().isdigit() or int(value) < 1:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number of at least 1")
+    return int(value)
+
+
+def check_arguments(args: argparse.Namespace) -> str | None:
+    """What is wrong across flags, in one line, or None (client-go's leader-election rules)."""
+    if args.leader_elect and not args.lease_duration > args.renew_deadline > args.retry_period:
+        return (
+            "--lease-duration must be longer than --renew-deadline, and that longer than "
+            f"--retry-period (got {args.lease_duration:g}, {args.renew_deadline:g}, "
+            f"{args.retry_period:g})"
+        )
+    return None
 
 
 def _host_port(value: str) -> str:
@@ -174,11 +216,16 @@ def serve_health(
 
 def run(args: argparse.Namespace) -> int:
     """Run the controller until SIGTERM/SIGINT (0) or until leadership is lost (1)."""
+    problem = check_arguments(args)
+    if problem is not None:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
     _logging(args.log_format, args.log_level)
     try:
         api_client = _api_client(args.kubeconfig)
-    except (k8s_config.ConfigException, OSError) as err:
-        print(f"error: cannot load the Kubernetes configuration: {err}", file=sys.stderr)
+    except Exception as err:  # any failure here is in the configuration the user gave
+        reason = " ".join(str(err).split())  # YAML errors span lines
+        print(f"error: cannot load the Kubernetes configuration: {reason}", file=sys.stderr)
         return 2
     budget = RequestBudget(args.kube_api_qps, args.kube_api_burst)
     client = KubeClient(api_client, budget)

@@ -55,7 +55,9 @@ def permits(rules, group, resource, verb):
 
 def test_every_request_the_controller_made_is_allowed(cluster):
     cluster.apply(*priority_preemption_setup())
-    proc = controller_process(cluster, "--lease-duration", "2", "--retry-period", "0.2")
+    proc = controller_process(
+        cluster, "--lease-duration", "2", "--renew-deadline", "1.5", "--retry-period", "0.2"
+    )
     try:
         cluster.job("low", "4", duration="600s", labels={"kueue.x-k8s.io/priority-class": "low"})
         eventually(lambda: cluster.get("jobs", "low", "default")["spec"]["suspend"] is False)

@@ -11,6 +11,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 from tests.controller.conftest import controller_process, eventually
 from tests.controller.test_seed import CQ, FLAVOR, LQ
 
@@ -94,3 +96,76 @@ def test_a_health_address_without_a_port_is_refused_by_name():
         "host:port (port 0 picks a free one)"
     )
     assert "Traceback" not in proc.stderr
+
+
+def run_controller(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "extender", "run", *args],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).resolve().parents[2],
+        timeout=30,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "want"),
+    [
+        (["--kube-api-qps", "0"], "argument --kube-api-qps: '0' is not a number above 0"),
+        (["--kube-api-qps", "nan"], "argument --kube-api-qps: 'nan' is not a number above 0"),
+        (
+            ["--kube-api-burst", "0"],
+            "argument --kube-api-burst: '0' is not a whole number of at least 1",
+        ),
+        (["--event-qps", "-1"], "argument --event-qps: '-1' is not a number above 0"),
+        (["--status-interval", "0"], "argument --status-interval: '0' is not a number above 0"),
+        (
+            ["--pending-status-qps", "x"],
+            "argument --pending-status-qps: 'x' is not a number above 0",
+        ),
+        (["--lease-duration", "-5"], "argument --lease-duration: '-5' is not a number above 0"),
+        (
+            ["--log-level", "loud"],
+            "argument --log-level: invalid choice: 'loud' (choose from 'debug', 'info', "
+            "'warning', 'error')",
+        ),
+    ],
+    ids=lambda v: " ".join(v) if isinstance(v, list) else None,
+)
+def test_a_bad_flag_is_refused_by_name_without_a_traceback(args, want):
+    proc = run_controller(*args)
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines()[-1] == f"python -m extender run: error: {want}"
+    assert "Traceback" not in proc.stderr
+
+
+def test_leader_election_timings_must_nest():
+    proc = run_controller("--lease-duration", "5")  # shorter than the renew deadline (10)
+    assert proc.returncode == 2
+    assert proc.stderr == (
+        "error: --lease-duration must be longer than --renew-deadline, and that longer than "
+        "--retry-period (got 5, 10, 2)\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("content", "want"),
+    [
+        (
+            "just text\n",
+            "{path} is not a kubeconfig (a YAML mapping of clusters, users and contexts)",
+        ),
+        ("a: [1,\n", "while parsing a flow node"),
+    ],
+    ids=["not a mapping", "not YAML"],
+)
+def test_a_file_that_is_not_a_kubeconfig_is_one_line_and_exit_2(tmp_path, content, want):
+    path = tmp_path / "kubeconfig"
+    path.write_text(content)
+    proc = run_controller("--kubeconfig", str(path))
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1
+    assert proc.stderr.startswith(
+        "error: cannot load the Kubernetes configuration: " + want.format(path=path)
+    )
