@@ -53,12 +53,21 @@ def main(argv: Sequence[str] | None = None) -> int:
             for name, path in pki.write(bundle, out).items():
                 print(f"wrote {path}" if name != "ca.key" else f"wrote {path} (keep it secret)")
             return 0
-        from kubernetes import config
-
         from certs import kube
+        from extender.kube.client import load_api_client
 
-        ca = (Path(args.certs_dir) / "ca.crt").read_bytes()
-        api_client = config.new_client_from_config(config_file=args.kubeconfig)
+        ca_path = Path(args.certs_dir) / "ca.crt"
+        if not ca_path.is_file():
+            raise ValueError(
+                f"--certs-dir {args.certs_dir}: no ca.crt (write it with python -m certs generate)"
+            )
+        ca = ca_path.read_bytes()
+        try:
+            api_client = load_api_client(args.kubeconfig)
+        except Exception as err:  # any failure here is in the configuration the user gave
+            reason = " ".join(str(err).split())  # YAML errors span lines
+            print(f"error: cannot load the Kubernetes configuration: {reason}", file=sys.stderr)
+            return 2
         for name in kube.install(api_client, args.url, ca):
             print(f"configured {name} -> {args.url}")
         return 0

@@ -15,6 +15,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from extender.core.parse import is_dns1123_subdomain
+
 CA_VALIDITY = timedelta(days=3650)
 SERVING_VALIDITY = timedelta(days=365)
 RENEW_BEFORE = timedelta(days=30)
@@ -54,6 +56,13 @@ def generate(
     """A serving certificate for the names, signed by the given CA or by a new one."""
     if not dns_names and not ip_addresses:
         raise ValueError("a serving certificate needs at least one --dns-name or --ip-address")
+    for dns_name in dns_names:
+        # A wildcard may stand for the leftmost label only (RFC 6125).
+        if not is_dns1123_subdomain(dns_name.removeprefix("*.")):
+            raise ValueError(
+                f"--dns-name {dns_name!r} is not a DNS name (lowercase letters, digits, '-' "
+                "and '.'; '*.' may lead)"
+            )
     ips = []
     for value in ip_addresses:
         try:

@@ -59,9 +59,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         from extender.kube.crds import rendered
 
         out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        for name, text in rendered().items():
-            (out / name).write_text(text)
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+            for name, text in rendered().items():
+                (out / name).write_text(text)
+        except OSError as err:
+            print(f"error: --out {out}: {err.strerror or err}", file=sys.stderr)
+            return 2
         return 0
     if args.command == "simulate":
         loader = Loader(seed=args.seed)

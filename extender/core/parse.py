@@ -132,7 +132,7 @@ def name_of(obj: Obj) -> str:
     meta = as_map(obj.get("metadata"), "metadata", required=True)
     name = _str(meta.get("name"), "metadata.name", required=True)
     assert name is not None
-    if len(name) > 253 or not _DNS1123_SUBDOMAIN.match(name):
+    if not is_dns1123_subdomain(name):
         raise ManifestError(
             "metadata.name",
             f"{name!r} must be a lowercase RFC 1123 subdomain "
@@ -475,6 +475,11 @@ def namespace(obj: Obj) -> Namespace:
         raise ManifestError("metadata.name", f"{name!r} must be a DNS-1123 label")
     labels = as_map(as_map(obj.get("metadata"), "metadata").get("labels"), "metadata.labels")
     return Namespace(name, {**labels, "kubernetes.io/metadata.name": name})
+
+
+def is_dns1123_subdomain(value: str) -> bool:
+    """Whether a string is a lowercase RFC 1123 subdomain (object names, DNS names)."""
+    return len(value) <= 253 and bool(_DNS1123_SUBDOMAIN.match(value))
 
 
 def is_dns1123_label(value: str) -> bool:

@@ -16,7 +16,9 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import orjson
+import yaml
 from kubernetes import client as k8s
+from kubernetes import config as k8s_config
 
 from extender.kube.resources import Resource
 
@@ -25,6 +27,26 @@ JSON_PATCH = "application/json-patch+json"
 STRATEGIC = "application/strategic-merge-patch+json"
 
 Obj = dict[str, Any]
+
+
+def load_api_client(kubeconfig: str | None) -> k8s.ApiClient:
+    """A client from a kubeconfig file, or the in-cluster configuration without one.
+
+    Raises with a message a person can act on; callers print it in one line.
+    """
+    if kubeconfig:
+        # The library fails on a file that is YAML but not a mapping with a TypeError that
+        # names nothing; say what the file is not.
+        with open(kubeconfig, encoding="utf-8") as handle:
+            content = yaml.safe_load(handle)
+        if not isinstance(content, dict):
+            raise ValueError(
+                f"{kubeconfig} is not a kubeconfig (a YAML mapping of clusters, users and contexts)"
+            )
+        api_client: k8s.ApiClient = k8s_config.new_client_from_config(config_file=kubeconfig)
+        return api_client
+    k8s_config.load_incluster_config()
+    return k8s.ApiClient()
 
 
 class ApiError(Exception):

@@ -16,13 +16,10 @@ from collections.abc import Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-import yaml
-from kubernetes import client as k8s
-from kubernetes import config as k8s_config
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from extender.gc_tuning import tune_for_scheduling
-from extender.kube.client import KubeClient, RequestBudget
+from extender.kube.client import KubeClient, RequestBudget, load_api_client
 from extender.kube.controller import Controller, Settings
 from extender.kube.events import Recorder
 from extender.kube.leader import LeaderElector
@@ -123,22 +120,6 @@ def _logging(fmt: str, level: str) -> None:
     root.setLevel(level.upper())
 
 
-def _api_client(kubeconfig: str | None) -> k8s.ApiClient:
-    if kubeconfig:
-        # The library fails on a file that is YAML but not a mapping with a TypeError that
-        # names nothing; say what the file is not.
-        with open(kubeconfig, encoding="utf-8") as handle:
-            content = yaml.safe_load(handle)
-        if not isinstance(content, dict):
-            raise ValueError(
-                f"{kubeconfig} is not a kubeconfig (a YAML mapping of clusters, users and contexts)"
-            )
-        api_client: k8s.ApiClient = k8s_config.new_client_from_config(config_file=kubeconfig)
-        return api_client
-    k8s_config.load_incluster_config()
-    return k8s.ApiClient()
-
-
 def _above_zero(value: str) -> float:
     try:
         number = float(value)
@@ -222,7 +203,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     _logging(args.log_format, args.log_level)
     try:
-        api_client = _api_client(args.kubeconfig)
+        api_client = load_api_client(args.kubeconfig)
     except Exception as err:  # any failure here is in the configuration the user gave
         reason = " ".join(str(err).split())  # YAML errors span lines
         print(f"error: cannot load the Kubernetes configuration: {reason}", file=sys.stderr)

@@ -106,6 +106,8 @@ def _documents(path: str) -> Iterator[tuple[int, Any]]:
             text = handle.read()
     except OSError as err:
         raise LoadError(f"{path}: cannot read: {err.strerror}") from None
+    except UnicodeDecodeError as err:
+        raise LoadError(f"{path}: not UTF-8 text (byte {err.start})") from None
     try:
         docs = list(yaml.safe_load_all(text))
     except yaml.YAMLError as err:

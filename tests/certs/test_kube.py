@@ -216,7 +216,19 @@ def test_bad_flags_are_one_line_and_exit_2(tmp_path, capsys):
         )
         == 2
     )
-    assert capsys.readouterr().err.startswith("error: [Errno 2] No such file or directory")
+    assert capsys.readouterr().err == (
+        f"error: --certs-dir {tmp_path}: no ca.crt (write it with python -m certs generate)\n"
+    )
+    assert main(["generate", "--out", str(tmp_path), "--dns-name", "tower"]) == 0
+    capsys.readouterr()
+    not_a_kubeconfig = tmp_path / "kubeconfig"
+    not_a_kubeconfig.write_text("just text\n")
+    args = ["install", "--kubeconfig", str(not_a_kubeconfig), "--url", "https://x"]
+    assert main([*args, "--certs-dir", str(tmp_path)]) == 2
+    assert capsys.readouterr().err == (
+        f"error: cannot load the Kubernetes configuration: {not_a_kubeconfig} is not a "
+        "kubeconfig (a YAML mapping of clusters, users and contexts)\n"
+    )
 
 
 def test_write_secret_creates_then_replaces(api):

@@ -1,3 +1,4 @@
+import re
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -56,6 +57,18 @@ def test_garbage_needs_renewal():
 def test_bad_ip_is_a_clear_error():
     with pytest.raises(ValueError, match="--ip-address 'nope' is not an IP address"):
         pki.generate(["a"], ["nope"], now=NOW)
+
+
+@pytest.mark.parametrize("name", ["bad name!", "-tower.svc", "tower..svc", "Tower.svc", "a.*.b"])
+def test_a_name_that_is_not_a_dns_name_is_a_clear_error(name):
+    with pytest.raises(ValueError, match=f"--dns-name '{re.escape(name)}' is not a DNS name"):
+        pki.generate([name], now=NOW)
+
+
+def test_a_wildcard_may_lead():
+    cert = load(pki.generate(["*.tower-system.svc"], now=NOW).cert)
+    sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert sans.get_values_for_type(x509.DNSName) == ["*.tower-system.svc"]
 
 
 def test_files_are_written_with_private_keys_unreadable_to_others(tmp_path):

@@ -182,3 +182,12 @@ def test_a_bad_cluster_queue_is_refused_by_the_webhook_naming_the_field(cluster)
     assert "lendingLimit" in refused.value.message
     assert refused.value.message.startswith('admission webhook "')
     assert cluster.get("clusterqueues", "lender") is None
+
+
+def test_an_output_directory_that_cannot_be_made_is_one_line_and_exit_2(tmp_path, capsys):
+    from extender.__main__ import main
+
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    assert main(["crds", "--out", str(blocker / "crds")]) == 2
+    assert capsys.readouterr().err == f"error: --out {blocker / 'crds'}: Not a directory\n"

@@ -4,6 +4,7 @@ Runs the real `python -m webhook` on this machine, registers it with `certs inst
 to the cluster with the real kubernetes client. Cleans up what it creates.
 """
 
+import ipaddress
 import json
 import os
 import subprocess
@@ -26,7 +27,11 @@ ROOT = Path(__file__).resolve().parents[2]
 def cluster(tmp_path_factory):
     certs = tmp_path_factory.mktemp("certs")
     host = urllib.parse.urlparse(WEBHOOK_URL).hostname
-    flag = "--ip-address" if host.replace(".", "").isdigit() else "--dns-name"
+    try:
+        ipaddress.ip_address(host)
+        flag = "--ip-address"  # IPv4 or IPv6
+    except ValueError:
+        flag = "--dns-name"
     subprocess.run(
         [sys.executable, "-m", "certs", "generate", "--out", str(certs), flag, host],
         check=True,

@@ -97,3 +97,17 @@ def test_a_missing_file(tmp_path):
         proc.stderr.strip()
         == f"error: {tmp_path / 'no.yaml'}: cannot read: No such file or directory"
     )
+
+
+def test_a_binary_file_is_one_line_not_a_traceback(tmp_path):
+    path = tmp_path / "binary.yaml"
+    path.write_bytes(b"kind: Job\n\xd0\x00\xff")
+    proc = subprocess.run(
+        [sys.executable, "-m", "extender", "simulate", str(path)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=False,
+    )
+    assert proc.returncode == 2
+    assert proc.stderr == f"error: {path}: not UTF-8 text (byte 10)\n"
