@@ -29,24 +29,30 @@ STRATEGIC = "application/strategic-merge-patch+json"
 Obj = dict[str, Any]
 
 
-def load_api_client(kubeconfig: str | None) -> k8s.ApiClient:
-    """A client from a kubeconfig file, or the in-cluster configuration without one.
+class ConfigError(ValueError):
+    """The Kubernetes configuration could not be loaded; the message is one line."""
 
-    Raises with a message a person can act on; callers print it in one line.
-    """
-    if kubeconfig:
-        # The library fails on a file that is YAML but not a mapping with a TypeError that
-        # names nothing; say what the file is not.
-        with open(kubeconfig, encoding="utf-8") as handle:
-            content = yaml.safe_load(handle)
-        if not isinstance(content, dict):
-            raise ValueError(
-                f"{kubeconfig} is not a kubeconfig (a YAML mapping of clusters, users and contexts)"
-            )
-        api_client: k8s.ApiClient = k8s_config.new_client_from_config(config_file=kubeconfig)
-        return api_client
-    k8s_config.load_incluster_config()
-    return k8s.ApiClient()
+
+def load_api_client(kubeconfig: str | None) -> k8s.ApiClient:
+    """A client from a kubeconfig file, or the in-cluster configuration without one."""
+    try:
+        if kubeconfig:
+            # The library fails on a file that is YAML but not a mapping with a TypeError
+            # that names nothing; say what the file is not.
+            with open(kubeconfig, encoding="utf-8") as handle:
+                content = yaml.safe_load(handle)
+            if not isinstance(content, dict):
+                raise ValueError(
+                    f"{kubeconfig} is not a kubeconfig (a YAML mapping of clusters, users "
+                    "and contexts)"
+                )
+            api_client: k8s.ApiClient = k8s_config.new_client_from_config(config_file=kubeconfig)
+            return api_client
+        k8s_config.load_incluster_config()
+        return k8s.ApiClient()
+    except Exception as err:  # any failure here is in the configuration the user gave
+        reason = " ".join(str(err).split())  # YAML errors span lines
+        raise ConfigError(f"cannot load the Kubernetes configuration: {reason}") from None
 
 
 class ApiError(Exception):

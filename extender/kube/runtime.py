@@ -19,7 +19,7 @@ from typing import Any
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from extender.gc_tuning import tune_for_scheduling
-from extender.kube.client import KubeClient, RequestBudget, load_api_client
+from extender.kube.client import ConfigError, KubeClient, RequestBudget, load_api_client
 from extender.kube.controller import Controller, Settings
 from extender.kube.events import Recorder
 from extender.kube.leader import LeaderElector
@@ -204,9 +204,8 @@ def run(args: argparse.Namespace) -> int:
     _logging(args.log_format, args.log_level)
     try:
         api_client = load_api_client(args.kubeconfig)
-    except Exception as err:  # any failure here is in the configuration the user gave
-        reason = " ".join(str(err).split())  # YAML errors span lines
-        print(f"error: cannot load the Kubernetes configuration: {reason}", file=sys.stderr)
+    except ConfigError as err:
+        print(f"error: {err}", file=sys.stderr)
         return 2
     budget = RequestBudget(args.kube_api_qps, args.kube_api_burst)
     client = KubeClient(api_client, budget)

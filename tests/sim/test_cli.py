@@ -7,6 +7,20 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def simulate(*args: object) -> subprocess.CompletedProcess[str]:
+    """`python -m extender simulate ARGS`, to its end."""
+    return subprocess.run(
+        [sys.executable, "-m", "extender", "simulate", *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=False,
+        timeout=60,
+    )
+
+
 FLAVOR = "apiVersion: kueue.x-k8s.io/v1beta2\nkind: ResourceFlavor\nmetadata: {name: f}\n"
 
 
@@ -68,13 +82,7 @@ BAD = [
 def test_bad_input_is_one_clear_line_and_exit_2(tmp_path, text, want):
     path = tmp_path / "bad.yaml"
     path.write_text(text)
-    proc = subprocess.run(
-        [sys.executable, "-m", "extender", "simulate", str(path)],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        check=False,
-    )
+    proc = simulate(path)
     assert proc.returncode == 2
     assert proc.stdout == ""
     lines = proc.stderr.strip().splitlines()
@@ -85,13 +93,7 @@ def test_bad_input_is_one_clear_line_and_exit_2(tmp_path, text, want):
 
 
 def test_a_missing_file(tmp_path):
-    proc = subprocess.run(
-        [sys.executable, "-m", "extender", "simulate", str(tmp_path / "no.yaml")],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        check=False,
-    )
+    proc = simulate(tmp_path / "no.yaml")
     assert proc.returncode == 2
     assert (
         proc.stderr.strip()
@@ -102,12 +104,6 @@ def test_a_missing_file(tmp_path):
 def test_a_binary_file_is_one_line_not_a_traceback(tmp_path):
     path = tmp_path / "binary.yaml"
     path.write_bytes(b"kind: Job\n\xd0\x00\xff")
-    proc = subprocess.run(
-        [sys.executable, "-m", "extender", "simulate", str(path)],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        check=False,
-    )
+    proc = simulate(path)
     assert proc.returncode == 2
     assert proc.stderr == f"error: {path}: not UTF-8 text (byte 10)\n"
