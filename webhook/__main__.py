@@ -5,12 +5,14 @@ from __future__ import annotations
 import os
 import shutil
 import socket
+import ssl
 import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
 from webhook.settings import Settings, from_args
+from webhook.tls import server_context
 
 CONFIG = Path(__file__).with_name("gunicorn.conf.py")
 
@@ -24,6 +26,16 @@ def _check_files(settings: Settings) -> str | None:
             return f"{flag} is required (or TOWER_WEBHOOK_{flag[2:].upper().replace('-', '_')})"
         if not os.path.isfile(path):
             return f"{flag} {path}: no such file"
+    try:
+        # Workers build their TLS context only when a connection comes; a pair that cannot
+        # load would start a server that fails every call.
+        server_context(settings.tls_cert_file, settings.tls_private_key_file)
+    except (OSError, ssl.SSLError) as err:
+        return (
+            f"--tls-cert-file {settings.tls_cert_file} and --tls-private-key-file "
+            f"{settings.tls_private_key_file} are not a PEM certificate and its key: "
+            f"{' '.join(str(err).split())}"
+        )
     return None
 
 

@@ -37,7 +37,7 @@ class Settings:
         )
 
 
-def _positive_int(flag: str) -> Callable[[str], int]:
+def _positive_int(flag: str, most: int | None = None) -> Callable[[str], int]:
     """An argparse type; argparse also applies it to string defaults read from the environment."""
     variable = f"TOWER_WEBHOOK_{flag.upper().replace('-', '_')}"
 
@@ -51,6 +51,10 @@ def _positive_int(flag: str) -> Callable[[str], int]:
         if value <= 0:
             raise argparse.ArgumentTypeError(
                 f"must be positive, got {value} (--{flag} or {variable})"
+            )
+        if most is not None and value > most:
+            raise argparse.ArgumentTypeError(
+                f"must be at most {most}, got {value} (--{flag} or {variable})"
             )
         return value
 
@@ -76,7 +80,7 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--port",
-        type=_positive_int("port"),
+        type=_positive_int("port", most=65535),
         default=default("port", "9443"),
         help="HTTPS port [TOWER_WEBHOOK_PORT] (default 9443, as Kueue's)",
     )

@@ -6,7 +6,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.servers import free_port
+import pytest
+
+from tests.servers import free_port, generate
 from webhook.settings import from_args
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -23,6 +25,18 @@ def run_webhook(*args: str, **kwargs) -> subprocess.CompletedProcess[str]:
         timeout=30,  # a server that starts instead of refusing fails the test, not CI
         **kwargs,
     )
+
+
+@pytest.fixture(scope="module")
+def tls_flags(tmp_path_factory):
+    certs = tmp_path_factory.mktemp("certs")
+    generate(certs)
+    return [
+        "--tls-cert-file",
+        str(certs / "tls.crt"),
+        "--tls-private-key-file",
+        str(certs / "tls.key"),
+    ]
 
 
 def test_help_documents_every_flag():
@@ -77,7 +91,7 @@ def test_a_malformed_environment_variable_is_one_clear_line():
     assert "Traceback" not in proc.stderr
 
 
-def test_an_address_in_use_is_one_line_and_exit_2_not_a_hang():
+def test_an_address_in_use_is_one_line_and_exit_2_not_a_hang(tls_flags):
     taken = socket.socket()
     taken.bind(("127.0.0.1", 0))
     taken.listen()
@@ -90,10 +104,7 @@ def test_an_address_in_use_is_one_line_and_exit_2_not_a_hang():
             "127.0.0.1",
             "--port",
             str(port),
-            "--tls-cert-file",
-            str(ROOT / "pyproject.toml"),  # exists: the address is checked next
-            "--tls-private-key-file",
-            str(ROOT / "pyproject.toml"),
+            *tls_flags,
         )
     finally:
         taken.close()
@@ -101,14 +112,11 @@ def test_an_address_in_use_is_one_line_and_exit_2_not_a_hang():
     assert proc.stderr == f"error: cannot listen on 127.0.0.1:{port}: Address already in use\n"
 
 
-def test_a_metrics_directory_that_cannot_be_made_is_one_line_and_exit_2(tmp_path):
+def test_a_metrics_directory_that_cannot_be_made_is_one_line_and_exit_2(tmp_path, tls_flags):
     blocker = tmp_path / "a-file"
     blocker.write_text("")
     proc = run_webhook(
-        "--tls-cert-file",
-        str(ROOT / "pyproject.toml"),
-        "--tls-private-key-file",
-        str(ROOT / "pyproject.toml"),
+        *tls_flags,
         "--port",
         str(free_port()),
         env=dict(os.environ, PROMETHEUS_MULTIPROC_DIR=str(blocker / "metrics")),
@@ -116,4 +124,30 @@ def test_a_metrics_directory_that_cannot_be_made_is_one_line_and_exit_2(tmp_path
     assert proc.returncode == 2
     assert (
         proc.stderr == f"error: PROMETHEUS_MULTIPROC_DIR {blocker / 'metrics'}: Not a directory\n"
+    )
+
+
+def test_a_port_above_65535_is_refused_by_name(tls_flags):
+    proc = run_webhook(*tls_flags, "--port", "70000")
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines()[-1] == (
+        "python -m webhook: error: argument --port: must be at most 65535, got 70000 "
+        "(--port or TOWER_WEBHOOK_PORT)"
+    )
+
+
+def test_a_certificate_and_key_that_do_not_load_are_one_line_not_a_failing_server(
+    tmp_path, tls_flags
+):
+    other = tmp_path / "other"
+    generate(other)  # a second pair: its key does not match the first certificate
+    cert = tls_flags[1]
+    proc = run_webhook(
+        "--tls-cert-file", cert, "--tls-private-key-file", str(other / "tls.key"), "--port", "1"
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1
+    assert proc.stderr.startswith(
+        f"error: --tls-cert-file {cert} and --tls-private-key-file {other / 'tls.key'} are not "
+        "a PEM certificate and its key: [X509: KEY_VALUES_MISMATCH] key values mismatch"
     )
