@@ -44,12 +44,19 @@ def _container_requests(container: Any, path: str) -> dict[str, int]:
     for field_name, values in (("limits", limits), ("requests", requests)):
         for resource, value in values.items():
             try:
-                out[str(resource)] = to_amount(str(resource), value)
+                amount = to_amount(str(resource), value)
             except QuantityError:
                 raise ManifestError(
                     f"{path}.resources.{field_name}.{resource}",
                     f"{value!r} is not a Kubernetes quantity",
                 ) from None
+            if amount < 0:
+                # The API server refuses these in a Pod; counted, they would hand out quota.
+                raise ManifestError(
+                    f"{path}.resources.{field_name}.{resource}",
+                    f"must be greater than or equal to 0, got {value!r}",
+                )
+            out[str(resource)] = amount
     return out
 
 

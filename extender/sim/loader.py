@@ -227,7 +227,12 @@ class Loader:
         if kind == "Workload":
             # Submitted directly, as Kueue's own benchmark does: nothing to mutate.
             return SimJob(kind, namespace, str(name), uid, obj, arrival, duration, True, source)
-        # The same mutation the webhook applies on CREATE.
+        # The same mutation the webhook applies on CREATE, after the checks the webhook makes
+        # of the fields it reads.
+        spec = parse.as_map(obj.get("spec"), "spec")
+        if spec.get("suspend") is not None and not isinstance(spec["suspend"], bool):
+            raise ManifestError("spec.suspend", f"must be a boolean, got {spec['suspend']!r}")
+        parse.as_map(meta.get("labels"), "metadata.labels")
         patch = queue_mutation(obj)
         mutated = jsonpatch.apply_patch(obj, patch) if patch else obj
         return SimJob(

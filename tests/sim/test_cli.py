@@ -75,6 +75,18 @@ BAD = [
         "does not exist",
     ),
     ("a document that is a list", "- a\n- b\n", "document 1 (?/?): must be a YAML mapping"),
+    (
+        "a Job whose spec is not an object",
+        "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: j\n  labels: {kueue.x-k8s.io/queue-name: q}"
+        "\nspec: 5\n",
+        "document 1 (Job/j): spec: must be an object, got int",
+    ),
+    (
+        "a Job whose suspend is not a boolean",
+        "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: j\n  labels: {kueue.x-k8s.io/queue-name: q}"
+        "\nspec: {suspend: 'yes', template: {spec: {containers: []}}}\n",
+        "document 1 (Job/j): spec.suspend: must be a boolean, got 'yes'",
+    ),
 ]
 
 

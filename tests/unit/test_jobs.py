@@ -71,6 +71,32 @@ def test_pod_requests_count_like_kubernetes(spec, want):
     assert pod_requests(spec) == want
 
 
+@pytest.mark.parametrize(
+    ("spec", "path"),
+    [
+        (
+            {"containers": [container({"cpu": "-1"})]},
+            "spec.template.spec.containers[0].resources.requests.cpu",
+        ),
+        (
+            {"containers": [container(limits={"memory": "-1Gi"})]},
+            "spec.template.spec.containers[0].resources.limits.memory",
+        ),
+        (
+            {"containers": [], "initContainers": [container({"nvidia.com/gpu": "-2"})]},
+            "spec.template.spec.initContainers[0].resources.requests.nvidia.com/gpu",
+        ),
+    ],
+    ids=["negative request", "negative limit", "negative init request"],
+)
+def test_a_negative_request_is_refused_as_the_api_server_would(spec, path):
+    # Counted, it would hand out quota to everyone else in the ClusterQueue.
+    with pytest.raises(ManifestError) as err:
+        pod_requests(spec)
+    assert err.value.path == path
+    assert err.value.message.startswith("must be greater than or equal to 0, got '-")
+
+
 def job(name="sample-job-abcde", labels=None, spec=None, annotations=None):
     meta = {
         "name": name,
