@@ -43,21 +43,24 @@ def _container_requests(container: Any, path: str) -> dict[str, int]:
     # A request left out defaults to its limit, as the API server defaults a pod.
     for field_name, values in (("limits", limits), ("requests", requests)):
         for resource, value in values.items():
-            try:
-                amount = to_amount(str(resource), value)
-            except QuantityError:
-                raise ManifestError(
-                    f"{path}.resources.{field_name}.{resource}",
-                    f"{value!r} is not a Kubernetes quantity",
-                ) from None
-            if amount < 0:
-                # The API server refuses these in a Pod; counted, they would hand out quota.
-                raise ManifestError(
-                    f"{path}.resources.{field_name}.{resource}",
-                    f"must be greater than or equal to 0, got {value!r}",
-                )
-            out[str(resource)] = amount
+            out[str(resource)] = _amount(resource, value, f"{path}.resources.{field_name}")
     return out
+
+
+def _amount(resource: object, value: Any, path: str) -> int:
+    """A resource quantity of a pod: exact, and never below 0."""
+    try:
+        amount = to_amount(str(resource), value)
+    except QuantityError:
+        raise ManifestError(
+            f"{path}.{resource}", f"{value!r} is not a Kubernetes quantity"
+        ) from None
+    if amount < 0:
+        # The API server refuses these in a Pod; counted, they would hand out quota.
+        raise ManifestError(
+            f"{path}.{resource}", f"must be greater than or equal to 0, got {value!r}"
+        )
+    return amount
 
 
 def _add(into: dict[str, int], more: Mapping[str, int]) -> None:
@@ -92,12 +95,7 @@ def pod_requests(pod_spec: Obj, path: str = "spec.template.spec") -> dict[str, i
     for resource, amount in init_peak.items():
         total[resource] = max(total.get(resource, 0), amount)
     for resource, value in as_map(pod_spec.get("overhead"), f"{path}.overhead").items():
-        try:
-            _add(total, {str(resource): to_amount(str(resource), value)})
-        except QuantityError:
-            raise ManifestError(
-                f"{path}.overhead.{resource}", f"{value!r} is not a Kubernetes quantity"
-            ) from None
+        _add(total, {str(resource): _amount(resource, value, f"{path}.overhead")})
     return total
 
 

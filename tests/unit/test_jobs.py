@@ -86,8 +86,9 @@ def test_pod_requests_count_like_kubernetes(spec, want):
             {"containers": [], "initContainers": [container({"nvidia.com/gpu": "-2"})]},
             "spec.template.spec.initContainers[0].resources.requests.nvidia.com/gpu",
         ),
+        ({"containers": [], "overhead": {"cpu": "-250m"}}, "spec.template.spec.overhead.cpu"),
     ],
-    ids=["negative request", "negative limit", "negative init request"],
+    ids=["negative request", "negative limit", "negative init request", "negative overhead"],
 )
 def test_a_negative_request_is_refused_as_the_api_server_would(spec, path):
     # Counted, it would hand out quota to everyone else in the ClusterQueue.
