@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 from kubernetes import config as k8s_config  # noqa: E402
 
 from extender.kube import resources as r  # noqa: E402
-from extender.kube.client import KubeClient, RequestBudget  # noqa: E402
+from extender.kube.client import RequestBudget, RestClient  # noqa: E402
 from extender.kube.crds import custom_resource_definitions  # noqa: E402
 from tests.apidouble import ApiDouble, JobRunner  # noqa: E402
 
@@ -164,7 +164,7 @@ def job_body(name: str, queue: str, klass: str) -> dict[str, Any]:
 
 
 class Runner:
-    def __init__(self, api: ApiDouble, client: KubeClient, jobs: bool) -> None:
+    def __init__(self, api: ApiDouble, client: RestClient, jobs: bool) -> None:
         self.api = api
         self.client = client
         self.jobs = jobs
@@ -336,7 +336,7 @@ def main() -> None:
     controller_config = api.kubeconfig(
         os.path.join(tmp, "tower"), token="tower", username=CONTROLLER_USER
     )
-    admin = KubeClient(
+    admin = RestClient(
         k8s_config.new_client_from_config(config_file=admin_config), RequestBudget(10_000, 10_000)
     )
     for crd in custom_resource_definitions():

@@ -580,6 +580,11 @@ class ClusterState:
         queue = self._queues.get(cq_name)
         return queue.counts() if queue else (0, 0)
 
+    def pending_workloads_in(self, cq_name: str) -> Iterator[Workload]:
+        """The workloads queued in one ClusterQueue (parked ones are in none)."""
+        queue = self._queues.get(cq_name)
+        return queue.workloads() if queue else iter(())
+
     def pending(self) -> Iterator[tuple[Workload, PendingStatus]]:
         """Every pending workload with why it waits."""
         for key, workload in self.workloads.items():

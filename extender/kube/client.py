@@ -1,10 +1,20 @@
-"""A thin JSON client over the `kubernetes` package's ApiClient, with client-go's request budget.
+"""The Kubernetes API as the controller sees it: the `KubeClient` protocol, its one real
+implementation, the request budget, and what a failed request means.
 
 The typed APIs of the `kubernetes` package turn every answer into model objects, which costs
-more CPU than the whole scheduling cycle; the controller works on plain dicts, so this client
-uses the package's configuration, authentication, TLS and connection pool and decodes JSON
-itself. Every request passes a token bucket like client-go's (`--kube-api-qps`,
-`--kube-api-burst`), and every write is counted.
+more CPU than the whole scheduling cycle; the controller works on plain dicts, so
+`RestClient` uses the package's configuration, authentication, TLS and connection pool and
+decodes JSON itself. Every request passes a token bucket like client-go's
+(`--kube-api-qps`, `--kube-api-burst`), and every write is counted.
+
+A request fails in one of two ways, and callers treat them differently:
+- `ApiError`: the server answered with an error Status (404, 409, 422, 429, 5xx, ...);
+- `TransportError`: no answer came (connection refused or reset, a timeout, a TLS error).
+Both say whether retrying may help (`retriable`) and, for writes, whether the server may have
+committed the write although the caller saw a failure (`ambiguous`): such a write is settled
+by re-reading or by repeating it conditionally, never by assuming it did not happen.
+A write refused by the fence (this replica no longer leads) raises `NotLeaderError`; it was never
+sent.
 """
 
 from __future__ import annotations
@@ -13,9 +23,10 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
+import urllib3
 import yaml
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
@@ -26,7 +37,10 @@ MERGE = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
 STRATEGIC = "application/strategic-merge-patch+json"
 
+POOL_SIZE = 32
 Obj = dict[str, Any]
+ErrorObserver = Callable[[str, str], None]
+"""Told (verb, code) of every failed request: code is the HTTP status or a transport kind."""
 
 
 class ConfigError(ValueError):
@@ -55,15 +69,44 @@ def load_api_client(kubeconfig: str | None) -> k8s.ApiClient:
         raise ConfigError(f"cannot load the Kubernetes configuration: {reason}") from None
 
 
-class ApiError(Exception):
+# ----- failures ----------------------------------------------------------------------------
+
+
+class KubeError(Exception):
+    """A request that did not succeed."""
+
+    retriable = False
+    ambiguous = False
+    retry_after: float | None = None
+
+    @property
+    def code(self) -> str:
+        """What metrics and logs call this failure: an HTTP status, or a transport kind."""
+        return "error"
+
+
+class ApiError(KubeError):
     """A request the API server refused, with its Status."""
 
-    def __init__(self, status: int, reason: str, message: str, body: Any = None) -> None:
+    def __init__(
+        self,
+        status: int,
+        reason: str,
+        message: str,
+        body: Any = None,
+        *,
+        retry_after: float | None = None,
+    ) -> None:
         super().__init__(f"{status} {reason}: {message}")
         self.status = status
         self.reason = reason
         self.message = message
         self.body = body
+        self.retry_after = retry_after
+
+    @property
+    def code(self) -> str:
+        return str(self.status)
 
     @property
     def conflict(self) -> bool:
@@ -78,8 +121,85 @@ class ApiError(Exception):
         return self.status == 404
 
     @property
+    def forbidden(self) -> bool:
+        return self.status == 403
+
+    @property
     def gone(self) -> bool:
         return self.status == 410
+
+    @property
+    def retriable(self) -> bool:  # type: ignore[override]
+        # 429 (priority and fairness) and 503 (shutting down, etcd unavailable) say "later";
+        # 500, 502 and 504 may be a write that timed out inside the server.
+        return self.status in (429, 500, 502, 503, 504)
+
+    @property
+    def ambiguous(self) -> bool:  # type: ignore[override]
+        # kube-apiserver answers 500 or 504 when etcd did not confirm in time, and a proxy
+        # 502 when the answer was lost: the write may have been committed all the same.
+        return self.status in (500, 502, 504)
+
+
+class TransportError(KubeError):
+    """No answer: the connection was refused, reset or timed out, or TLS failed.
+
+    `sent` is False only when the request certainly never reached the server (it could not
+    connect); a write that failed after it was sent is ambiguous.
+    """
+
+    retriable = True
+
+    def __init__(self, kind: str, detail: str, *, sent: bool) -> None:
+        super().__init__(f"{kind}: {detail}")
+        self.kind = kind
+        self.sent = sent
+
+    @property
+    def code(self) -> str:
+        return self.kind
+
+    @property
+    def ambiguous(self) -> bool:  # type: ignore[override]
+        return self.sent
+
+
+class NotLeaderError(KubeError):
+    """A write refused before it was sent: this replica's lease may have passed to another."""
+
+    @property
+    def code(self) -> str:
+        return "not-leader"
+
+
+def _transport_error(err: BaseException) -> TransportError:
+    """Classify what urllib3 raised: could the request have reached the server?"""
+    reason: BaseException = err
+    if isinstance(err, urllib3.exceptions.MaxRetryError) and err.reason is not None:
+        reason = err.reason
+    text = " ".join(str(reason).split())[:300]
+    if isinstance(reason, urllib3.exceptions.ConnectTimeoutError):
+        return TransportError("connect-timeout", text, sent=False)
+    if isinstance(reason, urllib3.exceptions.NewConnectionError | ConnectionRefusedError):
+        return TransportError("connection-refused", text, sent=False)
+    if isinstance(reason, urllib3.exceptions.SSLError):
+        return TransportError("tls", text, sent=False)
+    if isinstance(reason, urllib3.exceptions.ReadTimeoutError | TimeoutError):
+        return TransportError("timeout", text, sent=True)
+    return TransportError("connection-reset", text, sent=True)
+
+
+def retry_after(headers: Any) -> float | None:
+    """The Retry-After header in seconds (kube-apiserver sends whole seconds)."""
+    value = headers.get("Retry-After") if headers is not None else None
+    try:
+        seconds = float(str(value))
+    except (TypeError, ValueError):
+        return None
+    return seconds if seconds >= 0 else None
+
+
+# ----- the budget --------------------------------------------------------------------------
 
 
 class RequestBudget:
@@ -146,19 +266,111 @@ class RequestBudget:
         return sum(self.writes.values())
 
 
+# ----- the protocol and its implementation -------------------------------------------------
+
+
+class KubeClient(Protocol):
+    """What the controller asks of the API server; `RestClient` is the real one, tests
+    use recording fakes."""
+
+    budget: RequestBudget
+
+    def get(self, resource: Resource, name: str, namespace: str | None = None) -> Obj: ...
+
+    def list(
+        self,
+        resource: Resource,
+        namespace: str | None = None,
+        *,
+        label_selector: str | None = None,
+        page: int = 500,
+        transform: Callable[[Obj], Any] | None = None,
+    ) -> tuple[list[Any], str]: ...
+
+    def watch(
+        self,
+        resource: Resource,
+        resource_version: str,
+        *,
+        label_selector: str | None = None,
+        timeout_seconds: int = 300,
+    ) -> Iterator[tuple[str, Obj]]: ...
+
+    def discover(self, group_version: str) -> bool: ...
+
+    def create(self, resource: Resource, obj: Obj, namespace: str | None = None) -> Obj: ...
+
+    def patch(
+        self,
+        resource: Resource,
+        name: str,
+        patch: Any,
+        namespace: str | None = None,
+        *,
+        content_type: str = MERGE,
+        subresource: str = "",
+        paced: bool = True,
+    ) -> Obj: ...
+
+    def update(self, resource: Resource, obj: Obj, *, subresource: str = "") -> Obj: ...
+
+    def delete(
+        self,
+        resource: Resource,
+        name: str,
+        namespace: str | None = None,
+        *,
+        propagation: str = "Background",
+    ) -> Obj: ...
+
+
 def _decode(data: bytes) -> Any:
     return orjson.loads(data) if data else None
 
 
-class KubeClient:
-    """JSON in, JSON out; errors raise ApiError with the server's Status message."""
+class RestClient:
+    """JSON in, JSON out over the `kubernetes` package's ApiClient.
+
+    `timeout` bounds every request but watches (seconds, connect and read alike). `fence`
+    is called right before a write is sent and raises NotLeaderError when this replica must not
+    write; reads are never fenced. urllib3 retries nothing: the caller knows whether a
+    failed write may have been committed, urllib3 does not.
+    """
 
     def __init__(
-        self, api_client: k8s.ApiClient, budget: RequestBudget, *, timeout: float = 30.0
+        self,
+        api_client: k8s.ApiClient,
+        budget: RequestBudget,
+        *,
+        timeout: float = 30.0,
+        fence: Callable[[], None] | None = None,
+        on_error: ErrorObserver | None = None,
+        watch_idle: float = 90.0,
     ) -> None:
         self.api_client = api_client
         self.budget = budget
         self.timeout = timeout
+        self.fence = fence
+        self.on_error = on_error
+        self.watch_idle = watch_idle
+        self._pool = api_client.rest_client.pool_manager
+        # One connection per watch (about ten) plus requests: the default (5 per core) would
+        # discard connections and pay a new TLS handshake for each.
+        kw = self._pool.connection_pool_kw
+        kw["maxsize"] = max(int(kw.get("maxsize") or 1), POOL_SIZE)
+
+    def with_budget(
+        self, budget: RequestBudget, *, timeout: float | None = None, fenced: bool = True
+    ) -> RestClient:
+        """The same connection settings on another budget (events, the lease)."""
+        return RestClient(
+            self.api_client,
+            budget,
+            timeout=self.timeout if timeout is None else timeout,
+            fence=self.fence if fenced else None,
+            on_error=self.on_error,
+            watch_idle=self.watch_idle,
+        )
 
     def _request(
         self,
@@ -171,46 +383,49 @@ class KubeClient:
         content_type: str | None = None,
         subresource: str = "",
         stream: bool = False,
-        timeout: float | tuple[float, float] | None = None,
+        timeout: urllib3.Timeout | None = None,
         pace: bool = True,
     ) -> Any:
         if pace:
             self.budget.acquire()
+        write = method not in ("GET", "HEAD")
+        if write and self.fence is not None:
+            self.fence()  # after the wait for a token: leadership may have ended meanwhile
         self.budget.count(method, resource, subresource)
         headers = {"Accept": "application/json"}
-        if content_type:
-            headers["Content-Type"] = content_type
-        elif body is not None:
-            headers["Content-Type"] = "application/json"
+        if body is not None:
+            headers["Content-Type"] = content_type or "application/json"
         params = [(k, v) for k, v in (query or {}).items() if v is not None]
         method, url, headers, _, _ = self.api_client.param_serialize(
             method, path, query_params=params, header_params=headers, auth_settings=["BearerToken"]
         )
-        response = self.api_client.rest_client.request(
-            method,
-            url,
-            headers=headers,
-            body=body,  # the REST layer encodes JSON bodies itself
-            _request_timeout=timeout if timeout is not None else self.timeout,
-        )
-        if stream and 200 <= response.status < 300:
-            return response.response
-        data = response.read()
+        try:
+            response = self._pool.request(
+                method,
+                url,
+                body=orjson.dumps(body) if body is not None else None,
+                headers=headers,
+                timeout=timeout or urllib3.Timeout(connect=self.timeout, read=self.timeout),
+                preload_content=False,
+                retries=False,
+            )
+            if stream and 200 <= response.status < 300:
+                return response
+            data = response.read()
+            response.release_conn()
+        except (urllib3.exceptions.HTTPError, OSError) as err:
+            failure = _transport_error(err)
+            self._observe(method, failure)
+            raise failure from None
         if not 200 <= response.status < 300:
-            try:
-                status = _decode(data)
-            except orjson.JSONDecodeError:
-                status = None
-            if isinstance(status, dict) and status.get("kind") == "Status":
-                raise ApiError(
-                    response.status,
-                    str(status.get("reason", "")),
-                    str(status.get("message", "")),
-                    status,
-                )
-            text = data.decode("utf-8", "replace").strip()
-            raise ApiError(response.status, str(response.reason or ""), text)
+            error = _api_error(response.status, str(response.reason or ""), data, response.headers)
+            self._observe(method, error)
+            raise error
         return _decode(data)
+
+    def _observe(self, method: str, error: KubeError) -> None:
+        if self.on_error is not None:
+            self.on_error(method, error.code)
 
     # ----- reads ------------------------------------------------------------------------
 
@@ -225,9 +440,11 @@ class KubeClient:
         *,
         label_selector: str | None = None,
         page: int = 500,
-    ) -> tuple[list[Obj], str]:
-        """Every object (paged), and the list's resourceVersion to watch from."""
-        items: list[Obj] = []
+        transform: Callable[[Obj], Any] | None = None,
+    ) -> tuple[list[Any], str]:
+        """Every object (paged, each page transformed before the next is read), and the
+        list's resourceVersion to watch from."""
+        items: list[Any] = []
         token: str | None = None
         while True:
             answer = self._request(
@@ -236,19 +453,26 @@ class KubeClient:
                 resource.path(namespace),
                 query={"labelSelector": label_selector, "limit": page, "continue": token},
             )
-            items.extend(answer.get("items") or [])
+            got = answer.get("items") or []
+            items.extend(map(transform, got) if transform is not None else got)
             meta = answer.get("metadata") or {}
             token = meta.get("continue") or None
             if not token:
                 return items, str(meta.get("resourceVersion", ""))
 
     def watch(
-        self, resource: Resource, resource_version: str, *, timeout_seconds: int = 300
+        self,
+        resource: Resource,
+        resource_version: str,
+        *,
+        label_selector: str | None = None,
+        timeout_seconds: int = 300,
     ) -> Iterator[tuple[str, Obj]]:
         """Watch events (type, object) from `resource_version`, bookmarks included.
 
         An expired resourceVersion arrives as an ERROR event inside an HTTP 200 stream (as
-        kube-apiserver sends it); the caller re-lists.
+        kube-apiserver sends it); the caller re-lists. A stream silent for `watch_idle`
+        seconds (bookmarks come every minute) is taken as a dead connection.
         """
         response = self._request(
             "GET",
@@ -257,11 +481,12 @@ class KubeClient:
             query={
                 "watch": "true",
                 "resourceVersion": resource_version,
+                "labelSelector": label_selector,
                 "allowWatchBookmarks": "true",
                 "timeoutSeconds": timeout_seconds,
             },
             stream=True,
-            timeout=(10.0, timeout_seconds + 30.0),
+            timeout=urllib3.Timeout(connect=self.timeout, read=self.watch_idle),
         )
         try:
             for line in response:
@@ -269,6 +494,10 @@ class KubeClient:
                 if line:
                     event = orjson.loads(line)
                     yield str(event.get("type")), event.get("object") or {}
+        except (urllib3.exceptions.HTTPError, OSError) as err:
+            error = _transport_error(err)
+            self._observe("WATCH", error)
+            raise error from None
         finally:
             response.release_conn()
 
@@ -338,3 +567,21 @@ class KubeClient:
             body={"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": propagation},
         )
         return result
+
+
+def _api_error(status: int, reason: str, data: bytes, headers: Any) -> ApiError:
+    try:
+        body = _decode(data)
+    except orjson.JSONDecodeError:
+        body = None
+    after = retry_after(headers)
+    if isinstance(body, dict) and body.get("kind") == "Status":
+        return ApiError(
+            status,
+            str(body.get("reason", "")),
+            str(body.get("message", "")),
+            body,
+            retry_after=after,
+        )
+    text = data.decode("utf-8", "replace").strip()
+    return ApiError(status, reason, text, retry_after=after)

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from extender.kube.client import ApiError, KubeClient, RequestBudget
+from extender.kube.client import ApiError, KubeError, RequestBudget, RestClient
 from extender.kube.objects import rfc3339
 from extender.kube.resources import EVENTS
 
@@ -28,14 +28,15 @@ class Recorder:
 
     def __init__(
         self,
-        client: KubeClient,
+        client: RestClient,
         *,
         qps: float = 10.0,
         burst: int = 50,
         backlog: int = 1000,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self.client = KubeClient(client.api_client, RequestBudget(qps, burst), timeout=10.0)
+        # Events have their own budget, as client-go's broadcaster does; fenced like every write.
+        self.client = client.with_budget(RequestBudget(qps, burst), timeout=10.0)
         self.clock = clock
         self.dropped = 0
         self.sent = 0
@@ -90,6 +91,6 @@ class Recorder:
             except ApiError as err:
                 self.dropped += 1
                 log.debug("event %s dropped: %s", event["reason"], err)
-            except Exception as err:  # the API server is unreachable: events are best effort
+            except KubeError as err:  # unreachable, or not leading: events are best effort
                 self.dropped += 1
                 log.debug("event %s dropped: %s", event["reason"], err)

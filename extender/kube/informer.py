@@ -1,45 +1,62 @@
-"""Watch caches: list, then watch from the list's resourceVersion; re-list on 410 Gone."""
+"""Watch one resource into the store: list, then watch from the list's resourceVersion.
+
+A watch that ends (its timeout, a dropped connection, an API server restart) is resumed from
+the last resourceVersion seen, bookmarks included; only 410 Gone (that version is no longer
+in the server's watch cache) makes it list again. Every failure waits a backoff that
+doubles up to a cap and resets once a watch delivers again. Nothing here raises: a dropped
+connection is normal.
+"""
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
 
-from extender.kube.client import ApiError, KubeClient
+from extender.kube.client import ApiError, KubeClient, KubeError
 from extender.kube.resources import Resource
+from extender.kube.store import Store
+from extender.kube.workqueue import Backoff
 
 log = logging.getLogger("tower.informer")
 
-Sink = Callable[[Resource, str, Any], None]
-"""Receives (resource, "SYNC", [objects]) after every list, then (resource, type, object)."""
-
 
 class Informer:
-    """One resource kept in sync: a SYNC with the full list, then every watch event."""
+    """Keeps `store` in sync with one resource, on its own thread."""
 
     def __init__(
         self,
         client: KubeClient,
+        store: Store,
         resource: Resource,
-        sink: Sink,
         *,
         stop: threading.Event,
+        label_selector: str | None = None,
         timeout_seconds: int = 300,
-        backoff: float = 1.0,
+        backoff: Backoff | None = None,
+        after: Sequence[threading.Event] = (),
+        on_error: Callable[[Resource, KubeError], None] | None = None,
     ) -> None:
         self.client = client
+        self.store = store
         self.resource = resource
-        self.sink = sink
         self.stop = stop
+        self.label_selector = label_selector
         self.timeout_seconds = timeout_seconds
-        self.backoff = backoff
-        self.synced = threading.Event()
+        self.backoff = backoff or Backoff(base=0.2, cap=10.0)
+        self.after = tuple(after)
+        self.on_error = on_error
         self.relists = 0
+        self.resumes = 0
+        self.failures = 0
+        store.register(resource)
         self._thread = threading.Thread(
             target=self._run, daemon=True, name=f"watch-{resource.plural}"
         )
+
+    @property
+    def synced(self) -> threading.Event:
+        return self.store.synced(self.resource)
 
     def start(self) -> None:
         self._thread.start()
@@ -48,33 +65,68 @@ class Informer:
         self._thread.join(timeout)
 
     def _run(self) -> None:
+        for event in self.after:  # e.g. Jobs after Workloads: a Job's form depends on them
+            while not event.wait(0.1):
+                if self.stop.is_set():
+                    return
         version: str | None = None
+        failures = 0
         while not self.stop.is_set():
             try:
                 if version is None:
-                    items, version = self.client.list(self.resource)
+                    items, version = self.client.list(
+                        self.resource,
+                        label_selector=self.label_selector,
+                        transform=lambda obj: self.store.transform(self.resource, obj),
+                    )
                     self.relists += 1
-                    self.sink(self.resource, "SYNC", items)
-                    self.synced.set()
-                version = self._watch(version)
+                    self.store.replace(self.resource, items)
+                    del items
+                delivered, version = self._watch(version)
+                if delivered:
+                    failures = 0
+                if version is not None:
+                    self.resumes += 1
             except ApiError as err:
-                log.warning("watch %s: %s", self.resource.plural, err)
+                if self.stop.is_set():
+                    return
                 if err.gone:
-                    version = None
-                self.stop.wait(self.backoff)
-            except Exception as err:  # connection dropped, server restarted, bad chunk
+                    version = None  # the list's continue token or version expired
+                failures = self._failed(err, failures)
+            except KubeError as err:  # no answer: the server is restarting, or unreachable
+                if self.stop.is_set():
+                    return
+                failures = self._failed(err, failures)
+            except Exception as err:  # a line that is not JSON: start over from a list
                 if self.stop.is_set():
                     return
                 log.warning("watch %s: %s: %s", self.resource.plural, type(err).__name__, err)
-                self.stop.wait(self.backoff)
+                version = None
+                failures += 1
+                self.stop.wait(self.backoff.delay(failures))
 
-    def _watch(self, version: str) -> str | None:
-        """Follow one watch stream; the version to continue from, or None to re-list."""
+    def _failed(self, err: KubeError, failures: int) -> int:
+        self.failures += 1
+        if self.on_error is not None:
+            self.on_error(self.resource, err)
+        delay = self.backoff.delay(failures)
+        level = logging.WARNING if failures < 3 or failures % 10 == 0 else logging.DEBUG
+        log.log(level, "watch %s: %s (retrying in %.1fs)", self.resource.plural, err, delay)
+        self.stop.wait(delay)
+        return failures + 1
+
+    def _watch(self, version: str) -> tuple[bool, str | None]:
+        """Follow one watch stream: (whether it delivered anything, the version to resume
+        from, or None to list again)."""
+        delivered = False
         for kind, obj in self.client.watch(
-            self.resource, version, timeout_seconds=self.timeout_seconds
+            self.resource,
+            version,
+            label_selector=self.label_selector,
+            timeout_seconds=self.timeout_seconds,
         ):
             if self.stop.is_set():
-                return version
+                return delivered, version
             if kind == "ERROR":
                 code = obj.get("code")
                 log.info(
@@ -85,9 +137,10 @@ class Informer:
                     obj.get("message"),
                 )
                 if code == 410:
-                    return None
+                    return delivered, None
                 raise ApiError(int(code or 500), str(obj.get("reason")), str(obj.get("message")))
+            delivered = True
             version = str((obj.get("metadata") or {}).get("resourceVersion") or version)
             if kind != "BOOKMARK":
-                self.sink(self.resource, kind, obj)
-        return version
+                self.store.apply(self.resource, kind, obj)
+        return delivered, version

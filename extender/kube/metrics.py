@@ -4,6 +4,20 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+# The series labelled by a ClusterQueue, removed when the ClusterQueue is deleted (as Kueue's
+# ClearClusterQueueMetrics does), so a deleted queue's gauges do not linger forever.
+_BY_CLUSTER_QUEUE: dict[str, tuple[str, ...]] = {
+    "pending": ("cluster_queue", "status"),
+    "reserving": ("cluster_queue",),
+    "admitted_active": ("cluster_queue",),
+    "admitted_total": ("cluster_queue",),
+    "evicted_total": ("cluster_queue", "reason"),
+    "preempted_total": ("preempting_cluster_queue", "reason"),
+    "wait_time": ("cluster_queue",),
+    "resource_usage": ("cluster_queue", "flavor", "resource"),
+    "nominal_quota": ("cluster_queue", "flavor", "resource"),
+}
+
 
 class Metrics:
     """One registry per controller (tests make several controllers in one process)."""
@@ -93,7 +107,46 @@ class Metrics:
         )
         self.write_failures = Counter(
             "tower_kube_api_write_failures_total",
-            "Writes the API server refused, by resource and HTTP status",
+            "Writes that failed, by resource and HTTP status or transport error",
             ["resource", "code"],
             registry=r,
         )
+        self.api_errors = Counter(
+            "tower_kube_api_errors_total",
+            "Failed API requests of any kind (each is retried with backoff), by verb and HTTP "
+            "status or transport error (connection-refused, connection-reset, timeout, tls)",
+            ["verb", "code"],
+            registry=r,
+        )
+        self.reconcile_errors = Counter(
+            "tower_reconcile_errors_total",
+            "Reconciles that failed and were requeued with backoff, by controller and reason "
+            "(api: the API server refused or did not answer; unexpected: a bug, logged with "
+            "its traceback)",
+            ["controller", "reason"],
+            registry=r,
+        )
+        self.start_refused = Counter(
+            "tower_job_start_refused_total",
+            "Starts of admitted Jobs that an admission webhook kept suspended (the webhook's "
+            "--controller-username does not name this controller)",
+            registry=r,
+        )
+        self.leading = Gauge(
+            "tower_leader",
+            "1 while this replica leads (and writes), 0 while it stands by",
+            registry=r,
+        )
+
+    def forget_cluster_queue(self, name: str) -> None:
+        """Remove every series of a deleted ClusterQueue."""
+        for attribute, names in _BY_CLUSTER_QUEUE.items():
+            metric = getattr(self, attribute)
+            series = {
+                tuple(sample.labels.get(n, "") for n in names)
+                for family in metric.collect()
+                for sample in family.samples
+            }
+            for values in series:
+                if values[0] == name:
+                    metric.remove(*values)

@@ -11,19 +11,21 @@ import signal
 import socket
 import sys
 import threading
-import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from extender.gc_tuning import tune_for_scheduling
-from extender.kube.client import ConfigError, KubeClient, RequestBudget, load_api_client
-from extender.kube.controller import Controller, Settings
+from extender.kube.cache import Cache
+from extender.kube.client import ConfigError, RequestBudget, RestClient, load_api_client
+from extender.kube.context import Settings
+from extender.kube.controller import Controller
 from extender.kube.events import Recorder
-from extender.kube.leader import LeaderElector
+from extender.kube.lease import LeaderElector, SetupError
 from extender.kube.metrics import Metrics
+from extender.kube.preflight import preflight
 
 log = logging.getLogger("tower")
 
@@ -86,6 +88,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=_above_zero,
         default=5.0,
         help="pending-reason writes per second (spare budget only)",
+    )
+    parser.add_argument(
+        "--kube-api-timeout",
+        type=_above_zero,
+        default=env("TOWER_KUBE_API_TIMEOUT", "10"),
+        help="seconds before an API request without an answer counts as failed (it is "
+        "retried with backoff) [TOWER_KUBE_API_TIMEOUT] (default 10)",
     )
     parser.add_argument("--log-format", choices=("text", "json"), default="text")
     parser.add_argument(
@@ -155,9 +164,21 @@ def _host_port(value: str) -> str:
     return value
 
 
-def serve_health(
-    address: str, controller: Controller, leading: threading.Event
-) -> ThreadingHTTPServer:
+class Readiness:
+    """What /readyz says: ready only while leading with synced caches; otherwise why not."""
+
+    def __init__(self) -> None:
+        self.controller: Controller | None = None
+        self.reason = "starting"
+
+    def check(self) -> tuple[bool, str]:
+        controller = self.controller
+        if controller is not None and controller.ready.is_set():
+            return True, "ok"
+        return False, self.reason
+
+
+def serve_health(address: str, readiness: Readiness, metrics: Metrics) -> ThreadingHTTPServer:
     host, _, port = address.rpartition(":")
 
     class Handler(BaseHTTPRequestHandler):
@@ -168,19 +189,10 @@ def serve_health(
             if self.path == "/healthz":
                 code, body, ctype = 200, b"ok\n", "text/plain"
             elif self.path == "/readyz":
-                if controller.ready.is_set():
-                    code, body = 200, b"ok\n"
-                elif not leading.is_set():
-                    code, body = 503, b"standing by: another replica leads\n"
-                else:
-                    code, body = 503, b"caches not synced yet\n"
-                ctype = "text/plain"
+                ready, reason = readiness.check()
+                code, body, ctype = (200 if ready else 503), f"{reason}\n".encode(), "text/plain"
             elif self.path == "/metrics":
-                code, body, ctype = (
-                    200,
-                    generate_latest(controller.metrics.registry),
-                    CONTENT_TYPE_LATEST,
-                )
+                code, body, ctype = 200, generate_latest(metrics.registry), CONTENT_TYPE_LATEST
             else:
                 code, body, ctype = 404, b"not found\n", "text/plain"
             self.send_response(code)
@@ -196,7 +208,9 @@ def serve_health(
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run the controller until SIGTERM/SIGINT (0) or until leadership is lost (1)."""
+    """Run the controller until SIGTERM/SIGINT (0). A lost lease, an API server that
+    restarts or a dropped connection never ends it; a setup that can never work (no CRDs,
+    no permission, no lease namespace) ends it at once with one line and status 2."""
     problem = check_arguments(args)
     if problem is not None:
         print(f"error: {problem}", file=sys.stderr)
@@ -207,8 +221,7 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    budget = RequestBudget(args.kube_api_qps, args.kube_api_burst)
-    client = KubeClient(api_client, budget)
+    metrics = Metrics()
     stop = threading.Event()
 
     def on_signal(signum: int, _frame: Any) -> None:
@@ -217,21 +230,10 @@ def run(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    metrics = Metrics()
-    recorder = Recorder(client, qps=args.event_qps)
-    settings = Settings(
-        fair_sharing=args.fair_sharing,
-        status_interval=args.status_interval,
-        pending_status_qps=args.pending_status_qps,
-    )
-    controller = Controller(
-        client, settings=settings, metrics=metrics, recorder=recorder, clock=time.time
-    )
-    leading = threading.Event()
+    readiness = Readiness()
     try:
-        health = serve_health(args.health_address, controller, leading)
+        health = serve_health(args.health_address, readiness, metrics)
     except OSError as err:
-        recorder.close()
         print(
             f"error: cannot serve /healthz, /readyz and /metrics on {args.health_address}: "
             f"{err.strerror or err}",
@@ -239,12 +241,38 @@ def run(args: argparse.Namespace) -> int:
         )
         return 2
     print(f"health and metrics on port {health.server_address[1]}", file=sys.stderr, flush=True)
+    try:
+        return _serve(args, api_client, metrics, readiness, stop)
+    except SetupError as err:
+        print(f"error: {err}", file=sys.stderr, flush=True)
+        return 2
+    finally:
+        health.shutdown()
+
+
+def _serve(
+    args: argparse.Namespace,
+    api_client: Any,
+    metrics: Metrics,
+    readiness: Readiness,
+    stop: threading.Event,
+) -> int:
+    identity = f"{socket.gethostname()}_{os.getpid()}"
+    on_error = _count_errors(metrics)
+    base = RestClient(
+        api_client,
+        RequestBudget(args.kube_api_qps, args.kube_api_burst),
+        timeout=args.kube_api_timeout,
+        on_error=on_error,
+    )
     elector = None
-    lost: threading.Event | None = None
+    fence = None
     if args.leader_elect:
-        identity = f"{socket.gethostname()}_{os.getpid()}"
+        lease_client = base.with_budget(
+            RequestBudget(5, 10), timeout=max(0.5, min(5.0, args.renew_deadline / 2))
+        )
         elector = LeaderElector(
-            client,
+            lease_client,
             identity,
             name=args.leader_election_id,
             namespace=args.leader_election_namespace,
@@ -252,23 +280,63 @@ def run(args: argparse.Namespace) -> int:
             renew_deadline=args.renew_deadline,
             retry_period=args.retry_period,
         )
-        if not elector.acquire(stop):
-            health.shutdown()
-            return 0
-        lost = elector.lost
-    leading.set()
-    tune_for_scheduling()
-    controller.run(stop, lost=lost)
-    stop.set()
-    recorder.close()
-    if elector is not None:
-        elector.release()
-    health.shutdown()
-    writes = budget.total_writes
-    log.info("stopped after %d API writes", writes)
-    if lost is not None and lost.is_set():
-        return 1
+        fence = elector.fence
+        base.fence = fence.check
+    readiness.reason = "checking the API server"
+    setup = preflight(base.with_budget(RequestBudget(5, 10), fenced=False), stop)
+    if setup is None:
+        return 0
+    cache = Cache(base, jobsets=setup.jobsets, on_error=None)
+    cache.start(stop)
+    recorder = Recorder(base, qps=args.event_qps)
+    settings = Settings(
+        fair_sharing=args.fair_sharing,
+        status_interval=args.status_interval,
+        pending_status_qps=args.pending_status_qps,
+    )
+    try:
+        while not stop.is_set():
+            if elector is not None:
+                readiness.reason = f"standing by: another replica holds the lease {elector.where}"
+                if not elector.acquire(stop):
+                    break
+            metrics.leading.set(1)
+            readiness.reason = (
+                "leading: caches not synced yet ("
+                + ", ".join(cache.unsynced() or ["rebuilding"])
+                + ")"
+            )
+            controller = Controller(
+                base,
+                cache,
+                settings=settings,
+                metrics=metrics,
+                recorder=recorder,
+                username=setup.username,
+            )
+            readiness.controller = controller
+            tune_for_scheduling()
+            controller.run(stop, fence)
+            readiness.controller = None
+            metrics.leading.set(0)
+            if elector is None:
+                break
+            if not stop.is_set():
+                log.warning("no longer leading: standing by for the lease %s", elector.where)
+    finally:
+        stop.set()
+        recorder.close()
+        if elector is not None:
+            elector.release()
+    log.info("stopped after %d API writes", base.budget.total_writes)
     return 0
+
+
+def _count_errors(metrics: Metrics) -> Callable[[str, str], None]:
+    def observe(verb: str, code: str) -> None:
+        metrics.api_errors.labels(verb, code).inc()
+
+    return observe
 
 
 def main(argv: Sequence[str] | None = None) -> int:

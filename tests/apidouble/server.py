@@ -25,8 +25,10 @@ ServiceAccount or LimitRange defaulting); Job defaulting covers the fields Tower
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
+import random
 import re
 import socket
 import threading
@@ -105,9 +107,17 @@ BUILTIN = [
 
 
 class ApiError(Exception):
-    def __init__(self, code: int, reason: str, message: str, details: Obj | None = None):
+    def __init__(
+        self,
+        code: int,
+        reason: str,
+        message: str,
+        details: Obj | None = None,
+        retry_after: int | None = None,
+    ):
         super().__init__(message)
         self.code, self.reason, self.message, self.details = code, reason, message, details
+        self.retry_after = retry_after
 
     def status(self) -> Obj:
         body: Obj = {
@@ -268,7 +278,17 @@ def json_path(obj: Any, path: str) -> Any:
 
 @dataclass
 class Fault:
-    """Fail matching requests: `times` of them, with a real-looking Status."""
+    """Fail matching requests: `times` of them (-1: every one), with `probability` each.
+
+    `action` says how:
+    - "status": answer `code` with a real-looking Status (and `retry_after`, as a header);
+    - "reset": close the connection without reading further or answering (never processed);
+    - "commit-reset": process the request, then close the connection instead of answering
+      (the write happened, the client cannot know: an ambiguous write);
+    - "delay": wait `delay` seconds, then process and answer (past a client's timeout, the
+      client gives up while the server still commits).
+    `method` and `plural` may be "*"; `user` limits the fault to one user's requests.
+    """
 
     method: str
     plural: str
@@ -276,6 +296,12 @@ class Fault:
     code: int = 409
     times: int = 1
     first_attempt_only: bool = False  # fail the first request for each object, once
+    action: str = "status"
+    probability: float = 1.0
+    delay: float = 0.0
+    retry_after: int | None = None
+    user: str | None = None
+    hits: int = 0
 
 
 class ApiDouble:
@@ -297,9 +323,19 @@ class ApiDouble:
         self.faults: list[Fault] = []
         self._faulted: set[tuple[str, str, str]] = set()
         self.requests: list[tuple[str, str, str]] = []  # (method, path, user)
+        # Writes that changed something: (monotonic time, user, method, path, HTTP status).
+        self.writes: list[tuple[float, str, str, str, int]] = []
         self.hooks: list[Callable[[str, Kind, Obj], None]] = []  # after each commit
+        # RBAC, enforced only for the users named here: username -> ClusterRole-style rules
+        # (a rule may carry "namespaces": [...] to act as a namespaced Role).
+        self.rbac: dict[str, list[Obj]] = {}
+        self.hung: set[str] = set()  # users whose requests and watches get no answer
         self._server: ThreadingHTTPServer | None = None
+        self._port = 0
+        self._connections: set[socket.socket] = set()
+        self._connections_lock = threading.Lock()
         self._closing = threading.Event()
+        self._rng = random.Random(11)
         for name in ("default", "kube-system", "kube-public", "kube-node-lease"):
             self._create_now("namespaces", {"metadata": {"name": name}})
 
@@ -311,15 +347,37 @@ class ApiDouble:
         class Handler(_Handler):
             api = double
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server = ThreadingHTTPServer(("127.0.0.1", self._port), Handler)
         self._server.daemon_threads = True
+        self._port = self._server.server_address[1]
         threading.Thread(target=self._server.serve_forever, daemon=True, name="api-double").start()
         return self.url
 
+    def restart(self, downtime: float = 0.5) -> None:
+        """As kube-apiserver restarting: every open connection (watches included) is
+        dropped, new ones are refused for `downtime` seconds, and the watch cache starts
+        empty, so a watch from an older resourceVersion gets 410 Expired."""
+        assert self._server is not None
+        self._server.shutdown()
+        self._server.server_close()
+        self.drop_connections()
+        for key in list(self.store.kinds):
+            self.store.expire_history(key)
+        time.sleep(downtime)
+        self.start()
+
+    def drop_connections(self) -> None:
+        """Reset every open client connection (as a dying server or a proxy would)."""
+        with self._connections_lock:
+            doomed = list(self._connections)
+        for conn in doomed:
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
+
     @property
     def url(self) -> str:
-        assert self._server is not None
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
+        assert self._port
+        return f"http://127.0.0.1:{self._port}"
 
     def stop(self) -> None:
         self._closing.set()
@@ -404,22 +462,69 @@ class ApiDouble:
     def user_for(self, token: str | None) -> Obj:
         return copy.deepcopy(self.users.get(token or "", ADMIN))
 
-    def _fault(self, method: str, kind: Kind, sub: str, name: str) -> None:
+    def _matching_fault(
+        self, method: str, kind: Kind, sub: str, name: str, user: str, actions: tuple[str, ...]
+    ) -> Fault | None:
+        """The first fault that fires for this request (and count it)."""
         for fault in self.faults:
-            if fault.method != method or fault.plural != kind.plural or fault.subresource != sub:
+            if fault.action not in actions:
+                continue
+            if fault.method not in ("*", method) or fault.plural not in ("*", kind.plural):
+                continue
+            if fault.subresource != sub and not (fault.plural == "*" and fault.subresource == ""):
+                continue
+            if fault.user is not None and fault.user != user:
                 continue
             if fault.first_attempt_only:
                 ident = (method, f"{kind.key}/{name}", sub)
                 if ident in self._faulted:
                     continue
                 self._faulted.add(ident)
-            elif fault.times <= 0:
+            elif fault.times == 0:
                 continue
-            else:
+            if fault.probability < 1.0 and self._rng.random() >= fault.probability:
+                continue
+            if fault.times > 0 and not fault.first_attempt_only:
                 fault.times -= 1
-            if fault.code == 409:
-                raise conflict(kind, name)
-            raise ApiError(fault.code, "InternalError", f"injected fault on {kind.plural}")
+            fault.hits += 1
+            return fault
+        return None
+
+    def _fault(self, method: str, kind: Kind, sub: str, name: str, user: str = "") -> None:
+        fault = self._matching_fault(method, kind, sub, name, user, ("status",))
+        if fault is None:
+            return
+        if fault.code == 409:
+            raise conflict(kind, name)
+        reasons = {429: "TooManyRequests", 503: "ServiceUnavailable", 504: "Timeout"}
+        raise ApiError(
+            fault.code,
+            reasons.get(fault.code, "InternalError"),
+            f"injected fault on {kind.plural}",
+            retry_after=fault.retry_after,
+        )
+
+    def transport_fault(self, method: str, kind: Kind, sub: str, user: str) -> Fault | None:
+        """A fault that acts on the connection rather than the answer (see Fault)."""
+        return self._matching_fault(method, kind, sub, "", user, ("reset", "commit-reset", "delay"))
+
+    # ----- RBAC, for the users it is given ------------------------------------------------
+
+    def permits(self, username: str, group: str, resource: str, verb: str, ns: str | None) -> bool:
+        rules = self.rbac.get(username)
+        if rules is None:
+            return True
+        for rule in rules:
+            namespaces = rule.get("namespaces")
+            if namespaces is not None and ns not in namespaces:
+                continue
+            if (
+                group in rule["apiGroups"]
+                and (resource in rule["resources"] or "*" in rule["resources"])
+                and (verb in rule["verbs"] or "*" in rule["verbs"])
+            ):
+                return True
+        return False
 
     def _check_namespace(self, kind: Kind, namespace: str) -> None:
         if kind.namespaced and self.store.get(self.kind("namespaces"), "", namespace) is None:
@@ -538,7 +643,9 @@ class ApiDouble:
         if kind.spec_is_generation:
             meta["generation"] = 1
         with self.store.lock:
-            self._fault("POST", kind, "", meta.get("name") or meta.get("generateName", ""))
+            self._fault(
+                "POST", kind, "", meta.get("name") or meta.get("generateName", ""), user["username"]
+            )
             if kind.namespaced:
                 self._check_namespace(kind, namespace or "")
             default_job(kind, obj)
@@ -618,7 +725,7 @@ class ApiDouble:
         precondition: str | None = None,
     ) -> tuple[Obj, list[str]]:
         with self.store.lock:
-            self._fault(method, kind, sub, name)
+            self._fault(method, kind, sub, name, user["username"])
             current = self.store.get(kind, namespace, name)
             if current is None:
                 raise not_found(kind, name)
@@ -684,7 +791,7 @@ class ApiDouble:
         with self.store.lock:
             current = self.store.get(kind, namespace, name)
             if current is None:
-                self._fault("PATCH", kind, sub, name)
+                self._fault("PATCH", kind, sub, name, user["username"])
                 raise not_found(kind, name)
             old = self.to_version(kind, version, copy.deepcopy(current))
             precondition = None
@@ -726,9 +833,11 @@ class ApiDouble:
                 kind, version, namespace, name, new, sub, user, "PATCH", precondition
             )
 
-    def delete(self, kind: Kind, namespace: str, name: str, propagation: str | None) -> Obj:
+    def delete(
+        self, kind: Kind, namespace: str, name: str, propagation: str | None, user: str = ""
+    ) -> Obj:
         with self.store.lock:
-            self._fault("DELETE", kind, "", name)
+            self._fault("DELETE", kind, "", name, user)
             current = self.store.get(kind, namespace, name)
             if current is None:
                 raise not_found(kind, name)
@@ -851,14 +960,54 @@ class _Handler(BaseHTTPRequestHandler):
         # Headers and body go out in separate writes; without this, Nagle's algorithm and the
         # client's delayed ACK add 40 ms to every answer (kube-apiserver's Go net/http sets it).
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._swallow = False
+        self._method = ""
+        self._username = ""
+        with self.api._connections_lock:
+            self.api._connections.add(self.connection)
+
+    def finish(self) -> None:
+        with self.api._connections_lock:
+            self.api._connections.discard(self.connection)
+        with contextlib.suppress(OSError):
+            super().finish()
+
+    def _reset(self) -> None:
+        """Close the connection without an answer (the client sees it reset)."""
+        self.close_connection = True
+        with contextlib.suppress(OSError):
+            self.connection.setsockopt(
+                socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00"
+            )
+            self.connection.shutdown(socket.SHUT_RDWR)
+
+    def _hang(self) -> None:
+        """This user's network is cut: no answer until it heals, then the connection drops."""
+        while self._username in self.api.hung and not self.api._closing.is_set():
+            time.sleep(0.02)
+        self._reset()
 
     # ----- plumbing ----------------------------------------------------------------------
 
     def _send(
-        self, code: int, body: Any, warnings: list[str] = (), ctype: str = "application/json"
+        self,
+        code: int,
+        body: Any,
+        warnings: list[str] = (),
+        ctype: str = "application/json",
+        retry_after: int | None = None,
     ) -> None:
+        if self._method not in ("GET", "") and code < 400:
+            self.api.writes.append(
+                (time.monotonic(), self._username, self._method, self.path, code)
+            )
+        if self._swallow:
+            self._reset()  # committed, but the answer is lost on the way
+            return
         data = body if isinstance(body, bytes) else json.dumps(body).encode()
         self.send_response(code)
+        if retry_after is not None:
+            self.send_header("Retry-After", str(retry_after))
         self.send_header("Content-Type", ctype)
         self.send_header("Content-Length", str(len(data)))
         self.send_header("Cache-Control", "no-cache, private")
@@ -905,22 +1054,102 @@ class _Handler(BaseHTTPRequestHandler):
         parts = urlsplit(self.path)
         query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
         user = self._user()
+        self._method, self._username, self._swallow = method, user["username"], False
         self.api.requests.append((method, parts.path, user["username"]))
         try:
             body = self._body() if method in ("POST", "PUT", "PATCH", "DELETE") else None
+            if self._username in self.api.hung:
+                self._hang()
+                return
+            if self._review(method, parts.path, body, user):
+                return
             if self._discovery(method, parts.path):
                 return
             route = self._route(parts.path)
             if route is None:
                 self._send(404, b"404 page not found\n", ctype="text/plain; charset=utf-8")
                 return
+            self._authorize(method, route, query)
+            fault = self.api.transport_fault(method, route[0], route[4], self._username)
+            if fault is not None and fault.action == "reset":
+                self._reset()
+                return
+            if fault is not None and fault.action == "delay":
+                time.sleep(fault.delay)
+            self._swallow = fault is not None and fault.action == "commit-reset"
             self._resource(method, route, query, body, user)
         except ApiError as err:
-            self._send(err.code, err.status())
+            self._send(err.code, err.status(), retry_after=err.retry_after)
         except AdmissionError as err:
             self._send(err.code, ApiError(err.code, err.reason, err.message).status())
         except (BrokenPipeError, ConnectionResetError):
             return
+
+    def _authorize(
+        self, method: str, route: tuple[Kind, str, str | None, str | None, str], query: dict
+    ) -> None:
+        kind, _, namespace, name, sub = route
+        if self._username not in self.api.rbac:
+            return
+        if method == "GET":
+            verb = "get" if name else ("watch" if query.get("watch") in ("1", "true") else "list")
+        else:
+            verb = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}[method]
+        resource = kind.plural + (f"/{sub}" if sub else "")
+        if self.api.permits(self._username, kind.group, resource, verb, namespace):
+            return
+        where = f'in the namespace "{namespace}"' if namespace else "at the cluster scope"
+        what = f'{_qualified(kind)} "{name}"' if name else _qualified(kind)
+        raise ApiError(
+            403,
+            "Forbidden",
+            f'{what} is forbidden: User "{self._username}" cannot {verb} resource "{resource}" '
+            f'in API group "{kind.group}" {where}',
+            {"name": name, "group": kind.group, "kind": kind.plural}
+            if name
+            else {"group": kind.group, "kind": kind.plural},
+        )
+
+    def _review(self, method: str, path: str, body: Any, user: Obj) -> bool:
+        """SelfSubjectReview (who am I) and SelfSubjectAccessReview (may I)."""
+        if method != "POST":
+            return False
+        if path == "/apis/authentication.k8s.io/v1/selfsubjectreviews":
+            self._send(
+                201,
+                {
+                    "kind": "SelfSubjectReview",
+                    "apiVersion": "authentication.k8s.io/v1",
+                    "metadata": {"creationTimestamp": None},
+                    "status": {"userInfo": user},
+                },
+            )
+            return True
+        if path == "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews":
+            spec = (body or {}).get("spec") or {}
+            attrs = spec.get("resourceAttributes") or {}
+            resource = str(attrs.get("resource", "")) + (
+                f"/{attrs['subresource']}" if attrs.get("subresource") else ""
+            )
+            allowed = self.api.permits(
+                self._username,
+                str(attrs.get("group", "")),
+                resource,
+                str(attrs.get("verb", "")),
+                attrs.get("namespace") or None,
+            )
+            self._send(
+                201,
+                {
+                    "kind": "SelfSubjectAccessReview",
+                    "apiVersion": "authorization.k8s.io/v1",
+                    "metadata": {"creationTimestamp": None},
+                    "spec": spec,
+                    "status": {"allowed": allowed},
+                },
+            )
+            return True
+        return False
 
     # ----- discovery -----------------------------------------------------------------------
 
@@ -1101,7 +1330,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(200, obj, warnings)
         elif method == "DELETE" and name is not None:
             propagation = (body or {}).get("propagationPolicy") or query.get("propagationPolicy")
-            self._send(200, api.delete(kind, namespace or "", name, propagation))
+            self._send(200, api.delete(kind, namespace or "", name, propagation, user["username"]))
         else:
             raise ApiError(
                 405,
@@ -1229,11 +1458,15 @@ class _Handler(BaseHTTPRequestHandler):
         expired = None
         with store.lock:
             if since in ("", "0"):
-                backlog = [("ADDED", copy.deepcopy(o)) for o in store.objects[kind.key].values()]
+                backlog = [
+                    ("ADDED", copy.deepcopy(o), None) for o in store.objects[kind.key].values()
+                ]
             elif int(since) < store.oldest[kind.key]:
                 expired = f"too old resource version: {since} ({store.oldest[kind.key]})"
             else:
-                backlog = [(t, o) for rv, t, o in store.history[kind.key] if rv > int(since)]
+                backlog = [
+                    (t, o, old) for rv, t, o, old in store.history[kind.key] if rv > int(since)
+                ]
             if expired is None:
                 store.watchers[kind.key].append(watcher)
         self.send_response(200)
@@ -1241,6 +1474,16 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Cache-Control", "no-cache, private")
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
+
+        def selected(event_type: str, obj: Obj, old_labels: dict[str, str] | None) -> str | None:
+            """The event a watcher of this selection sees, if any."""
+            now = matches(obj)
+            if event_type != "MODIFIED" or old_labels is None:
+                return event_type if now else None
+            before = matches({**obj, "metadata": {**obj["metadata"], "labels": old_labels}})
+            if now:
+                return "MODIFIED" if before else "ADDED"
+            return "DELETED" if before else None
 
         def emit(event_type: str, obj: Obj) -> None:
             line = json.dumps({"type": event_type, "object": obj}).encode() + b"\n"
@@ -1264,13 +1507,18 @@ class _Handler(BaseHTTPRequestHandler):
                 self.wfile.write(b"0\r\n\r\n")
                 self.wfile.flush()
                 return
-            for event_type, obj in backlog:
-                if matches(obj):
-                    emit(event_type, api.to_version(kind, version, obj))
+            for event_type, obj, old_labels in backlog:
+                seen = selected(event_type, obj, old_labels)
+                if seen is not None:
+                    emit(seen, api.to_version(kind, version, obj))
             deadline = time.monotonic() + timeout
             next_bookmark = time.monotonic() + api.bookmark_interval
             while not api._closing.is_set():
-                remaining = min(deadline, next_bookmark) - time.monotonic()
+                if self._username in api.hung:
+                    self._hang()  # a cut network: the stream stalls, then drops
+                    return
+                now = time.monotonic()
+                remaining = min(deadline, next_bookmark, now + 0.1) - now
                 if time.monotonic() >= deadline:
                     break
                 if remaining <= 0:
@@ -1294,9 +1542,10 @@ class _Handler(BaseHTTPRequestHandler):
                     continue
                 if item is None:
                     break
-                event_type, obj = item
-                if matches(obj):
-                    emit(event_type, api.to_version(kind, version, obj))
+                event_type, obj, old_labels = item
+                seen = selected(event_type, obj, old_labels)
+                if seen is not None:
+                    emit(seen, api.to_version(kind, version, obj))
             self.wfile.write(b"0\r\n\r\n")
             self.wfile.flush()
         except (BrokenPipeError, ConnectionResetError, OSError):

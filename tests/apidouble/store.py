@@ -58,7 +58,9 @@ class Watcher:
     def __init__(self, namespace: str | None, selector: Any) -> None:
         self.namespace = namespace
         self.selector = selector
-        self.events: queue.Queue[tuple[str, Obj] | None] = queue.Queue()
+        # (event, object, the labels it had before): a watch with a label selector turns a
+        # change into or out of the selection into ADDED or DELETED, as kube-apiserver does.
+        self.events: queue.Queue[tuple[str, Obj, dict[str, str] | None] | None] = queue.Queue()
 
 
 class Store:
@@ -68,7 +70,7 @@ class Store:
         self.lock = threading.RLock()
         self.kinds: dict[str, Kind] = {}
         self.objects: dict[str, dict[tuple[str, str], Obj]] = {}
-        self.history: dict[str, deque[tuple[int, str, Obj]]] = {}
+        self.history: dict[str, deque[tuple[int, str, Obj, dict[str, str] | None]]] = {}
         self.oldest: dict[str, int] = {}  # the oldest resourceVersion a watch may start from
         self.watchers: dict[str, list[Watcher]] = {}
         self.rv = 100
@@ -105,6 +107,12 @@ class Store:
         rv = self.next_rv()
         meta["resourceVersion"] = str(rv)
         ident = (meta.get("namespace", ""), meta["name"])
+        previous = self.objects[kind.key].get(ident)
+        old_labels = (
+            dict((previous.get("metadata") or {}).get("labels") or {})
+            if previous is not None
+            else None
+        )
         if event == "DELETED":
             self.objects[kind.key].pop(ident, None)
         else:
@@ -116,11 +124,11 @@ class Store:
         history = self.history[kind.key]
         if len(history) == history.maxlen:
             self.oldest[kind.key] = history[0][0]
-        history.append((rv, event, snapshot))
+        history.append((rv, event, snapshot, old_labels))
         for watcher in self.watchers[kind.key]:
             if watcher.namespace and watcher.namespace != ident[0]:
                 continue
-            watcher.events.put((event, snapshot))
+            watcher.events.put((event, snapshot, old_labels))
         return copy.deepcopy(obj)
 
     def expire_history(self, key: str) -> None:

@@ -16,8 +16,10 @@ from kubernetes import config as k8s_config
 
 from certs import kube as certs_kube
 from extender.kube import resources as r
-from extender.kube.client import KubeClient, RequestBudget
-from extender.kube.controller import Controller, Settings
+from extender.kube.cache import Cache
+from extender.kube.client import RequestBudget, RestClient
+from extender.kube.context import Settings
+from extender.kube.controller import Controller
 from extender.kube.crds import custom_resource_definitions
 from extender.kube.events import Recorder
 from tests.apidouble import ApiDouble, JobRunner
@@ -49,13 +51,13 @@ class Cluster:
         self.controller_config = api.kubeconfig(
             str(tmp / "controller.kubeconfig"), token="tower", username=CONTROLLER_USER
         )
-        self.admin = KubeClient(
+        self.admin = RestClient(
             k8s_config.new_client_from_config(config_file=self.admin_config),
             RequestBudget(1000, 1000),
         )
 
-    def controller_client(self, qps: float = 1000, burst: int = 1000) -> KubeClient:
-        return KubeClient(
+    def controller_client(self, qps: float = 1000, burst: int = 1000) -> RestClient:
+        return RestClient(
             k8s_config.new_client_from_config(config_file=self.controller_config),
             RequestBudget(qps, burst),
         )
@@ -142,20 +144,22 @@ def cluster(tmp_path, webhook) -> Iterator[Cluster]:
 
 
 class Running:
-    """A controller in a thread of the test process."""
+    """A controller in a thread of the test process, with its cache."""
 
-    def __init__(self, controller: Controller) -> None:
-        self.controller = controller
+    def __init__(self, client: RestClient, settings: Settings) -> None:
         self.stop = threading.Event()
-        self.thread = threading.Thread(target=controller.run, args=(self.stop,), daemon=True)
+        self.cache = Cache(client, jobsets=client.discover(r.JOBSETS.api_version))
+        self.cache.start(self.stop)
+        self.recorder = Recorder(client)
+        self.controller = Controller(client, self.cache, settings=settings, recorder=self.recorder)
+        self.thread = threading.Thread(target=self.controller.run, args=(self.stop,), daemon=True)
         self.thread.start()
-        assert controller.ready.wait(10), "the controller's caches never synced"
+        assert self.controller.ready.wait(10), "the controller's caches never synced"
 
     def halt(self) -> None:
         self.stop.set()
         self.thread.join(10)
-        if self.controller.recorder is not None:
-            self.controller.recorder.close()
+        self.recorder.close()
 
 
 @pytest.fixture
@@ -164,12 +168,7 @@ def start_controller(cluster) -> Iterator[Callable[..., Running]]:
 
     def start(**settings: Any) -> Running:
         client = cluster.controller_client()
-        controller = Controller(
-            client,
-            settings=Settings(status_interval=0.05, **settings),
-            recorder=Recorder(client),
-        )
-        running.append(Running(controller))
+        running.append(Running(client, Settings(status_interval=0.05, **settings)))
         return running[-1]
 
     yield start

@@ -89,10 +89,26 @@ def test_every_request_the_controller_made_is_allowed(cluster):
     }
     assert ("kueue.x-k8s.io", "workloads/status", "patch", "default") in made
     assert ("batch", "jobs/status", "patch", "default") in made  # startTime cleared on eviction
+    assert ("authentication.k8s.io", "selfsubjectreviews", "create", None) in made  # whoami
     refused = [
         request
         for request in made
-        if not permits(cluster_rules, *request[:3])
+        if not permits(cluster_rules + BASIC_USER, *request[:3])
         and not (request[3] == "tower-system" and permits(lease_rules, *request[:3]))
     ]
     assert refused == []
+
+
+# What Kubernetes grants every authenticated user (the system:basic-user ClusterRole).
+BASIC_USER = [
+    {
+        "apiGroups": ["authentication.k8s.io"],
+        "resources": ["selfsubjectreviews"],
+        "verbs": ["create"],
+    },
+    {
+        "apiGroups": ["authorization.k8s.io"],
+        "resources": ["selfsubjectaccessreviews", "selfsubjectrulesreviews"],
+        "verbs": ["create"],
+    },
+]

@@ -1,0 +1,193 @@
+"""What every reconciler is given: the client, the store, the core's state, the clock,
+metrics, Events, settings and the work queues — built once, passed in, never global."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from extender.core.cycle import ClusterState
+from extender.core.jobs import JOB_GROUP, JOBSET_GROUP, workload_name
+from extender.core.models import PriorityClass, WorkloadPriorityClass
+from extender.kube.client import ApiError, KubeClient, KubeError
+from extender.kube.events import Recorder
+from extender.kube.metrics import Metrics
+from extender.kube.resources import JOBS, JOBSETS, WORKLOADS, Resource
+from extender.kube.store import Store
+from extender.kube.trim import JobView
+from extender.kube.workqueue import WorkQueue
+
+log = logging.getLogger("tower.controller")
+
+Obj = dict[str, Any]
+Ref = tuple[str, str]  # (plural, key): an object of some resource
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """What an admin may tune (flags of `python -m extender run`)."""
+
+    fair_sharing: bool = False
+    status_interval: float = 1.0  # at most one status write per queue per interval...
+    status_max_age: float = 60.0  # ...and one at least this often even when the budget is busy
+    pending_status_qps: float = 5.0  # QuotaReserved=False messages, with spare budget only
+    watch_timeout: int = 300
+    create_batch: int = 10  # Workloads created per loop turn, between scheduling rounds
+    start_refused_retry: float = 300.0  # how long a Job kept suspended by the webhook waits
+
+
+@dataclass(slots=True)
+class Queues:
+    """The controller's work queues; one wakeup event lets the loop sleep on all of them."""
+
+    config: WorkQueue[Ref]
+    workloads: WorkQueue[str]
+    jobs: WorkQueue[Ref]
+    pending: WorkQueue[str]  # QuotaReserved=False reasons to write, with spare budget
+    status: WorkQueue[str]  # "cq:NAME" / "lq:NS/NAME" to write
+
+
+class Told:
+    """A bounded memory of what was last told about each object (so a reason is told once)."""
+
+    def __init__(self, size: int = 50_000) -> None:
+        self.size = size
+        self._seen: OrderedDict[str, str] = OrderedDict()
+
+    def first(self, key: str, what: str) -> bool:
+        """True if `what` was not the last thing told about `key` (and remember it)."""
+        if self._seen.get(key) == what:
+            self._seen.move_to_end(key)
+            return False
+        self._seen[key] = what
+        self._seen.move_to_end(key)
+        while len(self._seen) > self.size:
+            self._seen.popitem(last=False)
+        return True
+
+    def forget(self, key: str) -> None:
+        self._seen.pop(key, None)
+
+
+@dataclass
+class Context:
+    """The controller's dependencies and shared bookkeeping (one per term as leader)."""
+
+    client: KubeClient
+    store: Store
+    state: ClusterState
+    queues: Queues
+    settings: Settings
+    metrics: Metrics
+    clock: Callable[[], float] = time.time  # wall time, for timestamps written to the API
+    monotonic: Callable[[], float] = time.monotonic  # for waits and rates
+    recorder: Recorder | None = None
+    job_resources: tuple[Resource, ...] = (JOBS,)
+    wpcs: dict[str, WorkloadPriorityClass] = field(default_factory=dict)
+    pcs: dict[str, PriorityClass] = field(default_factory=dict)
+    username: str | None = None  # who this controller is to the API server (SelfSubjectReview)
+    dirty: bool = False  # the state changed: the scheduler should run a cycle
+    touched_cqs: set[str] = field(default_factory=set)
+    touched_lqs: set[str] = field(default_factory=set)
+    told: Told = field(default_factory=Told)
+
+    # ----- writes -----------------------------------------------------------------------
+
+    def write(self, resource: Resource, verb: str, call: Callable[[], Obj]) -> Obj:
+        """Run one write, counting it; failures are counted by HTTP status and re-raised."""
+        try:
+            result = call()
+        except ApiError as err:
+            self.metrics.write_failures.labels(resource.plural, str(err.status)).inc()
+            raise
+        except KubeError as err:
+            self.metrics.write_failures.labels(resource.plural, err.code).inc()
+            raise
+        self.metrics.api_writes.labels(verb, resource.plural).inc()
+        return result
+
+    def refresh(self, resource: Resource, key: str) -> Any:
+        """Read one object again (after a conflict) into the store; None if it is gone."""
+        namespace, name = key.split("/", 1) if resource.namespaced else (None, key)
+        try:
+            fresh = self.client.get(resource, name, namespace)
+        except ApiError as err:
+            if err.not_found:
+                self.store.forget(resource, key)
+                return None
+            raise
+        fresh.setdefault("kind", resource.kind)
+        fresh.setdefault("apiVersion", resource.api_version)
+        return self.store.record(resource, fresh)
+
+    # ----- what changed ----------------------------------------------------------------
+
+    def touch(self, namespace: str, queue_name: str, cluster_queue: str | None = None) -> None:
+        """A workload of this LocalQueue (and ClusterQueue) changed: their status may too."""
+        lq_key = f"{namespace}/{queue_name}"
+        self.touched_lqs.add(lq_key)
+        if cluster_queue is None:
+            lq = self.state.local_queues.get(lq_key)
+            cluster_queue = lq.cluster_queue if lq is not None else None
+        if cluster_queue is not None:
+            self.touched_cqs.add(cluster_queue)
+        self.dirty = True
+
+    # ----- telling ---------------------------------------------------------------------
+
+    def event(self, obj: Obj, kind: str, reason: str, message: str) -> None:
+        if self.recorder is not None:
+            self.recorder.record(obj, kind, reason, message)
+
+    def story(self, wl_key: str, kind: str, reason: str, message: str) -> None:
+        """An Event on the Workload and on its Job, so `kubectl describe job` tells it too."""
+        workload = self.store.get(WORKLOADS, wl_key)
+        if workload is None:
+            return
+        self.event(workload, kind, reason, message)
+        job = self.job_of(workload)
+        if job is not None:
+            self.event(job.as_object(), kind, reason, message)
+
+    # ----- relations -------------------------------------------------------------------
+
+    def owner_of(self, workload: Obj) -> tuple[Resource, str, str] | None:
+        """(resource, Job key, uid) of the Job or JobSet that controls a Workload."""
+        meta = workload.get("metadata") or {}
+        for owner in meta.get("ownerReferences") or []:
+            if owner.get("controller") and owner.get("kind") in (JOBS.kind, JOBSETS.kind):
+                resource = JOBS if owner["kind"] == JOBS.kind else JOBSETS
+                return resource, f"{meta.get('namespace')}/{owner.get('name')}", owner.get("uid")
+        return None
+
+    def job_of(self, workload: Obj) -> JobView | None:
+        """The Job of a Workload as the store has it (None if none, or another with its name)."""
+        owner = self.owner_of(workload)
+        if owner is None:
+            return None
+        resource, key, uid = owner
+        job = self.store.get(resource, key)
+        if job is None or (uid and job.uid and job.uid != uid):
+            return None
+        assert isinstance(job, JobView)
+        return job
+
+
+def workload_key(job: JobView) -> str:
+    """The key of the Workload Kueue names for a Job or JobSet."""
+    group = JOBSET_GROUP if job.kind == JOBSETS.kind else JOB_GROUP
+    return f"{job.namespace}/{workload_name(job.kind, group, job.name, job.uid)}"
+
+
+def owner_index(workload: Any) -> list[str]:
+    """Index Workloads by the Job or JobSet that controls them ("Job/ns/name")."""
+    meta = workload.get("metadata") or {} if isinstance(workload, dict) else {}
+    return [
+        f"{owner.get('kind')}/{meta.get('namespace')}/{owner.get('name')}"
+        for owner in meta.get("ownerReferences") or []
+        if isinstance(owner, dict) and owner.get("controller")
+    ]

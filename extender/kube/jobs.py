@@ -1,0 +1,214 @@
+"""Jobs and JobSets ⇄ Workloads: create the Workload, record that it finished, and suspend a
+queued Job that runs without an admission (the backstop for a webhook that was down).
+
+`reconcile(ref)` reads the Job as the store has it now; it never remembers events. Starting
+and stopping an admitted Job belong to the Workload's lifecycle (workloads.py).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from extender.core.jobs import resolve_priority, workload_for
+from extender.core.parse import ManifestError
+from extender.core.workloads import creation_seconds
+from extender.kube import objects as o
+from extender.kube.client import ApiError
+from extender.kube.context import Context, Ref, workload_key
+from extender.kube.resources import JOBS, JOBSETS, WORKLOADS, Resource
+from extender.kube.trim import JobView
+
+log = logging.getLogger("tower.jobs")
+
+Obj = dict[str, Any]
+RESOURCES = {JOBS.plural: JOBS, JOBSETS.plural: JOBSETS}
+CREATE_WAIT = 5.0  # a created Workload the watch has not shown yet is looked for again
+
+
+def _m(value: Any) -> Any:
+    return value if isinstance(value, dict) else {}
+
+
+def holds_quota(workload: Obj | None) -> bool:
+    return workload is not None and o.is_true(workload, o.QUOTA_RESERVED)
+
+
+def stop_job(ctx: Context, job: JobView, workload: Obj | None) -> JobView:
+    """Suspend a Job, clear its startTime (so its template may change) and put back the pod
+    templates its Workload recorded. Each step is skipped when already done."""
+    resource = job.resource
+    name, namespace = job.name, job.namespace
+    current = job
+    if not current.suspended:
+        answer = ctx.write(
+            resource,
+            "patch",
+            lambda: ctx.client.patch(resource, name, {"spec": {"suspend": True}}, namespace),
+        )
+        current = ctx.store.record(resource, answer)
+    if current.started:
+        answer = ctx.write(
+            resource,
+            "patch-status",
+            lambda: ctx.client.patch(
+                resource, name, {"status": {"startTime": None}}, namespace, subresource="status"
+            ),
+        )
+        current = ctx.store.record(resource, answer)
+    if workload is not None and current.cluster_queue:  # started by Tower, not yet restored
+        restore = o.restore_patch(current.as_object(), workload)
+        answer = ctx.write(
+            resource, "patch", lambda: ctx.client.patch(resource, name, restore, namespace)
+        )
+        current = ctx.store.record(resource, answer)
+    assert isinstance(current, JobView)
+    return current
+
+
+class JobReconciler:
+    """One Job or JobSet, as it is now."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self.created = 0  # Workloads created since the loop last looked
+        self._creating: dict[str, float] = {}  # Workload key -> when its create was sent
+
+    def priority(self, job: JobView) -> int:
+        """The priority a Job's Workload will have (new Workloads are created highest first)."""
+        pod_class = None
+        if job.source is not None and job.kind == JOBS.kind:
+            pod = _m(_m(_m(job.source.get("spec")).get("template")).get("spec"))
+            value = pod.get("priorityClassName")
+            pod_class = value if isinstance(value, str) else None
+        try:
+            return resolve_priority(job.labels, pod_class, self.ctx.wpcs, self.ctx.pcs)[0]
+        except ManifestError:
+            return 0
+
+    def reconcile(self, ref: Ref) -> float | None:
+        ctx = self.ctx
+        resource = RESOURCES[ref[0]]
+        job = ctx.store.get(resource, ref[1])
+        if job is None:
+            self._gone(resource, ref[1])
+            return None
+        assert isinstance(job, JobView)
+        if job.queue_name is None or job.controlled_by_jobset:
+            return None  # not queued (a JobSet's child Jobs are queued as the JobSet)
+        wl_key = workload_key(job)
+        workload = ctx.store.get(WORKLOADS, wl_key)
+        if job.finished is not None:
+            if workload is not None and not o.is_true(workload, o.FINISHED):
+                self._finish(wl_key, workload, *job.finished)
+            return None
+        if workload is None:
+            return self._create(resource, job, wl_key)
+        self._creating.pop(wl_key, None)
+        if job.source is not None:
+            ctx.store.put(resource, job.key, job.without_source())  # the template is recorded
+        if not job.suspended and not holds_quota(workload):
+            log.info("%s %s runs without an admission: suspending it", job.kind, job.key)
+            stop_job(ctx, job, workload)
+            ctx.event(
+                job.as_object(),
+                "Warning",
+                "Suspended",
+                "Suspended by Tower: the Job was not admitted by its queue yet",
+            )
+        return None
+
+    def _gone(self, resource: Resource, key: str) -> None:
+        """A deleted Job's Workloads are deleted now, so its quota is free at once (and a Job
+        deleted with propagation Orphan leaves none behind)."""
+        ctx = self.ctx
+        for wl_key in ctx.store.by_index(WORKLOADS, "owner", f"{resource.kind}/{key}"):
+            ctx.queues.workloads.add(wl_key)
+
+    def _finish(self, wl_key: str, workload: Obj, reason: str, message: str) -> None:
+        ctx = self.ctx
+        if wl_key in ctx.state.workloads or wl_key in ctx.state.admitted:
+            self._touch(wl_key)
+            ctx.state.finish(wl_key)
+        namespace, name = wl_key.split("/", 1)
+        patch = {
+            **o.finish_patch(workload, reason, message, ctx.clock()),
+            "metadata": {"resourceVersion": workload["metadata"]["resourceVersion"]},
+        }
+        try:
+            answer = ctx.write(
+                WORKLOADS,
+                "status-finish",
+                lambda: ctx.client.patch(WORKLOADS, name, patch, namespace, subresource="status"),
+            )
+        except ApiError as err:
+            if err.conflict:
+                ctx.refresh(WORKLOADS, wl_key)  # the retry patches the version it reads
+            raise
+        ctx.store.record(WORKLOADS, answer)
+        ctx.story(wl_key, "Normal", "Finished", f"Workload finished: {message}")
+
+    def _touch(self, wl_key: str) -> None:
+        ctx = self.ctx
+        model = ctx.state.workloads.get(wl_key)
+        if model is not None:
+            held = ctx.state.admitted.get(wl_key)
+            ctx.touch(
+                model.namespace,
+                model.queue_name,
+                held.admission.cluster_queue if held is not None else None,
+            )
+
+    def _create(self, resource: Resource, job: JobView, wl_key: str) -> float | None:
+        ctx = self.ctx
+        sent = self._creating.get(wl_key)
+        if sent is not None and ctx.monotonic() - sent < CREATE_WAIT:
+            return CREATE_WAIT  # its watch event is on the way
+        if job.source is None:
+            # The template was dropped when a Workload existed; that Workload was deleted.
+            namespace, name = job.key.split("/", 1)
+            fresh = ctx.client.get(resource, name, namespace)
+            fresh.setdefault("kind", resource.kind)
+            job = ctx.store.record(resource, fresh)
+            if job.source is None:
+                return None
+        source = job.source
+        assert source is not None
+        try:
+            model = workload_for(
+                {**source, "kind": job.kind},
+                uid=job.uid,
+                creation_time=creation_seconds(
+                    (source.get("metadata") or {}).get("creationTimestamp")
+                ),
+                workload_priority_classes=ctx.wpcs,
+                priority_classes=ctx.pcs,
+            )
+        except ManifestError as err:
+            if ctx.told.first(f"invalid:{job.uid}", err.message):
+                log.warning(
+                    "%s %s cannot be queued: %s: %s", job.kind, job.key, err.path, err.message
+                )
+                ctx.event(job.as_object(), "Warning", "InvalidSpec", f"{err.path}: {err.message}")
+            return None
+        body = o.workload_manifest({**source, "kind": job.kind}, model)
+        self._creating[wl_key] = ctx.monotonic()
+        self.created += 1
+        try:
+            created = ctx.write(
+                WORKLOADS, "create", lambda: ctx.client.create(WORKLOADS, body, model.namespace)
+            )
+        except ApiError as err:
+            if err.already_exists:
+                ctx.refresh(WORKLOADS, wl_key)
+                ctx.queues.workloads.add(wl_key)
+                return None
+            self._creating.pop(wl_key, None)
+            raise
+        created.setdefault("kind", WORKLOADS.kind)
+        created.setdefault("apiVersion", WORKLOADS.api_version)
+        ctx.store.record(WORKLOADS, created)
+        ctx.store.put(resource, job.key, job.without_source())
+        ctx.queues.workloads.add(wl_key)
+        ctx.event(job.as_object(), "Normal", "CreatedWorkload", f"Created Workload: {wl_key}")
+        return None

@@ -1,0 +1,131 @@
+"""Before the controller starts: who it is, whether Kueue's API is served, and whether it may
+do its work — each missing piece is one line that says what to do, not a silent retry.
+
+An API server that cannot be reached is waited for (it may be starting); a setup that can
+never work as it is (no CRDs, missing permissions) raises SetupError.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+
+from extender.kube.client import ApiError, KubeClient, KubeError
+from extender.kube.config import CONFIG
+from extender.kube.lease import SetupError
+from extender.kube.resources import (
+    JOBS,
+    JOBSETS,
+    KUEUE_GROUP,
+    KUEUE_VERSION,
+    WORKLOADS,
+    Resource,
+)
+from extender.kube.workqueue import Backoff
+
+log = logging.getLogger("tower.preflight")
+
+SELF_SUBJECT_REVIEWS = Resource(
+    "authentication.k8s.io", "v1", "selfsubjectreviews", "SelfSubjectReview", False
+)
+SELF_SUBJECT_ACCESS_REVIEWS = Resource(
+    "authorization.k8s.io", "v1", "selfsubjectaccessreviews", "SelfSubjectAccessReview", False
+)
+RBAC_FIX = "apply deploy/rbac/controller.yaml (or bind the ClusterRole tower-controller to it)"
+
+
+@dataclass(frozen=True, slots=True)
+class Setup:
+    username: str | None  # None on a server without SelfSubjectReview (before 1.28)
+    jobsets: bool
+
+
+def needed(jobsets: bool) -> list[tuple[str, Resource, str]]:
+    """(verb, resource, subresource) the controller cannot work without."""
+    out = [(verb, r, "") for r in CONFIG for verb in ("list", "watch")]
+    out += [(verb, WORKLOADS, "") for verb in ("list", "watch", "create", "delete")]
+    out += [("patch", WORKLOADS, "status")]
+    for resource in (JOBS, JOBSETS) if jobsets else (JOBS,):
+        out += [(verb, resource, "") for verb in ("list", "watch", "patch")]
+    return out
+
+
+def preflight(client: KubeClient, stop: threading.Event) -> Setup | None:
+    """The answers, once the API server answers; None if stopped first."""
+    backoff = Backoff(base=0.5, cap=10.0)
+    failures = 0
+    while not stop.is_set():
+        try:
+            return _check(client)
+        except SetupError:
+            raise
+        except KubeError as err:
+            delay = backoff.delay(failures)
+            failures += 1
+            if failures == 1 or failures % 10 == 0:
+                log.warning("cannot reach the API server yet: %s (retrying in %.1fs)", err, delay)
+            stop.wait(delay)
+    return None
+
+
+def _check(client: KubeClient) -> Setup:
+    if not client.discover(f"{KUEUE_GROUP}/{KUEUE_VERSION}"):
+        raise SetupError(
+            f"Kueue's CRDs are not installed: the API server does not serve "
+            f"{KUEUE_GROUP}/{KUEUE_VERSION}; apply them with kubectl apply -f deploy/crds/"
+        )
+    jobsets = client.discover(JOBSETS.api_version)
+    if jobsets:
+        log.info("JobSet CRD found: JobSets are managed")
+    username = whoami(client)
+    if username is not None:
+        log.info("running as %s", username)
+    missing = [
+        f"{verb} {resource.qualified}" + (f"/{sub}" if sub else "")
+        for verb, resource, sub in needed(jobsets)
+        if not allowed(client, verb, resource, sub)
+    ]
+    if missing:
+        who = username or "this controller's identity"
+        raise SetupError(f"{who} may not {', '.join(missing)}: {RBAC_FIX}")
+    return Setup(username, jobsets)
+
+
+def whoami(client: KubeClient) -> str | None:
+    """The username the API server knows this client by (SelfSubjectReview)."""
+    try:
+        answer = client.create(
+            SELF_SUBJECT_REVIEWS,
+            {"apiVersion": SELF_SUBJECT_REVIEWS.api_version, "kind": SELF_SUBJECT_REVIEWS.kind},
+        )
+    except ApiError as err:
+        if err.not_found or err.forbidden:
+            return None
+        raise
+    user = ((answer.get("status") or {}).get("userInfo") or {}).get("username")
+    return str(user) if user else None
+
+
+def allowed(client: KubeClient, verb: str, resource: Resource, subresource: str = "") -> bool:
+    """SelfSubjectAccessReview for one cluster-wide verb (unknown answers count as allowed:
+    the requests themselves will say)."""
+    body = {
+        "apiVersion": SELF_SUBJECT_ACCESS_REVIEWS.api_version,
+        "kind": SELF_SUBJECT_ACCESS_REVIEWS.kind,
+        "spec": {
+            "resourceAttributes": {
+                "group": resource.group,
+                "resource": resource.plural,
+                "subresource": subresource,
+                "verb": verb,
+            }
+        },
+    }
+    try:
+        answer = client.create(SELF_SUBJECT_ACCESS_REVIEWS, body)
+    except ApiError as err:
+        if err.not_found or err.forbidden:
+            return True
+        raise
+    return bool((answer.get("status") or {}).get("allowed", True))
