@@ -178,10 +178,11 @@ def _transport_error(err: BaseException) -> TransportError:
     if isinstance(err, urllib3.exceptions.MaxRetryError) and err.reason is not None:
         reason = err.reason
     text = " ".join(str(reason).split())[:300]
-    if isinstance(reason, urllib3.exceptions.ConnectTimeoutError):
-        return TransportError("connect-timeout", text, sent=False)
+    # NewConnectionError is a ConnectTimeoutError in urllib3's hierarchy: test it first.
     if isinstance(reason, urllib3.exceptions.NewConnectionError | ConnectionRefusedError):
         return TransportError("connection-refused", text, sent=False)
+    if isinstance(reason, urllib3.exceptions.ConnectTimeoutError):
+        return TransportError("connect-timeout", text, sent=False)
     if isinstance(reason, urllib3.exceptions.SSLError):
         return TransportError("tls", text, sent=False)
     if isinstance(reason, urllib3.exceptions.ReadTimeoutError | TimeoutError):

@@ -47,6 +47,7 @@ class Queues:
     config: WorkQueue[Ref]
     workloads: WorkQueue[str]
     jobs: WorkQueue[Ref]
+    creations: WorkQueue[Ref]  # Jobs whose Workload must be created, by priority
     pending: WorkQueue[str]  # QuotaReserved=False reasons to write, with spare budget
     status: WorkQueue[str]  # "cq:NAME" / "lq:NS/NAME" to write
 

@@ -5,7 +5,7 @@ Watches only enqueue keys (store handlers below). The loop, on one thread, in or
 1. configuration keys, applied in one batch;
 2. Workload keys: each Workload mirrored into the core, its Job started or stopped;
 3. scheduling cycles while anything moves, their decisions written;
-4. Job keys: Workloads created (a few per turn, highest priority first), finished, backstop;
+4. Workloads created for new Jobs, a few per turn, highest priority first;
 5. pending reasons and queue status, with spare budget only;
 then it sleeps until a key is due. A reconcile that fails is retried with backoff; the
 loop itself never ends on an error. It ends when stopped, or at once when the fence says
@@ -25,13 +25,13 @@ from extender.core.cycle import ClusterState
 from extender.kube.cache import Cache
 from extender.kube.client import ApiError, KubeClient, KubeError, NotLeaderError
 from extender.kube.config import CONFIG, ConfigReconciler
-from extender.kube.context import Context, Queues, Ref, Settings, workload_key
+from extender.kube.context import Context, Queues, Settings, workload_key
 from extender.kube.events import Recorder
 from extender.kube.jobs import JobReconciler
 from extender.kube.lease import Fence, Unfenced
 from extender.kube.metrics import Metrics
 from extender.kube.queue_status import QueueStatusReconciler
-from extender.kube.resources import JOBS, JOBSETS, WORKLOADS, Resource
+from extender.kube.resources import WORKLOADS, Resource
 from extender.kube.scheduling import Scheduler
 from extender.kube.trim import JobView
 from extender.kube.workloads import WorkloadReconciler
@@ -39,7 +39,6 @@ from extender.kube.workqueue import WorkQueue, wait
 
 log = logging.getLogger("tower.controller")
 
-BY_JOB_PLURAL: dict[str, Resource] = {JOBS.plural: JOBS, JOBSETS.plural: JOBSETS}
 
 K = TypeVar("K", bound=Hashable)
 IDLE = 0.5  # the longest the loop sleeps with nothing due
@@ -73,7 +72,12 @@ class Controller:
             store=cache.store,
             state=ClusterState(fair_sharing=settings.fair_sharing),
             queues=Queues(
-                config=queue(), workloads=queue(), jobs=queue(), pending=queue(), status=queue()
+                config=queue(),
+                workloads=queue(),
+                jobs=queue(),
+                creations=queue(),
+                pending=queue(),
+                status=queue(),
             ),
             settings=settings,
             metrics=metrics or Metrics(),
@@ -124,8 +128,10 @@ class Controller:
 
             def on_job(key: str, old: Any, new: Any, plural: str = resource.plural) -> None:
                 view = new if new is not None else old
-                priority = self.jobs.priority(new) if isinstance(new, JobView) and new.source else 0
-                queues.jobs.add((plural, key), priority)
+                if isinstance(new, JobView) and new.source is not None:  # no Workload yet
+                    queues.creations.add((plural, key), self.jobs.priority(new))
+                else:
+                    queues.jobs.add((plural, key))
                 if isinstance(view, JobView):
                     queues.workloads.add(workload_key(view))
 
@@ -177,15 +183,17 @@ class Controller:
             self._one(ctx.queues.workloads, "workloads", self.workloads.reconcile, key)
         for resource in self.cache.job_resources:
             for key, view in store.items(resource):
-                priority = self.jobs.priority(view) if view.source is not None else 0
-                ctx.queues.jobs.add((resource.plural, key), priority)
+                if view.source is not None:
+                    ctx.queues.creations.add((resource.plural, key), self.jobs.priority(view))
+                else:
+                    ctx.queues.jobs.add((resource.plural, key))
         ctx.dirty = True
 
     def turn(self) -> None:
         """One turn of the loop's work (see the module's docstring), without waiting."""
         self.take_in()
         self.scheduler.run()
-        self._jobs(create=True)
+        self._create_workloads()
         self.workloads.flush_pending()
         self.queue_status.run(self.monotonic())
 
@@ -204,7 +212,12 @@ class Controller:
             ctx.metrics.reconcile_errors.labels("loop", "unexpected").inc()
             time.sleep(0.1)
         queues = ctx.queues
-        watched: list[WorkQueue[Any]] = [queues.config, queues.workloads, queues.jobs]
+        watched: list[WorkQueue[Any]] = [
+            queues.config,
+            queues.workloads,
+            queues.jobs,
+            queues.creations,
+        ]
         wait(
             self.wakeup,
             watched,
@@ -226,33 +239,19 @@ class Controller:
             self.config.reconcile_batch(refs)
         while (key := queues.workloads.pop()) is not None:
             self._one(queues.workloads, "workloads", self.workloads.reconcile, key)
-        self._jobs(create=False)
+        while (ref := queues.jobs.pop()) is not None:
+            self._one(queues.jobs, "jobs", self.jobs.reconcile, ref)
 
-    def _jobs(self, *, create: bool) -> None:
+    def _create_workloads(self) -> None:
+        """Workloads for new Jobs, a few per turn: a thousand new Jobs share the budget with
+        the admissions of those already queued instead of holding them back."""
         queues = self.ctx.queues
         self.jobs.created = 0
-        deferred: list[Ref] = []
-        limit = self.ctx.settings.create_batch if create else 0
-        while (ref := queues.jobs.pop()) is not None:
-            if not create and self._needs_workload(ref):
-                deferred.append(ref)
-                continue
-            self._one(queues.jobs, "jobs", self.jobs.reconcile, ref)
-            if create and self.jobs.created >= limit:
-                break
-        for ref in deferred:
-            job = self.ctx.store.get(BY_JOB_PLURAL[ref[0]], ref[1])
-            queues.jobs.add(ref, self.jobs.priority(job) if isinstance(job, JobView) else 0)
-
-    def _needs_workload(self, ref: Ref) -> bool:
-        resource = BY_JOB_PLURAL.get(ref[0])
-        job = self.ctx.store.get(resource, ref[1]) if resource is not None else None
-        return (
-            isinstance(job, JobView)
-            and job.queue_name is not None
-            and job.finished is None
-            and self.ctx.store.get(WORKLOADS, workload_key(job)) is None
-        )
+        while self.jobs.created < self.ctx.settings.create_batch:
+            ref = queues.creations.pop()
+            if ref is None:
+                return
+            self._one(queues.creations, "jobs", self.jobs.reconcile, ref)
 
     def _one(
         self, queue: WorkQueue[K], name: str, reconcile: Callable[[K], float | None], key: K

@@ -48,6 +48,7 @@ class Informer:
         self.on_error = on_error
         self.relists = 0
         self.resumes = 0
+        self.version: str | None = None  # the last resourceVersion seen: a watch resumes there
         self.failures = 0
         store.register(resource)
         self._thread = threading.Thread(
@@ -69,11 +70,10 @@ class Informer:
             while not event.wait(0.1):
                 if self.stop.is_set():
                     return
-        version: str | None = None
         failures = 0
         while not self.stop.is_set():
             try:
-                if version is None:
+                if self.version is None:
                     items, version = self.client.list(
                         self.resource,
                         label_selector=self.label_selector,
@@ -82,16 +82,23 @@ class Informer:
                     self.relists += 1
                     self.store.replace(self.resource, items)
                     del items
-                delivered, version = self._watch(version)
-                if delivered:
-                    failures = 0
-                if version is not None:
+                    self.version = version
+                    listed = True
+                else:
                     self.resumes += 1
+                    listed = False
+                if self._watch():
+                    failures = 0
+                elif listed and self.version is None:
+                    # Expired at once from a version the server itself just listed: do not
+                    # spin on list after list while it recovers.
+                    failures += 1
+                    self.stop.wait(self.backoff.delay(failures))
             except ApiError as err:
                 if self.stop.is_set():
                     return
                 if err.gone:
-                    version = None  # the list's continue token or version expired
+                    self.version = None  # the list's continue token or version expired
                 failures = self._failed(err, failures)
             except KubeError as err:  # no answer: the server is restarting, or unreachable
                 if self.stop.is_set():
@@ -101,7 +108,7 @@ class Informer:
                 if self.stop.is_set():
                     return
                 log.warning("watch %s: %s: %s", self.resource.plural, type(err).__name__, err)
-                version = None
+                self.version = None
                 failures += 1
                 self.stop.wait(self.backoff.delay(failures))
 
@@ -115,18 +122,20 @@ class Informer:
         self.stop.wait(delay)
         return failures + 1
 
-    def _watch(self, version: str) -> tuple[bool, str | None]:
-        """Follow one watch stream: (whether it delivered anything, the version to resume
-        from, or None to list again)."""
+    def _watch(self) -> bool:
+        """Follow one watch stream from `self.version`, moving it along with every event
+        (bookmarks included), so a stream that breaks resumes where it stopped; 410 sets
+        it to None (list again). Whether the stream delivered anything."""
+        assert self.version is not None
         delivered = False
         for kind, obj in self.client.watch(
             self.resource,
-            version,
+            self.version,
             label_selector=self.label_selector,
             timeout_seconds=self.timeout_seconds,
         ):
             if self.stop.is_set():
-                return delivered, version
+                return delivered
             if kind == "ERROR":
                 code = obj.get("code")
                 log.info(
@@ -137,10 +146,11 @@ class Informer:
                     obj.get("message"),
                 )
                 if code == 410:
-                    return delivered, None
+                    self.version = None
+                    return delivered
                 raise ApiError(int(code or 500), str(obj.get("reason")), str(obj.get("message")))
             delivered = True
-            version = str((obj.get("metadata") or {}).get("resourceVersion") or version)
             if kind != "BOOKMARK":
                 self.store.apply(self.resource, kind, obj)
-        return delivered, version
+            self.version = str((obj.get("metadata") or {}).get("resourceVersion") or self.version)
+        return delivered

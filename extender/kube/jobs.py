@@ -36,32 +36,36 @@ def holds_quota(workload: Obj | None) -> bool:
 
 def stop_job(ctx: Context, job: JobView, workload: Obj | None) -> JobView:
     """Suspend a Job, clear its startTime (so its template may change) and put back the pod
-    templates its Workload recorded. Each step is skipped when already done."""
-    resource = job.resource
-    name, namespace = job.name, job.namespace
+    templates its Workload recorded. Each step is skipped when already done, and each is
+    conditional on the version it saw: a patch that arrives late never undoes a newer one.
+    A conflict reads the Job again and is raised, for a retry on what it now is."""
     current = job
     if not current.suspended:
-        answer = ctx.write(
-            resource,
-            "patch",
-            lambda: ctx.client.patch(resource, name, {"spec": {"suspend": True}}, namespace),
-        )
-        current = ctx.store.record(resource, answer)
+        current = _patch_job(ctx, current, {"spec": {"suspend": True}})
     if current.started:
+        current = _patch_job(ctx, current, {"status": {"startTime": None}}, subresource="status")
+    if workload is not None and current.cluster_queue:  # started by Tower, not yet restored
+        current = _patch_job(ctx, current, o.restore_patch(current.as_object(), workload))
+    return current
+
+
+def _patch_job(ctx: Context, job: JobView, patch: Obj, subresource: str = "") -> JobView:
+    resource = job.resource
+    body = o.conditional(patch, job.as_object())
+    verb = "patch-status" if subresource else "patch"
+    try:
         answer = ctx.write(
             resource,
-            "patch-status",
+            verb,
             lambda: ctx.client.patch(
-                resource, name, {"status": {"startTime": None}}, namespace, subresource="status"
+                resource, job.name, body, job.namespace, subresource=subresource
             ),
         )
-        current = ctx.store.record(resource, answer)
-    if workload is not None and current.cluster_queue:  # started by Tower, not yet restored
-        restore = o.restore_patch(current.as_object(), workload)
-        answer = ctx.write(
-            resource, "patch", lambda: ctx.client.patch(resource, name, restore, namespace)
-        )
-        current = ctx.store.record(resource, answer)
+    except ApiError as err:
+        if err.conflict:
+            ctx.refresh(resource, job.key)
+        raise
+    current = ctx.store.record(resource, answer)
     assert isinstance(current, JobView)
     return current
 
@@ -98,24 +102,36 @@ class JobReconciler:
             return None  # not queued (a JobSet's child Jobs are queued as the JobSet)
         wl_key = workload_key(job)
         workload = ctx.store.get(WORKLOADS, wl_key)
+        log.debug(
+            "reconcile %s %s rv=%s suspended=%s finished=%s workload=%s",
+            job.kind,
+            job.key,
+            job.resource_version,
+            job.suspended,
+            job.finished,
+            None if workload is None else workload["metadata"].get("resourceVersion"),
+        )
         if job.finished is not None:
             if workload is not None and not o.is_true(workload, o.FINISHED):
                 self._finish(wl_key, workload, *job.finished)
             return None
-        if workload is None:
-            return self._create(resource, job, wl_key)
-        self._creating.pop(wl_key, None)
-        if job.source is not None:
-            ctx.store.put(resource, job.key, job.without_source())  # the template is recorded
         if not job.suspended and not holds_quota(workload):
+            # The backstop: the webhook was down or bypassed when this Job was created.
             log.info("%s %s runs without an admission: suspending it", job.kind, job.key)
-            stop_job(ctx, job, workload)
+            job = _patch_job(ctx, job, {"spec": {"suspend": True}})
             ctx.event(
                 job.as_object(),
                 "Warning",
                 "Suspended",
                 "Suspended by Tower: the Job was not admitted by its queue yet",
             )
+        if job.started and not holds_quota(workload):
+            job = stop_job(ctx, job, workload)  # finish stopping it (its startTime goes)
+        if workload is None:
+            return self._create(resource, job, wl_key)
+        self._creating.pop(wl_key, None)
+        if job.source is not None:
+            ctx.store.put(resource, job.key, job.without_source())  # the template is recorded
         return None
 
     def _gone(self, resource: Resource, key: str) -> None:
@@ -126,15 +142,11 @@ class JobReconciler:
             ctx.queues.workloads.add(wl_key)
 
     def _finish(self, wl_key: str, workload: Obj, reason: str, message: str) -> None:
+        """The Job finished: Finished on its Workload; the quota is free once that is
+        written (until then the API still shows it held, and so does the core)."""
         ctx = self.ctx
-        if wl_key in ctx.state.workloads or wl_key in ctx.state.admitted:
-            self._touch(wl_key)
-            ctx.state.finish(wl_key)
         namespace, name = wl_key.split("/", 1)
-        patch = {
-            **o.finish_patch(workload, reason, message, ctx.clock()),
-            "metadata": {"resourceVersion": workload["metadata"]["resourceVersion"]},
-        }
+        patch = o.conditional(o.finish_patch(workload, reason, message, ctx.clock()), workload)
         try:
             answer = ctx.write(
                 WORKLOADS,
@@ -146,6 +158,9 @@ class JobReconciler:
                 ctx.refresh(WORKLOADS, wl_key)  # the retry patches the version it reads
             raise
         ctx.store.record(WORKLOADS, answer)
+        if wl_key in ctx.state.workloads or wl_key in ctx.state.admitted:
+            self._touch(wl_key)
+            ctx.state.finish(wl_key)
         ctx.story(wl_key, "Normal", "Finished", f"Workload finished: {message}")
 
     def _touch(self, wl_key: str) -> None:

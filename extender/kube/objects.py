@@ -49,6 +49,17 @@ def _l(value: Any) -> list[Any]:
     return value if isinstance(value, list) else []
 
 
+def conditional(patch: Mapping[str, Any], obj: Mapping[str, Any]) -> Obj:
+    """A merge patch that applies only to the version it was computed from (409 otherwise):
+    a merge patch replaces whole lists, so a blind write could drop another's change, and a
+    late one could undo a newer one. (An object without a resourceVersion gets a blind one.)"""
+    version = _m(obj.get("metadata")).get("resourceVersion")
+    out = dict(patch)
+    if version:
+        out["metadata"] = {**_m(patch.get("metadata")), "resourceVersion": version}
+    return out
+
+
 def rfc3339(seconds: float) -> str:
     return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 

@@ -3,7 +3,8 @@
 Only queues something happened to are looked at (`Context.touch`), at most once per status
 interval each; one pass over a ClusterQueue's own workloads counts it and all its
 LocalQueues. The status in the store is compared with the wanted one, so nothing is written
-twice. Writes use spare budget only: admissions never wait behind a status; when the budget
+twice; each write is conditional on the version it read, so a late one never overwrites a
+newer status. Writes use spare budget only: admissions never wait behind a status; when the budget
 is contended, only a status over a minute stale is written, within a 1% share.
 """
 
@@ -109,7 +110,7 @@ class QueueStatusReconciler:
             ctx.queues.status.add_after(key, ctx.settings.status_interval)
             return False
         namespace, name = obj_key.split("/", 1) if resource.namespaced else (None, obj_key)
-        body = {"status": with_transition_times(status, obj, ctx.clock())}
+        body = o.conditional({"status": with_transition_times(status, obj, ctx.clock())}, obj)
         try:
             answer = ctx.write(
                 resource,
@@ -127,6 +128,10 @@ class QueueStatusReconciler:
             raise
         except ApiError as err:
             if err.not_found:
+                return True
+            if err.conflict:  # edited meanwhile: written again on what it is now
+                ctx.refresh(resource, obj_key)
+                ctx.queues.status.add_after(key, ctx.settings.status_interval)
                 return True
             log.debug("%s %s status not written: %s", resource.kind, obj_key, err)
             ctx.queues.status.retry(key, err.retry_after or 0.0)

@@ -172,8 +172,10 @@ class Store:
         return key
 
     def record(self, resource: Resource, obj: dict[str, Any]) -> Any:
-        """The answer of the controller's own write (newer versions win); handlers are not
-        told, since the writer acts on it itself. The stored form is returned."""
+        """The answer of the controller's own write, or of a read (newer versions win). The
+        handlers are told as for a watch event: the answer may carry others' changes too, and
+        the watch event of the same version will be dropped as already known. The stored form
+        is returned."""
         key = _key(resource, obj)
         if key is None:
             return None
@@ -181,11 +183,12 @@ class Store:
             current = self._objects.setdefault(resource.plural, {})
             old = current.get(key)
             version, known = resource_version(obj), resource_version(old)
-            if known is not None and version is not None and version < known:
+            if known is not None and version is not None and version <= known:
                 return old
             new = self.transform(resource, obj)
             self._set(resource, key, old, new)
-            return new
+        self._notify(resource, [(key, old, new)])
+        return new
 
     def put(self, resource: Resource, key: str, obj: Any) -> None:
         """Replace the stored form of an object by another form of the same version."""

@@ -32,12 +32,6 @@ log = logging.getLogger("tower.workloads")
 Obj = dict[str, Any]
 
 
-def _conditional(patch: Obj, obj: Obj) -> Obj:
-    """The patch, applied only to the version it was computed from (409 otherwise): a merge
-    patch replaces whole condition lists, so a blind write could drop another's condition."""
-    return {**patch, "metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]}}
-
-
 class WorkloadReconciler:
     """One Workload, as it is now; and the writes of the scheduler's decisions."""
 
@@ -176,14 +170,14 @@ class WorkloadReconciler:
     def _finish_orphan(self, key: str, obj: Obj) -> None:
         """Made for a Job deleted with propagation Orphan: nothing will run it."""
         ctx = self.ctx
-        self._drop(key)
-        patch = _conditional(
+        patch = o.conditional(
             o.finish_patch(
                 obj, "OwnerNotFound", "The Job of this Workload was deleted", ctx.clock()
             ),
             obj,
         )
-        self._write_status(key, patch, "finish")
+        if self._write_status(key, patch, "finish") is not None:
+            self._drop(key)
 
     # ----- starting and stopping the Job -----------------------------------------------
 
@@ -197,8 +191,14 @@ class WorkloadReconciler:
             wait = refused + ctx.settings.start_refused_retry - ctx.monotonic()
             if wait > 0:
                 return wait
-        patch = o.start_patch(job.as_object(), admission, ctx.state.flavors, model.queue_name)
-        patch["metadata"]["resourceVersion"] = job.resource_version  # as decided, or 409
+        if job.started:
+            # Suspended with its startTime still set (stopped by someone else): the API
+            # refuses the template change until the startTime is cleared through /status.
+            job = stop_job(ctx, job, None)
+        patch = o.conditional(  # started as decided, or 409
+            o.start_patch(job.as_object(), admission, ctx.state.flavors, model.queue_name),
+            job.as_object(),
+        )
         resource = job.resource
         try:
             answer = ctx.write(
@@ -261,7 +261,7 @@ class WorkloadReconciler:
         evicted = o.condition(obj, o.EVICTED) or {}
         reason = str(evicted.get("reason") or "Preempted")
         message = str(evicted.get("message") or f"Evicted: {reason}")
-        patch = _conditional(o.requeue_patch(obj, reason, message, ctx.clock()), obj)
+        patch = o.conditional(o.requeue_patch(obj, reason, message, ctx.clock()), obj)
         if self._write_status(key, patch, "requeue") is None:
             return None
         self._requeued(key, deactivated)
@@ -299,7 +299,7 @@ class WorkloadReconciler:
             state.forget(key)
             return False
         now = ctx.clock()
-        patch = _conditional(o.admit_patch(obj, decision.admission, now), obj)
+        patch = o.conditional(o.admit_patch(obj, decision.admission, now), obj)
         namespace, name = key.split("/", 1)
         try:
             answer = ctx.write(
@@ -406,7 +406,7 @@ class WorkloadReconciler:
                 {"status": patch["status"]}, decision.reason, decision.message, now
             )
             patch["status"] = requeue["status"]
-        patch = _conditional(patch, obj)
+        patch = o.conditional(patch, obj)
         namespace, name = key.split("/", 1)
         try:
             answer = ctx.write(
@@ -510,7 +510,7 @@ class WorkloadReconciler:
                 self._pending_budget.give_back()
                 queue.add_after(key, 1.0 / budget.qps)
                 return
-            patch = _conditional(
+            patch = o.conditional(
                 o.pending_patch(obj, status.reason, status.message, ctx.clock()), obj
             )
             try:

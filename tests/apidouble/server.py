@@ -323,13 +323,14 @@ class ApiDouble:
         self.faults: list[Fault] = []
         self._faulted: set[tuple[str, str, str]] = set()
         self.requests: list[tuple[str, str, str]] = []  # (method, path, user)
-        # Writes that changed something: (monotonic time, user, method, path, HTTP status).
+        self.lists: list[tuple[str, str]] = []  # (user, plural) of each list (not watch)
+        # Writes that changed something: (monotonic time, token, method, path, HTTP status).
         self.writes: list[tuple[float, str, str, str, int]] = []
         self.hooks: list[Callable[[str, Kind, Obj], None]] = []  # after each commit
         # RBAC, enforced only for the users named here: username -> ClusterRole-style rules
         # (a rule may carry "namespaces": [...] to act as a namespaced Role).
         self.rbac: dict[str, list[Obj]] = {}
-        self.hung: set[str] = set()  # users whose requests and watches get no answer
+        self.hung: set[str] = set()  # tokens whose requests and watches get no answer
         self._server: ThreadingHTTPServer | None = None
         self._port = 0
         self._connections: set[socket.socket] = set()
@@ -362,7 +363,7 @@ class ApiDouble:
         self._server.server_close()
         self.drop_connections()
         for key in list(self.store.kinds):
-            self.store.expire_history(key)
+            self.store.expire_history(key, keep_current=True)
         time.sleep(downtime)
         self.start()
 
@@ -963,6 +964,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._swallow = False
         self._method = ""
         self._username = ""
+        self._token = ""
         with self.api._connections_lock:
             self.api._connections.add(self.connection)
 
@@ -983,7 +985,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _hang(self) -> None:
         """This user's network is cut: no answer until it heals, then the connection drops."""
-        while self._username in self.api.hung and not self.api._closing.is_set():
+        while self._token in self.api.hung and not self.api._closing.is_set():
             time.sleep(0.02)
         self._reset()
 
@@ -998,9 +1000,7 @@ class _Handler(BaseHTTPRequestHandler):
         retry_after: int | None = None,
     ) -> None:
         if self._method not in ("GET", "") and code < 400:
-            self.api.writes.append(
-                (time.monotonic(), self._username, self._method, self.path, code)
-            )
+            self.api.writes.append((time.monotonic(), self._token, self._method, self.path, code))
         if self._swallow:
             self._reset()  # committed, but the answer is lost on the way
             return
@@ -1033,6 +1033,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _user(self) -> Obj:
         auth = self.headers.get("Authorization") or ""
         token = auth[7:] if auth.startswith("Bearer ") else None
+        self._token = token or ""
         return self.api.user_for(token)
 
     def do_GET(self) -> None:
@@ -1058,7 +1059,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.api.requests.append((method, parts.path, user["username"]))
         try:
             body = self._body() if method in ("POST", "PUT", "PATCH", "DELETE") else None
-            if self._username in self.api.hung:
+            if self._token in self.api.hung:
                 self._hang()
                 return
             if self._review(method, parts.path, body, user):
@@ -1365,6 +1366,7 @@ class _Handler(BaseHTTPRequestHandler):
         return matches
 
     def _list(self, kind: Kind, version: str, namespace: str | None, query: dict[str, str]) -> None:
+        self.api.lists.append((self._username, kind.plural))
         matches = self._matching(kind, namespace, query)
         with self.api.store.lock:
             rv = str(self.api.store.rv)
@@ -1514,7 +1516,7 @@ class _Handler(BaseHTTPRequestHandler):
             deadline = time.monotonic() + timeout
             next_bookmark = time.monotonic() + api.bookmark_interval
             while not api._closing.is_set():
-                if self._username in api.hung:
+                if self._token in api.hung:
                     self._hang()  # a cut network: the stream stalls, then drops
                     return
                 now = time.monotonic()
@@ -1522,20 +1524,25 @@ class _Handler(BaseHTTPRequestHandler):
                 if time.monotonic() >= deadline:
                     break
                 if remaining <= 0:
-                    if bookmarks:
+                    # A bookmark promises every event up to its resourceVersion was sent:
+                    # only when none is waiting (commits queue events under the same lock).
+                    with store.lock:
+                        current = str(store.rv) if watcher.events.empty() else None
+                    if bookmarks and current is not None:
                         emit(
                             "BOOKMARK",
                             {
                                 "kind": kind.kind,
                                 "apiVersion": kind.api_version(version),
-                                "metadata": {
-                                    "resourceVersion": str(store.rv),
-                                    "creationTimestamp": None,
-                                },
+                                "metadata": {"resourceVersion": current, "creationTimestamp": None},
                             },
                         )
-                    next_bookmark = time.monotonic() + api.bookmark_interval
-                    continue
+                        next_bookmark = time.monotonic() + api.bookmark_interval
+                        continue
+                    if current is not None:
+                        next_bookmark = time.monotonic() + api.bookmark_interval
+                        continue
+                    remaining = 0.001  # send what waits first; the bookmark comes after
                 try:
                     item = watcher.events.get(timeout=remaining)
                 except Exception:  # queue.Empty

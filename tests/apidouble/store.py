@@ -131,11 +131,12 @@ class Store:
             watcher.events.put((event, snapshot, old_labels))
         return copy.deepcopy(obj)
 
-    def expire_history(self, key: str) -> None:
-        """Forget watch history (as a restarted watch cache would): old RVs now get 410."""
+    def expire_history(self, key: str, *, keep_current: bool = False) -> None:
+        """Forget watch history: old RVs now get 410. A restarted watch cache still serves
+        watches from the current RV (`keep_current`); otherwise even that one is too old."""
         with self.lock:
             self.history[key].clear()
-            self.oldest[key] = self.rv + 1  # even a watch from the newest RV is now too old
+            self.oldest[key] = self.rv if keep_current else self.rv + 1
             for watcher in self.watchers[key]:
                 watcher.events.put(None)
             self.watchers[key] = []

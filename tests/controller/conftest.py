@@ -188,16 +188,54 @@ def eventually(check: Callable[[], Any], timeout: float = 10.0, what: str = "") 
         time.sleep(0.02)
 
 
-def controller_process(cluster: Cluster, *extra: str) -> subprocess.Popen[bytes]:
+class Drained:
+    """A child's output pipe read continuously by a thread, so a chatty child never blocks
+    on a full pipe; `readline()` and `read()` behave as the pipe's would."""
+
+    def __init__(self, pipe: Any) -> None:
+        self._lines: list[bytes] = []
+        self._next = 0
+        self._done = False
+        self._ready = threading.Condition()
+        threading.Thread(target=self._pump, args=(pipe,), daemon=True).start()
+
+    def _pump(self, pipe: Any) -> None:
+        for line in iter(pipe.readline, b""):
+            with self._ready:
+                self._lines.append(line)
+                self._ready.notify_all()
+        with self._ready:
+            self._done = True
+            self._ready.notify_all()
+
+    def readline(self) -> bytes:
+        with self._ready:
+            self._ready.wait_for(lambda: self._next < len(self._lines) or self._done)
+            if self._next < len(self._lines):
+                self._next += 1
+                return self._lines[self._next - 1]
+            return b""
+
+    def read(self) -> bytes:
+        with self._ready:
+            self._ready.wait_for(lambda: self._done)
+            rest = b"".join(self._lines[self._next :])
+            self._next = len(self._lines)
+            return rest
+
+
+def controller_process(
+    cluster: Cluster, *extra: str, kubeconfig: str | None = None
+) -> subprocess.Popen[bytes]:
     """`python -m extender run` against the double, as a separate process."""
-    return subprocess.Popen(
+    proc = subprocess.Popen(
         [
             sys.executable,
             "-m",
             "extender",
             "run",
             "--kubeconfig",
-            cluster.controller_config,
+            kubeconfig or cluster.controller_config,
             "--health-address",
             "127.0.0.1:0",
             "--status-interval",
@@ -208,3 +246,5 @@ def controller_process(cluster: Cluster, *extra: str) -> subprocess.Popen[bytes]
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
     )
+    proc.stdout = Drained(proc.stdout)  # type: ignore[assignment]
+    return proc

@@ -1,0 +1,108 @@
+"""What the caches keep of an object, from the Jobs a real kube-apiserver v1.32 sent."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from extender.core.labels import Toleration
+from extender.core.models import Admission, PodSetAssignment, ResourceFlavor
+from extender.kube import objects as o
+from extender.kube.trim import LAST_APPLIED, job_view, trim
+from tests.fakes import merge
+from tests.fixtures import load
+
+RUNNING = load("lifecycle/04-job.get-after-unsuspend.json")
+COMPLETE = load("lifecycle/08-job.get-after-pod-succeeded.json")
+LISTED = load("api/list-jobs-default.json")["response"]["body"]["items"][0]
+
+
+def test_managed_fields_and_the_last_applied_copy_are_dropped_and_nothing_else():
+    obj = copy.deepcopy(LISTED)
+    obj["metadata"]["annotations"] = {LAST_APPLIED: "{...}", "keep": "me"}
+    kept = trim(obj)
+    assert "managedFields" not in kept["metadata"]
+    assert kept["metadata"]["annotations"] == {"keep": "me"}
+    assert kept["spec"] == LISTED["spec"]
+    assert "managedFields" in obj["metadata"]  # the input is not changed
+
+
+def test_a_running_job_as_the_cache_keeps_it():
+    view = job_view(RUNNING, keep_source=False)
+    assert (view.namespace, view.name, view.uid) == (
+        "default",
+        "sample-job-bsg9x",
+        RUNNING["metadata"]["uid"],
+    )
+    assert view.queue_name == "user-queue"
+    assert (view.suspended, view.active, view.started, view.finished) == (
+        False,
+        True,
+        True,
+        None,
+    )
+    assert view.source is None
+    # Only what admission sets and eviction restores is kept of the pod template.
+    assert view.templates == {
+        "template": {"metadata": {"labels": RUNNING["spec"]["template"]["metadata"]["labels"]}}
+    }
+
+
+def test_a_completed_job_says_so_with_its_message():
+    view = job_view(COMPLETE, keep_source=True)
+    assert view.finished == ("Succeeded", "Reached expected number of succeeded pods")
+    assert view.source is None  # a finished Job needs no Workload
+
+
+def test_the_whole_job_is_kept_while_its_workload_must_be_created():
+    view = job_view(LISTED, keep_source=True)
+    assert view.source is not None
+    assert view.source["spec"] == LISTED["spec"]
+    assert "managedFields" not in view.source["metadata"]
+    assert "status" not in view.source
+    assert view.without_source().source is None
+
+
+def test_a_failed_job():
+    obj = copy.deepcopy(RUNNING)
+    obj["status"]["conditions"].append(
+        {"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded", "message": "m"}
+    )
+    assert job_view(obj, keep_source=False).finished == ("Failed", "m")
+
+
+@pytest.mark.parametrize(
+    "broken",
+    [{"metadata": "x"}, {"metadata": {"name": 3, "namespace": "d"}}, {"metadata": {"name": "a"}}],
+)
+def test_an_object_without_a_name_and_namespace_is_not_kept(broken):
+    assert job_view(broken, keep_source=True) is None
+
+
+def test_the_start_patch_from_the_kept_fields_is_the_one_from_the_whole_job():
+    """The admission's patch, built from the trimmed view, does to the real Job exactly what
+    the patch built from the whole Job does (jsonpatch computes both effects)."""
+    suspended = copy.deepcopy(RUNNING)
+    suspended["spec"]["suspend"] = True
+    suspended["spec"]["template"]["spec"]["tolerations"] = [{"key": "a", "operator": "Exists"}]
+    admission = Admission("cq", (PodSetAssignment("main", {"cpu": "spot"}, {"cpu": 3000}, 1),))
+    flavors = {
+        "spot": ResourceFlavor(
+            "spot",
+            node_labels={"pool": "spot"},
+            tolerations=(Toleration("spot", "Exists", "", "NoSchedule"),),
+        )
+    }
+    view = job_view(suspended, keep_source=False)
+    from_view = o.start_patch(view.as_object(), admission, flavors, "user-queue")
+    from_whole = o.start_patch(suspended, admission, flavors, "user-queue")
+    started = merge(suspended, from_whole)
+    assert merge(suspended, from_view) == started
+    pod = started["spec"]["template"]["spec"]
+    assert pod["nodeSelector"] == {"pool": "spot"}
+    assert pod["tolerations"] == [
+        {"key": "a", "operator": "Exists"},
+        {"key": "spot", "operator": "Exists", "effect": "NoSchedule"},
+    ]
+    assert pod["containers"] == RUNNING["spec"]["template"]["spec"]["containers"]
