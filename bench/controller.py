@@ -33,7 +33,7 @@ from kubernetes import config as k8s_config  # noqa: E402
 from extender.kube import resources as r  # noqa: E402
 from extender.kube.client import RequestBudget, RestClient  # noqa: E402
 from extender.kube.crds import custom_resource_definitions  # noqa: E402
-from tests.apidouble import ApiDouble, JobRunner  # noqa: E402
+from tests.apidouble import ApiDouble, Fault, JobRunner  # noqa: E402
 
 CONTROLLER_USER = "system:serviceaccount:tower-system:tower-controller"
 CRDS = r.Resource(
@@ -326,6 +326,21 @@ def main() -> None:
     parser.add_argument(
         "--controller-log", help="write the controller's INFO log (admissions, evictions) here"
     )
+    parser.add_argument(
+        "--fail-rate",
+        type=float,
+        default=0.0,
+        help="answer this fraction of the controller's writes 503 Service Unavailable",
+    )
+    parser.add_argument(
+        "--restart-at",
+        type=float,
+        action="append",
+        default=[],
+        metavar="SECONDS",
+        help="restart the API server (every connection and watch dropped, watch history "
+        "gone) this many seconds into the run; repeatable",
+    )
     args = parser.parse_args()
 
     api = ApiDouble(history=200_000)
@@ -407,6 +422,21 @@ def main() -> None:
             )
 
     threading.Thread(target=progress, daemon=True).start()
+    failing = None
+    if args.fail_rate:
+        failing = Fault(
+            "WRITE", "*", code=503, times=-1, probability=args.fail_rate, user=CONTROLLER_USER
+        )
+        api.faults.append(failing)
+
+    def restarts() -> None:
+        for at in sorted(args.restart_at):
+            if runner.done.wait(max(0.0, started + at - time.monotonic())):
+                return
+            print(f"{at:6.0f}s restarting the API server", file=sys.stderr, flush=True)
+            api.restart(downtime=1.0)
+
+    threading.Thread(target=restarts, daemon=True).start()
     finished_in_time = runner.done.wait(timeout=args.timeout)
     wall = time.monotonic() - started
     cpu_after, rss = proc_stats(controller.pid)
@@ -416,8 +446,11 @@ def main() -> None:
     controller.wait(timeout=30)
 
     writes: Counter[str] = Counter()
+    reviews = 0
     for method, path, user in api.requests:
-        if user == CONTROLLER_USER and method in ("POST", "PUT", "PATCH", "DELETE"):
+        if user == CONTROLLER_USER and "selfsubject" in path:
+            reviews += 1  # who am I, may I: asked once at start, they change nothing
+        elif user == CONTROLLER_USER and method in ("POST", "PUT", "PATCH", "DELETE"):
             parts = path.strip("/").split("/")
             what = parts[-1] if parts[-1] == "status" else ""
             plural = next(
@@ -445,13 +478,18 @@ def main() -> None:
         used[runner.queue_of[name]] += CLASSES[runner.klass[name]][4] * (end - admitted_at)
     usage = {q: 100 * u / (20 * (last - first)) for q, u in used.items()}
     result = {
-        "scenario": f"baseline{' (Jobs)' if args.jobs else ''}, scale {args.scale}",
+        "scenario": f"baseline{' (Jobs)' if args.jobs else ''}, scale {args.scale}"
+        + (f", {args.fail_rate:.0%} of writes answered 503" if args.fail_rate else "")
+        + (f", API server restarted at {args.restart_at} s" if args.restart_at else ""),
         "workloads": n,
         "finished": len(runner.finished),
         "completed": finished_in_time,
         "wall_s": round(wall, 1),
         "controller_writes": total_writes,
         "controller_writes_per_workload": round(total_writes / n, 3),
+        "self_reviews_at_start": reviews,
+        "injected_503": failing.hits if failing is not None else 0,
+        "api_restarts": len(args.restart_at),
         "writes_by_kind": dict(writes),
         "workload_status_writes_by_purpose": {
             k: v for k, v in purposes.items() if not k.startswith(("failed", "evictions"))

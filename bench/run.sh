@@ -17,11 +17,18 @@ echo "== controller: Kueue's baseline through the API double at 50 QPS (about 6 
 .venv/bin/python bench/controller.py > bench/results/controller-baseline.json
 echo "== controller: the same with Jobs, one fifth of the size (about 4 minutes)" >&2
 .venv/bin/python bench/controller.py --jobs --scale 0.2 > bench/results/controller-jobs-0.2.json
+echo "== controller: the baseline with 1% of writes answered 503 and one API server restart" >&2
+.venv/bin/python bench/controller.py --fail-rate 0.01 --restart-at 150 \
+  > bench/results/controller-baseline-faults.json
 .venv/bin/python -c "import json
-for f in ('baseline', 'jobs-0.2'):
+for f in ('baseline', 'jobs-0.2', 'baseline-faults'):
     r = json.load(open(f'bench/results/controller-{f}.json'))
     print(f, {k: r[k] for k in ('wall_s', 'controller_writes_per_workload',
           'avg_time_to_admission_ms', 'controller_cpu_m', 'controller_peak_rss_mib')})"
+
+echo "== controller: memory with 100,000 Jobs and their Workloads (about 3 minutes)" >&2
+.venv/bin/python bench/memory.py > bench/results/controller-memory-100k.json
+cat bench/results/controller-memory-100k.json
 
 missing=()
 for tool in wrk hey nginx; do command -v "$tool" >/dev/null || missing+=("$tool"); done

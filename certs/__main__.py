@@ -29,6 +29,22 @@ def _parser() -> argparse.ArgumentParser:
     inst.add_argument(
         "--certs-dir", default="certs-out", help="where `generate` wrote ca.crt (default certs-out)"
     )
+    boot = commands.add_parser(
+        "bootstrap",
+        help="in the cluster: keep the webhook's Secret current and inject its caBundle",
+        description="Makes sure the Secret holds a serving certificate for the webhook's "
+        "Service that is not within 30 days of its end (renewing it under the same CA), then "
+        "puts the CA into both webhook configurations and the CRDs' conversion webhooks. "
+        "Idempotent; deploy/ runs it as an init container of the controller and daily.",
+    )
+    boot.add_argument("--kubeconfig", help="(default: in-cluster configuration)")
+    boot.add_argument("--namespace", default="tower-system")
+    boot.add_argument("--service", default="tower-webhook")
+    boot.add_argument("--secret", default="tower-webhook-tls")
+    manifests = commands.add_parser(
+        "manifests", help="write the webhook configurations for the in-cluster Service"
+    )
+    manifests.add_argument("--out", required=True, help="the YAML file to write")
     return parser
 
 
@@ -55,6 +71,26 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         from certs import kube
         from extender.kube.client import load_api_client
+
+        if args.command == "manifests":
+            import yaml
+
+            documents = kube.webhook_configurations(None, service=kube.SERVICE)
+            text = yaml.safe_dump_all(documents, sort_keys=False)
+            Path(args.out).write_text(f"{kube.GENERATED}\n{text}")
+            print(f"wrote {args.out}")
+            return 0
+        if args.command == "bootstrap":
+            api_client = load_api_client(args.kubeconfig)
+            for line in kube.bootstrap(
+                api_client,
+                namespace=args.namespace,
+                service=args.service,
+                secret=args.secret,
+                now=datetime.now(UTC),
+            ):
+                print(line)
+            return 0
 
         ca_path = Path(args.certs_dir) / "ca.crt"
         if not ca_path.is_file():

@@ -94,9 +94,11 @@ def _keep_suspended(
         else f"LocalQueue {queue}"
     )
     name = f"{meta.get('namespace') or request.get('namespace', '')}/{meta.get('name', '')}"
+    allowed = ", ".join(sorted(settings.controller_usernames))
     warning = (
         f"{kind} {name} is queued: it waits in {where} and starts when Tower admits it; "
-        "spec.suspend stays true"
+        f"spec.suspend stays true (only {allowed} may unsuspend it, the webhook's "
+        f"--controller-username; this request came from {username or 'an unknown user'})"
     )
     spec_has_suspend = "suspend" in (obj.get("spec") or {})
     op = "replace" if spec_has_suspend else "add"

@@ -19,6 +19,7 @@ from extender.kube.informer import Informer
 from extender.kube.resources import JOBS, JOBSETS, WORKLOADS, Resource
 from extender.kube.store import Store
 from extender.kube.trim import job_view, trim
+from extender.kube.trim import workload as trimmed_workload
 
 
 class Cache:
@@ -39,8 +40,9 @@ class Cache:
         self.on_error = on_error
         self.informers: list[Informer] = []
         store = self.store
-        for resource in (*CONFIG, WORKLOADS):
+        for resource in CONFIG:
             store.register(resource, trim)
+        store.register(WORKLOADS, trimmed_workload)
         for resource in self.job_resources:
             store.register(resource, self._job_transform)
         store.add_index(WORKLOADS, "owner", owner_index)

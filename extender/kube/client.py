@@ -13,8 +13,8 @@ A request fails in one of two ways, and callers treat them differently:
 Both say whether retrying may help (`retriable`) and, for writes, whether the server may have
 committed the write although the caller saw a failure (`ambiguous`): such a write is settled
 by re-reading or by repeating it conditionally, never by assuming it did not happen.
-A write refused by the fence (this replica no longer leads) raises `NotLeaderError`; it was never
-sent.
+A write refused by the fence (this replica no longer leads) raises `NotLeaderError`; it was
+never sent, and it is not a KubeError, so no retry can swallow it.
 """
 
 from __future__ import annotations
@@ -164,12 +164,11 @@ class TransportError(KubeError):
         return self.sent
 
 
-class NotLeaderError(KubeError):
-    """A write refused before it was sent: this replica's lease may have passed to another."""
+class NotLeaderError(Exception):
+    """A write refused before it was sent: this replica's lease may have passed to another.
 
-    @property
-    def code(self) -> str:
-        return "not-leader"
+    Not a KubeError on purpose: nothing that handles a failed request may swallow it; it
+    ends the term as leader wherever it is raised."""
 
 
 def _transport_error(err: BaseException) -> TransportError:

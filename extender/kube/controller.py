@@ -185,7 +185,7 @@ class Controller:
             for key, view in store.items(resource):
                 if view.source is not None:
                     ctx.queues.creations.add((resource.plural, key), self.jobs.priority(view))
-                else:
+                elif self.jobs.needs_attention(view):  # most Jobs of a cluster are done
                     ctx.queues.jobs.add((resource.plural, key))
         ctx.dirty = True
 

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from extender.kube.client import ApiError, KubeError, RequestBudget, RestClient
+from extender.kube.client import ApiError, KubeError, NotLeaderError, RequestBudget, RestClient
 from extender.kube.objects import rfc3339
 from extender.kube.resources import EVENTS
 
@@ -91,6 +91,6 @@ class Recorder:
             except ApiError as err:
                 self.dropped += 1
                 log.debug("event %s dropped: %s", event["reason"], err)
-            except KubeError as err:  # unreachable, or not leading: events are best effort
+            except (KubeError, NotLeaderError) as err:  # best effort: unreachable, or deposed
                 self.dropped += 1
                 log.debug("event %s dropped: %s", event["reason"], err)

@@ -90,6 +90,18 @@ class JobReconciler:
         except ManifestError:
             return 0
 
+    def needs_attention(self, job: JobView) -> bool:
+        """Whether reconciling this Job could do anything (the rebuild skips the others): it
+        is queued and either runs without quota, or finished while its Workload did not."""
+        if job.queue_name is None or job.controlled_by_jobset:
+            return False
+        workload = self.ctx.store.get(WORKLOADS, workload_key(job))
+        if workload is None:
+            return True
+        if job.finished is not None:
+            return not o.is_true(workload, o.FINISHED)
+        return (not job.suspended or job.started) and not holds_quota(workload)
+
     def reconcile(self, ref: Ref) -> float | None:
         ctx = self.ctx
         resource = RESOURCES[ref[0]]

@@ -38,6 +38,7 @@ EVICTED = "Evicted"
 PREEMPTED = "Preempted"
 FINISHED = "Finished"
 REQUEUED = "Requeued"
+PODS_READY = "PodsReady"
 
 
 def _m(value: Any) -> Mapping[str, Any]:

@@ -17,7 +17,7 @@ from typing import Any
 from extender.core.models import FlavorResource
 from extender.core.quantity import MILLI_RESOURCES
 from extender.kube import objects as o
-from extender.kube.client import ApiError, KubeError, NotLeaderError, RequestBudget
+from extender.kube.client import ApiError, KubeError, RequestBudget
 from extender.kube.context import Context
 from extender.kube.resources import CLUSTER_QUEUES, LOCAL_QUEUES, Resource
 from extender.kube.status import cluster_queue_status, cluster_queue_usage, local_queue_status
@@ -124,8 +124,6 @@ class QueueStatusReconciler:
                     paced=not uncontended,
                 ),
             )
-        except NotLeaderError:
-            raise
         except ApiError as err:
             if err.not_found:
                 return True

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 
 from extender.core.cycle import Admit, CycleResult, Evict
-from extender.kube.client import KubeError, NotLeaderError
+from extender.kube.client import KubeError
 from extender.kube.context import Context
 from extender.kube.workloads import WorkloadReconciler
 from extender.kube.workqueue import Backoff
@@ -82,8 +82,6 @@ class Scheduler:
         for i, decision in enumerate(result.admitted):
             try:
                 all_written &= self.workloads.admit(decision)
-            except NotLeaderError:
-                raise
             except KubeError as err:
                 self._abandon(result.admitted[i + 1 :], result.evicted, err)
                 return False
@@ -101,8 +99,6 @@ class Scheduler:
                 continue
             try:
                 all_written &= self.workloads.evict(eviction, paced=False)
-            except NotLeaderError:
-                raise
             except KubeError as err:
                 self._abandon((), result.evicted[i + 1 :], err)
                 return False

@@ -132,6 +132,7 @@ class Store:
         replaced, and the store counts as synced."""
         changes: list[tuple[str, Any, Any]] = []
         with self._lock:
+            told = bool(self._handlers.get(resource.plural))  # the first list: often nobody
             current = self._objects.setdefault(resource.plural, {})
             seen: dict[str, Any] = {}
             for obj in items:
@@ -139,13 +140,15 @@ class Store:
                 if key is not None:
                     seen[key] = obj
             for key in [k for k in current if k not in seen]:
-                changes.append((key, current[key], None))
+                if told:
+                    changes.append((key, current[key], None))
                 self._set(resource, key, current[key], None)
             for key, obj in seen.items():
                 old = current.get(key)
                 if old is not None and resource_version(old) == resource_version(obj):
                     continue
-                changes.append((key, old, obj))
+                if told:
+                    changes.append((key, old, obj))
                 self._set(resource, key, old, obj)
             self._synced.setdefault(resource.plural, threading.Event()).set()
         self._notify(resource, changes)

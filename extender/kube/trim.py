@@ -10,11 +10,11 @@ whole object is kept only while its Workload must still be created from it.
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from extender.core.models import QUEUE_NAME_LABEL
+from extender.core.models import PRIORITY_CLASS_LABEL, QUEUE_NAME_LABEL
 from extender.kube.objects import CLUSTER_QUEUE_ANNOTATION, condition
 from extender.kube.resources import JOBS, JOBSETS
 
@@ -22,6 +22,139 @@ Obj = dict[str, Any]
 
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 _EMPTY: Mapping[str, str] = {}
+_NO_TEMPLATES: Obj = {}  # shared, never changed
+
+
+class FinishedWorkload(Mapping[str, Any]):
+    """A finished Workload as the cache keeps it: its identity, its owner, and that it
+    finished. Nothing reads more of it again, and most Workloads of a cluster are finished;
+    it reads as a (minimal) Workload object for the code that reads objects."""
+
+    __slots__ = ("api_version", "name", "namespace", "owner", "resource_version", "uid")
+
+    def __init__(
+        self,
+        api_version: str,
+        namespace: str,
+        name: str,
+        uid: str,
+        resource_version: str,
+        owner: tuple[str, str, str] | None,
+    ) -> None:
+        self.api_version = api_version
+        self.namespace = namespace
+        self.name = name
+        self.uid = uid
+        self.resource_version = resource_version
+        self.owner = owner  # (kind, name, "") of the Job or JobSet that controls it
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    def _object(self) -> Obj:
+        meta: Obj = {
+            "name": self.name,
+            "namespace": self.namespace,
+            "uid": self.uid,
+            "resourceVersion": self.resource_version,
+        }
+        if self.owner is not None:
+            kind, name, _ = self.owner  # its uid is not kept: nothing compares it again
+            meta["ownerReferences"] = [{"kind": kind, "name": name, "controller": True}]
+        return {
+            "apiVersion": self.api_version,
+            "kind": "Workload",
+            "metadata": meta,
+            "status": {"conditions": [{"type": "Finished", "status": "True"}]},
+        }
+
+    def __getitem__(self, key: str) -> Any:
+        return self._object()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(("apiVersion", "kind", "metadata", "status"))
+
+    def __len__(self) -> int:
+        return 4
+
+
+# What of a Workload's pod templates is read: the requests and placement the core parses
+# (extender/core/jobs.py pod_set), and what eviction restores (objects.restore_patch).
+_POD_FIELDS = (
+    "nodeSelector",
+    "affinity",
+    "tolerations",
+    "schedulingGates",
+    "overhead",
+    "priorityClassName",
+)
+
+
+def _container(container: Any) -> Any:
+    if not isinstance(container, Mapping):
+        return container  # malformed: kept, so the parse says what is wrong with it
+    return {k: container[k] for k in ("name", "resources", "restartPolicy") if k in container}
+
+
+def _pod_template(template: Any) -> Any:
+    """A pod template without what no reader of a Workload needs (images, commands,
+    environment, volumes, probes...); anything malformed is kept as it is."""
+    if not isinstance(template, Mapping) or not isinstance(template.get("spec"), Mapping):
+        return template
+    spec = template["spec"]
+    kept: Obj = {k: spec[k] for k in _POD_FIELDS if k in spec}
+    for key in ("containers", "initContainers"):
+        if key in spec:
+            value = spec[key]
+            kept[key] = [_container(c) for c in value] if isinstance(value, list) else value
+    out: Obj = {"spec": kept}
+    if "metadata" in template:
+        meta = template["metadata"]
+        out["metadata"] = (
+            {k: meta[k] for k in ("labels", "annotations") if k in meta}
+            if isinstance(meta, Mapping)
+            else meta
+        )
+    return out
+
+
+def workload(obj: Obj) -> Obj | FinishedWorkload:
+    """A Workload as the cache keeps it: a finished one becomes a FinishedWorkload; the pod
+    templates of the others keep only what is read of them."""
+    obj = trim(obj)
+    status = obj.get("status")
+    if not isinstance(status, dict) or not any(
+        isinstance(c, Mapping) and c.get("type") == "Finished" and c.get("status") == "True"
+        for c in status.get("conditions") or []
+    ):
+        spec = obj.get("spec")
+        if isinstance(spec, Mapping) and isinstance(spec.get("podSets"), list):
+            pod_sets = [
+                {**ps, "template": _pod_template(ps["template"])}
+                if isinstance(ps, Mapping) and "template" in ps
+                else ps
+                for ps in spec["podSets"]
+            ]
+            obj = {**obj, "spec": {**spec, "podSets": pod_sets}}
+        return obj
+    meta = _mapping(obj.get("metadata"))
+    owner = next(
+        (
+            (sys.intern(str(o.get("kind"))), str(o.get("name")), "")
+            for o in meta.get("ownerReferences") or []
+            if isinstance(o, Mapping) and o.get("controller")
+        ),
+        None,
+    )
+    return FinishedWorkload(
+        sys.intern(str(obj.get("apiVersion") or "")),
+        sys.intern(str(meta.get("namespace") or "")),
+        str(meta.get("name") or ""),
+        str(meta.get("uid") or ""),
+        str(meta.get("resourceVersion") or ""),
+        owner,
+    )
 
 
 def trim(obj: Obj) -> Obj:
@@ -47,7 +180,8 @@ class JobView:
     name: str
     uid: str
     resource_version: str
-    labels: Mapping[str, str]
+    queue_name: str | None  # the kueue.x-k8s.io/queue-name label
+    priority_class: str | None  # the kueue.x-k8s.io/priority-class label
     cluster_queue: str | None  # the tower.dev/cluster-queue annotation (set when started)
     controlled_by_jobset: bool
     suspended: bool
@@ -62,9 +196,14 @@ class JobView:
         return f"{self.namespace}/{self.name}"
 
     @property
-    def queue_name(self) -> str | None:
-        value = self.labels.get(QUEUE_NAME_LABEL)
-        return value if isinstance(value, str) and value else None
+    def labels(self) -> dict[str, str]:
+        """The labels Tower reads (the others are not kept)."""
+        out = {}
+        if self.queue_name:
+            out[QUEUE_NAME_LABEL] = self.queue_name
+        if self.priority_class:
+            out[PRIORITY_CLASS_LABEL] = self.priority_class
+        return out
 
     @property
     def resource(self) -> Any:
@@ -84,7 +223,7 @@ class JobView:
                 "namespace": self.namespace,
                 "uid": self.uid,
                 "resourceVersion": self.resource_version,
-                "labels": dict(self.labels),
+                "labels": self.labels,
                 "annotations": annotations,
             },
             "spec": {"suspend": self.suspended, **self.templates},
@@ -120,7 +259,7 @@ def job_view(obj: Obj, *, keep_source: bool) -> JobView | None:
     kind = str(obj.get("kind") or JOBS.kind)
     spec = _mapping(obj.get("spec"))
     status = _mapping(obj.get("status"))
-    labels = meta.get("labels")
+    labels = _mapping(meta.get("labels"))
     cluster_queue = _mapping(meta.get("annotations")).get(CLUSTER_QUEUE_ANNOTATION)
     owners = meta.get("ownerReferences")
     if not isinstance(owners, list):
@@ -138,14 +277,17 @@ def job_view(obj: Obj, *, keep_source: bool) -> JobView | None:
     for kind_name, reason in (("Complete", "Succeeded"), ("Completed", "Succeeded")):
         entry = condition(obj, kind_name)
         if entry is not None and entry.get("status") == "True":
-            finished = (reason, str(entry.get("message") or "Job finished successfully"))
+            message = str(entry.get("message") or "Job finished successfully")
+            finished = (reason, sys.intern(message))  # the same few messages, 100,000 times
             break
     else:
         entry = condition(obj, "Failed")
         if entry is not None and entry.get("status") == "True":
-            finished = ("Failed", str(entry.get("message") or "Job failed"))
+            finished = ("Failed", sys.intern(str(entry.get("message") or "Job failed")))
     source = None
-    if keep_source and finished is None:
+    if finished is not None:
+        templates = _NO_TEMPLATES  # a finished Job is never started or stopped again
+    elif keep_source:
         source = {k: v for k, v in trim(obj).items() if k != "status"}
     return JobView(
         kind=sys.intern(kind),
@@ -153,7 +295,8 @@ def job_view(obj: Obj, *, keep_source: bool) -> JobView | None:
         name=name,
         uid=str(meta.get("uid") or ""),
         resource_version=str(meta.get("resourceVersion") or ""),
-        labels=_interned(labels) if isinstance(labels, Mapping) and labels else _EMPTY,
+        queue_name=_label(labels, QUEUE_NAME_LABEL),
+        priority_class=_label(labels, PRIORITY_CLASS_LABEL),
         cluster_queue=str(cluster_queue) if cluster_queue else None,
         controlled_by_jobset=any(
             isinstance(o, Mapping) and o.get("controller") and o.get("kind") == JOBSETS.kind
@@ -172,6 +315,7 @@ def _mapping(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else _EMPTY
 
 
-def _interned(labels: Mapping[str, Any]) -> dict[str, str]:
-    # Label keys and values repeat across thousands of Jobs (queue names, classes).
-    return {sys.intern(str(k)): sys.intern(str(v)) for k, v in labels.items()}
+def _label(labels: Mapping[str, Any], key: str) -> str | None:
+    # Queue and class names repeat across thousands of Jobs: one string each.
+    value = labels.get(key)
+    return sys.intern(value) if isinstance(value, str) and value else None

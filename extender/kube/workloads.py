@@ -21,7 +21,7 @@ from extender.core.parse import ManifestError
 from extender.core.workloads import creation_seconds
 from extender.core.workloads import workload as parse_workload
 from extender.kube import objects as o
-from extender.kube.client import ApiError, KubeError, NotLeaderError, RequestBudget
+from extender.kube.client import ApiError, KubeError, RequestBudget
 from extender.kube.context import Context
 from extender.kube.jobs import stop_job
 from extender.kube.resources import JOBSETS, WORKLOADS
@@ -70,16 +70,13 @@ class WorkloadReconciler:
         if key in self.unsettled:
             self._settle(key)
         obj = ctx.store.get(WORKLOADS, key)
-        if obj is None:
+        if obj is None or o.is_true(obj, o.FINISHED):
             self._drop(key)
             return None
         model = self.model(key, obj)
         if model is None:
             if key not in state.admitted:
                 self._drop(key)
-            return None
-        if o.is_true(obj, o.FINISHED):
-            self._drop(key)
             return None
         owner = ctx.owner_of(obj)
         job = ctx.job_of(obj)
@@ -214,7 +211,8 @@ class WorkloadReconciler:
         started = ctx.store.record(resource, answer)
         if isinstance(started, JobView) and started.suspended:
             return self._start_kept_suspended(key, started)
-        self.start_refused.pop(key, None)
+        if self.start_refused.pop(key, None) is not None:
+            self._say_why_not_running(key, None)  # it runs now: the explanation goes
         ctx.event(
             started.as_object() if isinstance(started, JobView) else job.as_object(),
             "Normal",
@@ -243,7 +241,38 @@ class WorkloadReconciler:
             else:
                 log.warning("%s", message)
             ctx.story(key, "Warning", "JobStartRefused", message)
+            self._say_why_not_running(key, message)
         return ctx.settings.start_refused_retry
+
+    def _say_why_not_running(self, key: str, message: str | None) -> None:
+        """Admitted, but its Job does not run: said on the Workload as Kueue's PodsReady=False
+        (reason WaitForStart) says it, so `kubectl describe workload` does not mislead;
+        removed (message None) once the Job starts."""
+        ctx = self.ctx
+        obj = ctx.store.get(WORKLOADS, key)
+        if obj is None:
+            return
+        if message is None:
+            if o.condition(obj, o.PODS_READY) is None:
+                return
+            conditions = [
+                c
+                for c in (obj.get("status") or {}).get("conditions") or []
+                if c.get("type") != o.PODS_READY
+            ]
+            patch: Obj = {"status": {"conditions": conditions}}
+        else:
+            patch = {
+                "status": {
+                    "conditions": o.with_conditions(
+                        obj, ctx.clock(), (o.PODS_READY, "False", "WaitForStart", message)
+                    )
+                }
+            }
+        try:
+            self._write_status(key, o.conditional(patch, obj), "pods-ready")
+        except KubeError as err:  # said in the log and Events already; best effort
+            log.debug("Workload %s: PodsReady not written: %s", key, err)
 
     def _evicting(self, key: str, obj: Obj, job: JobView | None, deactivated: bool) -> None:
         """Evicted=True: stop the Job; once it has no active pods, give the quota back."""
@@ -307,8 +336,6 @@ class WorkloadReconciler:
                 "status-admit",
                 lambda: ctx.client.patch(WORKLOADS, name, patch, namespace, subresource="status"),
             )
-        except NotLeaderError:
-            raise
         except KubeError as err:
             if err.ambiguous:
                 log.warning("admission of %s: %s; the quota stays held until settled", key, err)
@@ -351,8 +378,6 @@ class WorkloadReconciler:
                 after = self._start(key, recorded, decision.admission, decision.workload, job)
                 if after is not None:
                     ctx.queues.workloads.add_after(key, after)
-            except NotLeaderError:
-                raise
             except KubeError as err:
                 if isinstance(err, ApiError) and not err.retriable:
                     log.warning("%s %s not started yet: %s", job.kind, job.key, err)
@@ -416,8 +441,6 @@ class WorkloadReconciler:
                     WORKLOADS, name, patch, namespace, subresource="status", paced=paced
                 ),
             )
-        except NotLeaderError:
-            raise
         except KubeError as err:
             state.keep(key)  # if the write landed after all, its watch event says so
             if isinstance(err, ApiError) and err.conflict:

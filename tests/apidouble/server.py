@@ -25,6 +25,7 @@ ServiceAccount or LimitRange defaulting); Job defaulting covers the fields Tower
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import copy
 import json
@@ -287,7 +288,8 @@ class Fault:
       (the write happened, the client cannot know: an ambiguous write);
     - "delay": wait `delay` seconds, then process and answer (past a client's timeout, the
       client gives up while the server still commits).
-    `method` and `plural` may be "*"; `user` limits the fault to one user's requests.
+    `method` and `plural` may be "*" (and `method` "WRITE": any but GET); `user` limits the
+    fault to one user's requests.
     """
 
     method: str
@@ -470,7 +472,10 @@ class ApiDouble:
         for fault in self.faults:
             if fault.action not in actions:
                 continue
-            if fault.method not in ("*", method) or fault.plural not in ("*", kind.plural):
+            writes = fault.method == "WRITE" and method != "GET"
+            if fault.method not in ("*", method) and not writes:
+                continue
+            if fault.plural not in ("*", kind.plural):
                 continue
             if fault.subresource != sub and not (fault.plural == "*" and fault.subresource == ""):
                 continue
@@ -1368,20 +1373,29 @@ class _Handler(BaseHTTPRequestHandler):
     def _list(self, kind: Kind, version: str, namespace: str | None, query: dict[str, str]) -> None:
         self.api.lists.append((self._username, kind.plural))
         matches = self._matching(kind, namespace, query)
+        after = tuple(json.loads(query["continue"])) if query.get("continue") else None
+        limit = int(query.get("limit") or 0)
         with self.api.store.lock:
             rv = str(self.api.store.rv)
-            items = [
-                copy.deepcopy(o)
-                for _, o in sorted(self.api.store.objects[kind.key].items())
-                if matches(o)
-            ]
-        start = int(query.get("continue") or 0)
-        limit = int(query.get("limit") or 0)
-        page = items[start : start + limit] if limit else items[start:]
+            keys = self.api.store.sorted_keys(kind)
+            # The continue token is the last key handed out: each page costs its own size,
+            # not the whole list's (lists here may be 100,000 long).
+            page: list[Obj] = []
+            more = False
+            objects = self.api.store.objects[kind.key]
+            for ident in keys[bisect.bisect_right(keys, after) if after else 0 :]:
+                obj = objects.get(ident)
+                if obj is None or not matches(obj):
+                    continue
+                if limit and len(page) == limit:
+                    more = True
+                    break
+                page.append(obj)
+            page = [copy.deepcopy(o) for o in page]
         meta: Obj = {"resourceVersion": rv}
-        if limit and start + limit < len(items):
-            meta["continue"] = str(start + limit)
-            meta["remainingItemCount"] = len(items) - start - limit
+        if more:
+            last = page[-1]["metadata"]
+            meta["continue"] = json.dumps([last.get("namespace", ""), last["name"]])
         converted = [self.api.to_version(kind, version, o) for o in page]
         if TABLE in (self.headers.get("Accept") or "") and kind.columns.get(version):
             self._send(200, self._table(kind, version, converted, rv))

@@ -76,6 +76,7 @@ class Store:
         self.rv = 100
         self.history_size = history
         self.rng = random.Random(7)
+        self._sorted: dict[str, tuple[int, list[tuple[str, str]]]] = {}
 
     def register(self, kind: Kind) -> None:
         with self.lock:
@@ -90,6 +91,15 @@ class Store:
             self.kinds.pop(key, None)
             for watcher in self.watchers.pop(key, []):
                 watcher.events.put(None)
+
+    def sorted_keys(self, kind: Kind) -> list[tuple[str, str]]:
+        """The (namespace, name) keys of a kind in order, kept until the next change."""
+        cached = self._sorted.get(kind.key)
+        if cached is not None and cached[0] == self.rv:
+            return cached[1]
+        keys = sorted(self.objects[kind.key])
+        self._sorted[kind.key] = (self.rv, keys)
+        return keys
 
     def generate_name(self, prefix: str) -> str:
         return prefix + "".join(self.rng.choice(_ALPHABET) for _ in range(5))

@@ -330,11 +330,22 @@ def test_a_start_the_webhook_keeps_suspended_is_told_once_and_not_retried_in_a_l
         "start the webhook with --controller-username kubernetes-admin (the identity this "
         "controller runs as)"
     ]
+    # The Workload does not claim the Job runs: Kueue's PodsReady=False says why not.
+    workload = fake.current(r.WORKLOADS, wl_key(ctl, "a"))
+    pods_ready = next(c for c in workload["status"]["conditions"] if c["type"] == "PodsReady")
+    assert (pods_ready["status"], pods_ready["reason"]) == ("False", "WaitForStart")
+    assert "--controller-username kubernetes-admin" in pods_ready["message"]
     clock.advance(ctl.ctx.settings.start_refused_retry)
     run(ctl, fake)
     starts = [a for a in fake.actions if a.plural == "jobs" and a.verb == "patch"]
     assert len(starts) == 2  # tried again after the long wait, quietly
     assert ctl.metrics.registry.get_sample_value("tower_job_start_refused_total") == 2
+    fake.patch = original  # type: ignore[method-assign]  # the webhook is fixed
+    clock.advance(ctl.ctx.settings.start_refused_retry)
+    run(ctl, fake)
+    assert started(fake, "a")
+    workload = fake.current(r.WORKLOADS, wl_key(ctl, "a"))
+    assert "PodsReady" not in {c["type"] for c in workload["status"]["conditions"]}
 
 
 # ----- queue status ------------------------------------------------------------------------

@@ -8,8 +8,10 @@ import pytest
 
 from extender.core.labels import Toleration
 from extender.core.models import Admission, PodSetAssignment, ResourceFlavor
+from extender.core.workloads import workload as parse_workload
 from extender.kube import objects as o
 from extender.kube.trim import LAST_APPLIED, job_view, trim
+from extender.kube.trim import workload as trim_workload
 from tests.fakes import merge
 from tests.fixtures import load
 
@@ -30,6 +32,7 @@ def test_managed_fields_and_the_last_applied_copy_are_dropped_and_nothing_else()
 
 def test_a_running_job_as_the_cache_keeps_it():
     view = job_view(RUNNING, keep_source=False)
+    assert view.labels == {"kueue.x-k8s.io/queue-name": "user-queue"}  # only what is read
     assert (view.namespace, view.name, view.uid) == (
         "default",
         "sample-job-bsg9x",
@@ -62,6 +65,94 @@ def test_the_whole_job_is_kept_while_its_workload_must_be_created():
     assert "managedFields" not in view.source["metadata"]
     assert "status" not in view.source
     assert view.without_source().source is None
+
+
+def test_a_finished_workload_keeps_only_its_identity_its_owner_and_that_it_finished():
+    finished = {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "Workload",
+        "metadata": {
+            "name": "w",
+            "namespace": "default",
+            "uid": "u-1",
+            "resourceVersion": "7",
+            "managedFields": [{"a": 1}],
+            "ownerReferences": [{"kind": "Job", "name": "j", "uid": "u-0", "controller": True}],
+        },
+        "spec": {"queueName": "q", "podSets": [{"name": "main", "template": {"spec": {}}}]},
+        "status": {
+            "admission": {"clusterQueue": "cq"},
+            "conditions": [{"type": "Finished", "status": "True", "reason": "Succeeded"}],
+        },
+    }
+    kept = trim_workload(finished)
+    assert dict(kept) == {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "Workload",
+        "metadata": {
+            "name": "w",
+            "namespace": "default",
+            "uid": "u-1",
+            "resourceVersion": "7",
+            "ownerReferences": [{"kind": "Job", "name": "j", "controller": True}],
+        },
+        "status": {"conditions": [{"type": "Finished", "status": "True"}]},
+    }
+    assert o.is_true(kept, o.FINISHED)
+    running = {**finished, "status": {"conditions": []}}
+    assert trim_workload(running)["spec"] == finished["spec"]
+
+
+def test_a_workload_keeps_of_its_pod_templates_what_the_core_parses_and_eviction_restores():
+    template = {
+        "metadata": {"labels": {"a": "b"}, "annotations": {"c": "d"}, "name": "x"},
+        "spec": {
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "trainer:1",
+                    "command": ["python", "train.py"],
+                    "env": [{"name": "E", "value": "x" * 1000}],
+                    "resources": {"requests": {"cpu": "2"}, "limits": {"nvidia.com/gpu": "1"}},
+                }
+            ],
+            "initContainers": [
+                {"name": "side", "image": "s", "restartPolicy": "Always", "resources": {}}
+            ],
+            "overhead": {"cpu": "100m"},
+            "nodeSelector": {"pool": "a"},
+            "tolerations": [{"key": "t", "operator": "Exists"}],
+            "affinity": {"nodeAffinity": {}},
+            "volumes": [{"name": "data", "emptyDir": {}}],
+            "restartPolicy": "Never",
+        },
+    }
+    pending = {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "Workload",
+        "metadata": {"name": "w", "namespace": "default"},
+        "spec": {"queueName": "q", "podSets": [{"name": "main", "count": 2, "template": template}]},
+    }
+    kept = trim_workload(pending)["spec"]["podSets"][0]
+    assert kept["count"] == 2
+    assert kept["template"] == {
+        "metadata": {"labels": {"a": "b"}, "annotations": {"c": "d"}},
+        "spec": {
+            "containers": [
+                {
+                    "name": "main",
+                    "resources": {"requests": {"cpu": "2"}, "limits": {"nvidia.com/gpu": "1"}},
+                }
+            ],
+            "initContainers": [{"name": "side", "restartPolicy": "Always", "resources": {}}],
+            "overhead": {"cpu": "100m"},
+            "nodeSelector": {"pool": "a"},
+            "tolerations": [{"key": "t", "operator": "Exists"}],
+            "affinity": {"nodeAffinity": {}},
+        },
+    }
+    # The core reads the trimmed Workload exactly as the whole one.
+    assert parse_workload(trim_workload(pending)) == parse_workload(pending)
 
 
 def test_a_failed_job():

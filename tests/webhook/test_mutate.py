@@ -92,7 +92,9 @@ def test_kubectl_patch_suspend_false_is_kept_suspended_with_a_warning():
     assert apply(request["object"], response)["spec"]["suspend"] is True
     assert response["warnings"] == [
         "Job default/sample-job-bsg9x is queued: it waits in ClusterQueue cluster-queue "
-        "(LocalQueue user-queue) and starts when Tower admits it; spec.suspend stays true"
+        "(LocalQueue user-queue) and starts when Tower admits it; spec.suspend stays true "
+        "(only system:serviceaccount:tower-system:tower may unsuspend it, the "
+        "webhook's --controller-username; this request came from kubernetes-admin)"
     ]
 
 
