@@ -37,7 +37,9 @@ class Settings:
     pending_status_qps: float = 5.0  # QuotaReserved=False messages, with spare budget only
     watch_timeout: int = 300
     create_batch: int = 10  # Workloads created per loop turn, between scheduling rounds
-    start_refused_retry: float = 300.0  # how long a Job kept suspended by the webhook waits
+    # A start the webhook kept suspended is tried again after this, doubling up to the cap.
+    start_refused_retry: float = 30.0
+    start_refused_retry_cap: float = 300.0
 
 
 @dataclass(slots=True)

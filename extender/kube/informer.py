@@ -88,6 +88,12 @@ class Informer:
                     self.resumes += 1
                     listed = False
                 if self._watch():
+                    if failures:
+                        log.info(
+                            "watch %s: connected again after %d failed attempts",
+                            self.resource.plural,
+                            failures,
+                        )
                     failures = 0
                 elif listed and self.version is None:
                     # Expired at once from a version the server itself just listed: do not
@@ -117,7 +123,9 @@ class Informer:
         if self.on_error is not None:
             self.on_error(self.resource, err)
         delay = self.backoff.delay(failures)
-        level = logging.WARNING if failures < 3 or failures % 10 == 0 else logging.DEBUG
+        # The first failure is said; then only the 10th, 100th...: an API server that
+        # restarts is normal, and ten watches failing together are one story.
+        level = logging.WARNING if failures in (0, 10, 100, 1000) else logging.DEBUG
         log.log(level, "watch %s: %s (retrying in %.1fs)", self.resource.plural, err, delay)
         self.stop.wait(delay)
         return failures + 1

@@ -38,7 +38,8 @@ class WorkloadReconciler:
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
         self.unsettled: dict[str, Obj] = {}  # key -> the admission patch, outcome unknown
-        self.start_refused: dict[str, float] = {}  # key -> when the webhook kept its Job suspended
+        # key -> (when the webhook kept its Job suspended, how long until the next try)
+        self.start_refused: dict[str, tuple[float, float]] = {}
         self._models: dict[str, tuple[tuple[Any, ...], Workload]] = {}
         self._pending_budget = RequestBudget(
             ctx.settings.pending_status_qps, 10, clock=ctx.monotonic
@@ -185,7 +186,7 @@ class WorkloadReconciler:
         ctx = self.ctx
         refused = self.start_refused.get(key)
         if refused is not None:
-            wait = refused + ctx.settings.start_refused_retry - ctx.monotonic()
+            wait = refused[0] + refused[1] - ctx.monotonic()
             if wait > 0:
                 return wait
         if job.started:
@@ -211,8 +212,8 @@ class WorkloadReconciler:
         started = ctx.store.record(resource, answer)
         if isinstance(started, JobView) and started.suspended:
             return self._start_kept_suspended(key, started)
-        if self.start_refused.pop(key, None) is not None:
-            self._say_why_not_running(key, None)  # it runs now: the explanation goes
+        self.start_refused.pop(key, None)
+        self._say_why_not_running(key, None)  # it runs now: an earlier explanation goes
         ctx.event(
             started.as_object() if isinstance(started, JobView) else job.as_object(),
             "Normal",
@@ -226,15 +227,22 @@ class WorkloadReconciler:
         webhook kept it so (Tower's guard lets only the controller's own identity unsuspend).
         Said once, loudly; tried again only after a long wait, never in a loop."""
         ctx = self.ctx
-        first = key not in self.start_refused
-        self.start_refused[key] = ctx.monotonic()
+        settings = ctx.settings
+        previous = self.start_refused.get(key)
+        first = previous is None
+        wait = (
+            settings.start_refused_retry
+            if previous is None
+            else min(settings.start_refused_retry_cap, previous[1] * 2)
+        )
+        self.start_refused[key] = (ctx.monotonic(), wait)
         ctx.metrics.start_refused.inc()
         if first:
             who = ctx.username or "this controller's username"
             message = (
                 f"the admission webhook kept {job.kind} {job.key} suspended although its "
                 f"Workload is admitted: start the webhook with --controller-username {who} "
-                "(the identity this controller runs as)"
+                f"(the identity this controller runs as); Tower tries again in {wait:.0f}s"
             )
             if ctx.told.first("start-refused", "logged"):
                 log.error("%s", message)
@@ -242,7 +250,7 @@ class WorkloadReconciler:
                 log.warning("%s", message)
             ctx.story(key, "Warning", "JobStartRefused", message)
             self._say_why_not_running(key, message)
-        return ctx.settings.start_refused_retry
+        return wait
 
     def _say_why_not_running(self, key: str, message: str | None) -> None:
         """Admitted, but its Job does not run: said on the Workload as Kueue's PodsReady=False
