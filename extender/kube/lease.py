@@ -108,6 +108,8 @@ class LeaderElector:
         self.leading = threading.Event()
         self._observed: Any = None
         self._observed_at = 0.0
+        self._observed_duration = lease_duration
+        self.problem = ""  # why the last attempt failed, in words (empty once it succeeds)
         self._term = 0
         self._failing_since: float | None = None
 
@@ -129,6 +131,7 @@ class LeaderElector:
         if record != self._observed:
             self._observed = record
             self._observed_at = self.monotonic()
+            self._observed_duration = float(spec.get("leaseDurationSeconds") or 0)
         holder = spec.get("holderIdentity")
         if (
             holder
@@ -221,11 +224,22 @@ class LeaderElector:
             self._report(err)
             return False
         self._failing_since = None
+        self.problem = ""
         if acquired:
             self.fence.extend(sent)
         return acquired
 
+    def other_leader(self) -> str | None:
+        """Another replica that holds the lease, as last seen (None if none, or expired)."""
+        holder = self._observed[0] if self._observed else None
+        if not holder or holder == self.identity:
+            return None
+        if self.monotonic() >= self._observed_at + self._observed_duration:
+            return None
+        return str(holder)
+
     def _report(self, err: KubeError) -> None:
+        self.problem = str(err)
         now = self.monotonic()
         if self._failing_since is None:
             self._failing_since = now

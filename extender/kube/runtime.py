@@ -165,16 +165,32 @@ def _host_port(value: str) -> str:
 
 
 class Readiness:
-    """What /readyz says: ready only while leading with synced caches; otherwise why not."""
+    """What /readyz says, and why.
+
+    Ready: leading with its state rebuilt, or standing by with synced caches while another
+    replica leads (a Deployment's rollout needs its standby ready, as controller-runtime's
+    is). Not ready, with the reason: still checking the API server, caches not synced, or
+    nobody leads (the reason says what stops this replica from taking the lease)."""
 
     def __init__(self) -> None:
         self.controller: Controller | None = None
+        self.cache: Cache | None = None
+        self.elector: LeaderElector | None = None
         self.reason = "starting"
 
     def check(self) -> tuple[bool, str]:
         controller = self.controller
         if controller is not None and controller.ready.is_set():
-            return True, "ok"
+            return True, "ok: leading"
+        if self.cache is not None and not self.cache.synced():
+            return False, f"caches not synced yet: {', '.join(self.cache.unsynced())}"
+        if self.elector is not None and controller is None:
+            holder = self.elector.other_leader()
+            if holder is not None:
+                return True, f"ok: standing by, {holder} leads"
+            problem = self.elector.problem
+            if problem:
+                return False, f"no replica leads the lease {self.elector.where}: {problem}"
         return False, self.reason
 
 
@@ -283,11 +299,13 @@ def _serve(
         fence = elector.fence
         base.fence = fence.check
     readiness.reason = "checking the API server"
+    readiness.elector = elector
     setup = preflight(base.with_budget(RequestBudget(5, 10), fenced=False), stop)
     if setup is None:
         return 0
     cache = Cache(base, jobsets=setup.jobsets, on_error=None)
     cache.start(stop)
+    readiness.cache = cache
     recorder = Recorder(base, qps=args.event_qps)
     settings = Settings(
         fair_sharing=args.fair_sharing,
@@ -297,15 +315,11 @@ def _serve(
     try:
         while not stop.is_set():
             if elector is not None:
-                readiness.reason = f"standing by: another replica holds the lease {elector.where}"
+                readiness.reason = f"waiting for the lease {elector.where}"
                 if not elector.acquire(stop):
                     break
             metrics.leading.set(1)
-            readiness.reason = (
-                "leading: caches not synced yet ("
-                + ", ".join(cache.unsynced() or ["rebuilding"])
-                + ")"
-            )
+            readiness.reason = "leading: rebuilding its state from the caches"
             controller = Controller(
                 base,
                 cache,

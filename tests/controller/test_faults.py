@@ -141,8 +141,10 @@ def test_two_replicas_the_leader_killed(cluster):
         cluster.job("before", "1", duration="600s")
         eventually(lambda: running(cluster, "before"), what="the leader to admit")
         ports = {p: int(p.stdout.readline().decode().split()[-1]) for p in procs}
-        assert ready(ports[leader]) == 200
-        assert ready(ports[standby]) == 503  # standing by: no caches, not ready to serve
+        assert ready(ports[leader]) == (200, "ok: leading\n")
+        # A standby with warm caches while another leads is ready (a rollout needs it).
+        assert eventually(lambda: ready(ports[standby])[0] == 200, what="the standby ready")
+        assert ready(ports[standby])[1] == f"ok: standing by, {holder} leads\n"
         os.kill(leader.pid, signal.SIGKILL)
         killed_at = time.monotonic()
         cluster.job("after", "1", duration="600s")
@@ -157,11 +159,12 @@ def test_two_replicas_the_leader_killed(cluster):
 
 
 def ready(port):
+    """(status, body) of /readyz."""
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5) as answer:
-            return answer.status
+            return answer.status, answer.read().decode()
     except urllib.error.HTTPError as err:
-        return err.code
+        return err.code, err.read().decode()
 
 
 def _finished(workload):
