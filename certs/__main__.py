@@ -106,11 +106,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     except Exception as err:  # the API server's answer, in one line
-        print(
-            f"error: {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}",
-            file=sys.stderr,
-        )
+        print(f"error: {_one_line(err)}", file=sys.stderr)
         return 1
+
+
+def _one_line(err: Exception) -> str:
+    """What failed, in one line: the API server's own message when it sent a Status."""
+    body = getattr(err, "body", None)
+    if body:
+        import json
+
+        try:
+            status = json.loads(body)
+        except (TypeError, ValueError):
+            status = None
+        if isinstance(status, dict) and status.get("message"):
+            return f"{status.get('code', '')} {status.get('reason', '')}: {status['message']}"
+    text = str(err).splitlines()[0] if str(err) else ""
+    return f"{type(err).__name__}: {text}"
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ from extender.kube.resources import KUEUE_GROUP
 Schema = dict[str, Any]
 
 CONVERSION_SERVICE = {"name": "tower-webhook", "namespace": "tower-system", "path": "/convert"}
+CA_INJECTION = "cert-manager.io/inject-ca-from"
 
 
 def _str(**extra: Any) -> Schema:
@@ -614,6 +615,10 @@ def custom_resource_definitions() -> list[dict[str, Any]]:
             },
         }
         if spec["conversion"]:
+            # With cert-manager (deploy/cert-manager, or the chart's certManager.enabled), its
+            # cainjector fills the caBundle; without it, `python -m certs bootstrap` does and
+            # the annotation does nothing.
+            crd["metadata"]["annotations"] = {CA_INJECTION: "tower-system/tower-webhook"}
             crd["spec"]["conversion"] = {
                 "strategy": "Webhook",
                 "webhook": {

@@ -17,7 +17,8 @@ The Job controller stand-in lives in jobs.py.
 Where it differs from kube-apiserver: plain HTTP without authentication (a bearer token only
 names the user the webhooks see); no managedFields, server-side apply, fieldSelectors beyond
 metadata.name/metadata.namespace, or deletecollection; strategic merge patch merges maps and
-replaces lists except `containers` (merged by name), which covers the fields Tower patches;
+replaces lists except `containers` and `webhooks` (merged by name), which covers the fields
+Tower patches;
 CRD conversion between v1beta1 and v1beta2 uses the webhook package's converter in-process
 instead of calling /convert; CEL rules are not evaluated; no admission plugins (so no
 ServiceAccount or LimitRange defaulting); Job defaulting covers the fields Tower reads.
@@ -59,6 +60,7 @@ BUILTIN = [
     Kind("", ["v1"], "namespaces", "Namespace", False, True, ["ns"], "namespace"),
     Kind("", ["v1"], "events", "Event", True, False, ["ev"], "event", spec_is_generation=False),
     Kind("", ["v1"], "pods", "Pod", True, True, ["po"], "pod", ["all"]),
+    Kind("", ["v1"], "secrets", "Secret", True, False, [], "secret", spec_is_generation=False),
     Kind("batch", ["v1"], "jobs", "Job", True, True, [], "job", ["all"]),
     Kind(
         "scheduling.k8s.io",
@@ -232,7 +234,8 @@ def merge_patch(target: Any, patch: Any) -> Any:
 
 
 def strategic_merge_patch(target: Any, patch: Any) -> Any:
-    """Merge maps; merge `containers` lists by name; replace other lists."""
+    """Merge maps; merge `containers`, `initContainers` and `webhooks` lists by name (their
+    patchMergeKey); replace other lists."""
     if not isinstance(patch, dict):
         return copy.deepcopy(patch)
     result = copy.deepcopy(target) if isinstance(target, dict) else {}
@@ -241,7 +244,7 @@ def strategic_merge_patch(target: Any, patch: Any) -> Any:
             continue
         if value is None:
             result.pop(key, None)
-        elif key in ("containers", "initContainers") and isinstance(value, list):
+        elif key in ("containers", "initContainers", "webhooks") and isinstance(value, list):
             merged = {c.get("name"): c for c in result.get(key) or []}
             order = [c.get("name") for c in result.get(key) or []]
             for item in value:
@@ -325,6 +328,7 @@ class ApiDouble:
         self.faults: list[Fault] = []
         self._faulted: set[tuple[str, str, str]] = set()
         self.requests: list[tuple[str, str, str]] = []  # (method, path, user)
+        self.calls: list[tuple[str, str, dict[str, str], str]] = []  # ... with the query
         self.lists: list[tuple[str, str]] = []  # (user, plural) of each list (not watch)
         # Writes that changed something: (monotonic time, token, method, path, HTTP status).
         self.writes: list[tuple[float, str, str, str, int]] = []
@@ -1062,6 +1066,7 @@ class _Handler(BaseHTTPRequestHandler):
         user = self._user()
         self._method, self._username, self._swallow = method, user["username"], False
         self.api.requests.append((method, parts.path, user["username"]))
+        self.api.calls.append((method, parts.path, query, user["username"]))
         try:
             body = self._body() if method in ("POST", "PUT", "PATCH", "DELETE") else None
             if self._token in self.api.hung:

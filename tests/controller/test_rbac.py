@@ -1,103 +1,30 @@
-"""deploy/rbac/ allows every request the controller makes, and matches Kubernetes' schemas."""
+"""deploy/rbac/ grants exactly what Tower uses: every request the controller (and its
+certificate bootstrap) makes is allowed, every verb granted is used, the webhook needs none,
+and the manifests match Kubernetes' schemas."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import kubernetes_validate
 import pytest
 import yaml
+from kubernetes import config as k8s_config
 
-from tests.controller.conftest import CONTROLLER_USER, controller_process, eventually
+from certs import kube as certs_kube
+from certs import pki
+from extender.kube import resources as r
+from tests.apidouble import Fault
+from tests.controller.conftest import CONTROLLER_USER, CRDS, ROOT, controller_process, eventually
+from tests.controller.test_faults import stop
+from tests.controller.test_jobset import JOBSET_CRD, replicated
 from tests.controller.test_preemption import priority_preemption_setup
 
-RBAC = Path(__file__).resolve().parents[2] / "deploy" / "rbac" / "controller.yaml"
-
-
-def documents():
-    return [d for d in yaml.safe_load_all(RBAC.read_text()) if d]
-
-
-@pytest.mark.parametrize(
-    "document", documents(), ids=lambda d: f"{d['kind']}/{d['metadata']['name']}"
-)
-def test_the_manifests_match_kubernetes_schemas(document):
-    kubernetes_validate.validate(document, "1.32.0", strict=True)
-
-
-def allowed(method: str, path: str) -> tuple[str, str, str, str | None]:
-    """(apiGroup, resource[/subresource], verb, namespace) of one request, as RBAC sees it."""
-    parts = [p for p in path.split("?")[0].strip("/").split("/") if p]
-    if parts[0] == "api":
-        group, rest = "", parts[2:]
-    else:
-        group, rest = parts[1], parts[3:]
-    namespace = None
-    if len(rest) >= 3 and rest[0] == "namespaces":
-        namespace, rest = rest[1], rest[2:]
-    resource = rest[0] + (f"/{rest[2]}" if len(rest) == 3 else "")
-    named = len(rest) >= 2
-    verb = {
-        "GET": "get" if named else "list",
-        "POST": "create",
-        "PUT": "update",
-        "PATCH": "patch",
-        "DELETE": "delete",
-    }[method]
-    return group, resource, verb, namespace
-
-
-def permits(rules, group, resource, verb):
-    return any(
-        group in r["apiGroups"] and resource in r["resources"] and verb in r["verbs"] for r in rules
-    )
-
-
-def test_every_request_the_controller_made_is_allowed(cluster):
-    cluster.apply(*priority_preemption_setup())
-    proc = controller_process(
-        cluster, "--lease-duration", "2", "--renew-deadline", "1.5", "--retry-period", "0.2"
-    )
-    try:
-        cluster.job("low", "4", duration="600s", labels={"kueue.x-k8s.io/priority-class": "low"})
-        eventually(lambda: cluster.get("jobs", "low", "default")["spec"]["suspend"] is False)
-        cluster.job("high", "4", duration="0.5s", labels={"kueue.x-k8s.io/priority-class": "high"})
-        eventually(
-            lambda: any(
-                c["type"] == "Finished" and c["status"] == "True"
-                for w in cluster.api.list("workloads", "default")
-                for c in (w.get("status") or {}).get("conditions") or []
-            ),
-            what="the preemptor to finish",
-        )
-        eventually(
-            lambda: cluster.get("jobs", "low", "default")["spec"]["suspend"] is False,
-            what="the preempted job to run again",
-        )
-    finally:
-        proc.terminate()
-        proc.wait(timeout=20)
-    docs = documents()
-    cluster_rules = next(d for d in docs if d["kind"] == "ClusterRole")["rules"]
-    lease_rules = next(d for d in docs if d["kind"] == "Role")["rules"]
-    made = {
-        allowed(method, path)
-        for method, path, user in cluster.api.requests
-        if user == CONTROLLER_USER
-        and path.startswith(("/api/", "/apis/"))
-        and len([p for p in path.split("/") if p]) > (2 if path.startswith("/api/") else 3)
-    }
-    assert ("kueue.x-k8s.io", "workloads/status", "patch", "default") in made
-    assert ("batch", "jobs/status", "patch", "default") in made  # startTime cleared on eviction
-    assert ("authentication.k8s.io", "selfsubjectreviews", "create", None) in made  # whoami
-    refused = [
-        request
-        for request in made
-        if not permits(cluster_rules + BASIC_USER, *request[:3])
-        and not (request[3] == "tower-system" and permits(lease_rules, *request[:3]))
-    ]
-    assert refused == []
-
+RBAC = Path(__file__).resolve().parents[2] / "deploy" / "rbac"
+BUNDLE_FILES = ("ca.crt", "tls.crt", "tls.key", "ca.key")
 
 # What Kubernetes grants every authenticated user (the system:basic-user ClusterRole).
 BASIC_USER = [
@@ -112,3 +39,161 @@ BASIC_USER = [
         "verbs": ["create"],
     },
 ]
+
+
+def documents():
+    return [d for p in sorted(RBAC.glob("*.yaml")) for d in yaml.safe_load_all(p.read_text()) if d]
+
+
+@pytest.mark.parametrize(
+    "document", documents(), ids=lambda d: f"{d['kind']}/{d['metadata']['name']}"
+)
+def test_the_manifests_match_kubernetes_schemas(document):
+    kubernetes_validate.validate(document, "1.32.0", strict=True)
+
+
+def request_attributes(method, path, query):
+    """(apiGroup, resource[/subresource], verb, namespace, name) as RBAC sees a request."""
+    parts = [p for p in path.strip("/").split("/") if p]
+    group, rest = ("", parts[2:]) if parts[0] == "api" else (parts[1], parts[3:])
+    namespace = None
+    if len(rest) >= 3 and rest[0] == "namespaces":
+        namespace, rest = rest[1], rest[2:]
+    resource = rest[0] + (f"/{rest[2]}" if len(rest) == 3 else "")
+    name = rest[1] if len(rest) >= 2 else None
+    if method == "GET":
+        verb = "get" if name else ("watch" if query.get("watch") in ("1", "true") else "list")
+    else:
+        verb = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}[method]
+    return group, resource, verb, namespace, name
+
+
+def granted(rules, namespace=None):
+    """(group, resource, verb, namespace) of every grant; names where a rule names them."""
+    out = {}
+    for rule in rules:
+        for group in rule["apiGroups"]:
+            for resource in rule["resources"]:
+                for verb in rule["verbs"]:
+                    out[(group, resource, verb, namespace)] = set(rule.get("resourceNames") or ())
+    return out
+
+
+def test_every_verb_granted_is_used_and_every_verb_used_is_granted(cluster, webhook):
+    """The controller through admission, preemption, a JobSet, a deleted Job and refused
+    writes (each object read again after a 409), plus its certificate bootstrap (creating the
+    Secret, then renewing it): the set of (group, resource, verb) it used is exactly the set
+    deploy/rbac/ grants."""
+    cluster.admin.create(CRDS, JOBSET_CRD)
+    cluster.apply(*priority_preemption_setup())
+    cluster.api.gc_delay = 30.0  # the controller, not the garbage collector, deletes the Workload
+    for method, plural, sub in (
+        ("PATCH", "jobs", ""),
+        ("PATCH", "jobsets", ""),
+        ("PATCH", "workloads", "status"),
+        ("PATCH", "clusterqueues", "status"),
+        ("PATCH", "localqueues", "status"),
+    ):
+        cluster.api.faults.append(Fault(method, plural, sub, first_attempt_only=True))
+    # The bootstrap as the controller: the Secret created (with a CA of its own)...
+    bootstrap = [sys.executable, "-m", "certs", "bootstrap", "--kubeconfig"]
+    subprocess.run([*bootstrap, cluster.controller_config], cwd=ROOT, check=True, timeout=60)
+    # ...replaced by the test webhook's own certificates (the admin, as for a migration)...
+    certs = webhook.certs
+    certs_kube.write_secret(
+        cluster.admin.api_client,
+        "tower-system",
+        certs_kube.SECRET,
+        pki.Bundle(*(p.read_bytes() for p in (certs / f for f in BUNDLE_FILES))),
+    )
+    # ...then renewed a year later, under that CA, and its caBundle injected again.
+    controller_api = k8s_config.new_client_from_config(config_file=cluster.controller_config)
+    certs_kube.bootstrap(controller_api, now=datetime.now(UTC) + timedelta(days=364))
+    proc = controller_process(
+        cluster, "--lease-duration", "2", "--renew-deadline", "1.5", "--retry-period", "0.2"
+    )
+    try:
+        low = cluster.job(
+            "low", "4", duration="600s", labels={"kueue.x-k8s.io/priority-class": "low"}
+        )
+        eventually(lambda: cluster.get("jobs", "low", "default")["spec"]["suspend"] is False)
+        cluster.job("high", "4", duration="0.5s", labels={"kueue.x-k8s.io/priority-class": "high"})
+        eventually(
+            lambda: (
+                cluster.get("jobs", "low", "default")["spec"]["suspend"] is False
+                and bool(cluster.get("jobs", "high", "default")["status"].get("succeeded"))
+            ),
+            timeout=20,
+            what="the preemptor to finish and the preempted job to run again",
+        )
+        cluster.admin.delete(r.JOBS, "low", "default", propagation="Background")
+        eventually(lambda: cluster.workload_of(low) is None, what="its Workload deleted")
+        cluster.admin.create(
+            r.JOBSETS,
+            {
+                "apiVersion": "jobset.x-k8s.io/v1alpha2",
+                "kind": "JobSet",
+                "metadata": {
+                    "name": "train",
+                    "labels": {"kueue.x-k8s.io/queue-name": "user-queue"},
+                },
+                "spec": {"replicatedJobs": [replicated("workers", 1, "1")]},
+            },
+            "default",
+        )
+        eventually(
+            lambda: cluster.get("jobsets", "train", "default")["spec"]["suspend"] is False,
+            what="the JobSet to start",
+        )
+    finally:
+        stop(proc)
+
+    used: dict[tuple, set] = {}
+    for method, path, query, user in cluster.api.calls:
+        if user != CONTROLLER_USER or not path.startswith(("/api/", "/apis/")):
+            continue
+        if len([p for p in path.split("/") if p]) <= (2 if path.startswith("/api/") else 3):
+            continue  # discovery
+        group, resource, verb, namespace, name = request_attributes(method, path, query)
+        used.setdefault((group, resource, verb, namespace), set()).add(name)
+
+    docs = documents()
+    cluster_role = next(d for d in docs if d["kind"] == "ClusterRole")
+    role = next(d for d in docs if d["kind"] == "Role")
+    grants = {**granted(cluster_role["rules"]), **granted(role["rules"], "tower-system")}
+    basic = granted(BASIC_USER)
+
+    def grant_for(group, resource, verb, namespace):
+        for key in ((group, resource, verb, namespace), (group, resource, verb, None)):
+            if key in grants:
+                return key
+        return None
+
+    not_granted = []
+    for (group, resource, verb, namespace), names in sorted(used.items(), key=str):
+        if (group, resource, verb, None) in basic:
+            continue
+        key = grant_for(group, resource, verb, namespace)
+        if key is None or (grants[key] and not names <= grants[key]):
+            not_granted.append((group, resource, verb, namespace, sorted(map(str, names))))
+    assert not_granted == []
+    used_grants = {grant_for(*k) for k in used}
+    assert sorted(set(grants) - used_grants, key=str) == []
+
+
+def test_the_webhook_needs_no_permission_and_mounts_no_token():
+    docs = documents()
+    account = next(
+        d
+        for d in docs
+        if d["kind"] == "ServiceAccount" and d["metadata"]["name"] == "tower-webhook"
+    )
+    assert account["automountServiceAccountToken"] is False
+    bound = [
+        s
+        for d in docs
+        if d["kind"] in ("RoleBinding", "ClusterRoleBinding")
+        for s in d["subjects"]
+        if s["name"] == "tower-webhook"
+    ]
+    assert bound == []
