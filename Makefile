@@ -14,3 +14,7 @@ e2e: install
 	.venv/bin/python -m pytest tests/e2e -m e2e -rs
 image:
 	docker build -t tower:0.1.0 .
+dev-up: install
+	.venv/bin/python scripts/dev.py up
+dev-down:
+	.venv/bin/python scripts/dev.py down

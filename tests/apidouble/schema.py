@@ -108,27 +108,31 @@ def validate(obj: Any, schema: dict[str, Any], path: str = "") -> list[str]:
     return errors
 
 
-def prune(obj: Any, schema: dict[str, Any]) -> None:
-    """Drop fields the schema does not know (kube-apiserver prunes them on write)."""
+def prune(obj: Any, schema: dict[str, Any], path: str = "") -> list[str]:
+    """Drop fields the schema does not know (kube-apiserver prunes them on write); the paths
+    dropped, as kube-apiserver names them in `unknown field "spec.x"`."""
+    dropped: list[str] = []
     if schema.get("x-kubernetes-preserve-unknown-fields"):
-        return
+        return dropped
     if isinstance(obj, dict):
         properties = schema.get("properties")
         extra = schema.get("additionalProperties")
         if properties is not None:
             for name in list(obj):
                 if name in properties:
-                    prune(obj[name], properties[name])
+                    dropped += prune(obj[name], properties[name], _join(path, name))
                 elif isinstance(extra, dict):
-                    prune(obj[name], extra)
+                    dropped += prune(obj[name], extra, _join(path, name))
                 elif name not in ("apiVersion", "kind", "metadata"):
                     del obj[name]
+                    dropped.append(_join(path, name))
         elif isinstance(extra, dict):
-            for value in obj.values():
-                prune(value, extra)
+            for key, value in obj.items():
+                dropped += prune(value, extra, _join(path, key))
     elif isinstance(obj, list) and isinstance(schema.get("items"), dict):
-        for item in obj:
-            prune(item, schema["items"])
+        for i, item in enumerate(obj):
+            dropped += prune(item, schema["items"], f"{path}[{i}]")
+    return dropped
 
 
 def _join(path: str, name: str) -> str:

@@ -61,6 +61,21 @@ BUILTIN = [
     Kind("", ["v1"], "events", "Event", True, False, ["ev"], "event", spec_is_generation=False),
     Kind("", ["v1"], "pods", "Pod", True, True, ["po"], "pod", ["all"]),
     Kind("", ["v1"], "secrets", "Secret", True, False, [], "secret", spec_is_generation=False),
+    # Stored as sent, nothing more (enough for kubectl apply -k deploy/default):
+    Kind("", ["v1"], "serviceaccounts", "ServiceAccount", True, False, ["sa"], "serviceaccount"),
+    Kind("", ["v1"], "services", "Service", True, True, ["svc"], "service"),
+    Kind("apps", ["v1"], "deployments", "Deployment", True, True, ["deploy"], "deployment"),
+    Kind("batch", ["v1"], "cronjobs", "CronJob", True, True, ["cj"], "cronjob"),
+    Kind("policy", ["v1"], "poddisruptionbudgets", "PodDisruptionBudget", True, True, ["pdb"]),
+    *(
+        Kind("rbac.authorization.k8s.io", ["v1"], plural, kind, namespaced, False)
+        for plural, kind, namespaced in (
+            ("roles", "Role", True),
+            ("rolebindings", "RoleBinding", True),
+            ("clusterroles", "ClusterRole", False),
+            ("clusterrolebindings", "ClusterRoleBinding", False),
+        )
+    ),
     Kind("batch", ["v1"], "jobs", "Job", True, True, [], "job", ["all"]),
     Kind(
         "scheduling.k8s.io",
@@ -567,16 +582,33 @@ class ApiDouble:
         out["apiVersion"] = kind.api_version(version)
         return out
 
-    def _prepare(self, kind: Kind, version: str, obj: Obj, name: str) -> Obj:
-        """Defaults, pruning and schema validation for custom resources."""
+    def _prepare(
+        self, kind: Kind, version: str, obj: Obj, name: str, validation: str = "Warn"
+    ) -> tuple[Obj, list[str]]:
+        """Defaults, pruning and schema validation for custom resources; the warnings.
+
+        Unknown fields follow `fieldValidation` as kube-apiserver does: Strict refuses them
+        (400), Warn (the default) prunes them with a warning each, Ignore prunes them
+        silently. (Built-in kinds have no schema here: their unknown fields pass.)"""
+        warnings: list[str] = []
         if kind.crd:
             schema = kind.schemas.get(version) or {}
-            schemas.prune(obj, schema)
+            unknown = schemas.prune(obj, schema)
+            if unknown and validation == "Strict":
+                fields = ", ".join(f'unknown field "{path}"' for path in unknown)
+                raise ApiError(
+                    400,
+                    "BadRequest",
+                    f'{kind.kind} in version "{version}" cannot be handled as a {kind.kind}: '
+                    f"strict decoding error: {fields}",
+                )
+            if validation != "Ignore":
+                warnings = [f'unknown field "{path}"' for path in unknown]
             schemas.apply_defaults(obj, schema)
             errors = schemas.validate(obj, schema)
             if errors:
                 raise invalid(kind, name, errors)
-        return obj
+        return obj, warnings
 
     def _admission(
         self,
@@ -629,6 +661,7 @@ class ApiDouble:
         body: Obj,
         user: Obj,
         dry_run: bool = False,
+        validation: str = "Warn",
     ) -> tuple[Obj, list[str]]:
         if not isinstance(body, dict) or not isinstance(body.get("metadata", {}), dict):
             raise ApiError(400, "BadRequest", "the body of the request was in an unknown format")
@@ -682,7 +715,8 @@ class ApiDouble:
                         "start and end with an alphanumeric character"
                     ],
                 )
-            obj = self._prepare(kind, version, obj, name)
+            obj, unknown = self._prepare(kind, version, obj, name, validation)
+            warnings += unknown
             stored_form = self._to_storage(kind, version, obj)
             if self.store.get(kind, namespace or "", name) is not None:
                 raise ApiError(
@@ -733,6 +767,7 @@ class ApiDouble:
         user: Obj,
         method: str = "PUT",
         precondition: str | None = None,
+        validation: str = "Warn",
     ) -> tuple[Obj, list[str]]:
         with self.store.lock:
             self._fault(method, kind, sub, name, user["username"])
@@ -778,7 +813,8 @@ class ApiDouble:
                     check_job_update(kind, old, new)
                 if kind.group != "admissionregistration.k8s.io":
                     new, warnings = self._admission(kind, version, "UPDATE", new, old, user, False)
-            new = self._prepare(kind, version, new, name)
+            new, unknown = self._prepare(kind, version, new, name, validation)
+            warnings += unknown
             if kind.spec_is_generation and _spec_of(new) != _spec_of(old):
                 new["metadata"]["generation"] = old["metadata"].get("generation", 1) + 1
             stored_form = self._to_storage(kind, version, new)
@@ -797,6 +833,7 @@ class ApiDouble:
         patch: Any,
         sub: str,
         user: Obj,
+        validation: str = "Warn",
     ) -> tuple[Obj, list[str]]:
         with self.store.lock:
             current = self.store.get(kind, namespace, name)
@@ -840,7 +877,7 @@ class ApiDouble:
                 "resourceVersion"
             ]
             return self.update(
-                kind, version, namespace, name, new, sub, user, "PATCH", precondition
+                kind, version, namespace, name, new, sub, user, "PATCH", precondition, validation
             )
 
     def delete(
@@ -1164,12 +1201,60 @@ class _Handler(BaseHTTPRequestHandler):
 
     # ----- discovery -----------------------------------------------------------------------
 
+    def _openapi(self, group_version: str) -> bool:
+        """Just enough OpenAPI v3 for kubectl to see that every resource's PATCH takes
+        `fieldValidation`, so it validates on the server (as against kube-apiserver) instead
+        of downloading schemas: paths and PATCH operations, no schemas."""
+        served: dict[str, list[tuple[Kind, str]]] = {}
+        for kind in self.api.store.kinds.values():
+            for version in kind.versions:
+                gv = f"apis/{kind.group}/{version}" if kind.group else f"api/{version}"
+                served.setdefault(gv, []).append((kind, version))
+        if not group_version:
+            self._send(
+                200,
+                {
+                    "paths": {
+                        gv: {"serverRelativeURL": f"/openapi/v3/{gv}?hash={self.api.store.rv}"}
+                        for gv in sorted(served)
+                    }
+                },
+            )
+            return True
+        kinds = served.get(group_version)
+        if kinds is None:
+            self._send(404, b"404 page not found\n", ctype="text/plain; charset=utf-8")
+            return True
+        parameter = {"name": "fieldValidation", "in": "query", "schema": {"type": "string"}}
+        paths = {}
+        for kind, version in kinds:
+            scope = "/namespaces/{namespace}" if kind.namespaced else ""
+            gvk = {"group": kind.group, "version": version, "kind": kind.kind}
+            paths[f"/{group_version}{scope}/{kind.plural}/{{name}}"] = {
+                "patch": {
+                    "x-kubernetes-group-version-kind": gvk,
+                    "parameters": [parameter],
+                    "responses": {"200": {"description": "OK"}},
+                }
+            }
+        self._send(
+            200,
+            {
+                "openapi": "3.0.0",
+                "info": {"title": "Kubernetes (API double)", "version": "v1.32.0"},
+                "paths": paths,
+            },
+        )
+        return True
+
     def _discovery(self, method: str, path: str) -> bool:
         if method != "GET":
             return False
         path = path.rstrip("/")
         store = self.api.store
         kinds = list(store.kinds.values())
+        if path.startswith("/openapi/v3"):
+            return self._openapi(path[len("/openapi/v3") :].strip("/"))
         if path == "/version":
             self._send(
                 200,
@@ -1326,18 +1411,38 @@ class _Handler(BaseHTTPRequestHandler):
             return
         dry_run = query.get("dryRun") == "All"
         if method == "POST" and name is None:
-            obj, warnings = api.create(kind, version, namespace, body, user, dry_run)
+            validation = query.get("fieldValidation") or "Warn"
+            obj, warnings = api.create(kind, version, namespace, body, user, dry_run, validation)
             self._send(201, obj, warnings)
         elif method == "PUT" and name is not None:
             if not isinstance(body, dict):
                 raise ApiError(
                     400, "BadRequest", "the body of the request was in an unknown format"
                 )
-            obj, warnings = api.update(kind, version, namespace or "", name, body, sub, user)
+            obj, warnings = api.update(
+                kind,
+                version,
+                namespace or "",
+                name,
+                body,
+                sub,
+                user,
+                validation=query.get("fieldValidation") or "Warn",
+            )
             self._send(200, obj, warnings)
         elif method == "PATCH" and name is not None:
             ctype = (self.headers.get("Content-Type") or "").split(";")[0].strip()
-            obj, warnings = api.patch(kind, version, namespace or "", name, ctype, body, sub, user)
+            obj, warnings = api.patch(
+                kind,
+                version,
+                namespace or "",
+                name,
+                ctype,
+                body,
+                sub,
+                user,
+                query.get("fieldValidation") or "Warn",
+            )
             self._send(200, obj, warnings)
         elif method == "DELETE" and name is not None:
             propagation = (body or {}).get("propagationPolicy") or query.get("propagationPolicy")
