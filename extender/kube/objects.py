@@ -39,6 +39,7 @@ PREEMPTED = "Preempted"
 FINISHED = "Finished"
 REQUEUED = "Requeued"
 PODS_READY = "PodsReady"
+KUEUE_FINALIZER = "kueue.x-k8s.io/resource-in-use"
 
 
 def _m(value: Any) -> Mapping[str, Any]:

@@ -74,6 +74,12 @@ class WorkloadReconciler:
         if obj is None or o.is_true(obj, o.FINISHED):
             self._drop(key)
             return None
+        meta = obj.get("metadata") or {}
+        if meta.get("deletionTimestamp"):
+            self._drop(key)  # being deleted: it holds no quota
+            if o.KUEUE_FINALIZER in (meta.get("finalizers") or []):
+                self._release_kueues_finalizer(key, obj)
+            return None
         model = self.model(key, obj)
         if model is None:
             if key not in state.admitted:
@@ -164,6 +170,32 @@ class WorkloadReconciler:
                 raise
         ctx.store.forget(WORKLOADS, key)
         self._drop(key)
+
+    def _release_kueues_finalizer(self, key: str, obj: Obj) -> None:
+        """Kueue kept its admitted Workloads with a finalizer until it released their quota;
+        after a migration from Kueue, Tower does that part, or they would never go."""
+        ctx = self.ctx
+        finalizers = [
+            f for f in obj["metadata"].get("finalizers") or [] if f != o.KUEUE_FINALIZER
+        ]
+        patch = o.conditional({"metadata": {"finalizers": finalizers}}, obj)
+        namespace, name = key.split("/", 1)
+        try:
+            answer = ctx.write(
+                WORKLOADS,
+                "patch-finalizers",
+                lambda: ctx.client.patch(WORKLOADS, name, patch, namespace),
+            )
+        except ApiError as err:
+            if err.conflict:
+                ctx.refresh(WORKLOADS, key)
+                ctx.queues.workloads.add(key)
+                return
+            if err.not_found:
+                ctx.store.forget(WORKLOADS, key)
+                return
+            raise
+        ctx.store.record(WORKLOADS, answer)
 
     def _finish_orphan(self, key: str, obj: Obj) -> None:
         """Made for a Job deleted with propagation Orphan: nothing will run it."""

@@ -124,6 +124,84 @@ BUILTIN = [
 ]
 
 
+def _job_status(job: Obj) -> str:
+    """The STATUS column kube-apiserver's Job printer shows."""
+    conditions = {
+        c.get("type")
+        for c in (job.get("status") or {}).get("conditions") or []
+        if c.get("status") == "True"
+    }
+    if (job.get("metadata") or {}).get("deletionTimestamp"):
+        return "Terminating"
+    for condition in ("Complete", "Failed", "Suspended", "FailureTarget", "SuccessCriteriaMet"):
+        if condition in conditions:
+            return condition
+    return "Running"
+
+
+def _job_duration(job: Obj) -> str:
+    status = job.get("status") or {}
+    if not status.get("startTime"):
+        return ""
+    start = datetime.fromisoformat(status["startTime"].replace("Z", "+00:00")).timestamp()
+    end = (
+        datetime.fromisoformat(status["completionTime"].replace("Z", "+00:00")).timestamp()
+        if status.get("completionTime")
+        else time.time()
+    )
+    return _since(max(0, int(end - start)))
+
+
+def _pod_spec(job: Obj) -> Obj:
+    return ((job.get("spec") or {}).get("template") or {}).get("spec") or {}
+
+
+# The columns kubectl shows for Jobs (a built-in printer in kube-apiserver; see the fixture
+# api/crd-status-and-table/15-table-list-jobs-builtin.json).
+JOB_COLUMNS: list[Obj] = [
+    {"name": "Status", "type": "string", "compute": _job_status},
+    {
+        "name": "Completions",
+        "type": "string",
+        "compute": lambda j: (
+            f"{(j.get('status') or {}).get('succeeded') or 0}/"
+            f"{(j.get('spec') or {}).get('completions') or 1}"
+        ),
+    },
+    {"name": "Duration", "type": "string", "compute": _job_duration},
+    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+    {
+        "name": "Containers",
+        "type": "string",
+        "priority": 1,
+        "compute": lambda j: ",".join(
+            c.get("name", "") for c in _pod_spec(j).get("containers") or []
+        ),
+    },
+    {
+        "name": "Images",
+        "type": "string",
+        "priority": 1,
+        "compute": lambda j: ",".join(
+            c.get("image", "") for c in _pod_spec(j).get("containers") or []
+        ),
+    },
+    {
+        "name": "Selector",
+        "type": "string",
+        "priority": 1,
+        "compute": lambda j: ",".join(
+            f"{k}={v}"
+            for k, v in (
+                ((j.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
+            ).items()
+        ),
+    },
+]
+
+next(k for k in BUILTIN if k.plural == "jobs").columns["v1"] = JOB_COLUMNS
+
+
 class ApiError(Exception):
     def __init__(
         self,
@@ -807,6 +885,20 @@ class ApiDouble:
                     new["status"] = old["status"]
                 else:
                     new.pop("status", None)
+            if old["metadata"].get("deletionTimestamp"):
+                added = set(meta.get("finalizers") or []) - set(
+                    old["metadata"].get("finalizers") or []
+                )
+                if added:
+                    raise invalid(
+                        kind,
+                        name,
+                        [
+                            "metadata.finalizers: Forbidden: no new finalizers can be added "
+                            "if the object is being deleted, found new finalizers "
+                            + json.dumps(sorted(added))
+                        ],
+                    )
             warnings: list[str] = []
             if sub != "status":
                 if kind.plural == "jobs":
@@ -820,6 +912,11 @@ class ApiDouble:
             stored_form = self._to_storage(kind, version, new)
             if stored_form == self._to_storage(kind, version, old):
                 return old, warnings  # a no-op write keeps the resourceVersion, as in etcd
+            meta = stored_form["metadata"]
+            if meta.get("deletionTimestamp") and not meta.get("finalizers"):
+                # Its last finalizer removed: a deletion that was waiting completes.
+                result = self._commit(kind, "DELETED", stored_form)
+                return self.to_version(kind, version, result), warnings
             result = self._commit(kind, "MODIFIED", stored_form)
         return self.to_version(kind, version, result), warnings
 
@@ -890,6 +987,13 @@ class ApiDouble:
                 raise not_found(kind, name)
             if propagation is None:
                 propagation = "Orphan" if kind.plural == "jobs" else "Background"
+            if current["metadata"].get("finalizers"):
+                # Finalizers hold it: it is only marked; it goes when the last is removed.
+                marked = copy.deepcopy(current)
+                if not marked["metadata"].get("deletionTimestamp"):
+                    marked["metadata"]["deletionTimestamp"] = now_rfc3339()
+                    marked = self._commit(kind, "MODIFIED", marked)
+                return self.to_version(kind, kind.storage, marked)
             self._commit(kind, "DELETED", copy.deepcopy(current))
             if kind.key == "customresourcedefinitions.apiextensions.k8s.io":
                 spec = current["spec"]
@@ -1548,7 +1652,8 @@ class _Handler(BaseHTTPRequestHandler):
         for obj in objs:
             cells: list[Any] = [obj["metadata"]["name"]]
             for column in columns:
-                value = json_path(obj, column["jsonPath"])
+                compute = column.get("compute")
+                value = compute(obj) if compute else json_path(obj, column["jsonPath"])
                 if column["type"] == "date" and value:
                     value = _age(value)
                 cells.append(value)
@@ -1689,7 +1794,12 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 def _age(stamp: str) -> str:
-    seconds = int(time.time() - datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp())
+    return _since(
+        int(time.time() - datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp())
+    )
+
+
+def _since(seconds: int) -> str:
     if seconds < 120:
         return f"{max(seconds, 0)}s"
     if seconds < 7200:

@@ -208,3 +208,41 @@ def test_status_is_dropped_on_create_and_spec_ignored_on_status_writes(api):
     assert updated["status"]["pendingWorkloads"] == 2
     assert updated["spec"]["cohortName"] == "a"  # as in crd-status-and-table/04
     assert updated["metadata"]["generation"] == created["metadata"]["generation"]
+
+
+def test_a_finalizer_holds_a_delete_until_it_is_removed(api):
+    """As kube-apiserver: DELETE sets deletionTimestamp and keeps the object while finalizers
+    remain; no new finalizer may be added; removing the last one completes the deletion."""
+    base = "/apis/batch/v1/namespaces/default/jobs"
+    body = load("api/create-job-201.json")["request"]["body"]
+    body["metadata"]["finalizers"] = ["example.com/hold"]
+    status, created, _ = send(api, "POST", base, body)
+    assert status == 201
+    name = created["metadata"]["name"]
+
+    status, answer, _ = send(api, "DELETE", f"{base}/{name}")
+    assert status in (200, 202)
+    status, held, _ = send(api, "GET", f"{base}/{name}")
+    assert status == 200
+    assert held["metadata"]["deletionTimestamp"]
+    assert held["metadata"]["finalizers"] == ["example.com/hold"]
+
+    status, _, _ = send(
+        api,
+        "PATCH",
+        f"{base}/{name}",
+        {"metadata": {"finalizers": ["example.com/hold", "example.com/late"]}},
+        "application/merge-patch+json",
+    )
+    assert status == 422
+
+    status, _, _ = send(
+        api,
+        "PATCH",
+        f"{base}/{name}",
+        {"metadata": {"finalizers": []}},
+        "application/merge-patch+json",
+    )
+    assert status == 200
+    status, _, _ = send(api, "GET", f"{base}/{name}")
+    assert status == 404

@@ -41,6 +41,25 @@ BASIC_USER = [
 ]
 
 
+KUEUES_WORKLOAD = {
+    "apiVersion": "kueue.x-k8s.io/v1beta2",
+    "kind": "Workload",
+    "metadata": {"name": "from-kueue", "finalizers": ["kueue.x-k8s.io/resource-in-use"]},
+    "spec": {
+        "queueName": "user-queue",
+        "podSets": [
+            {
+                "name": "main",
+                "count": 1,
+                "template": {
+                    "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}
+                },
+            }
+        ],
+    },
+}
+
+
 def documents():
     return [d for p in sorted(RBAC.glob("*.yaml")) for d in yaml.safe_load_all(p.read_text()) if d]
 
@@ -128,6 +147,13 @@ def test_every_verb_granted_is_used_and_every_verb_used_is_granted(cluster, webh
         )
         cluster.admin.delete(r.JOBS, "low", "default", propagation="Background")
         eventually(lambda: cluster.workload_of(low) is None, what="its Workload deleted")
+        # A Workload Kueue admitted before a migration, with Kueue's finalizer, deleted.
+        cluster.admin.create(r.WORKLOADS, KUEUES_WORKLOAD, "default")
+        cluster.admin.delete(r.WORKLOADS, "from-kueue", "default")
+        eventually(
+            lambda: cluster.get("workloads", "from-kueue", "default") is None,
+            what="Kueue's finalizer released",
+        )
         cluster.admin.create(
             r.JOBSETS,
             {
