@@ -37,6 +37,14 @@ STATE = STATE_DIR / "state.json"
 PYTHON = sys.executable
 
 
+def shown(path: Path | str) -> str:
+    """A path as a user in the repository would type it."""
+    try:
+        return str(Path(path).resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
 def say(text: str) -> None:
     print(text, flush=True)
 
@@ -132,7 +140,7 @@ def up(args: argparse.Namespace) -> int:
         state["api_pid"] = start("api", "-m", "tests.apidouble", "--kubeconfig", kubeconfig)
         if not wait_for("the API double", lambda: Path(kubeconfig).exists(), state["api_pid"]):
             return fail(f"the API double did not start:\n{tail('api')}")
-        say(f"no cluster given: started the API double (kubeconfig {kubeconfig})")
+        say(f"no cluster given: started the API double (kubeconfig {shown(kubeconfig)})")
     state["kubeconfig"] = kubeconfig
     save_state(state)
 
@@ -214,9 +222,10 @@ def up(args: argparse.Namespace) -> int:
     state.update(webhook_url=webhook_url, controller_port=args.controller_port)
     save_state(state)
     say(f"controller ready ({http_status(ready)[1]}); metrics on 127.0.0.1:{args.controller_port}")
-    say(f"logs: {STATE_DIR}/webhook.log, {STATE_DIR}/controller.log; stop with make dev-down")
+    logs = shown(STATE_DIR)
+    say(f"logs: {logs}/webhook.log, {logs}/controller.log; stop with make dev-down")
     if "api_pid" in state:
-        say(f"try it: export KUBECONFIG={kubeconfig}")
+        say(f"the API double stands in for a cluster: export KUBECONFIG={shown(kubeconfig)}")
     return 0
 
 
