@@ -220,7 +220,7 @@ def test_a_finalizer_holds_a_delete_until_it_is_removed(api):
     assert status == 201
     name = created["metadata"]["name"]
 
-    status, answer, _ = send(api, "DELETE", f"{base}/{name}")
+    status, _, _ = send(api, "DELETE", f"{base}/{name}")
     assert status in (200, 202)
     status, held, _ = send(api, "GET", f"{base}/{name}")
     assert status == 200
