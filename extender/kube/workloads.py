@@ -175,9 +175,7 @@ class WorkloadReconciler:
         """Kueue kept its admitted Workloads with a finalizer until it released their quota;
         after a migration from Kueue, Tower does that part, or they would never go."""
         ctx = self.ctx
-        finalizers = [
-            f for f in obj["metadata"].get("finalizers") or [] if f != o.KUEUE_FINALIZER
-        ]
+        finalizers = [f for f in obj["metadata"].get("finalizers") or [] if f != o.KUEUE_FINALIZER]
         patch = o.conditional({"metadata": {"finalizers": finalizers}}, obj)
         namespace, name = key.split("/", 1)
         try:
