@@ -145,8 +145,9 @@ class Shell:
             timeout=180,
             check=False,
         )
-        if "scripts/dev.py up" in self.translate(command) and done.returncode == 0:
-            self.env["KUBECONFIG"] = str(self.dev_dir / "admin.kubeconfig")
+        double = self.dev_dir / "admin.kubeconfig"  # made only when dev-up starts the double
+        if "scripts/dev.py up" in self.translate(command) and double.exists():
+            self.env["KUBECONFIG"] = str(double)
         return done
 
     def normal(self, text: str) -> list[str]:
@@ -174,9 +175,9 @@ def shell(tmp_path):
     )
 
 
-def run_block(shell: Shell, block: Block) -> None:
+def run_block(shell: Shell, block: Block, timeout: float = 60) -> None:
     for command, shown in block.commands():
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + timeout
         while True:  # outputs that settle (a pending reason, a status) are asked again
             done = shell.run(command)
             have = set(shell.normal(done.stdout + done.stderr))

@@ -1,22 +1,87 @@
-"""The real-cluster suite: runs only against a cluster you name, skipped otherwise."""
+"""The real-cluster suite: runs only against a cluster you name, skipped otherwise.
+
+`TOWER_E2E_KUBECONFIG` names the cluster. Tests that run Tower as processes on this machine
+(as `make dev-up` does) also need `TOWER_E2E_WEBHOOK_URL`: an https URL at which that
+cluster's API server reaches this machine (`https://127.0.0.1:9443` for a control plane on
+this machine; for kind, `https://<docker bridge IP>:9443`).
+"""
+
+from __future__ import annotations
 
 import os
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
+from kubernetes import client, config
+
+from tests.e2e.kubelet import Kubelet, has_no_kubelets
 
 KUBECONFIG = os.environ.get("TOWER_E2E_KUBECONFIG")
 WEBHOOK_URL = os.environ.get("TOWER_E2E_WEBHOOK_URL")
 
 REASON = (
-    "no Kubernetes cluster here: set TOWER_E2E_KUBECONFIG to a cluster's kubeconfig and "
-    "TOWER_E2E_WEBHOOK_URL to an https URL at which that cluster's API server reaches this "
-    "machine (for kind: https://<docker bridge IP>:9443), then run `make e2e`"
+    "no Kubernetes cluster here: set TOWER_E2E_KUBECONFIG to a cluster's kubeconfig (and "
+    "TOWER_E2E_WEBHOOK_URL, see tests/e2e/conftest.py), then run `make e2e`"
+)
+NO_URL = (
+    "TOWER_E2E_WEBHOOK_URL is not set: the URL at which the cluster's API server reaches a "
+    "webhook on this machine (https://127.0.0.1:9443 for a control plane here)"
 )
 
 
 def pytest_collection_modifyitems(config, items):
-    if KUBECONFIG and WEBHOOK_URL:
+    if KUBECONFIG:
         return
     for item in items:
         if "e2e" in item.keywords:
             item.add_marker(pytest.mark.skip(reason=REASON))
+
+
+def kubectl(*args: str, input: str | None = None, check: bool = True) -> str:
+    done = subprocess.run(
+        ["kubectl", "--kubeconfig", KUBECONFIG or "", *args],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        input=input,
+    )
+    if check:
+        assert done.returncode == 0, f"kubectl {' '.join(args)}: {done.stderr}"
+    return done.stdout + done.stderr
+
+
+def wait(check: Callable[[], Any], timeout: float = 180.0, what: str = "") -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.5)
+
+
+def webhook_host_port() -> tuple[str, int]:
+    if not WEBHOOK_URL:
+        pytest.skip(NO_URL)
+    parts = urlsplit(WEBHOOK_URL)
+    return parts.hostname or "127.0.0.1", parts.port or 443
+
+
+@pytest.fixture(scope="session")
+def api_client() -> client.ApiClient:
+    return config.new_client_from_config(config_file=KUBECONFIG)
+
+
+@pytest.fixture(scope="session")
+def kubelet_namespaces(api_client) -> Iterator[set[str]]:
+    """Namespaces whose pods are run by the stand-in kubelet (only on a cluster without
+    kubelets; elsewhere real kubelets run them and the set is ignored)."""
+    namespaces: set[str] = set()
+    kubelet = Kubelet(api_client, namespaces) if has_no_kubelets(api_client) else None
+    yield namespaces
+    if kubelet is not None:
+        kubelet.stop()

@@ -45,11 +45,12 @@ def wait(check, timeout=180.0, what=""):
 
 
 @pytest.fixture(scope="module")
-def controller():
+def controller(kubelet_namespaces):
     kubectl("apply", "-f", str(ROOT / "deploy" / "crds"))
     kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
     namespace = f"tower-e2e-{uuid.uuid4().hex[:6]}"
     kubectl("create", "namespace", namespace)
+    kubelet_namespaces.add(namespace)
     queues = QUEUES.read_text().replace("namespace: default", f"namespace: {namespace}")
     subprocess.run(
         ["kubectl", "--kubeconfig", KUBECONFIG, "apply", "-f", "-"],

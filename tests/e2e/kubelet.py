@@ -1,0 +1,76 @@
+"""Stands in for kubelets on a cluster whose Nodes have none (a bare control plane).
+
+Only where every Node reports no kubelet version (Node objects made by hand): a pod the real
+scheduler bound is marked Running, then Succeeded once its `sleep N` is over; a pod being
+deleted is removed, as a kubelet confirms a deletion. On a cluster with kubelets this does
+nothing: real pods run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import threading
+import time
+from datetime import UTC, datetime
+
+from kubernetes import client
+
+SLEEP = re.compile(r"\bsleep\s+(\d+(?:\.\d+)?)")
+
+
+def has_no_kubelets(api_client: client.ApiClient) -> bool:
+    nodes = client.CoreV1Api(api_client).list_node().items
+    return bool(nodes) and all(not (n.status.node_info or {}).kubelet_version for n in nodes)
+
+
+def _seconds(pod: client.V1Pod) -> float:
+    for container in pod.spec.containers:
+        text = " ".join([*(container.command or []), *(container.args or [])])
+        match = SLEEP.search(text)
+        if match:
+            return float(match.group(1))
+    return 1.0
+
+
+class Kubelet:
+    """A thread that plays every kubelet of the cluster, for pods in `namespaces`."""
+
+    def __init__(self, api_client: client.ApiClient, namespaces: set[str]) -> None:
+        self.core = client.CoreV1Api(api_client)
+        self.namespaces = namespaces
+        self.started: dict[str, float] = {}
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="fake-kubelet", daemon=True)
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.thread.join(10)
+
+    def _run(self) -> None:
+        while not self.stopping.wait(0.5):
+            for namespace in list(self.namespaces):
+                # A pod that changed or went meanwhile is seen by the next pass.
+                with contextlib.suppress(client.ApiException):
+                    self._sync(namespace)
+
+    def _sync(self, namespace: str) -> None:
+        now = time.monotonic()
+        for pod in self.core.list_namespaced_pod(namespace).items:
+            name = pod.metadata.name
+            if pod.metadata.deletion_timestamp is not None:
+                self.core.delete_namespaced_pod(name, namespace, grace_period_seconds=0)
+                continue
+            if not pod.spec.node_name or pod.status.phase in ("Succeeded", "Failed"):
+                continue
+            uid = pod.metadata.uid
+            if uid not in self.started:
+                self.started[uid] = now
+                stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+                self._status(name, namespace, {"phase": "Running", "startTime": stamp})
+            elif now - self.started[uid] >= _seconds(pod):
+                self._status(name, namespace, {"phase": "Succeeded"})
+
+    def _status(self, name: str, namespace: str, status: dict) -> None:
+        self.core.patch_namespaced_pod_status(name, namespace, {"status": status})
