@@ -140,7 +140,9 @@ def test_every_verb_granted_is_used_and_every_verb_used_is_granted(cluster, webh
         eventually(
             lambda: (
                 cluster.get("jobs", "low", "default")["spec"]["suspend"] is False
-                and bool(cluster.get("jobs", "high", "default")["status"].get("succeeded"))
+                and bool(
+                    (cluster.get("jobs", "high", "default").get("status") or {}).get("succeeded")
+                )
             ),
             timeout=20,
             what="the preemptor to finish and the preempted job to run again",

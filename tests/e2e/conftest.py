@@ -64,6 +64,39 @@ def wait(check: Callable[[], Any], timeout: float = 180.0, what: str = "") -> An
         time.sleep(0.5)
 
 
+def job_manifest(
+    labels: dict[str, str],
+    *,
+    name: str | None = None,
+    cpu: str = "3",
+    memory: str = "4Gi",
+    seconds: float = 30,
+    suspend: bool | None = None,
+) -> dict[str, Any]:
+    """A batch/v1 Job as the seed writes it: one busybox container that sleeps."""
+    spec: dict[str, Any] = {
+        "backoffLimit": 0,
+        "template": {
+            "spec": {
+                "restartPolicy": "Never",
+                "containers": [
+                    {
+                        "name": "worker",
+                        "image": "busybox:1.36",
+                        "command": ["sh", "-c", f"sleep {seconds:g}"],
+                        "resources": {"requests": {"cpu": cpu, "memory": memory}},
+                    }
+                ],
+            }
+        },
+    }
+    if suspend is not None:
+        spec["suspend"] = suspend
+    meta: dict[str, Any] = {"labels": labels}
+    meta.update({"name": name} if name else {"generateName": "sample-job-"})
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": spec}
+
+
 def webhook_host_port() -> tuple[str, int]:
     if not WEBHOOK_URL:
         pytest.skip(NO_URL)

@@ -12,36 +12,17 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 
 import pytest
 from kubernetes import client, config
 
-from tests.e2e.conftest import KUBECONFIG
+from tests.e2e.conftest import KUBECONFIG, job_manifest, kubectl, wait
 
 pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]
 QUEUES = ROOT / "examples" / "quickstart" / "01-queues.yaml"
-
-
-def kubectl(*args: str) -> str:
-    done = subprocess.run(
-        ["kubectl", "--kubeconfig", KUBECONFIG, *args], capture_output=True, text=True, timeout=120
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout
-
-
-def wait(check, timeout=180.0, what=""):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(1)
 
 
 @pytest.fixture(scope="module")
@@ -86,31 +67,9 @@ def controller(kubelet_namespaces):
 
 
 def job(seconds: int) -> dict:
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {
-            "generateName": "sample-job-",
-            "labels": {"kueue.x-k8s.io/queue-name": "user-queue"},
-        },
-        "spec": {
-            "suspend": True,
-            "backoffLimit": 0,
-            "template": {
-                "spec": {
-                    "restartPolicy": "Never",
-                    "containers": [
-                        {
-                            "name": "worker",
-                            "image": "busybox:1.36",
-                            "command": ["sh", "-c", f"sleep {seconds}"],
-                            "resources": {"requests": {"cpu": "3", "memory": "4Gi"}},
-                        }
-                    ],
-                }
-            },
-        },
-    }
+    """As the webhook leaves a seed Job: suspended (this test does not need the webhook)."""
+    labels = {"kueue.x-k8s.io/queue-name": "user-queue"}
+    return job_manifest(labels, seconds=seconds, suspend=True)
 
 
 def test_the_seed_quick_start_runs_one_job_then_the_other(controller):

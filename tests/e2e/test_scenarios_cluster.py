@@ -25,7 +25,7 @@ import pytest
 import yaml
 from kubernetes import client, watch
 
-from tests.e2e.conftest import KUBECONFIG, kubectl, wait, webhook_host_port
+from tests.e2e.conftest import KUBECONFIG, job_manifest, kubectl, wait, webhook_host_port
 from tests.servers import free_port
 
 pytestmark = pytest.mark.e2e
@@ -102,27 +102,7 @@ def job(name: str, queue: str, cpu: str, seconds: int, priority: str | None = No
     labels = {"kueue.x-k8s.io/queue-name": queue}
     if priority:
         labels["kueue.x-k8s.io/priority-class"] = f"{priority}-{SUFFIX}"
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {"name": name, "labels": labels},
-        "spec": {
-            "backoffLimit": 0,
-            "template": {
-                "spec": {
-                    "restartPolicy": "Never",
-                    "containers": [
-                        {
-                            "name": "worker",
-                            "image": "busybox:1.36",
-                            "command": ["sh", "-c", f"sleep {seconds}"],
-                            "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}},
-                        }
-                    ],
-                }
-            },
-        },
-    }
+    return job_manifest(labels, name=name, cpu=cpu, memory="1Gi", seconds=seconds)
 
 
 class Tower:

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from kubernetes import client, config
 
-from tests.e2e.conftest import KUBECONFIG, WEBHOOK_URL, webhook_host_port
+from tests.e2e.conftest import KUBECONFIG, WEBHOOK_URL, job_manifest, webhook_host_port
 
 pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]
@@ -84,27 +84,7 @@ def cluster(tmp_path_factory):
 
 
 def seed_job(labels):
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {"generateName": "sample-job-", "labels": labels},
-        "spec": {
-            "backoffLimit": 0,
-            "template": {
-                "spec": {
-                    "restartPolicy": "Never",
-                    "containers": [
-                        {
-                            "name": "worker",
-                            "image": "busybox:1.36",
-                            "command": ["sh", "-c", "sleep 30"],
-                            "resources": {"requests": {"cpu": "3", "memory": "4Gi"}},
-                        }
-                    ],
-                }
-            },
-        },
-    }
+    return job_manifest(labels)
 
 
 def test_the_seed_job_is_created_suspended(cluster):
