@@ -246,6 +246,8 @@ class ClusterState:
     ) -> None:
         self.fair_sharing = fair_sharing
         self.admission_checks = tuple(admission_checks)
+        # Told the key of every workload whose quota is freed (a plan held for it goes too).
+        self.release_hooks: list[Callable[[str], None]] = []
         self.flavors: dict[str, ResourceFlavor] = {}
         self.cluster_queues: dict[str, ClusterQueue] = {}
         self.cohorts: dict[str, Cohort] = {}
@@ -503,6 +505,8 @@ class ClusterState:
 
     def _release_quota(self, key: str) -> None:
         admitted = self.admitted.pop(key)
+        for hook in self.release_hooks:
+            hook(key)
         self._to_drain.discard(key)
         add_usage(admitted.node, admitted.usage, -1)
         by_cq = self._admitted_by_cq.get(admitted.admission.cluster_queue, {})
@@ -558,6 +562,17 @@ class ClusterState:
     def _requeue_cohort(self, node: QuotaNode) -> None:
         for queue in self._set_aside.pop(node.root(), ()):
             queue.requeue_inadmissible()
+
+    def requeue_inadmissible(self, cq_names: Iterable[str]) -> bool:
+        """Something an admission check waits on changed (nodes freed room): the workloads
+        these ClusterQueues set aside are tried again. Whether any queue was found."""
+        found = False
+        for name in cq_names:
+            queue = self._queues.get(name)
+            if queue is not None:
+                queue.requeue_inadmissible()
+                found = True
+        return found
 
     def _requeue_all(self) -> None:
         for queue in self._queues.values():

@@ -17,6 +17,9 @@ ORIGINAL_SUSPEND_ANNOTATION = "tower.dev/original-suspend"
 # Set by the controller on a queued Job or JobSet: the ClusterQueue its workload waits in,
 # so that the stateless webhook can name it in warnings.
 CLUSTER_QUEUE_ANNOTATION = "tower.dev/cluster-queue"
+TOPOLOGY_KEY_ANNOTATION = "tower.dev/topology-key"
+PLACEMENT_ANNOTATION = "tower.dev/placement"
+WORKLOAD_ANNOTATION = "kueue.x-k8s.io/workload"
 
 FlavorResource = tuple[str, str]
 """A (flavor, resource) pair: the unit of quota."""
@@ -69,6 +72,7 @@ class ResourceFlavor:
     node_taints: tuple[Taint, ...] = ()
     tolerations: tuple[Toleration, ...] = ()
     topology_name: str | None = None
+    topology_key: str | None = None  # tower.dev/topology-key: all pods of a workload in one domain
 
 
 @dataclass(frozen=True, slots=True)

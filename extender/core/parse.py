@@ -16,6 +16,7 @@ from extender.core.labels import (
 )
 from extender.core.models import (
     GROUP,
+    TOPOLOGY_KEY_ANNOTATION,
     ClusterQueue,
     Cohort,
     FlavorFungibility,
@@ -244,7 +245,18 @@ def resource_flavor(obj: Obj) -> ResourceFlavor:
         node_taints=tuple(taints),
         tolerations=tols,
         topology_name=_str(spec.get("topologyName"), "spec.topologyName"),
+        topology_key=_topology_key(obj),
     )
+
+
+def _topology_key(obj: Obj) -> str | None:
+    meta = as_map(obj.get("metadata"), "metadata")
+    annotations = as_map(meta.get("annotations"), "metadata.annotations")
+    path = f"metadata.annotations[{TOPOLOGY_KEY_ANNOTATION}]"
+    key = _str(annotations.get(TOPOLOGY_KEY_ANNOTATION), path)
+    if key is not None and not key.strip():
+        raise ManifestError(path, "must name a node label, e.g. topology.kubernetes.io/zone")
+    return key
 
 
 def resource_groups(value: Any, path: str, *, has_parent: bool) -> tuple[ResourceGroup, ...]:
