@@ -1,5 +1,4 @@
-"""Physical fit on accelerator nodes: the node inventory per flavor, the placement planner, and
-the scheduler extender's filter and scores.
+"""Physical fit on accelerator nodes: node inventory, placement planner, extender filter and scores.
 
 Kueue admits on quota alone, so an 8-GPU pod can be admitted while the free GPUs are spread
 four and four over two nodes. Here a workload that uses a physically checked resource (by
