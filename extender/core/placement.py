@@ -292,6 +292,11 @@ class Inventory:
         """This replica's plan is void (the admission was not written, or quota was freed)."""
         self._set_plan(workload, lambda: self._assumed.pop(workload, None))
 
+    def forget_all(self) -> None:
+        """A new term as leader: what an earlier term assumed is known from the API or void."""
+        for workload in list(self._assumed):
+            self.forget(workload)
+
     def record(self, workload: str, plan: Plan | None) -> None:
         """The plan an admitted Workload carries, or None once it holds no quota."""
         if plan is None:

@@ -16,7 +16,8 @@ from extender.kube.client import KubeClient, KubeError
 from extender.kube.config import CONFIG
 from extender.kube.context import owner_index, workload_key
 from extender.kube.informer import Informer
-from extender.kube.resources import JOBS, JOBSETS, WORKLOADS, Resource
+from extender.kube.placement import Placement, node_view, pod_transform
+from extender.kube.resources import JOBS, JOBSETS, NODES, PODS, WORKLOADS, Resource
 from extender.kube.store import Store
 from extender.kube.trim import job_view, trim
 from extender.kube.trim import workload as trimmed_workload
@@ -32,10 +33,15 @@ class Cache:
         jobsets: bool = False,
         watch_timeout: int = 300,
         on_error: Callable[[Resource, KubeError], None] | None = None,
+        placement: Placement | None = None,
     ) -> None:
         self.client = client
         self.store = Store()
         self.job_resources: tuple[Resource, ...] = (JOBS, JOBSETS) if jobsets else (JOBS,)
+        # Nodes and pods, for physical fit: pods keep only their node, phase, checked
+        # requests and owner.
+        self.placement = placement
+        self.node_resources: tuple[Resource, ...] = (NODES, PODS) if placement else ()
         self.watch_timeout = watch_timeout
         self.on_error = on_error
         self.informers: list[Informer] = []
@@ -46,6 +52,10 @@ class Cache:
         for resource in self.job_resources:
             store.register(resource, self._job_transform)
         store.add_index(WORKLOADS, "owner", owner_index)
+        if placement is not None:
+            store.register(NODES, node_view)
+            store.register(PODS, pod_transform(placement.inventory.is_checked))
+            placement.attach(store)
 
     def _job_transform(self, obj: dict[str, Any]) -> Any:
         """A Job keeps its whole template only while no Workload was made from it."""
@@ -58,7 +68,7 @@ class Cache:
 
     @property
     def resources(self) -> tuple[Resource, ...]:
-        return (*CONFIG, WORKLOADS, *self.job_resources)
+        return (*CONFIG, WORKLOADS, *self.job_resources, *self.node_resources)
 
     def start(self, stop: threading.Event) -> None:
         workloads_synced = self.store.synced(WORKLOADS)

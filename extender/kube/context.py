@@ -16,6 +16,7 @@ from extender.core.models import PriorityClass, WorkloadPriorityClass
 from extender.kube.client import ApiError, KubeClient, KubeError
 from extender.kube.events import Recorder
 from extender.kube.metrics import Metrics
+from extender.kube.placement import Placement
 from extender.kube.resources import JOBS, JOBSETS, WORKLOADS, Resource
 from extender.kube.store import Store
 from extender.kube.trim import JobView
@@ -93,6 +94,7 @@ class Context:
     wpcs: dict[str, WorkloadPriorityClass] = field(default_factory=dict)
     pcs: dict[str, PriorityClass] = field(default_factory=dict)
     username: str | None = None  # who this controller is to the API server (SelfSubjectReview)
+    placement: Placement | None = None  # physical fit on nodes, when nodes and pods are watched
     dirty: bool = False  # the state changed: the scheduler should run a cycle
     touched_cqs: set[str] = field(default_factory=set)
     touched_lqs: set[str] = field(default_factory=set)

@@ -86,7 +86,10 @@ class Controller:
             recorder=recorder,
             job_resources=cache.job_resources,
             username=username,
+            placement=cache.placement,
         )
+        if cache.placement is not None:
+            cache.placement.new_term(ctx.state)
         self.workloads = WorkloadReconciler(ctx)
         self.jobs = JobReconciler(ctx)
         self.queue_status = QueueStatusReconciler(ctx)
@@ -192,6 +195,7 @@ class Controller:
     def turn(self) -> None:
         """One turn of the loop's work (see the module's docstring), without waiting."""
         self.take_in()
+        self._placement()
         self.scheduler.run()
         self._create_workloads()
         self.workloads.flush_pending()
@@ -241,6 +245,24 @@ class Controller:
             self._one(queues.workloads, "workloads", self.workloads.reconcile, key)
         while (ref := queues.jobs.pop()) is not None:
             self._one(queues.jobs, "jobs", self.jobs.reconcile, ref)
+
+    def _placement(self) -> None:
+        """Nodes and pods changed: workloads waiting for room are tried again where room
+        grew; a plan whose node died or was cordoned is redone (or its workload evicted)."""
+        placement = self.ctx.placement
+        if placement is None:
+            return
+        requeue, disturbed = placement.take_changes()
+        if requeue and self.state.requeue_inadmissible(requeue):
+            self.ctx.dirty = True
+        for key in sorted(disturbed):
+            try:
+                self.workloads.replan(key)
+            except NotLeaderError:
+                raise
+            except KubeError as err:
+                log.warning("placement of %s not redone yet: %s", key, err)
+                placement.disturb(key)
 
     def _create_workloads(self) -> None:
         """Workloads for new Jobs, a few per turn: a thousand new Jobs share the budget with

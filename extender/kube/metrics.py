@@ -137,6 +137,19 @@ class Metrics:
             "1 while this replica leads (and writes), 0 while it stands by",
             registry=r,
         )
+        self.extender_duration = Histogram(
+            "tower_scheduler_extender_request_duration_seconds",
+            "Time to answer kube-scheduler's filter and prioritize calls",
+            ["verb", "code"],
+            buckets=(0.0005, 0.001, 0.002, 0.003, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5),
+            registry=r,
+        )
+        self.placement_refused = Counter(
+            "tower_placement_refused_total",
+            "Admissions held back because no node plan fits the workload's pods",
+            ["cluster_queue"],
+            registry=r,
+        )
 
     def forget_cluster_queue(self, name: str) -> None:
         """Remove every series of a deleted ClusterQueue."""

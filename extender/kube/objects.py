@@ -15,6 +15,7 @@ from extender.core.labels import Toleration
 from extender.core.models import (
     PRIORITY_CLASS_LABEL,
     QUEUE_NAME_LABEL,
+    WORKLOAD_ANNOTATION,
     Admission,
     PodSetAssignment,
     ResourceFlavor,
@@ -245,12 +246,15 @@ def start_patch(
     admission: Admission,
     flavors: Mapping[str, ResourceFlavor],
     local_queue: str,
+    *,
+    workload: str | None = None,
 ) -> Obj:
     """The one merge patch that starts an admitted Job: unsuspend, and place its pods.
 
     nodeSelector gains the union of the assigned flavors' nodeLabels, tolerations the
     flavors' tolerations; pod labels name the podSet and the queues (Kueue's
-    AssignQueueLabelsForPods).
+    AssignQueueLabelsForPods). A workload with a placement plan names itself on its pods
+    (annotation kueue.x-k8s.io/workload), so the scheduler extender finds their plan.
     """
     by_pod_set = {psa.name: psa for psa in admission.pod_set_assignments}
     annotations = {CLUSTER_QUEUE_ANNOTATION: admission.cluster_queue}
@@ -263,6 +267,8 @@ def start_patch(
         labels[PODSET_LABEL] = name
         labels[LOCAL_QUEUE_LABEL] = local_queue
         labels[CLUSTER_QUEUE_LABEL] = admission.cluster_queue
+        if workload is not None:
+            out["metadata"].setdefault("annotations", {})[WORKLOAD_ANNOTATION] = workload
         if psa is None:
             return out
         selector = dict(pod.get("nodeSelector") or {})

@@ -19,6 +19,8 @@ from extender.kube.resources import (
     JOBSETS,
     KUEUE_GROUP,
     KUEUE_VERSION,
+    NODES,
+    PODS,
     WORKLOADS,
     Resource,
 )
@@ -41,23 +43,25 @@ class Setup:
     jobsets: bool
 
 
-def needed(jobsets: bool) -> list[tuple[str, Resource, str]]:
+def needed(jobsets: bool, placement: bool = True) -> list[tuple[str, Resource, str]]:
     """(verb, resource, subresource) the controller cannot work without."""
     out = [(verb, r, "") for r in CONFIG for verb in ("list", "watch")]
-    out += [(verb, WORKLOADS, "") for verb in ("list", "watch", "create", "delete")]
+    out += [(verb, WORKLOADS, "") for verb in ("list", "watch", "create", "delete", "patch")]
+    if placement:  # physical fit: nodes, and the pods bound to them
+        out += [(verb, r, "") for r in (NODES, PODS) for verb in ("list", "watch")]
     out += [("patch", WORKLOADS, "status")]
     for resource in (JOBS, JOBSETS) if jobsets else (JOBS,):
         out += [(verb, resource, "") for verb in ("list", "watch", "patch")]
     return out
 
 
-def preflight(client: KubeClient, stop: threading.Event) -> Setup | None:
+def preflight(client: KubeClient, stop: threading.Event, *, placement: bool = True) -> Setup | None:
     """The answers, once the API server answers; None if stopped first."""
     backoff = Backoff(base=0.5, cap=10.0)
     failures = 0
     while not stop.is_set():
         try:
-            return _check(client)
+            return _check(client, placement)
         except SetupError:
             raise
         except KubeError as err:
@@ -69,7 +73,7 @@ def preflight(client: KubeClient, stop: threading.Event) -> Setup | None:
     return None
 
 
-def _check(client: KubeClient) -> Setup:
+def _check(client: KubeClient, placement: bool = True) -> Setup:
     if not client.discover(f"{KUEUE_GROUP}/{KUEUE_VERSION}"):
         raise SetupError(
             f"Kueue's CRDs are not installed: the API server does not serve "
@@ -83,7 +87,7 @@ def _check(client: KubeClient) -> Setup:
         log.info("running as %s", username)
     missing = [
         f"{verb} {resource.qualified}" + (f"/{sub}" if sub else "")
-        for verb, resource, sub in needed(jobsets)
+        for verb, resource, sub in needed(jobsets, placement)
         if not allowed(client, verb, resource, sub)
     ]
     if missing:

@@ -46,6 +46,8 @@ class Resource:
 JOBS = Resource("batch", "v1", "jobs", "Job", True)
 JOBSETS = Resource("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet", True)
 NAMESPACES = Resource("", "v1", "namespaces", "Namespace", False)
+NODES = Resource("", "v1", "nodes", "Node", False)
+PODS = Resource("", "v1", "pods", "Pod", True)
 EVENTS = Resource("", "v1", "events", "Event", True)
 PRIORITY_CLASSES = Resource("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", False)
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease", True)

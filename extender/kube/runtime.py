@@ -9,6 +9,7 @@ import math
 import os
 import signal
 import socket
+import ssl
 import sys
 import threading
 from collections.abc import Callable, Sequence
@@ -17,6 +18,7 @@ from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from extender.core.placement import checked_resources
 from extender.gc_tuning import tune_for_scheduling
 from extender.kube.cache import Cache
 from extender.kube.client import ConfigError, RequestBudget, RestClient, load_api_client
@@ -25,7 +27,11 @@ from extender.kube.controller import Controller
 from extender.kube.events import Recorder
 from extender.kube.lease import LeaderElector, SetupError
 from extender.kube.metrics import Metrics
+from extender.kube.placement import Placement
 from extender.kube.preflight import preflight
+from extender.kube.resources import NODES, PODS, WORKLOADS
+from extender.kube.scheduler_extender import SchedulerExtender
+from extender.kube.scheduler_extender import serve as serve_extender
 
 log = logging.getLogger("tower")
 
@@ -96,6 +102,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="seconds before an API request without an answer counts as failed (it is "
         "retried with backoff) [TOWER_KUBE_API_TIMEOUT] (default 10)",
     )
+    parser.add_argument(
+        "--physical-resources",
+        default=env("TOWER_PHYSICAL_RESOURCES"),
+        help="comma-separated resources whose pods must fit on one node before admission "
+        "(default: every extended resource, e.g. nvidia.com/gpu; cpu and memory stay "
+        "quota-only unless listed; `none` turns physical fit off, and nodes and pods are "
+        "then not watched) [TOWER_PHYSICAL_RESOURCES]",
+    )
+    parser.add_argument(
+        "--scheduler-extender-address",
+        type=_host_port,
+        default=env("TOWER_SCHEDULER_EXTENDER_ADDRESS"),
+        help="host:port to serve kube-scheduler's extender calls on (POST /scheduler/filter, "
+        "/scheduler/prioritize); off when unset [TOWER_SCHEDULER_EXTENDER_ADDRESS]",
+    )
+    parser.add_argument("--scheduler-extender-tls-cert-file", default=None)
+    parser.add_argument("--scheduler-extender-tls-private-key-file", default=None)
     parser.add_argument("--log-format", choices=("text", "json"), default="text")
     parser.add_argument(
         "--log-level",
@@ -153,7 +176,19 @@ def check_arguments(args: argparse.Namespace) -> str | None:
             f"--retry-period (got {args.lease_duration:g}, {args.renew_deadline:g}, "
             f"{args.retry_period:g})"
         )
+    cert, key = args.scheduler_extender_tls_cert_file, args.scheduler_extender_tls_private_key_file
+    if bool(cert) != bool(key):
+        return (
+            "--scheduler-extender-tls-cert-file and --scheduler-extender-tls-private-key-file "
+            "go together (TLS needs both; plain HTTP neither)"
+        )
+    if args.scheduler_extender_address and _no_placement(args):
+        return "--scheduler-extender-address needs physical fit: drop --physical-resources=none"
     return None
+
+
+def _no_placement(args: argparse.Namespace) -> bool:
+    return str(args.physical_resources or "").strip().lower() == "none"
 
 
 def _host_port(value: str) -> str:
@@ -300,12 +335,20 @@ def _serve(
         base.fence = fence.check
     readiness.reason = "checking the API server"
     readiness.elector = elector
-    setup = preflight(base.with_budget(RequestBudget(5, 10), fenced=False), stop)
+    placement = (
+        None if _no_placement(args) else Placement(checked_resources(args.physical_resources))
+    )
+    setup = preflight(
+        base.with_budget(RequestBudget(5, 10), fenced=False), stop, placement=placement is not None
+    )
     if setup is None:
         return 0
-    cache = Cache(base, jobsets=setup.jobsets, on_error=None)
+    cache = Cache(base, jobsets=setup.jobsets, on_error=None, placement=placement)
     cache.start(stop)
     readiness.cache = cache
+    extender_server = None
+    if placement is not None and args.scheduler_extender_address:
+        extender_server = _serve_extender(args, placement, cache, metrics)
     recorder = Recorder(base, qps=args.event_qps)
     settings = Settings(
         fair_sharing=args.fair_sharing,
@@ -340,10 +383,43 @@ def _serve(
     finally:
         stop.set()
         recorder.close()
+        if extender_server is not None:
+            extender_server.shutdown()
         if elector is not None:
             elector.release()
     log.info("stopped after %d API writes", base.budget.total_writes)
     return 0
+
+
+def _serve_extender(
+    args: argparse.Namespace, placement: Placement, cache: Cache, metrics: Metrics
+) -> ThreadingHTTPServer:
+    """The scheduler extender, answering from this replica's caches (leader or not)."""
+    needed = (NODES, PODS, WORKLOADS)
+
+    def synced() -> bool:
+        return all(cache.store.synced(r).is_set() for r in needed)
+
+    def observe(path: str, code: int, seconds: float) -> None:
+        metrics.extender_duration.labels(path.rsplit("/", 1)[-1], str(code)).observe(seconds)
+
+    try:
+        server = serve_extender(
+            SchedulerExtender(placement, synced),
+            args.scheduler_extender_address,
+            cert_file=args.scheduler_extender_tls_cert_file,
+            key_file=args.scheduler_extender_tls_private_key_file,
+            on_request=observe,
+        )
+    except (OSError, ssl.SSLError) as err:
+        raise SetupError(
+            f"cannot serve the scheduler extender on {args.scheduler_extender_address}: "
+            f"{getattr(err, 'strerror', None) or err}"
+        ) from None
+    scheme = "https" if args.scheduler_extender_tls_cert_file else "http"
+    port = server.server_address[1]
+    print(f"scheduler extender on {scheme} port {port}, /scheduler", file=sys.stderr, flush=True)
+    return server
 
 
 def _count_errors(metrics: Metrics) -> Callable[[str, str], None]:

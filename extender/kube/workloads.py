@@ -16,20 +16,23 @@ from functools import partial
 from typing import Any
 
 from extender.core.cycle import INADMISSIBLE, Admit, Evict, PendingStatus
-from extender.core.models import Workload
+from extender.core.models import PLACEMENT_ANNOTATION, Workload
 from extender.core.parse import ManifestError
+from extender.core.placement import Plan
 from extender.core.workloads import creation_seconds
 from extender.core.workloads import workload as parse_workload
 from extender.kube import objects as o
 from extender.kube.client import ApiError, KubeError, RequestBudget
 from extender.kube.context import Context
 from extender.kube.jobs import stop_job
+from extender.kube.placement import annotation
 from extender.kube.resources import JOBSETS, WORKLOADS
 from extender.kube.trim import JobView
 
 log = logging.getLogger("tower.workloads")
 
 Obj = dict[str, Any]
+NODE_FAILURES = "NodeFailures"  # Kueue's Evicted reason when the nodes of a placement fail
 
 
 class WorkloadReconciler:
@@ -223,8 +226,15 @@ class WorkloadReconciler:
             # Suspended with its startTime still set (stopped by someone else): the API
             # refuses the template change until the startTime is cleared through /status.
             job = stop_job(ctx, job, None)
+        planned = ctx.placement is not None and ctx.placement.plan_of(key) is not None
         patch = o.conditional(  # started as decided, or 409
-            o.start_patch(job.as_object(), admission, ctx.state.flavors, model.queue_name),
+            o.start_patch(
+                job.as_object(),
+                admission,
+                ctx.state.flavors,
+                model.queue_name,
+                workload=model.name if planned else None,
+            ),
             job.as_object(),
         )
         resource = job.resource
@@ -366,8 +376,27 @@ class WorkloadReconciler:
             state.forget(key)
             return False
         now = ctx.clock()
-        patch = o.conditional(o.admit_patch(obj, decision.admission, now), obj)
         namespace, name = key.split("/", 1)
+        plan = ctx.placement.plan_of(key) if ctx.placement is not None else None
+        if plan is not None and plan.pod_sets:
+            try:
+                obj = self._write_plan(key, obj, plan)
+            except KubeError as err:
+                # Nothing holds quota yet: whatever happened to the annotation is harmless.
+                state.forget(key)
+                ctx.touch(decision.workload.namespace, decision.workload.queue_name)
+                if isinstance(err, ApiError) and err.conflict:
+                    ctx.refresh(WORKLOADS, key)
+                    ctx.queues.workloads.add(key)
+                    return False
+                if isinstance(err, ApiError) and err.not_found:
+                    ctx.store.forget(WORKLOADS, key)
+                    return False
+                if err.retriable:
+                    raise
+                log.warning("placement of %s not written: %s", key, err)
+                return False
+        patch = o.conditional(o.admit_patch(obj, decision.admission, now), obj)
         try:
             answer = ctx.write(
                 WORKLOADS,
@@ -395,6 +424,53 @@ class WorkloadReconciler:
             return False
         self._admitted(key, obj, answer, decision, now)
         return True
+
+    def _write_plan(self, key: str, obj: Obj, plan: Plan) -> Obj:
+        """Record the plan on the Workload (so every replica's extender enforces it), on the
+        version decided on; the answer is the version the admission is then written on."""
+        ctx = self.ctx
+        namespace, name = key.split("/", 1)
+        annotations = {PLACEMENT_ANNOTATION: annotation(plan)}
+        patch = o.conditional({"metadata": {"annotations": annotations}}, obj)
+        answer = ctx.write(
+            WORKLOADS, "placement", lambda: ctx.client.patch(WORKLOADS, name, patch, namespace)
+        )
+        answer.setdefault("kind", WORKLOADS.kind)
+        answer.setdefault("apiVersion", WORKLOADS.api_version)
+        ctx.store.record(WORKLOADS, answer)
+        return answer
+
+    def replan(self, key: str) -> None:
+        """A node of an admitted workload's plan died or was cordoned: place its pods again,
+        keeping those where they are; when no node has room, evict it (it is requeued and
+        admitted again once a plan exists)."""
+        ctx = self.ctx
+        holder = ctx.state.admitted.get(key)
+        placement = ctx.placement
+        obj = ctx.store.get(WORKLOADS, key)
+        if holder is None or holder.evicting or placement is None or not isinstance(obj, dict):
+            return
+        old = placement.plan_of(key)
+        if old is None:
+            return
+        plan = placement.replan(holder.workload, holder.admission, old)
+        if isinstance(plan, Plan):
+            if plan == old:
+                return
+            try:
+                self._write_plan(key, obj, plan)
+            except KubeError as err:
+                log.warning("new placement of %s not written (%s); trying again", key, err)
+                placement.disturb(key)
+                return
+            log.info("placement of %s redone: %s", key, annotation(plan))
+            ctx.story(key, "Normal", "Replanned", f"Pods placed again: {annotation(plan)}")
+            return
+        holder.evicting = True
+        message = f"A node of its placement failed, and no other node has room: {plan}"
+        if not self.evict(Evict(holder.workload, NODE_FAILURES, None, message)):
+            holder.evicting = False
+            placement.disturb(key)
 
     def _admitted(self, key: str, obj: Obj, answer: Obj, decision: Admit, now: float) -> None:
         ctx = self.ctx

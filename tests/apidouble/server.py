@@ -60,6 +60,10 @@ BUILTIN = [
     Kind("", ["v1"], "namespaces", "Namespace", False, True, ["ns"], "namespace"),
     Kind("", ["v1"], "events", "Event", True, False, ["ev"], "event", spec_is_generation=False),
     Kind("", ["v1"], "pods", "Pod", True, True, ["po"], "pod", ["all"]),
+    Kind(
+        "", ["v1"], "nodes", "Node", False, True, ["no"], "node",
+        spec_is_generation=False, status_on_create=True,
+    ),
     Kind("", ["v1"], "secrets", "Secret", True, False, [], "secret", spec_is_generation=False),
     # Stored as sent, nothing more (enough for kubectl apply -k deploy/default):
     Kind("", ["v1"], "serviceaccounts", "ServiceAccount", True, False, ["sa"], "serviceaccount"),
@@ -759,7 +763,7 @@ class ApiDouble:
         obj["kind"] = kind.kind
         for field_name in ("resourceVersion", "uid", "creationTimestamp", "deletionTimestamp"):
             meta.pop(field_name, None)
-        if kind.status_subresource:
+        if kind.status_subresource and not kind.status_on_create:
             obj.pop("status", None)
         if kind.spec_is_generation:
             meta["generation"] = 1

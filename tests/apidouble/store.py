@@ -38,6 +38,9 @@ class Kind:
     schemas: dict[str, Obj] = field(default_factory=dict)  # version -> openAPIV3Schema
     columns: dict[str, list[Obj]] = field(default_factory=dict)  # version -> printer columns
     spec_is_generation: bool = True  # changes outside metadata/status bump generation
+    # Nodes keep the status they are created with (kube-apiserver's NodeStrategy; see
+    # fixtures/real-apiserver/nodes/node-gpu-node-1.after-create-with-auto-taint.json).
+    status_on_create: bool = False
     crd: bool = False
 
     @property

@@ -1,0 +1,294 @@
+"""Nodes, pods and plans from the watch caches into the core's inventory, behind one lock.
+
+Every replica keeps it (the scheduler extender answers on standbys too): store handlers, on
+the informer threads, update the inventory as the cluster changes. The leader's cycle asks it
+for plans through the PlacementCheck; the extender's HTTP threads read it. A plan is recorded
+on its Workload (annotation tower.dev/placement), so a replica that never decided it knows it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from extender.core import parse
+from extender.core.cycle import ClusterState
+from extender.core.jobs import pod_requests
+from extender.core.labels import Taint
+from extender.core.models import PLACEMENT_ANNOTATION, WORKLOAD_ANNOTATION, Admission, Workload
+from extender.core.parse import ManifestError
+from extender.core.placement import (
+    Inventory,
+    Node,
+    PlacementCheck,
+    Plan,
+    PlannedPodSet,
+    Pod,
+    is_extended_resource,
+)
+from extender.core.quantity import QuantityError, to_amount
+from extender.kube import objects as o
+from extender.kube.resources import NODES, PODS, RESOURCE_FLAVORS, WORKLOADS
+from extender.kube.store import Store
+
+log = logging.getLogger("tower.placement")
+
+Obj = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class NodeView:
+    """A Node as the cache keeps it: what placement reads."""
+
+    key: str
+    resource_version: str
+    node: Node
+
+
+@dataclass(frozen=True, slots=True)
+class PodView:
+    """A Pod as the cache keeps it: its node, phase, checked requests and owner; `pod` is
+    None while it is unbound or once it has terminated (it then holds nothing)."""
+
+    key: str
+    resource_version: str
+    pod: Pod | None
+    phase: str
+    owner: tuple[str, str] | None  # (kind, name) of its controller
+
+
+def _m(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def node_view(obj: Obj) -> NodeView:
+    meta, spec, status = _m(obj.get("metadata")), _m(obj.get("spec")), _m(obj.get("status"))
+    name = str(meta.get("name") or "")
+    allocatable: dict[str, int] = {}
+    for resource, value in _m(status.get("allocatable")).items():
+        try:
+            allocatable[sys.intern(str(resource))] = to_amount(str(resource), value)
+        except (QuantityError, ValueError, TypeError):
+            continue  # an unreadable amount counts as none
+    taints = tuple(
+        Taint(str(t.get("key") or ""), str(t.get("value") or ""), str(t.get("effect") or ""))
+        for t in spec.get("taints") or ()
+        if isinstance(t, Mapping)
+    )
+    ready = any(
+        isinstance(c, Mapping) and c.get("type") == "Ready" and c.get("status") == "True"
+        for c in status.get("conditions") or ()
+    )
+    labels = {sys.intern(str(k)): sys.intern(str(v)) for k, v in _m(meta.get("labels")).items()}
+    node = Node(name, labels, taints, allocatable, bool(spec.get("unschedulable")), ready)
+    return NodeView(name, str(meta.get("resourceVersion") or ""), node)
+
+
+def pod_transform(checked: Callable[[str], bool]) -> Callable[[Obj], PodView]:
+    """The cache's form of a Pod, keeping only the requests placement checks."""
+
+    def transform(obj: Obj) -> PodView:
+        return pod_view(obj, checked)
+
+    return transform
+
+
+def pod_view(obj: Obj, checked: Callable[[str], bool] = is_extended_resource) -> PodView:
+    meta, spec, status = _m(obj.get("metadata")), _m(obj.get("spec")), _m(obj.get("status"))
+    namespace = str(meta.get("namespace") or "")
+    key = f"{namespace}/{meta.get('name') or ''}"
+    phase = sys.intern(str(status.get("phase") or "Pending"))
+    owner = next(
+        (
+            (sys.intern(str(r.get("kind"))), str(r.get("name")))
+            for r in meta.get("ownerReferences") or ()
+            if isinstance(r, Mapping) and r.get("controller")
+        ),
+        None,
+    )
+    node = spec.get("nodeName")
+    pod = None
+    if node and phase not in ("Succeeded", "Failed"):
+        try:
+            requests = {
+                sys.intern(r): v
+                for r, v in pod_requests(dict(spec), "spec").items()
+                if v > 0 and checked(r)
+            }
+        except ManifestError:
+            requests = {}
+        workload = _m(meta.get("annotations")).get(WORKLOAD_ANNOTATION)
+        pod_set = _m(meta.get("labels")).get(o.PODSET_LABEL)
+        pod = Pod(
+            key,
+            sys.intern(str(node)),
+            requests,
+            f"{namespace}/{workload}" if workload else None,
+            sys.intern(str(pod_set)) if pod_set else None,
+        )
+    return PodView(key, str(meta.get("resourceVersion") or ""), pod, phase, owner)
+
+
+def plan_from_workload(obj: Mapping[str, Any], checked: Callable[[str], bool]) -> Plan | None:
+    """The plan an admitted Workload carries, or None (not admitted, finished, no plan)."""
+    if not isinstance(obj, dict) or not o.is_true(obj, o.QUOTA_RESERVED):
+        return None
+    if o.is_true(obj, o.FINISHED):
+        return None
+    meta = _m(obj.get("metadata"))
+    raw = _m(meta.get("annotations")).get(PLACEMENT_ANNOTATION)
+    if not raw:
+        return None
+    key = f"{meta.get('namespace')}/{meta.get('name')}"
+    nodes = json.loads(raw)
+    admission = o.admission_of(obj)
+    flavors = {psa.name: psa.flavors for psa in admission.pod_set_assignments} if admission else {}
+    pod_sets: dict[str, PlannedPodSet] = {}
+    for i, ps in enumerate(_m(obj.get("spec")).get("podSets") or ()):
+        name = str(_m(ps).get("name") or "main")
+        if name not in nodes:
+            continue
+        template = _m(_m(ps).get("template"))
+        requests = pod_requests(dict(_m(template.get("spec"))), f"spec.podSets[{i}].template.spec")
+        requests = {r: v for r, v in requests.items() if v > 0 and checked(r)}
+        assigned = flavors.get(name, {})
+        pod_set_flavors = tuple(dict.fromkeys(assigned[r] for r in requests if r in assigned))
+        counts = {str(n): int(c) for n, c in _m(nodes[name]).items() if int(c) > 0}
+        pod_sets[name] = PlannedPodSet(requests, counts, pod_set_flavors)
+    return Plan(key, pod_sets)
+
+
+class Placement:
+    """The inventory, kept current from the store, and the check the leader's cycle uses."""
+
+    def __init__(self, checked: Callable[[str], bool] = is_extended_resource) -> None:
+        self.lock = threading.Lock()
+        self.inventory = Inventory(checked)
+        self.check_in_cycle = PlacementCheck(self.inventory)
+        self._store: Store | None = None
+
+    # ----- the store's handlers (informer threads) ----------------------------------------
+
+    def attach(self, store: Store) -> None:
+        """Follow nodes, pods, flavors and Workloads as the store changes."""
+        self._store = store
+        store.subscribe(NODES, self._on_node)
+        store.subscribe(PODS, self._on_pod)
+        store.subscribe(RESOURCE_FLAVORS, self._on_flavor)
+        store.subscribe(WORKLOADS, self._on_workload)
+
+    def _on_node(self, key: str, old: Any, new: Any) -> None:
+        with self.lock:
+            if isinstance(new, NodeView):
+                self.inventory.set_node(new.node)
+            else:
+                self.inventory.delete_node(key)
+
+    def _on_pod(self, key: str, old: Any, new: Any) -> None:
+        with self.lock:
+            if isinstance(new, PodView) and new.pod is not None:
+                self.inventory.set_pod(new.pod)
+            else:
+                self.inventory.delete_pod(key)
+
+    def _on_flavor(self, key: str, old: Any, new: Any) -> None:
+        store = self._store
+        if store is None:
+            return
+        flavors = []
+        for name, obj in store.items(RESOURCE_FLAVORS):
+            try:
+                flavors.append(parse.resource_flavor(obj))
+            except ManifestError:
+                log.debug("ResourceFlavor %s is not valid; no nodes are its", name)
+        with self.lock:
+            self.inventory.set_flavors(flavors)
+
+    def _on_workload(self, key: str, old: Any, new: Any) -> None:
+        try:
+            plan = plan_from_workload(new, self.inventory.is_checked) if new is not None else None
+        except (ManifestError, ValueError, TypeError) as err:
+            log.warning(
+                "Workload %s: annotation %s is not a plan: %s", key, PLACEMENT_ANNOTATION, err
+            )
+            plan = None
+        with self.lock:
+            self.inventory.record(key, plan)
+
+    # ----- the leader's cycle ---------------------------------------------------------
+
+    def connect(self, state: ClusterState) -> None:
+        """Plug the check into a term's state: a plan is needed to admit, and goes with the
+        quota."""
+        state.admission_checks = (*state.admission_checks, self.check)
+        state.release_hooks.append(self.forget)
+
+    def new_term(self, state: ClusterState) -> None:
+        """A term as leader begins: forget the last term's unwritten plans, and plug in."""
+        with self.lock:
+            self.inventory.forget_all()
+            self.inventory.take_disturbed()
+        self.connect(state)
+
+    def check(self, workload: Workload, admission: Admission) -> str | None:
+        with self.lock:
+            return self.check_in_cycle(workload, admission)
+
+    def forget(self, key: str) -> None:
+        with self.lock:
+            self.inventory.forget(key)
+
+    def plan_of(self, key: str) -> Plan | None:
+        with self.lock:
+            return self.inventory.plan_of(key)
+
+    def replan(self, workload: Workload, admission: Admission, keep: Plan) -> Plan | str:
+        with self.lock:
+            plan = self.inventory.plan(workload, admission, keep=keep)
+            if isinstance(plan, Plan):
+                self.inventory.assume(plan)
+            return plan
+
+    def disturb(self, key: str) -> None:
+        """Look at this workload's plan again on the next turn (a write of it failed)."""
+        with self.lock:
+            self.inventory.disturbed.add(key)
+
+    def take_changes(self) -> tuple[set[str], set[str]]:
+        """(ClusterQueues to try again, Workloads whose plan a node change broke)."""
+        with self.lock:
+            requeue = self.check_in_cycle.to_requeue(self.inventory.take_grown())
+            return requeue, self.inventory.take_disturbed()
+
+    # ----- the scheduler extender (HTTP threads) ----------------------------------------
+
+    def filter(
+        self,
+        namespace: str,
+        workload: str | None,
+        pod_set: str | None,
+        requests: Mapping[str, int],
+        candidates: Iterable[str],
+    ) -> tuple[list[str], dict[str, str]]:
+        with self.lock:
+            return self.inventory.filter(namespace, workload, pod_set, requests, candidates)
+
+    def prioritize(
+        self, namespace: str, workload: str | None, pod_set: str | None, candidates: Iterable[str]
+    ) -> list[tuple[str, int]]:
+        with self.lock:
+            return self.inventory.prioritize(namespace, workload, pod_set, candidates)
+
+    def counts(self) -> tuple[int, int, int]:
+        with self.lock:
+            return self.inventory.counts()
+
+
+def annotation(plan: Plan) -> str:
+    """The plan as the Workload carries it."""
+    return json.dumps(plan.as_annotation(), separators=(",", ":"), sort_keys=True)
