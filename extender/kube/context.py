@@ -41,6 +41,8 @@ class Settings:
     # A start the webhook kept suspended is tried again after this, doubling up to the cap.
     start_refused_retry: float = 30.0
     start_refused_retry_cap: float = 300.0
+    # Set on the pods of workloads placed on nodes (a second kube-scheduler with the extender).
+    scheduler_name: str | None = None
 
 
 @dataclass(slots=True)

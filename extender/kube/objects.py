@@ -248,13 +248,15 @@ def start_patch(
     local_queue: str,
     *,
     workload: str | None = None,
+    scheduler_name: str | None = None,
 ) -> Obj:
     """The one merge patch that starts an admitted Job: unsuspend, and place its pods.
 
     nodeSelector gains the union of the assigned flavors' nodeLabels, tolerations the
     flavors' tolerations; pod labels name the podSet and the queues (Kueue's
     AssignQueueLabelsForPods). A workload with a placement plan names itself on its pods
-    (annotation kueue.x-k8s.io/workload), so the scheduler extender finds their plan.
+    (annotation kueue.x-k8s.io/workload), so the scheduler extender finds their plan, and
+    goes to the scheduler that calls the extender when one is named.
     """
     by_pod_set = {psa.name: psa for psa in admission.pod_set_assignments}
     annotations = {CLUSTER_QUEUE_ANNOTATION: admission.cluster_queue}
@@ -269,6 +271,8 @@ def start_patch(
         labels[CLUSTER_QUEUE_LABEL] = admission.cluster_queue
         if workload is not None:
             out["metadata"].setdefault("annotations", {})[WORKLOAD_ANNOTATION] = workload
+        if scheduler_name is not None:
+            pod["schedulerName"] = scheduler_name
         if psa is None:
             return out
         selector = dict(pod.get("nodeSelector") or {})
@@ -329,7 +333,7 @@ def restore_patch(job: Mapping[str, Any], workload_obj: Mapping[str, Any]) -> Ob
             else:
                 meta.pop(part, None)
         pod = out.setdefault("spec", {})
-        for part in ("nodeSelector", "tolerations", "schedulingGates"):
+        for part in ("nodeSelector", "tolerations", "schedulingGates", "schedulerName"):
             wanted_value = (original.get("spec") or {}).get(part)
             if wanted_value:
                 pod[part] = copy.deepcopy(wanted_value)

@@ -117,6 +117,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="host:port to serve kube-scheduler's extender calls on (POST /scheduler/filter, "
         "/scheduler/prioritize); off when unset [TOWER_SCHEDULER_EXTENDER_ADDRESS]",
     )
+    parser.add_argument(
+        "--scheduler-name",
+        default=env("TOWER_SCHEDULER_NAME"),
+        help="schedulerName set on the pods of placed workloads, for a second kube-scheduler "
+        "that calls the extender (deploy/scheduler/second-scheduler.yaml); unset: pods keep "
+        "their own [TOWER_SCHEDULER_NAME]",
+    )
     parser.add_argument("--scheduler-extender-tls-cert-file", default=None)
     parser.add_argument("--scheduler-extender-tls-private-key-file", default=None)
     parser.add_argument("--log-format", choices=("text", "json"), default="text")
@@ -354,6 +361,7 @@ def _serve(
         fair_sharing=args.fair_sharing,
         status_interval=args.status_interval,
         pending_status_qps=args.pending_status_qps,
+        scheduler_name=args.scheduler_name or None,
     )
     try:
         while not stop.is_set():

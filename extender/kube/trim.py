@@ -86,6 +86,7 @@ _POD_FIELDS = (
     "affinity",
     "tolerations",
     "schedulingGates",
+    "schedulerName",
     "overhead",
     "priorityClassName",
 )

@@ -234,6 +234,7 @@ class WorkloadReconciler:
                 ctx.state.flavors,
                 model.queue_name,
                 workload=model.name if planned else None,
+                scheduler_name=ctx.settings.scheduler_name if planned else None,
             ),
             job.as_object(),
         )

@@ -71,6 +71,29 @@ def test_start_patch_unsuspends_and_places_the_pods():
     assert started["metadata"]["annotations"]["tower.dev/cluster-queue"] == "cluster-queue"
 
 
+def test_a_placed_workloads_pods_name_it_and_may_go_to_the_extenders_scheduler():
+    job = seed_job()
+    patch = o.start_patch(
+        job,
+        ADMISSION,
+        {"a100": A100},
+        "user-queue",
+        workload="job-sample-abc12",
+        scheduler_name="tower-scheduler",
+    )
+    template = merge(job, patch)["spec"]["template"]
+    assert template["metadata"]["annotations"]["kueue.x-k8s.io/workload"] == "job-sample-abc12"
+    assert template["spec"]["schedulerName"] == "tower-scheduler"
+    plain = merge(job, o.start_patch(job, ADMISSION, {"a100": A100}, "user-queue"))
+    assert plain["spec"]["template"]["spec"]["schedulerName"] == "default-scheduler"  # its own
+    assert "annotations" not in plain["spec"]["template"].get("metadata", {})
+    # An eviction gives the Job its own template back (schedulerName included).
+    model = workload_for(job, uid=job["metadata"]["uid"], creation_time=0)
+    started = merge(job, patch)
+    restored = merge(started, o.restore_patch(started, o.workload_manifest(job, model)))
+    assert restored["spec"]["template"] == job["spec"]["template"]
+
+
 def merge(target, patch):
     from tests.apidouble.server import merge_patch
 
