@@ -61,8 +61,16 @@ BUILTIN = [
     Kind("", ["v1"], "events", "Event", True, False, ["ev"], "event", spec_is_generation=False),
     Kind("", ["v1"], "pods", "Pod", True, True, ["po"], "pod", ["all"]),
     Kind(
-        "", ["v1"], "nodes", "Node", False, True, ["no"], "node",
-        spec_is_generation=False, status_on_create=True,
+        "",
+        ["v1"],
+        "nodes",
+        "Node",
+        False,
+        True,
+        ["no"],
+        "node",
+        spec_is_generation=False,
+        status_on_create=True,
     ),
     Kind("", ["v1"], "secrets", "Secret", True, False, [], "secret", spec_is_generation=False),
     # Stored as sent, nothing more (enough for kubectl apply -k deploy/default):
