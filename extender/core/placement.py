@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import bisect
 import math
+import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from extender.core.labels import NodeSelectorTerm, Taint, Toleration, tolerated
 from extender.core.models import Admission, PodSet, ResourceFlavor, Workload
-from extender.core.quantity import format_amount
+from extender.core.quantity import QuantityError, format_amount, to_amount
 
 _SHOWN_NODES = 5  # nodes named in a refusal message
 
@@ -57,6 +59,33 @@ class Node:
     @property
     def usable(self) -> bool:
         return self.ready and not self.unschedulable
+
+
+def node_of(obj: Mapping[str, Any]) -> Node:
+    """A v1 Node manifest as placement reads it (an unreadable amount counts as none)."""
+
+    def m(value: Any) -> Mapping[str, Any]:
+        return value if isinstance(value, Mapping) else {}
+
+    meta, spec, status = m(obj.get("metadata")), m(obj.get("spec")), m(obj.get("status"))
+    allocatable: dict[str, int] = {}
+    for resource, value in m(status.get("allocatable")).items():
+        try:
+            allocatable[sys.intern(str(resource))] = to_amount(str(resource), value)
+        except (QuantityError, ValueError, TypeError):
+            continue
+    taints = tuple(
+        Taint(str(t.get("key") or ""), str(t.get("value") or ""), str(t.get("effect") or ""))
+        for t in spec.get("taints") or ()
+        if isinstance(t, Mapping)
+    )
+    ready = any(
+        isinstance(c, Mapping) and c.get("type") == "Ready" and c.get("status") == "True"
+        for c in status.get("conditions") or ()
+    )
+    labels = {sys.intern(str(k)): sys.intern(str(v)) for k, v in m(meta.get("labels")).items()}
+    name = str(meta.get("name") or "")
+    return Node(name, labels, taints, allocatable, bool(spec.get("unschedulable")), ready)
 
 
 @dataclass(frozen=True, slots=True)

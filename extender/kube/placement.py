@@ -19,7 +19,6 @@ from typing import Any
 from extender.core import parse
 from extender.core.cycle import ClusterState
 from extender.core.jobs import pod_requests
-from extender.core.labels import Taint
 from extender.core.models import PLACEMENT_ANNOTATION, WORKLOAD_ANNOTATION, Admission, Workload
 from extender.core.parse import ManifestError
 from extender.core.placement import (
@@ -30,8 +29,8 @@ from extender.core.placement import (
     PlannedPodSet,
     Pod,
     is_extended_resource,
+    node_of,
 )
-from extender.core.quantity import QuantityError, to_amount
 from extender.kube import objects as o
 from extender.kube.resources import NODES, PODS, RESOURCE_FLAVORS, WORKLOADS
 from extender.kube.store import Store
@@ -67,26 +66,9 @@ def _m(value: Any) -> Mapping[str, Any]:
 
 
 def node_view(obj: Obj) -> NodeView:
-    meta, spec, status = _m(obj.get("metadata")), _m(obj.get("spec")), _m(obj.get("status"))
-    name = str(meta.get("name") or "")
-    allocatable: dict[str, int] = {}
-    for resource, value in _m(status.get("allocatable")).items():
-        try:
-            allocatable[sys.intern(str(resource))] = to_amount(str(resource), value)
-        except (QuantityError, ValueError, TypeError):
-            continue  # an unreadable amount counts as none
-    taints = tuple(
-        Taint(str(t.get("key") or ""), str(t.get("value") or ""), str(t.get("effect") or ""))
-        for t in spec.get("taints") or ()
-        if isinstance(t, Mapping)
-    )
-    ready = any(
-        isinstance(c, Mapping) and c.get("type") == "Ready" and c.get("status") == "True"
-        for c in status.get("conditions") or ()
-    )
-    labels = {sys.intern(str(k)): sys.intern(str(v)) for k, v in _m(meta.get("labels")).items()}
-    node = Node(name, labels, taints, allocatable, bool(spec.get("unschedulable")), ready)
-    return NodeView(name, str(meta.get("resourceVersion") or ""), node)
+    meta = _m(obj.get("metadata"))
+    node = node_of(obj)
+    return NodeView(node.name, str(meta.get("resourceVersion") or ""), node)
 
 
 def pod_transform(checked: Callable[[str], bool]) -> Callable[[Obj], PodView]:

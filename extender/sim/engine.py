@@ -12,6 +12,7 @@ from extender.core.cycle import Admit, ClusterState, CycleResult, Evict, Pending
 from extender.core.jobs import workload_for
 from extender.core.models import Workload
 from extender.core.parse import ManifestError
+from extender.core.placement import Inventory, PlacementCheck
 from extender.core.workloads import workload as parse_workload
 from extender.sim.loader import LoadError, Scenario, SimJob
 
@@ -65,6 +66,19 @@ class Simulator:
     ) -> None:
         self.scenario = scenario
         self.state = build_state(scenario, fair_sharing=fair_sharing)
+        # Nodes in the scenario: a workload that uses an extended resource is admitted only
+        # with a plan (its pods bind at once in virtual time; the plan holds until it ends).
+        self.inventory: Inventory | None = None
+        self._placement: PlacementCheck | None = None
+        if scenario.nodes:
+            self.inventory = Inventory()
+            self.inventory.set_flavors(scenario.flavors)
+            for arrival, node in scenario.nodes:
+                if arrival <= 0:
+                    self.inventory.set_node(node)
+            self._placement = PlacementCheck(self.inventory)
+            self.state.admission_checks = (self._placement,)
+            self.state.release_hooks.append(self.inventory.forget)
         self._timer = timer
         self._cpu_timer = cpu_timer
         self.core_cpu_seconds = 0.0
@@ -86,6 +100,10 @@ class Simulator:
             else:
                 unmanaged.append(job)
         self._by_source = {job.source: job for job in self.scenario.jobs}
+        self._nodes = {node.name: node for _, node in self.scenario.nodes}
+        for arrival, node in self.scenario.nodes:
+            if arrival > 0:
+                self._push(arrival, "node", node.name, 0)
         now = 0.0
         for job in unmanaged:
             self._emit(job.arrival, "Created", job, None, managed=False)
@@ -97,6 +115,18 @@ class Simulator:
                     self._create(now, self._by_source[ref])
                 elif what == "finish" and self._generation.get(ref) == generation:
                     self._finish(now, ref)
+                elif what == "node" and self.inventory is not None:
+                    self.inventory.set_node(self._nodes[ref])
+                    self._events.append(
+                        {
+                            "time": round(now, 6),
+                            "event": "NodeJoined",
+                            "namespace": "",
+                            "name": ref,
+                            "kind": "Node",
+                            "workload": None,
+                        }
+                    )
             self._cycles(now)
         self._events.sort(key=lambda e: e["time"])  # stable: same-time order is kept
         return Simulation(
@@ -151,6 +181,9 @@ class Simulator:
 
     def _cycles(self, now: float) -> None:
         touched: dict[str, Workload] = {}
+        if self.inventory is not None and self._placement is not None:
+            grown = self.inventory.take_grown()
+            self.state.requeue_inadmissible(self._placement.to_requeue(grown))
         for _ in range(MAX_CYCLES_PER_INSTANT):
             if self._timer is not None:
                 start = self._timer()
@@ -191,6 +224,10 @@ class Simulator:
         job = self._jobs[key]
         self._last_status.pop(key, None)
         flavors = {psa.name: dict(psa.flavors) for psa in decision.admission.pod_set_assignments}
+        extra: dict[str, Any] = {}
+        plan = self.inventory.plan_of(key) if self.inventory is not None else None
+        if plan is not None and plan.pod_sets:
+            extra["placement"] = plan.as_annotation()
         self._emit(
             now,
             "Admitted",
@@ -198,6 +235,7 @@ class Simulator:
             decision.workload,
             clusterQueue=decision.admission.cluster_queue,
             flavors=flavors,
+            **extra,
         )
         generation = self._generation[key] + 1
         self._generation[key] = generation

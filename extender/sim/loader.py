@@ -24,6 +24,7 @@ from extender.core.models import (
     WorkloadPriorityClass,
 )
 from extender.core.parse import ManifestError
+from extender.core.placement import Node, node_of
 
 ARRIVAL_ANNOTATION = "tower.dev/sim-arrival"
 DURATION_ANNOTATION = "tower.dev/sim-duration"
@@ -41,6 +42,7 @@ KINDS = (
     "WorkloadPriorityClass",
     "PriorityClass",
     "Namespace",
+    "Node",
     "Job",
     "JobSet",
     "Workload",
@@ -77,6 +79,8 @@ class Scenario:
     workload_priority_classes: dict[str, WorkloadPriorityClass] = field(default_factory=dict)
     priority_classes: dict[str, PriorityClass] = field(default_factory=dict)
     namespaces: list[Namespace] = field(default_factory=list)
+    # With nodes, physical fit is checked; each joins at its arrival (virtual seconds).
+    nodes: list[tuple[float, Node]] = field(default_factory=list)
     jobs: list[SimJob] = field(default_factory=list)
 
 
@@ -178,6 +182,16 @@ class Loader:
             s.priority_classes[pc.name] = pc
         elif kind == "Namespace":
             s.namespaces.append(parse.namespace(doc))
+        elif kind == "Node":
+            node = node_of(doc)
+            if not node.name:
+                raise ManifestError("metadata.name", "is required")
+            annotations = (doc.get("metadata") or {}).get("annotations") or {}
+            arrival = parse_duration(
+                annotations.get(ARRIVAL_ANNOTATION, "0s"),
+                f"metadata.annotations[{ARRIVAL_ANNOTATION}]",
+            )
+            s.nodes.append((arrival, node))
         elif kind in (JOB_KIND, JOBSET_KIND, "Workload"):
             s.jobs.append(self._job(doc, source))
         else:

@@ -111,7 +111,14 @@ def _describe(event: dict[str, Any]) -> str:
             f"{ps}: " + ", ".join(f"{r}={f}" for r, f in res.items())
             for ps, res in event["flavors"].items()
         )
-        return f"in {event['clusterQueue']} ({flavors})"
+        placed = ""
+        if event.get("placement"):
+            placed = "; on " + ", ".join(
+                f"{node}" + (f" x{count}" if count > 1 else "")
+                for nodes in event["placement"].values()
+                for node, count in nodes.items()
+            )
+        return f"in {event['clusterQueue']} ({flavors}){placed}"
     if kind == "Evicted":
         why = event.get("preemptionReason")
         whom = f" [room made for {event['preemptor']}]" if event.get("preemptor") else ""
@@ -130,7 +137,8 @@ def to_table(sim: Simulation, pending: list[dict[str, Any]]) -> str:
     out = ["Timeline (virtual seconds):"]
     rows = []
     for event in sim.events:
-        who = f"{event['kind']} {event['namespace']}/{event['name']}"
+        where = f"{event['namespace']}/" if event["namespace"] else ""
+        who = f"{event['kind']} {where}{event['name']}"
         rows.append([f"{event['time']:.1f}s", event["event"], who, _describe(event)])
     out.append(table(["TIME", "EVENT", "JOB", "DETAILS"], rows))
     out.append("")

@@ -236,3 +236,39 @@ def test_a_job_with_the_pre_0_15_queue_annotation_is_queued(capsys, tmp_path):
     )
     result = run(capsys, QUICKSTART[0], str(legacy))
     assert timeline(result, "Admitted") == [(0.0, "Admitted", "legacy")]
+
+
+def test_gpu_placement_waits_for_a_node_that_holds_the_pod(capsys):
+    result = scenario(capsys, "gpu-placement.yaml")
+    assert timeline(result, "Admitted", "NodeJoined", "Finished") == [
+        (1.0, "Admitted", "small-a"),
+        (2.0, "Admitted", "small-b"),
+        (600.0, "NodeJoined", "node-9"),
+        (600.0, "Admitted", "big-training"),
+        (1201.0, "Finished", "small-a"),
+        (1802.0, "Finished", "small-b"),
+        (4200.0, "Finished", "big-training"),
+    ]
+    first = next(e for e in result["events"] if e["event"] == "Pending")
+    assert first["message"] == (
+        "needs 8 nvidia.com/gpu on one node; the nodes of flavor a100 have at most 4 free "
+        "(node-3: 4, node-7: 4)"
+    )
+    placed = {e["name"]: e["placement"] for e in result["events"] if e["event"] == "Admitted"}
+    assert placed == {
+        "small-a": {"main": {"node-3": 1}},
+        "small-b": {"main": {"node-7": 1}},
+        "big-training": {"main": {"node-9": 1}},
+    }
+
+
+def test_without_nodes_the_simulator_admits_on_quota_alone(capsys, tmp_path):
+    text = (ROOT / "examples/scenarios/gpu-placement.yaml").read_text()
+    docs = [d for d in text.split("\n---\n") if "kind: Node" not in d]
+    path = tmp_path / "no-nodes.yaml"
+    path.write_text("\n---\n".join(docs))
+    result = run(capsys, str(path))
+    admitted = [e for e in result["events"] if e["event"] == "Admitted"]
+    assert admitted[0]["name"] == "big-training"
+    assert admitted[0]["time"] == 0.0
+    assert "placement" not in admitted[0]
