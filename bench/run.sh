@@ -11,7 +11,15 @@ for scenario in "baseline" "large" "large --burst"; do
   echo "== scheduler: $scenario" >&2
   .venv/bin/python bench/scheduler.py $scenario > "bench/results/scheduler-$name.json"
 done
+echo "== scheduler: large with 5,000 nodes, every pod placed (and the same on quota alone)" >&2
+.venv/bin/python bench/scheduler.py large --nodes 5000 > bench/results/scheduler-large-5000-nodes.json
+.venv/bin/python bench/scheduler.py large --nodes 5000 --quota-only \
+  > bench/results/scheduler-large-5000-nodes-quota-only.json
 .venv/bin/python bench/summary.py bench/results/scheduler-*.json
+
+echo "== scheduler extender: 5,000 nodes, 50,000 bound pods, filter + prioritize over loopback" >&2
+.venv/bin/python bench/scheduler_extender.py > bench/results/extender-5000-nodes.json
+cat bench/results/extender-5000-nodes.json
 
 echo "== controller: Kueue's baseline through the API double at 50 QPS (about 6 minutes)" >&2
 .venv/bin/python bench/controller.py > bench/results/controller-baseline.json

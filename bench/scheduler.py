@@ -30,6 +30,7 @@ from extender.core.models import (
     ResourceQuota,
     WithinClusterQueue,
 )
+from extender.core.placement import Node
 from extender.gc_tuning import tune_for_scheduling
 from extender.sim.engine import Simulator
 from extender.sim.loader import Scenario, SimJob
@@ -61,19 +62,35 @@ KUEUE_TTA_MS = {
 PRIORITY_CLASS_BY_VALUE = {50: "small", 100: "medium", 200: "large"}
 
 
-def build(spec: dict[str, Any], burst: bool) -> Scenario:
+ACCELERATOR = "example.com/accelerator"
+# With --nodes: accelerators per pod of each class, and per node (a node holds any one pod).
+ACCELERATORS = {"small": 1, "medium": 4, "large": 8}
+NODE_ACCELERATORS = 8
+
+
+def build(spec: dict[str, Any], burst: bool, nodes: int = 0) -> Scenario:
     scenario = Scenario()
     scenario.flavors.append(ResourceFlavor("default"))
+    for i in range(nodes):
+        node = Node(
+            f"node-{i:05d}",
+            {"kubernetes.io/hostname": f"node-{i:05d}"},
+            allocatable={"cpu": 96_000, ACCELERATOR: NODE_ACCELERATORS},
+        )
+        scenario.nodes.append((0.0, node))
     for c in range(spec["cohorts"]):
         for q in range(spec["queues"]):
             name = f"cq-{c}-{q}"
-            quota = ResourceQuota("cpu", 20_000, borrowing_limit=100_000)
+            quotas = [ResourceQuota("cpu", 20_000, borrowing_limit=100_000)]
+            if nodes:
+                quotas.append(ResourceQuota(ACCELERATOR, 20, borrowing_limit=100))
+            covered = tuple(q.name for q in quotas)
             scenario.cluster_queues.append(
                 ClusterQueue(
                     name=name,
                     cohort=f"cohort-{c}",
                     resource_groups=(
-                        ResourceGroup(("cpu",), (FlavorQuotas("default", (quota,)),)),
+                        ResourceGroup(covered, (FlavorQuotas("default", tuple(quotas)),)),
                     ),
                     namespace_selector=LabelSelector(),
                     preemption=Preemption(
@@ -83,8 +100,11 @@ def build(spec: dict[str, Any], burst: bool) -> Scenario:
             )
             scenario.local_queues.append(LocalQueue("default", name, name))
             for cls, (count, interval, runtime, _priority, cpu) in spec["classes"].items():
+                requests = {"cpu": str(cpu)}
+                if nodes:
+                    requests[ACCELERATOR] = str(ACCELERATORS[cls])
                 pod_spec = {
-                    "containers": [{"name": "c", "resources": {"requests": {"cpu": str(cpu)}}}],
+                    "containers": [{"name": "c", "resources": {"requests": requests}}],
                     "priorityClassName": cls,
                 }
                 for i in range(count):
@@ -116,9 +136,11 @@ def percentile(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
 
 
-def run(name: str, burst: bool) -> dict[str, Any]:
+def run(name: str, burst: bool, nodes: int = 0, quota_only: bool = False) -> dict[str, Any]:
     spec = BASELINE if name == "baseline" else LARGE
-    scenario = build(spec, burst)
+    scenario = build(spec, burst, nodes)
+    if quota_only:
+        scenario.nodes.clear()
     tune_for_scheduling()
     cpu0, wall0 = time.process_time(), time.perf_counter()
     sim = Simulator(scenario, timer=time.perf_counter, cpu_timer=time.process_time).run()
@@ -151,7 +173,11 @@ def run(name: str, burst: bool) -> dict[str, Any]:
         tta[cls_of[key]].append(when - created[key])
     cycles_ms = [s * 1000 for s in sim.cycle_seconds]
     return {
-        "scenario": name + ("-burst" if burst else ""),
+        "scenario": name
+        + ("-burst" if burst else "")
+        + (f"-{nodes}-nodes" if nodes else "")
+        + ("-quota-only" if quota_only else ""),
+        "nodes": nodes,
         "workloads": len(scenario.jobs),
         "cluster_queues": len(scenario.cluster_queues),
         "admissions": admissions,
@@ -183,8 +209,21 @@ def main() -> None:
         action="store_true",
         help="create every workload at t=0 (the 50,000-pending cycle test)",
     )
+    parser.add_argument(
+        "--nodes",
+        type=int,
+        default=0,
+        help=f"add this many nodes of {NODE_ACCELERATORS} {ACCELERATOR}; every pod then "
+        "requests some, so each admission needs a placement plan",
+    )
+    parser.add_argument(
+        "--quota-only",
+        action="store_true",
+        help="with --nodes: the same workloads and quotas, but the nodes left out (no "
+        "physical fit), to tell the planner's cost from the second resource's",
+    )
     args = parser.parse_args()
-    json.dump(run(args.scenario, args.burst), sys.stdout, indent=2)
+    json.dump(run(args.scenario, args.burst, args.nodes, args.quota_only), sys.stdout, indent=2)
     print()
 
 

@@ -124,6 +124,54 @@ class Plan:
             yield from ps.nodes
 
 
+class _FreeIndex:
+    """The nodes of one flavor by their free amount of one resource: a bucket per amount,
+    the amounts kept sorted. Accelerators come in few amounts (0-8 GPUs a node), so moving a
+    node costs two dict operations, not a shift of a list as long as the cluster."""
+
+    __slots__ = ("_amounts", "_buckets")
+
+    def __init__(self) -> None:
+        self._buckets: dict[int, dict[str, None]] = {}
+        self._amounts: list[int] = []
+
+    def add(self, amount: int, name: str) -> None:
+        bucket = self._buckets.get(amount)
+        if bucket is None:
+            bucket = self._buckets[amount] = {}
+            bisect.insort(self._amounts, amount)
+        bucket[name] = None
+
+    def remove(self, amount: int, name: str) -> None:
+        bucket = self._buckets.get(amount)
+        if bucket is None or name not in bucket:
+            return
+        del bucket[name]
+        if not bucket:
+            del self._buckets[amount]
+            del self._amounts[bisect.bisect_left(self._amounts, amount)]
+
+    def most(self) -> int | None:
+        return self._amounts[-1] if self._amounts else None
+
+    def at_least(self, need: int) -> Iterator[tuple[int, str]]:
+        """(free, node), tightest first, for the nodes with at least `need` free."""
+        amounts, buckets = self._amounts, self._buckets
+        for i in range(bisect.bisect_left(amounts, need), len(amounts)):
+            amount = amounts[i]
+            for name in buckets[amount]:
+                yield amount, name
+
+    def roomiest(self) -> Iterator[tuple[int, str]]:
+        """(free, node), roomiest first."""
+        for amount in reversed(self._amounts):
+            for name in self._buckets[amount]:
+                yield amount, name
+
+
+_NO_NODES = _FreeIndex()
+
+
 @dataclass(frozen=True, slots=True)
 class _Group:
     """The pods of one podSet that still need a node, and where they may go."""
@@ -152,13 +200,15 @@ class Inventory:
         self._used: dict[str, dict[str, int]] = {}  # node -> checked resource -> by pods
         # node -> workload -> what its plan still holds there (pods not bound yet)
         self._held: dict[str, dict[str, dict[str, int]]] = {}
+        self._held_total: dict[str, dict[str, int]] = {}  # node -> what all plans hold there
         self._recorded: dict[str, Plan] = {}  # plans read from admitted Workloads
         self._assumed: dict[str, Plan] = {}  # plans of this replica's admissions, not yet read
         self._bound: dict[tuple[str, str, str], int] = {}  # (workload, podSet, node) -> pods
         self._members: dict[str, set[str]] = {}  # flavor -> its usable nodes
         self._flavors_of: dict[str, tuple[str, ...]] = {}  # node -> flavors it belongs to
-        self._free: dict[tuple[str, str], list[tuple[int, str]]] = {}  # (flavor, res) sorted
+        self._free: dict[tuple[str, str], _FreeIndex] = {}  # (flavor, resource) -> nodes
         self._indexed: dict[str, dict[str, int]] = {}  # node -> the free amounts indexed
+        self._score: dict[str, int] = {}  # node -> packing score (prioritize)
         self._checked_memo: dict[str, bool] = {}
         # What the controller acts on: flavors whose free room grew, plans a node change broke.
         self.grown: set[str] = set()
@@ -223,15 +273,13 @@ class Inventory:
 
     def _unindex(self, name: str) -> None:
         indexed = self._indexed.pop(name, {})
+        self._score.pop(name, None)
         for flavor in self._flavors_of.pop(name, ()):
             self._members[flavor].discard(name)
             for resource, free in indexed.items():
                 entries = self._free.get((flavor, resource))
-                if entries is None:
-                    continue
-                i = bisect.bisect_left(entries, (free, name))
-                if i < len(entries) and entries[i] == (free, name):
-                    del entries[i]
+                if entries is not None:
+                    entries.remove(free, name)
 
     def _index(self, name: str) -> None:
         node = self.nodes[name]
@@ -241,19 +289,43 @@ class Inventory:
             r: self.free(name, r) for r, v in node.allocatable.items() if v and self.is_checked(r)
         }
         self._indexed[name] = free
+        self._score[name] = _score(node, free)
         for flavor in flavors:
             self._members.setdefault(flavor, set()).add(name)
             for resource, amount in free.items():
-                bisect.insort(self._free.setdefault((flavor, resource), []), (amount, name))
+                index = self._free.get((flavor, resource))
+                if index is None:
+                    index = self._free[(flavor, resource)] = _FreeIndex()
+                index.add(amount, name)
 
     def _reindex(self, name: str) -> None:
-        if name in self.nodes:
-            before = self._indexed.get(name, {})
-            self._unindex(name)
-            self._index(name)
-            after = self._indexed.get(name, {})
-            if any(after.get(r, 0) > v for r, v in before.items()):
-                self.grown.update(self._flavors_of.get(name, ()))
+        """The node's free amounts changed (pods, plans): move it in the sorted indexes."""
+        indexed = self._indexed.get(name)
+        if indexed is None:
+            return
+        flavors = self._flavors_of.get(name, ())
+        grew = False
+        allocatable = self.nodes[name].allocatable
+        used = self._used.get(name) or {}
+        held = self._held_total.get(name) or {}
+        for resource, old in indexed.items():
+            new = allocatable.get(resource, 0) - used.get(resource, 0) - held.get(resource, 0)
+            if new == old:
+                continue
+            grew |= new > old
+            indexed[resource] = new
+            for flavor in flavors:
+                index = self._free[(flavor, resource)]
+                index.remove(old, name)
+                index.add(new, name)
+        if len(indexed) == 1:
+            ((resource, free),) = indexed.items()
+            total = allocatable[resource]
+            self._score[name] = min(9, int((total - max(0, free)) / total * 9))
+        else:
+            self._score[name] = _score(self.nodes[name], indexed)
+        if grew:
+            self.grown.update(flavors)
 
     # ----- pods --------------------------------------------------------------------------
 
@@ -315,11 +387,40 @@ class Inventory:
 
     def assume(self, plan: Plan) -> None:
         """Hold a plan this replica decided, before the admission is written."""
-        self._set_plan(plan.workload, lambda: self._assumed.__setitem__(plan.workload, plan))
+        key = plan.workload
+        if key in self._assumed or key in self._recorded:
+            self._set_plan(key, lambda: self._assumed.__setitem__(key, plan))
+            return
+        self._assumed[key] = plan  # the cycle's case: nothing held for it yet, nothing bound
+        if len(plan.pod_sets) != 1:
+            for node in set(plan.nodes()):
+                self._rehold(key, node)
+                self._reindex(node)
+            return
+        ((name, ps),) = plan.pod_sets.items()
+        for node, count in ps.nodes.items():
+            if self._bound.get((key, name, node)):
+                self._rehold(key, node)
+            else:
+                held = {r: count * v for r, v in ps.requests.items()}
+                self._held.setdefault(node, {})[key] = held
+                total = self._held_total.setdefault(node, {})
+                for r, v in held.items():
+                    total[r] = total.get(r, 0) + v
+            self._reindex(node)
 
     def forget(self, workload: str) -> None:
         """This replica's plan is void (the admission was not written, or quota was freed)."""
-        self._set_plan(workload, lambda: self._assumed.pop(workload, None))
+        plan = self._assumed.get(workload)
+        if plan is None:
+            return
+        if workload in self._recorded:
+            self._set_plan(workload, lambda: self._assumed.pop(workload, None))
+            return
+        del self._assumed[workload]
+        for node in set(plan.nodes()):
+            self._rehold(workload, node)
+            self._reindex(node)
 
     def forget_all(self) -> None:
         """A new term as leader: what an earlier term assumed is known from the API or void."""
@@ -355,12 +456,22 @@ class Inventory:
                     if waiting > 0:
                         held[r] = held.get(r, 0) + waiting * v
         on_node = self._held.get(node)
+        before = on_node.get(workload) if on_node is not None else None
+        if before == (held or None):
+            return
+        total = self._held_total.setdefault(node, {})
+        for r, v in (before or {}).items():
+            total[r] -= v
+        for r, v in held.items():
+            total[r] = total.get(r, 0) + v
         if held:
             self._held.setdefault(node, {})[workload] = held
         elif on_node is not None:
             on_node.pop(workload, None)
             if not on_node:
                 del self._held[node]
+        if not any(total.values()):
+            del self._held_total[node]
 
     # ----- free room ---------------------------------------------------------------------
 
@@ -370,9 +481,11 @@ class Inventory:
         if n is None:
             return 0
         amount = n.allocatable.get(resource, 0) - self._used.get(node, {}).get(resource, 0)
-        for workload, held in self._held.get(node, {}).items():
-            if workload != ignoring:
-                amount -= held.get(resource, 0)
+        total = self._held_total.get(node)
+        if total is not None:
+            amount -= total.get(resource, 0)
+            if ignoring is not None:
+                amount += self._held[node].get(ignoring, {}).get(resource, 0)
         return amount
 
     def _holder(self, node: str, resource: str) -> str | None:
@@ -392,6 +505,10 @@ class Inventory:
 
         With `keep`, the pods of that plan on nodes still usable stay where they are and only
         the rest is placed again (a node of the plan died or was cordoned)."""
+        if keep is None and len(workload.pod_sets) == 1:
+            quick = self._plan_one_pod_set(workload, admission)
+            if quick is not None:
+                return quick
         groups = self._groups(workload, admission)
         if not groups:
             return Plan(workload.key, {})
@@ -440,6 +557,68 @@ class Inventory:
             },
         )
 
+    def _plan_one_pod_set(self, workload: Workload, admission: Admission) -> Plan | None:
+        """The common case at a fraction of the cost: one podSet, no topology, placed from
+        the tightest node that holds one pod. None when the general search must answer
+        (a refusal, which it phrases, included)."""
+        ps = workload.pod_sets[0]
+        requests = self.checked_requests(ps.requests)
+        if not requests:
+            return Plan(workload.key, {})
+        psas = admission.pod_set_assignments
+        if len(psas) != 1 or psas[0].name != ps.name:
+            return None
+        psa = psas[0]
+        primary = (
+            next(iter(requests))
+            if len(requests) == 1
+            else max(sorted(requests), key=requests.__getitem__)
+        )
+        flavor_name = psa.flavors.get(primary)
+        flavor = self.flavors.get(flavor_name or "")
+        if flavor is None or flavor.topology_key is not None:
+            return None
+        for other in psa.flavors.values():
+            if other != flavor_name and (
+                other not in self.flavors or self.flavors[other].node_labels
+            ):
+                return None
+        entries = self._free.get((flavor.name, primary))
+        need = requests[primary]
+        most = entries.most() if entries is not None else None
+        if entries is None or most is None or most < need:
+            return None
+        remaining = psa.count or ps.count
+        constrained = bool(ps.node_selector or ps.required_terms)
+        tolerations = ps.tolerations + flavor.tolerations
+        indexed, nodes_by_name = self._indexed, self.nodes
+        placed: dict[str, int] = {}
+        for free, name in entries.at_least(need):
+            node = nodes_by_name[name]
+            if node.taints and any(
+                t.effect in ("NoSchedule", "NoExecute") and not tolerated(t, tolerations)
+                for t in node.taints
+            ):
+                continue
+            if constrained and not (
+                all(node.labels.get(k) == v for k, v in ps.node_selector.items())
+                and _affinity(ps.required_terms, node.labels)
+            ):
+                continue
+            fits = free // need
+            if len(requests) > 1:
+                have = indexed[name]
+                fits = min(fits, *(have.get(r, 0) // v for r, v in requests.items()))
+            if fits <= 0:
+                continue
+            pods = min(remaining, fits)
+            placed[name] = pods
+            remaining -= pods
+            if not remaining:
+                flavors = tuple(dict.fromkeys(psa.flavors.values()))
+                return Plan(workload.key, {ps.name: PlannedPodSet(requests, placed, flavors)})
+        return None
+
     def _groups(self, workload: Workload, admission: Admission) -> list[_Group]:
         assignments = {psa.name: psa for psa in admission.pod_set_assignments}
         groups = []
@@ -462,20 +641,25 @@ class Inventory:
             return False
         labels = node.labels
         for flavor in group.flavors:
-            if any(labels.get(k) != v for k, v in flavor.node_labels.items()):
+            if flavor.node_labels and any(
+                labels.get(k) != v for k, v in flavor.node_labels.items()
+            ):
                 return False
         for taint in node.taints:
             if taint.effect in ("NoSchedule", "NoExecute") and not tolerated(
                 taint, group.tolerations
             ):
                 return False
-        if any(labels.get(k) != v for k, v in group.pod_set.node_selector.items()):
+        pod_set = group.pod_set
+        if pod_set.node_selector and any(
+            labels.get(k) != v for k, v in pod_set.node_selector.items()
+        ):
             return False
-        return _affinity(group.pod_set.required_terms, labels)
+        return not pod_set.required_terms or _affinity(pod_set.required_terms, labels)
 
-    def _candidates(self, group: _Group) -> list[tuple[int, str]]:
-        """The flavor's nodes sorted by free amount of the group's primary resource."""
-        return self._free.get((group.flavor, group.primary), [])
+    def _candidates(self, group: _Group) -> _FreeIndex:
+        """The flavor's nodes by free amount of the group's primary resource."""
+        return self._free.get((group.flavor, group.primary), _NO_NODES)
 
     def _place(
         self,
@@ -499,11 +683,17 @@ class Inventory:
                 take(node_name, group, max(0, pods - bound))
         placed = {name: dict(nodes) for name, nodes in kept.items()}
 
+        indexed = self._indexed
+
         def room(node: str, group: _Group) -> int:
             """How many more of the group's pods fit on the node."""
             fits = math.inf
+            have = indexed.get(node, {})  # free amounts, kept current by _reindex
+            mine = taken.get(node)
             for r, v in group.requests.items():
-                free = self.free(node, r, ignoring=ignoring) - taken.get(node, {}).get(r, 0)
+                free = have.get(r, 0) if ignoring is None else self.free(node, r, ignoring=ignoring)
+                if mine:
+                    free -= mine.get(r, 0)
                 fits = min(fits, free // v)
             return max(0, int(fits))
 
@@ -515,12 +705,11 @@ class Inventory:
             entries = self._candidates(group)
             if ignoring is not None or domain is not None:
                 # The indexed amounts do not know what is ignored or which domain counts.
-                candidates: Iterable[str] = [n for _, n in entries]
+                candidates: Iterable[str] = [n for _, n in entries.at_least(-(2**62))]
             else:
                 # Nodes this plan already uses come first (the workload packed together),
                 # then the tightest node that can hold one pod, then roomier ones.
-                start = bisect.bisect_left(entries, (need, ""))
-                candidates = _chain(taken, (n for _, n in entries[start:]))
+                candidates = _chain(taken, (n for _, n in entries.at_least(need)))
             tried: set[str] = set()
             for node_name in candidates:
                 if node_name in tried:
@@ -555,7 +744,7 @@ class Inventory:
         kept_domains = {self.nodes[n].labels.get(key) for nodes in kept.values() for n in nodes}
         free_by_domain: dict[str, int] = {}
         group = groups[0]
-        for _, name in self._candidates(group):
+        for _, name in self._candidates(group).at_least(-(2**62)):
             node = self.nodes[name]
             value = node.labels.get(key)
             if value is not None and self._eligible(group, node):
@@ -591,13 +780,23 @@ class Inventory:
     ) -> str:
         flavor = self.flavors.get(group.flavor)
         name = group.flavor
-        eligible = [
-            n
-            for _, n in self._candidates(group)
-            if self._eligible(group, self.nodes[n])
-            and (domain is None or self.nodes[n].labels.get(domain[0]) == domain[1])
-        ]
-        if not eligible:
+        r = group.primary
+        # The roomiest eligible nodes, walking the index from its roomy end: a refusal costs
+        # what it shows, not the number of nodes (ties are read on a little, to name them in
+        # order).
+        found: list[tuple[int, str]] = []
+        for free, node_name in self._candidates(group).roomiest():
+            if len(found) >= _SHOWN_NODES and (free < found[-1][0] or len(found) > 16):
+                break
+            node = self.nodes[node_name]
+            if not self._eligible(group, node):
+                continue
+            if domain is not None and node.labels.get(domain[0]) != domain[1]:
+                continue
+            if ignoring is not None:
+                free = self.free(node_name, r, ignoring=ignoring)
+            found.append((max(0, free), node_name))
+        if not found:
             labels = (
                 ",".join(f"{k}={v}" for k, v in sorted(flavor.node_labels.items()))
                 if flavor
@@ -609,11 +808,7 @@ class Inventory:
                 else f"is in flavor {name}"
             )
             return f"no Ready, schedulable node that the pods tolerate {where}"
-        r = group.primary
-        frees = sorted(
-            ((max(0, self.free(n, r, ignoring=ignoring)), n) for n in eligible),
-            key=lambda fn: (-fn[0], fn[1]),
-        )[:_SHOWN_NODES]
+        frees = sorted(found, key=lambda fn: (-fn[0], fn[1]))[:_SHOWN_NODES]
         what = group.describe()
         if group.count == 1:
             shown = ", ".join(f"{n}: {format_amount(r, f)}" for f, n in frees)
@@ -680,6 +875,8 @@ class Inventory:
 
     def _reserved(self, node: str, requests: Mapping[str, int]) -> str | None:
         """A pod outside any plan may not take what a plan holds."""
+        if node not in self._held:
+            return None  # no plan holds anything there: the common case, at once
         n = self.nodes[node]
         for r, v in sorted(requests.items()):
             unplanned = n.allocatable.get(r, 0) - self._used.get(node, {}).get(r, 0)
@@ -694,20 +891,11 @@ class Inventory:
         leaves whole nodes free for big jobs)."""
         plan = self.plan_of(f"{namespace}/{workload}") if workload else None
         planned = plan.pod_sets.get(pod_set or "") if plan else None
-        scores = []
-        for name in candidates:
-            if planned is not None and name in planned.nodes:
-                scores.append((name, 10))
-                continue
-            node = self.nodes.get(name)
-            fullest = 0.0
-            if node is not None:
-                for r, total in node.allocatable.items():
-                    if total > 0 and self.is_checked(r):
-                        used = total - max(0, self.free(name, r))
-                        fullest = max(fullest, used / total)
-            scores.append((name, min(9, int(fullest * 9))))
-        return scores
+        score = self._score.get
+        if planned is None:
+            return [(name, score(name, 0)) for name in candidates]
+        mine = planned.nodes
+        return [(name, 10 if name in mine else score(name, 0)) for name in candidates]
 
     # ----- what the controller acts on ---------------------------------------------------
 
@@ -722,6 +910,16 @@ class Inventory:
     def counts(self) -> tuple[int, int, int]:
         """(nodes, pods, plans) held."""
         return len(self.nodes), len(self._pods), len({*self._recorded, *self._assumed})
+
+
+def _score(node: Node, free: Mapping[str, int]) -> int:
+    """The extender's packing score: how full the node's fullest checked resource is, 0-9
+    (a plan's own nodes score 10)."""
+    fullest = max(
+        ((node.allocatable[r] - max(0, f)) / node.allocatable[r] for r, f in free.items()),
+        default=0.0,
+    )
+    return min(9, int(fullest * 9))
 
 
 def _chain(first: Iterable[str], rest: Iterable[str]) -> Iterator[str]:
@@ -747,16 +945,15 @@ class PlacementCheck:
 
     def __call__(self, workload: Workload, admission: Admission) -> str | None:
         inventory = self.inventory
-        if not inventory.needs_plan(workload):
-            return None
         plan = inventory.plan(workload, admission)
         if isinstance(plan, str):
             groups = inventory._groups(workload, admission)
             flavor = groups[0].flavor if groups else ""
             self._waiting[workload.key] = (admission.cluster_queue, flavor)
             return plan
-        self._waiting.pop(workload.key, None)
-        inventory.assume(plan)
+        if plan.pod_sets:  # nothing checked: no plan needed
+            self._waiting.pop(workload.key, None)
+            inventory.assume(plan)
         return None
 
     def to_requeue(self, grown: set[str]) -> set[str]:
