@@ -619,6 +619,14 @@ class Inventory:
                 return Plan(workload.key, {ps.name: PlannedPodSet(requests, placed, flavors)})
         return None
 
+    def flavor_of(self, admission: Admission) -> str:
+        """The flavor a refused workload waits on: its first checked resource's."""
+        for psa in admission.pod_set_assignments:
+            for resource, flavor in psa.flavors.items():
+                if self.is_checked(resource):
+                    return flavor
+        return ""
+
     def _groups(self, workload: Workload, admission: Admission) -> list[_Group]:
         assignments = {psa.name: psa for psa in admission.pod_set_assignments}
         groups = []
@@ -947,9 +955,7 @@ class PlacementCheck:
         inventory = self.inventory
         plan = inventory.plan(workload, admission)
         if isinstance(plan, str):
-            groups = inventory._groups(workload, admission)
-            flavor = groups[0].flavor if groups else ""
-            self._waiting[workload.key] = (admission.cluster_queue, flavor)
+            self._waiting[workload.key] = (admission.cluster_queue, inventory.flavor_of(admission))
             return plan
         if plan.pod_sets:  # nothing checked: no plan needed
             self._waiting.pop(workload.key, None)

@@ -384,19 +384,7 @@ class WorkloadReconciler:
                 obj = self._write_plan(key, obj, plan)
             except KubeError as err:
                 # Nothing holds quota yet: whatever happened to the annotation is harmless.
-                state.forget(key)
-                ctx.touch(decision.workload.namespace, decision.workload.queue_name)
-                if isinstance(err, ApiError) and err.conflict:
-                    ctx.refresh(WORKLOADS, key)
-                    ctx.queues.workloads.add(key)
-                    return False
-                if isinstance(err, ApiError) and err.not_found:
-                    ctx.store.forget(WORKLOADS, key)
-                    return False
-                if err.retriable:
-                    raise
-                log.warning("placement of %s not written: %s", key, err)
-                return False
+                return self._not_admitted(decision, err, "placement")
         patch = o.conditional(o.admit_patch(obj, decision.admission, now), obj)
         try:
             answer = ctx.write(
@@ -410,21 +398,28 @@ class WorkloadReconciler:
                 self.unsettled[key] = patch
                 ctx.queues.workloads.retry(key, err.retry_after or 0.0)
                 raise
-            state.forget(key)
-            ctx.touch(decision.workload.namespace, decision.workload.queue_name)
-            if isinstance(err, ApiError) and err.conflict:
-                ctx.refresh(WORKLOADS, key)
-                ctx.queues.workloads.add(key)
-                return False
-            if isinstance(err, ApiError) and err.not_found:
-                ctx.store.forget(WORKLOADS, key)
-                return False
-            if err.retriable:
-                raise
-            log.warning("admission of %s not written: %s", key, err)
-            return False
+            return self._not_admitted(decision, err, "admission")
         self._admitted(key, obj, answer, decision, now)
         return True
+
+    def _not_admitted(self, decision: Admit, err: KubeError, what: str) -> bool:
+        """A write of an admission certainly failed: the quota it held is free again, and the
+        Workload is read again on a conflict. Retriable failures are re-raised."""
+        ctx = self.ctx
+        key = decision.workload.key
+        ctx.state.forget(key)
+        ctx.touch(decision.workload.namespace, decision.workload.queue_name)
+        if isinstance(err, ApiError) and err.conflict:
+            ctx.refresh(WORKLOADS, key)
+            ctx.queues.workloads.add(key)
+            return False
+        if isinstance(err, ApiError) and err.not_found:
+            ctx.store.forget(WORKLOADS, key)
+            return False
+        if err.retriable:
+            raise err
+        log.warning("%s of %s not written: %s", what, key, err)
+        return False
 
     def _write_plan(self, key: str, obj: Obj, plan: Plan) -> Obj:
         """Record the plan on the Workload (so every replica's extender enforces it), on the
