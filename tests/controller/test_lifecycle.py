@@ -125,17 +125,16 @@ def test_upgrading_the_controller_hands_over_without_admitting_twice(cluster):
         assert old_leader.endswith(f"_{leader.pid}"), old_leader
         standby = second if leader is first else first
         leader.send_signal(signal.SIGTERM)
-        sent = time.monotonic()
         assert leader.wait(timeout=20) == 0
         logs.append(leader.stdout.read().decode())
+        # Released on SIGTERM, before the process ended: the standby need not wait out the
+        # old leader's 4 s lease (it may have taken it already).
+        assert lease_holder(cluster) != old_leader
         eventually(
             lambda: lease_holder(cluster) not in ("", old_leader),
             timeout=10,
             what="the standby to take the lease",
         )
-        handover = time.monotonic() - sent
-        # Released on SIGTERM: no need to wait out the old leader's 4 s lease.
-        assert handover < 3.0, handover
         count = len(creator.created)
         eventually(lambda: len(creator.created) >= count + 10, timeout=20, what="Jobs after")
         creator.finish()
