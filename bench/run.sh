@@ -17,6 +17,10 @@ echo "== scheduler: large with 5,000 nodes, every pod placed (and the same on qu
   > bench/results/scheduler-large-5000-nodes-quota-only.json
 .venv/bin/python bench/summary.py bench/results/scheduler-*.json
 
+echo "== simulator: load and run Kueue's baseline manifest (15,000 Jobs) against a C-loader parse" >&2
+.venv/bin/python bench/sim_load.py > bench/results/sim-load-baseline.json
+cat bench/results/sim-load-baseline.json
+
 echo "== scheduler extender: 5,000 nodes, 50,000 bound pods, filter + prioritize over loopback" >&2
 .venv/bin/python bench/scheduler_extender.py > bench/results/extender-5000-nodes.json
 cat bench/results/extender-5000-nodes.json

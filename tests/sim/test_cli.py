@@ -36,7 +36,7 @@ BAD = [
     (
         "not YAML",
         "kind: Job\nmetadata: name: x\n",
-        "not valid YAML at line 2, column 15: mapping values are not allowed here",
+        "not valid YAML at line 2, column 15: mapping values are not allowed",
     ),
     (
         "unknown kind",
