@@ -8,7 +8,8 @@ import gc
 # that happens to trigger a young collection stalls 15-20 ms, a middle one over 100 ms,
 # because tens of thousands of live workloads are walked. Reference counting frees almost
 # everything the core allocates (about 5,000 objects in cycles over the whole run), so
-# automatic collection is switched off and a collection runs only when the process is idle.
+# automatic collection is switched off and a collection runs only when the process is idle
+# (the controller's loop: Controller._collect_if_due).
 
 
 def tune_for_scheduling() -> None:
@@ -16,8 +17,3 @@ def tune_for_scheduling() -> None:
     gc.collect()
     gc.freeze()
     gc.disable()
-
-
-def collect_when_idle() -> int:
-    """Collect the young generations; call between cycles when no work is waiting."""
-    return gc.collect(1)

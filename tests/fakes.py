@@ -289,7 +289,7 @@ def controller_over(
     ctl = Controller(
         fake,  # type: ignore[arg-type]
         cache,
-        settings=Settings(status_interval=0.0, **settings),
+        settings=Settings(**{"status_interval": 0.0, **settings}),
         clock=clock,
         monotonic=clock.monotonic,
     )

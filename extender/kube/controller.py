@@ -15,6 +15,7 @@ rebuilds it from the cache (the Workloads' status is the record).
 
 from __future__ import annotations
 
+import gc
 import logging
 import threading
 import time
@@ -42,6 +43,8 @@ log = logging.getLogger("tower.controller")
 
 K = TypeVar("K", bound=Hashable)
 IDLE = 0.5  # the longest the loop sleeps with nothing due
+GC_EVERY = 5.0  # seconds between collections of the young generations, when idle
+FULL_GC_EVERY = 60  # ... and every this many of those, a full one (about every 5 minutes)
 
 
 class Controller:
@@ -58,10 +61,17 @@ class Controller:
         metrics: Metrics | None = None,
         recorder: Recorder | None = None,
         username: str | None = None,
+        collect: Callable[[int], object] = gc.collect,
     ) -> None:
         settings = settings or Settings()
         self.cache = cache
         self.monotonic = monotonic
+        # The leader runs with automatic garbage collection off (extender/gc_tuning.py): the
+        # loop collects when it has nothing due, the young generations every few seconds,
+        # everything now and then, so reference cycles never pile up.
+        self.collect = collect
+        self._collected_at = monotonic()
+        self._idle_collections = 0
         self.wakeup = threading.Event()
 
         def queue() -> WorkQueue[Any]:
@@ -222,11 +232,19 @@ class Controller:
             queues.jobs,
             queues.creations,
         ]
-        wait(
-            self.wakeup,
-            watched,
-            min(IDLE, ctx.settings.status_interval, self._scheduler_due()),
-        )
+        timeout = min(IDLE, ctx.settings.status_interval, self._scheduler_due())
+        if not any(q.next_due() == 0 for q in watched) and timeout > 0:
+            self._collect_if_due()
+        wait(self.wakeup, watched, timeout)
+
+    def _collect_if_due(self) -> None:
+        now = self.monotonic()
+        if now - self._collected_at < GC_EVERY:
+            return
+        self._collected_at = now
+        self._idle_collections += 1
+        full = self._idle_collections % FULL_GC_EVERY == 0
+        self.collect(2 if full else 1)
 
     def _scheduler_due(self) -> float:
         due = self.scheduler.due_in()
