@@ -85,14 +85,19 @@ def _check(client: KubeClient, placement: bool = True) -> Setup:
     username = whoami(client)
     if username is not None:
         log.info("running as %s", username)
-    missing = [
-        f"{verb} {resource.qualified}" + (f"/{sub}" if sub else "")
+    refused = [
+        (verb, resource, sub)
         for verb, resource, sub in needed(jobsets, placement)
         if not allowed(client, verb, resource, sub)
     ]
-    if missing:
+    if refused:
         who = username or "this controller's identity"
-        raise SetupError(f"{who} may not {', '.join(missing)}: {RBAC_FIX}")
+        missing = ", ".join(f"{v} {r.qualified}" + (f"/{s}" if s else "") for v, r, s in refused)
+        fix = RBAC_FIX
+        if all(r in (NODES, PODS) for _, r, _ in refused):
+            # An RBAC from before placement: say how to run without it, too.
+            fix += ", or run without accelerator placement: --physical-resources=none"
+        raise SetupError(f"{who} may not {missing}: {fix}")
     return Setup(username, jobsets)
 
 

@@ -135,6 +135,26 @@ def test_a_missing_permission_is_named_with_the_fix(bare):
     )
 
 
+def test_rbac_from_before_placement_is_named_with_both_fixes(bare):
+    api, config = bare
+    api.rbac[CONTROLLER_USER] = rules_of_deploy_rbac(but=("pods", "watch"))
+    result = controller_exit(config)
+    assert result.returncode == 2
+    assert result.stderr.splitlines()[-1] == (
+        f"error: {CONTROLLER_USER} may not watch nodes, watch pods: apply "
+        "deploy/rbac/controller.yaml (or bind the ClusterRole tower-controller to it), or run "
+        "without accelerator placement: --physical-resources=none"
+    )
+    # ... and without placement, the same identity runs.
+    api._create_now("namespaces", {"metadata": {"name": "tower-system"}})
+    proc = controller_process_for(config, "--physical-resources=none")
+    try:
+        port = int(proc.stdout.readline().decode().split()[-1])
+        eventually(lambda: ready(port)[0] == 200, what="ready without placement")
+    finally:
+        stop(proc)
+
+
 def test_deploy_rbac_is_enough_to_run(bare):
     api, config = bare
     api.rbac[CONTROLLER_USER] = rules_of_deploy_rbac()
@@ -149,12 +169,19 @@ def test_deploy_rbac_is_enough_to_run(bare):
     assert "error" not in log.lower(), log
 
 
-def controller_process_for(config: str):
+def controller_process_for(config: str, *extra: str):
     class Cluster:
         controller_config = config
 
     return controller_process(
-        Cluster, "--lease-duration", "2", "--renew-deadline", "1.5", "--retry-period", "0.2"
+        Cluster,
+        "--lease-duration",
+        "2",
+        "--renew-deadline",
+        "1.5",
+        "--retry-period",
+        "0.2",
+        *extra,
     )  # type: ignore[arg-type]
 
 
