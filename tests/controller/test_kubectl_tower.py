@@ -1,0 +1,148 @@
+"""`kubectl tower why` and `queue` against the double, with the real kubectl finding the plugin
+on PATH; the queue's order is checked against the order the controller then admits in."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.controller.conftest import eventually
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = str(Path(sys.executable).parent)
+FLAVOR, CQ, LQ = yaml.safe_load_all(
+    (ROOT / "examples" / "quickstart" / "01-queues.yaml").read_text()
+)
+
+
+def tower(cluster: Any, *args: str) -> subprocess.CompletedProcess[str]:
+    """`kubectl tower ...` as a user runs it: kubectl finds kubectl-tower on PATH."""
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+           "KUBECONFIG": cluster.admin_config}  # fmt: skip
+    program = ["kubectl", "tower"] if shutil.which("kubectl") else [f"{BIN}/kubectl-tower"]
+    return subprocess.run([*program, *args], capture_output=True, text=True, env=env, timeout=60)
+
+
+def pending(cluster: Any, job: dict[str, Any]) -> bool:
+    workload = cluster.workload_of(job) or {}
+    return any(
+        c["type"] == "QuotaReserved" and c["status"] == "False" and c.get("message")
+        for c in (workload.get("status") or {}).get("conditions") or []
+    )
+
+
+def test_why_says_the_reason_the_position_and_who_holds_the_quota(cluster, start_controller):
+    cluster.apply(FLAVOR, CQ, LQ)
+    start_controller()
+    first = cluster.job("first", "3", duration="600s")
+    eventually(lambda: cluster.get("jobs", "first", "default")["spec"]["suspend"] is False)
+    second = cluster.job("second", "3", duration="600s")
+    eventually(lambda: pending(cluster, second), what="the second job's reason")
+    first_wl = cluster.workload_of(first)["metadata"]["name"]
+    second_wl = cluster.workload_of(second)["metadata"]["name"]
+
+    done = tower(cluster, "why", "second", "-n", "default")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        f"Job default/second  (Workload {second_wl})",
+        "State:       Pending — WaitingForQuota: needs 3 cpu in flavor default-flavor; 1 of 4 free in "
+        "cluster-queue",
+        "Position:    1 of 1 in ClusterQueue cluster-queue; 1 of 1 in its LocalQueue",
+        "Ahead:       nobody",
+        "Must finish or be preempted first: ",
+        f"  default/{first_wl} (priority 0): holds cpu=3 (default-flavor)",
+        "Preemption:  cannot help: ClusterQueue cluster-queue preempts nothing "
+        "(withinClusterQueue: Never)",
+        "Borrowing:   cannot help: ClusterQueue cluster-queue is in no cohort",
+    ]
+    as_json = json.loads(tower(cluster, "why", "second", "-o", "json").stdout)
+    assert as_json["state"] == "Pending"
+    assert as_json["holding"] == [
+        {"workload": f"default/{first_wl}", "priority": 0, "holds": "cpu=3 (default-flavor)"}
+    ]
+    admitted = json.loads(tower(cluster, "why", "first", "-o", "json").stdout)
+    assert admitted["state"] == "Admitted"
+
+
+def test_why_says_when_a_job_is_not_queued_at_all(cluster):
+    cluster.apply(FLAVOR, CQ, LQ)
+    job = {
+        "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "plain"},
+        "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [
+            {"name": "c", "image": "busybox:1.36"}]}}},
+    }  # fmt: skip
+    from extender.kube import resources as r
+
+    cluster.admin.create(r.JOBS, job, "default")
+    done = tower(cluster, "why", "plain")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[1] == (
+        "State:       NotQueued — not queued: it has no kueue.x-k8s.io/queue-name label, so it "
+        "runs as plain Kubernetes runs it (no quota, no waiting)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "error"),
+    [
+        (("why", "nothing-here"), "error: no Job, JobSet or Workload named nothing-here in "
+         "namespace default"),
+        (("queue", "no-such-cq"), "error: ClusterQueue no-such-cq not found"),
+        (("queue", "-n", "default", "no-such-lq"),
+         "error: LocalQueue no-such-lq not found in namespace default"),
+    ],
+)  # fmt: skip
+def test_errors_are_one_line(cluster, args, error):
+    done = tower(cluster, *args)
+    assert done.returncode == 1
+    assert done.stderr.strip() == error
+    assert "Traceback" not in done.stderr
+
+
+def test_the_queue_is_the_order_the_controller_admits_in(cluster, start_controller):
+    priorities = [("low", 1), ("high", 100), ("mid", 50)]
+    for name, value in priorities:
+        cluster.apply(
+            {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "WorkloadPriorityClass",
+             "metadata": {"name": name}, "value": value}
+        )  # fmt: skip
+    cq = {**CQ, "spec": {**CQ["spec"], "resourceGroups": [
+        {"coveredResources": ["cpu", "memory"], "flavors": [{"name": "default-flavor",
+         "resources": [{"name": "cpu", "nominalQuota": 1}, {"name": "memory",
+                       "nominalQuota": "36Gi"}]}]}]}}  # fmt: skip
+    cluster.apply(FLAVOR, cq, LQ)
+    start_controller()
+    cluster.job("blocker", "1", duration="8s")
+    eventually(lambda: cluster.get("jobs", "blocker", "default")["spec"]["suspend"] is False)
+    jobs = {}
+    for name, klass in [("a", "low"), ("b", "high"), ("c", "mid"), ("d", "high"), ("e", "low")]:
+        jobs[name] = cluster.job(name, "1", duration="1s",
+                                 labels={"kueue.x-k8s.io/priority-class": klass})  # fmt: skip
+        time.sleep(1.05)  # creation timestamps have one-second resolution
+    eventually(lambda: all(cluster.workload_of(j) for j in jobs.values()), what="workloads")
+    listed = json.loads(tower(cluster, "queue", "cluster-queue", "-o", "json").stdout)
+    by_workload = {cluster.workload_of(j)["metadata"]["name"]: n for n, j in jobs.items()}
+    order = [by_workload[row["workload"]] for row in listed]
+    assert [row["positionInClusterQueue"] for row in listed] == [1, 2, 3, 4, 5]
+    assert order == ["b", "d", "c", "a", "e"]  # priority, then creation
+    # Now watch the controller admit them, one at a time as each frees the only cpu.
+    admitted: list[str] = []
+    deadline = time.monotonic() + 60
+    while len(admitted) < len(jobs) and time.monotonic() < deadline:
+        for name in jobs:
+            if (
+                name not in admitted
+                and cluster.get("jobs", name, "default")["spec"]["suspend"] is False
+            ):
+                admitted.append(name)
+        time.sleep(0.02)
+    assert admitted == order
