@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import time
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +35,7 @@ from extender.kube.client import (
 )
 from extender.kube.resources import JOBS, JOBSETS, KUEUE_GROUP, KUEUE_VERSION, Resource
 from extender.kube.snapshot import Snapshot, load, queue_order
+from extender.sim.forecast import Duration, duration_of, forecast, runtimes
 
 Obj = dict[str, Any]
 
@@ -339,6 +342,86 @@ def render_why(answer: Obj) -> str:
     return "\n".join(lines)
 
 
+# ----- forecast ------------------------------------------------------------------------------
+
+
+def command_forecast(
+    client: KubeClient, snapshot: Snapshot, args: argparse.Namespace, now: float
+) -> list[Obj]:
+    """Estimated start times of the pending workloads (all, a namespace's, or one job's)."""
+    state = snapshot.state
+    jobs: dict[str, Obj] = {}  # Workload key -> its Job or JobSet
+    resources = [JOBS] + ([JOBSETS] if client.discover(JOBSETS.api_version) else [])
+    for resource in resources:
+        listed, _ = client.list(resource, label_selector=QUEUE_NAME_LABEL)
+        for job in listed:
+            key = snapshot.by_job_uid.get(str((job.get("metadata") or {}).get("uid")))
+            if key:
+                jobs[key] = job
+    history = runtimes(snapshot.finished.values())
+
+    def duration(key: str) -> Duration:
+        obj = snapshot.objects[key]
+        queue = f"{obj['metadata']['namespace']}/{(obj.get('spec') or {}).get('queueName')}"
+        return duration_of(jobs.get(key), queue, history)
+
+    running = []
+    for key, holder in state.admitted.items():
+        elapsed = max(0.0, now - holder.reserved_at)
+        running.append((snapshot.objects[key], holder.admission, elapsed, duration(key)))
+    waiting = [key for key in state.workloads if key not in state.admitted]
+    estimates = forecast(state, running, [(snapshot.objects[k], duration(k)) for k in waiting], now)
+    only = None
+    if args.name:
+        found, _kind = _find(client, snapshot, args)
+        meta = found.get("metadata") or {}
+        only = snapshot.by_job_uid.get(str(meta.get("uid"))) or (
+            f"{meta.get('namespace')}/{meta.get('name')}"
+        )
+        if only not in estimates:
+            raise CliError(f"{args.name} is not pending (kubectl tower why {args.name})")
+    rows = []
+    for key in sorted(estimates, key=lambda k: (estimates[k].start or math.inf, k)):
+        namespace, name = key.split("/", 1)
+        if (only and key != only) or (args.namespace and not only and namespace != args.namespace):
+            continue
+        estimate = estimates[key]
+        own = duration(key)
+        rows.append(
+            {
+                "namespace": namespace,
+                "workload": name,
+                "start": _rfc3339(estimate.start) if estimate.start is not None else None,
+                "startsIn": _age(estimate.start - now) if estimate.start is not None else None,
+                "atTheLatest": estimate.at_latest,
+                "basis": list(estimate.basis),
+                "duration": None if math.isinf(own.seconds) else own.seconds,
+                "durationSource": own.source,
+            }
+        )
+    return rows
+
+
+def _rfc3339(seconds: float) -> str:
+    return datetime.fromtimestamp(round(seconds), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def render_forecast(rows: list[Obj]) -> str:
+    if not rows:
+        return "No pending workloads."
+    table = []
+    for r in rows:
+        if r["start"] is None:
+            when = "unknown"
+        else:
+            when = f"{r['start']} (in {r['startsIn']})"
+            if r["atTheLatest"]:
+                when += " at the latest"
+        basis = "; ".join(r["basis"]) or "fits now"
+        table.append([f"{r['namespace']}/{r['workload']}", when, basis, r["durationSource"]])
+    return _table(["WORKLOAD", "STARTS", "BECAUSE OF", "ITS OWN DURATION"], table)
+
+
 # ----- main ----------------------------------------------------------------------------------
 
 
@@ -373,7 +456,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     queue_p = sub.add_parser("queue", help="pending workloads in the order they will be tried")
     queue_p.add_argument("name", nargs="?", help="a ClusterQueue (or, with -n, a LocalQueue)")
     queue_p.add_argument("-n", "--namespace", default=None)
-    for p in (why_p, queue_p):
+    forecast_p = sub.add_parser("forecast", help="when each pending workload should start")
+    forecast_p.add_argument("name", nargs="?", help="a Job, JobSet or Workload")
+    forecast_p.add_argument("-n", "--namespace", default=None)
+    for p in (why_p, queue_p, forecast_p):
         p.add_argument("-o", "--output", choices=("table", "json", "yaml"), default=None)
     args = parser.parse_args(argv)
     output = getattr(args, "output", None) or "table"
@@ -388,6 +474,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         snapshot = load(client, now)
         if args.command == "why":
             text = _emit(why(client, snapshot, args, now), output, render_why)
+        elif args.command == "forecast":
+            rows = command_forecast(client, snapshot, args, now)
+            text = _emit(rows, output, render_forecast)
         else:
             text = _emit(command_queue(snapshot, args, now), output, render_queue)
     except CliError as err:

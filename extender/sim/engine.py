@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from collections.abc import Callable
+import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, TypeVar
 
 from extender.core.cycle import Admit, ClusterState, CycleResult, Evict, PendingStatus
 from extender.core.jobs import workload_for
-from extender.core.models import Workload
+from extender.core.models import Admission, Workload
 from extender.core.parse import ManifestError
 from extender.core.placement import Inventory, PlacementCheck
 from extender.core.workloads import workload as parse_workload
@@ -63,8 +65,15 @@ class Simulator:
         fair_sharing: bool = False,
         timer: Callable[[], float] | None = None,
         cpu_timer: Callable[[], float] | None = None,
+        running: Sequence[tuple[SimJob, Admission, float]] = (),
+        creation_times: bool = False,
     ) -> None:
         self.scenario = scenario
+        # Forecasts start from a live cluster: Workloads already admitted, each with the
+        # seconds it has left (inf: unknown, it never ends here), and every Workload keeps
+        # its own creation time so the queues order them as they are ordered now.
+        self._running = list(running)
+        self._creation_times = creation_times
         self.state = build_state(scenario, fair_sharing=fair_sharing)
         # Nodes in the scenario: a workload that uses an extended resource is admitted only
         # with a plan (its pods bind at once in virtual time; the plan holds until it ends).
@@ -104,6 +113,14 @@ class Simulator:
         for arrival, node in self.scenario.nodes:
             if arrival > 0:
                 self._push(arrival, "node", node.name, 0)
+        for job, admission, remaining in self._running:
+            workload = parse_workload(job.obj)
+            self._jobs[workload.key] = job
+            self._workloads[workload.key] = workload
+            self._generation[workload.key] = 1
+            self._core(partial(self.state.assume, admission=admission, now=0.0), workload)
+            if math.isfinite(remaining):
+                self._push(max(0.0, remaining), "finish", workload.key, 1)
         now = 0.0
         for job in unmanaged:
             self._emit(job.arrival, "Created", job, None, managed=False)
@@ -154,7 +171,9 @@ class Simulator:
     def _create(self, now: float, job: SimJob) -> None:
         try:
             if job.kind == "Workload":
-                workload = parse_workload(job.obj, creation_time=now)
+                workload = parse_workload(
+                    job.obj, creation_time=None if self._creation_times else now
+                )
             else:
                 workload = workload_for(
                     job.obj,
@@ -239,7 +258,8 @@ class Simulator:
         )
         generation = self._generation[key] + 1
         self._generation[key] = generation
-        self._push(now + job.duration, "finish", key, generation)
+        if math.isfinite(job.duration):  # unknown: it holds its quota to the end of the run
+            self._push(now + job.duration, "finish", key, generation)
 
     def _evicted(self, now: float, eviction: Evict) -> None:
         key = eviction.workload.key

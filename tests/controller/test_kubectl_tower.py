@@ -146,3 +146,56 @@ def test_the_queue_is_the_order_the_controller_admits_in(cluster, start_controll
                 admitted.append(name)
         time.sleep(0.02)
     assert admitted == order
+
+
+def test_forecast_knows_the_answer_to_the_second(cluster, start_controller):
+    from datetime import UTC, datetime
+
+    from extender.kube import resources as r
+
+    cluster.apply(FLAVOR, CQ, LQ)
+    start_controller()
+
+    def job(name: str, **extra: Any) -> dict[str, Any]:
+        body = cluster.job(name, "3", duration="600s")
+        if extra:
+            cluster.admin.patch(r.JOBS, name, extra, "default")
+        return body
+
+    job("running", spec={"activeDeadlineSeconds": 600})
+    eventually(lambda: cluster.get("jobs", "running", "default")["spec"]["suspend"] is False)
+    job("next", metadata={"annotations": {"tower.dev/expected-duration": "2m"}})
+    time.sleep(1.05)  # a later creation second: queued behind "next", not by uid
+    job("last")
+    eventually(lambda: all(cluster.workload_of(cluster.get("jobs", n, "default"))
+                           for n in ("next", "last")), what="workloads")  # fmt: skip
+    running = cluster.workload_of(cluster.get("jobs", "running", "default"))
+    reserved = next(c for c in running["status"]["conditions"] if c["type"] == "QuotaReserved")
+    admitted_at = datetime.fromisoformat(reserved["lastTransitionTime"].replace("Z", "+00:00"))
+
+    def at(seconds: int) -> str:
+        return datetime.fromtimestamp(admitted_at.timestamp() + seconds, UTC).strftime(
+            "%Y-%m-%dT%H:%M:%SZ"
+        )
+
+    done = tower(cluster, "forecast", "-o", "json")
+    assert done.returncode == 0, done.stderr
+    rows = {row["workload"].split("-")[1]: row for row in json.loads(done.stdout)}
+    assert rows["next"]["start"] == at(600)  # when the running job's deadline ends it
+    assert rows["next"]["atTheLatest"] is True
+    assert rows["next"]["basis"] == ["activeDeadlineSeconds"]
+    assert rows["next"]["durationSource"] == "tower.dev/expected-duration"
+    assert rows["last"]["start"] == at(600 + 120)  # then two minutes of the next one
+    assert rows["last"]["atTheLatest"] is False
+    assert rows["last"]["basis"] == ["activeDeadlineSeconds", "tower.dev/expected-duration"]
+    assert rows["last"]["durationSource"] == "unknown"
+    one = json.loads(tower(cluster, "forecast", "last", "-o", "json").stdout)
+    assert [row["start"] for row in one] == [at(720)]
+    table = tower(cluster, "forecast").stdout.splitlines()
+    assert table[0].split() == ["WORKLOAD", "STARTS", "BECAUSE", "OF", "ITS", "OWN", "DURATION"]
+    assert f"{at(600)} (in " in table[1]
+    assert table[1].split()[-3:] == [
+        "latest",
+        "activeDeadlineSeconds",
+        "tower.dev/expected-duration",
+    ]
