@@ -110,7 +110,8 @@ def test_what_dev_up_is_said_to_run_is_what_it_runs():
 # ----- running the blocks against the double ---------------------------------------------
 
 NAME = re.compile(r"\b(sample-job)-[bcdfghjklmnpqrstvwxz2456789]{5}\b")
-HASH = re.compile(r"\b(job-sample-job-\*)-[0-9a-f]{5}\b")
+HASH = re.compile(r"\b(job-[a-z0-9*-]+?)-[0-9a-f]{5}\b")
+TIME = re.compile(r"\b\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\b")
 AGE = re.compile(r"\b\d+(ms|s|m|h)\b")
 PORT = re.compile(r"127\.0\.0\.1:\d+")
 
@@ -155,7 +156,7 @@ class Shell:
         lines = []
         for line in text.splitlines():
             line = HASH.sub(r"\1-*", NAME.sub(r"\1-*", line))
-            line = PORT.sub("127.0.0.1:PORT", AGE.sub("N", line))
+            line = PORT.sub("127.0.0.1:PORT", AGE.sub("N", TIME.sub("TIME", line)))
             lines.append(" ".join(line.split()))
         return [line for line in lines if line]
 
@@ -198,13 +199,18 @@ def test_the_readme_quick_start(shell):
 
 
 def test_every_run_block_is_in_a_document_a_test_runs():
-    run_here = {"README.md", "simulator.md", "placement.md", "operations.md"}
+    run_here = {"README.md", "simulator.md", "placement.md", "operations.md", "why-pending.md"}
     assert {b.doc.name for b in ALL if b.tag == "run"} <= run_here
 
 
 def test_the_simulator_commands(shell):
     docs = ("simulator.md", "placement.md")
     for block in (b for b in ALL if b.doc.name in docs and b.tag == "run"):
+        run_block(shell, block)
+
+
+def test_why_is_my_job_pending(shell):
+    for block in (b for b in ALL if b.doc.name == "why-pending.md" and b.tag == "run"):
         run_block(shell, block)
 
 

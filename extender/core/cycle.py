@@ -618,6 +618,13 @@ class ClusterState:
             return status
         return PendingStatus(PENDING, f"waiting in ClusterQueue {cq_name} for its turn")
 
+    def class_head(self, key: str) -> str | None:
+        """The workload a cycle tries for this one's whole equivalence class (the same shape,
+        priority and namespace): its reason is this one's."""
+        cq_name = self._queue_of.get(key)
+        queue = self._queues.get(cq_name) if cq_name is not None else None
+        return queue.class_head(key) if queue is not None else None
+
     def local_queue_of(self, workload: Workload) -> LocalQueue | None:
         """The LocalQueue a workload was submitted to, if it exists."""
         return self.local_queues.get(f"{workload.namespace}/{workload.queue_name}")

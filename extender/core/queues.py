@@ -164,6 +164,16 @@ class ClusterQueueQueue:
         self._inadmissible.clear()
         return moved
 
+    def class_head(self, key: str) -> str | None:
+        """The first workload of this one's equivalence class: the one a cycle tries for all
+        of them, whose reason is theirs too."""
+        member = self._members.get(key)
+        if member is None:
+            return None
+        heap = member.klass.heap
+        self._drop_stale(heap)
+        return heap[0][3] if heap else None
+
     def is_inadmissible(self, key: str) -> bool:
         """Whether a pending workload is parked until the next requeue trigger."""
         member = self._members.get(key)

@@ -90,7 +90,7 @@ def queue_rows(snapshot: Snapshot, cq_name: str, now: float) -> list[dict[str, A
     for position, workload in enumerate(queue_order(state, cq_name), start=1):
         lq = f"{workload.namespace}/{workload.queue_name}"
         lq_positions[lq] = lq_positions.get(lq, 0) + 1
-        written = snapshot.status(workload.key)
+        written = snapshot.reason(workload.key)
         status = state.pending_status(workload.key)
         reason, message = written if written else (status.reason, status.message)
         rows.append(
@@ -216,7 +216,7 @@ def why(client: KubeClient, snapshot: Snapshot, args: argparse.Namespace, now: f
         answer["state"] = "Unknown"
         answer["reason"] = snapshot.invalid.get(f"Workload/{key}", "its Workload is not readable")
         return answer
-    written = snapshot.status(key)
+    written = snapshot.reason(key)
     status = state.pending_status(key)
     reason, message = written if written else (status.reason, status.message)
     answer.update(state="Pending", reason=reason, message=message)

@@ -24,6 +24,8 @@ from extender.kube.cache import Cache
 from extender.kube.client import ConfigError, RequestBudget, RestClient, load_api_client
 from extender.kube.context import Settings
 from extender.kube.controller import Controller
+from extender.kube.dashboard import Dashboard
+from extender.kube.dashboard import serve as serve_dashboard
 from extender.kube.events import Recorder
 from extender.kube.lease import LeaderElector, SetupError
 from extender.kube.metrics import Metrics
@@ -123,6 +125,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="schedulerName set on the pods of placed workloads, for a second kube-scheduler "
         "that calls the extender (deploy/scheduler/second-scheduler.yaml); unset: pods keep "
         "their own [TOWER_SCHEDULER_NAME]",
+    )
+    parser.add_argument(
+        "--dashboard-address",
+        type=_host_port,
+        default=env("TOWER_DASHBOARD_ADDRESS"),
+        help="host:port of the read-only dashboard (quota, who waits and why, the last hour), "
+        "served from this replica's caches; off when unset [TOWER_DASHBOARD_ADDRESS]",
     )
     parser.add_argument("--scheduler-extender-tls-cert-file", default=None)
     parser.add_argument("--scheduler-extender-tls-private-key-file", default=None)
@@ -351,6 +360,16 @@ def _serve(
     if setup is None:
         return 0
     cache = Cache(base, jobsets=setup.jobsets, on_error=None, placement=placement)
+    dashboard_server = None
+    if args.dashboard_address:
+        try:
+            dashboard_server = serve_dashboard(Dashboard(cache.store), args.dashboard_address)
+        except OSError as err:
+            raise SetupError(
+                f"cannot serve the dashboard on {args.dashboard_address}: {err.strerror or err}"
+            ) from None
+        port = dashboard_server.server_address[1]
+        print(f"dashboard on port {port}", file=sys.stderr, flush=True)
     cache.start(stop)
     readiness.cache = cache
     extender_server = None
@@ -393,6 +412,8 @@ def _serve(
         recorder.close()
         if extender_server is not None:
             extender_server.shutdown()
+        if dashboard_server is not None:
+            dashboard_server.shutdown()
         if elector is not None:
             elector.release()
     log.info("stopped after %d API writes", base.budget.total_writes)

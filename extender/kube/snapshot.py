@@ -43,6 +43,11 @@ class Snapshot:
     by_job_uid: dict[str, str] = field(default_factory=dict)  # Job/JobSet uid -> Workload key
     invalid: dict[str, str] = field(default_factory=dict)  # object -> why it was left out
 
+    def reason(self, key: str) -> tuple[str, str] | None:
+        """Why it waits, as the controller wrote it: on its own Workload, or on the one of
+        its equivalence class the scheduler tried for all of them."""
+        return _reason(self, key)
+
     def status(self, key: str) -> tuple[str, str] | None:
         """The QuotaReserved=False (reason, message) the controller wrote, if any."""
         obj = self.objects.get(key) or {}
@@ -50,6 +55,15 @@ class Snapshot:
             if condition.get("type") == o.QUOTA_RESERVED and condition.get("status") == "False":
                 return str(condition.get("reason") or ""), str(condition.get("message") or "")
         return None
+
+
+def _reason(snapshot: Snapshot, key: str) -> tuple[str, str] | None:
+    written = snapshot.status(key)
+    if written is None:
+        head = snapshot.state.class_head(key)
+        if head is not None and head != key:
+            written = snapshot.status(head)  # one tried for its whole equivalence class
+    return written
 
 
 def load(client: KubeClient, now: float) -> Snapshot:

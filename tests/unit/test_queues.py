@@ -62,3 +62,21 @@ def test_removed_workloads_never_come_back_as_heads():
     assert len(queue) == 0
     queue.push(a)  # an evicted workload comes back with its original place
     assert queue.head().name == "a"
+
+
+def test_a_workload_s_class_head_is_the_first_of_its_equivalence_class():
+    from extender.core.models import QueueingStrategy
+    from extender.core.queues import ClusterQueueQueue
+    from tests.builders import WL
+
+    queue = ClusterQueueQueue(QueueingStrategy.BEST_EFFORT_FIFO)
+    first = WL("first").request("cpu", "3").created(1).obj()
+    second = WL("second").request("cpu", "3").created(2).obj()
+    other = WL("other").request("cpu", "1").created(3).obj()
+    for workload in (second, other, first):
+        queue.push(workload)
+    assert queue.class_head(second.key) == first.key  # tried for both: its reason is theirs
+    assert queue.class_head(other.key) == other.key  # another shape: a class of its own
+    queue.remove(first.key)
+    assert queue.class_head(second.key) == second.key
+    assert queue.class_head("default/nobody") is None

@@ -1,0 +1,102 @@
+"""The dashboard in a real browser: headless Chromium, driven by Selenium, against the
+controller's page over the API double running the seed. Skipped with the reason where no
+Chromium can be found or installed."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.controller.conftest import controller_process, eventually
+from tests.servers import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+FLAVOR, CQ, LQ = yaml.safe_load_all(
+    (ROOT / "examples" / "quickstart" / "01-queues.yaml").read_text()
+)
+
+
+def chromium() -> tuple[str, str]:
+    """Chromium and its driver, installed with apt-get where that is possible."""
+
+    def found() -> tuple[str | None, str | None]:
+        return (shutil.which("chromium") or shutil.which("chromium-browser"),
+                shutil.which("chromedriver"))  # fmt: skip
+
+    browser, driver = found()
+    if (not browser or not driver) and shutil.which("apt-get") and os.geteuid() == 0:
+        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        for command in (["apt-get", "update", "-qq"],
+                        ["apt-get", "install", "-y", "-qq", "chromium", "chromium-driver"]):  # fmt: skip
+            try:
+                subprocess.run(command, env=env, capture_output=True, timeout=300, check=True)
+            except (subprocess.SubprocessError, OSError):
+                break
+        browser, driver = found()
+    if not browser or not driver:
+        pytest.skip("no Chromium here (apt-get install chromium chromium-driver could not run)")
+    return browser, driver
+
+
+@pytest.fixture
+def browser():
+    binary, driver_path = chromium()
+    webdriver = pytest.importorskip("selenium.webdriver")
+    options = webdriver.ChromeOptions()
+    options.binary_location = binary
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1200,900"):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=webdriver.ChromeService(driver_path), options=options)
+    yield driver
+    driver.quit()
+
+
+def text_of(driver: Any, selector: str) -> str:
+    from selenium.webdriver.common.by import By
+
+    return "\n".join(e.text for e in driver.find_elements(By.CSS_SELECTOR, selector))
+
+
+def test_the_dashboard_shows_the_queue_and_updates_when_a_job_finishes(cluster, browser, tmp_path):
+    cluster.apply(FLAVOR, CQ, LQ)
+    port = free_port()
+    proc = controller_process(cluster, "--dashboard-address", f"127.0.0.1:{port}")
+    try:
+        first = cluster.job("first", "3", duration="8s")
+        eventually(lambda: cluster.get("jobs", "first", "default")["spec"]["suspend"] is False)
+        cluster.job("second", "3", duration="1s")
+        url = f"http://127.0.0.1:{port}/"
+        browser.get(url)
+        section = '[data-queue="cluster-queue"]'
+        eventually(lambda: "needs 3 cpu" in text_of(browser, f"{section} .reason"), 20,
+                   "the pending job and its reason on the page")  # fmt: skip
+        assert text_of(browser, f"{section} .reason") == (
+            "WaitingForQuota: needs 3 cpu in flavor default-flavor; 1 of 4 free in cluster-queue"
+        )
+        bars = text_of(browser, f'{section} [data-resource="default-flavor/cpu"] .usage')
+        assert bars == "3 / 4"
+        browser.save_screenshot(str(tmp_path / "dashboard-pending.png"))
+        # Job 1 finishes: the page, polling, shows the second admitted and the queue empty.
+        eventually(lambda: "nothing pending" in text_of(browser, section), 40,
+                   "the page to show the queue empty")  # fmt: skip
+        events = text_of(browser, "#events .event")
+        assert "Finished" in events
+        assert f"default/{cluster.workload_of(first)['metadata']['name']}" in events
+        browser.save_screenshot(str(tmp_path / "dashboard-after.png"))
+        assert (tmp_path / "dashboard-pending.png").stat().st_size > 10_000
+        # The page's data has nothing of pods, templates or Secrets.
+        with urllib.request.urlopen(f"{url}api/state", timeout=10) as response:
+            state = json.loads(response.read())
+        assert "template" not in json.dumps(state)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=20)
