@@ -242,7 +242,7 @@ def why(client: KubeClient, snapshot: Snapshot, args: argparse.Namespace, now: f
         ]  # fmt: skip
     answer["holding"] = _holders(snapshot, cq, workload)
     answer["preemption"] = _preemption(snapshot, cq, workload)
-    answer["borrowing"] = _borrowing(snapshot, cq)
+    answer["borrowing"] = _borrowing(snapshot, cq, workload)
     return answer
 
 
@@ -307,10 +307,29 @@ def _preemption(snapshot: Snapshot, cq: ClusterQueue, workload: Workload) -> str
     return "; ".join(parts)
 
 
-def _borrowing(snapshot: Snapshot, cq: ClusterQueue) -> str:
+def _borrowing(snapshot: Snapshot, cq: ClusterQueue, workload: Workload) -> str:
     if cq.cohort is None:
         return f"cannot help: ClusterQueue {cq.name} is in no cohort"
-    return f"ClusterQueue {cq.name} may borrow from cohort {cq.cohort} within its borrowingLimit"
+    node = snapshot.state.tree.cluster_queues[cq.name]
+    parts = []
+    for resource, need in sorted(_totals(workload).items()):
+        group = cq.group_of.get(resource)
+        if group is None or not need:
+            continue
+        flavor = cq.resource_groups[group].flavors[0].name
+        fr = (flavor, resource)
+        quota = cq.quotas.get(fr)
+        own = max(0, (quota.nominal if quota else 0) - node.usage.get(fr, 0))
+        usable = max(0, available(node, fr))  # its own unused quota and what it may borrow
+        lent = max(0, usable - own)
+        parts.append(
+            f"{format_amount(resource, lent)} {resource} of {flavor} from cohort {cq.cohort} "
+            f"now (with its own {format_amount(resource, own)} free: "
+            f"{format_amount(resource, usable)} of the {format_amount(resource, need)} it needs)"
+        )
+    return (
+        f"ClusterQueue {cq.name} may borrow " + "; ".join(parts) if parts else "nothing to borrow"
+    )
 
 
 def render_why(answer: Obj) -> str:
