@@ -61,9 +61,13 @@ def browser():
 
 
 def text_of(driver: Any, selector: str) -> str:
-    from selenium.webdriver.common.by import By
-
-    return "\n".join(e.text for e in driver.find_elements(By.CSS_SELECTOR, selector))
+    """The visible text of what matches, read in one step: the page redraws every 2 s, so
+    elements found one call earlier may be gone by the next."""
+    script = (
+        "return Array.from(document.querySelectorAll(arguments[0]))"
+        ".map(e => e.innerText).join('\\n')"
+    )
+    return str(driver.execute_script(script, selector))
 
 
 def test_the_dashboard_shows_the_queue_and_updates_when_a_job_finishes(cluster, browser, tmp_path):
