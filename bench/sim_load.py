@@ -25,6 +25,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 
+from controller import scenario_objects  # noqa: E402
 from scheduler import BASELINE, PRIORITY_CLASS_BY_VALUE, build  # noqa: E402
 
 V2 = "kueue.x-k8s.io/v1beta2"
@@ -44,47 +45,9 @@ def manifest() -> str:
                 "value": value,
             }
         )
-    for cq in scenario.cluster_queues:
-        docs.append(
-            {
-                "apiVersion": V2,
-                "kind": "ClusterQueue",
-                "metadata": {"name": cq.name},
-                "spec": {
-                    "cohortName": cq.cohort,
-                    "namespaceSelector": {},
-                    "preemption": {
-                        "withinClusterQueue": "LowerPriority",
-                        "reclaimWithinCohort": "Any",
-                    },
-                    "resourceGroups": [
-                        {
-                            "coveredResources": ["cpu"],
-                            "flavors": [
-                                {
-                                    "name": "default",
-                                    "resources": [
-                                        {
-                                            "name": "cpu",
-                                            "nominalQuota": 20,
-                                            "borrowingLimit": 100,
-                                        }
-                                    ],
-                                }
-                            ],
-                        }
-                    ],
-                },
-            }
-        )
-        docs.append(
-            {
-                "apiVersion": V2,
-                "kind": "LocalQueue",
-                "metadata": {"name": cq.name, "namespace": "default"},
-                "spec": {"clusterQueue": cq.name},
-            }
-        )
+    # The same ClusterQueues and LocalQueues the controller benchmark applies.
+    for kind, obj in scenario_objects(BASELINE["cohorts"], BASELINE["queues"])[1:]:
+        docs.append({"apiVersion": kind.api_version, "kind": kind.kind, **obj})
     for job in scenario.jobs:
         obj = json.loads(json.dumps(job.obj))
         obj["metadata"]["annotations"] = {
