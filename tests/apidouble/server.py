@@ -1,7 +1,9 @@
 """A Kubernetes API double served over HTTP to the real `kubernetes` client (test code).
 
 What it does as kube-apiserver does (each visible in shared/fixtures/real-apiserver/):
-discovery for its groups; create/get/list/update/patch/delete; a global resourceVersion with
+discovery for its groups; create/get/list/update/patch/delete; paged lists served from one
+snapshot (every page at the first page's resourceVersion; an expired continue token is 410);
+a global resourceVersion with
 409 Conflict on a stale update (a merge patch carrying metadata.resourceVersion is a
 precondition too); generateName; label selectors; the status subresource (status dropped on
 create and ignored on main-resource writes, spec ignored on /status); JSON merge patch, JSON
@@ -16,7 +18,8 @@ The Job controller stand-in lives in jobs.py.
 
 Where it differs from kube-apiserver: plain HTTP without authentication (a bearer token only
 names the user the webhooks see); no managedFields, server-side apply, fieldSelectors beyond
-metadata.name/metadata.namespace, or deletecollection; strategic merge patch merges maps and
+metadata.name/metadata.namespace, or deletecollection; a list has no remainingItemCount, and
+its continue token names the last key handed out rather than an etcd key; strategic merge patch merges maps and
 replaces lists except `containers` and `webhooks` (merged by name), which covers the fields
 Tower patches;
 CRD conversion between v1beta1 and v1beta2 uses the webhook package's converter in-process
@@ -26,6 +29,7 @@ ServiceAccount or LimitRange defaulting); Job defaulting covers the fields Tower
 
 from __future__ import annotations
 
+import base64
 import bisect
 import contextlib
 import copy
@@ -212,6 +216,33 @@ JOB_COLUMNS: list[Obj] = [
 ]
 
 next(k for k in BUILTIN if k.plural == "jobs").columns["v1"] = JOB_COLUMNS
+
+
+CONTINUE_EXPIRED = (
+    "The provided continue parameter is too old to display a consistent list result. You can "
+    "start a new list without the continue parameter, or use the continue token in this "
+    "response to retrieve the remainder of the results. Continuing with the provided token "
+    "results in an inconsistent list - objects that were created, modified, or deleted "
+    "between the time the first chunk was returned and now may show up in the list."
+)
+
+
+def _write_continue(rv: int, last: tuple[str, str]) -> str:
+    """A continue token as kube-apiserver's: base64 JSON of the snapshot's version and where
+    the next page starts (here the last key handed out, not an etcd key)."""
+    raw = json.dumps({"v": "meta.k8s.io/v1", "rv": rv, "start": list(last)})
+    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+
+def _read_continue(token: str | None) -> tuple[int, tuple[str, str]] | None:
+    if not token:
+        return None
+    try:
+        raw = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+        namespace, name = raw["start"]
+        return int(raw["rv"]), (str(namespace), str(name))
+    except (ValueError, KeyError, TypeError) as err:
+        raise ApiError(400, "BadRequest", "continue key is not valid: " + str(err)) from None
 
 
 class ApiError(Exception):
@@ -1599,18 +1630,31 @@ class _Handler(BaseHTTPRequestHandler):
     def _list(self, kind: Kind, version: str, namespace: str | None, query: dict[str, str]) -> None:
         self.api.lists.append((self._username, kind.plural))
         matches = self._matching(kind, namespace, query)
-        after = tuple(json.loads(query["continue"])) if query.get("continue") else None
+        token = _read_continue(query.get("continue"))
         limit = int(query.get("limit") or 0)
-        with self.api.store.lock:
-            rv = str(self.api.store.rv)
-            keys = self.api.store.sorted_keys(kind)
-            # The continue token is the last key handed out: each page costs its own size,
-            # not the whole list's (lists here may be 100,000 long).
+        store = self.api.store
+        with store.lock:
+            # Every page of a list is the state at its first page's resourceVersion, as
+            # kube-apiserver serves it: the continue token carries that version, and pages
+            # after it undo the changes made since, from the watch history. A token older
+            # than the history is 410 Gone, as after an etcd compaction.
+            if token is None:
+                snapshot, after = store.rv, None
+            else:
+                snapshot, after = token
+                if snapshot < store.oldest[kind.key]:
+                    raise ApiError(410, "Expired", CONTINUE_EXPIRED)
+            then = store.changed_since(kind, snapshot) if token is not None else {}
+            keys = store.sorted_keys(kind)
+            if then:
+                keys = sorted(set(keys) | then.keys())
+            # The continue token names the last key handed out: each page costs its own
+            # size, not the whole list's (lists here may be 100,000 long).
             page: list[Obj] = []
             more = False
-            objects = self.api.store.objects[kind.key]
+            objects = store.objects[kind.key]
             for ident in keys[bisect.bisect_right(keys, after) if after else 0 :]:
-                obj = objects.get(ident)
+                obj = then[ident] if ident in then else objects.get(ident)
                 if obj is None or not matches(obj):
                     continue
                 if limit and len(page) == limit:
@@ -1618,10 +1662,11 @@ class _Handler(BaseHTTPRequestHandler):
                     break
                 page.append(obj)
             page = [copy.deepcopy(o) for o in page]
+        rv = str(snapshot)
         meta: Obj = {"resourceVersion": rv}
         if more:
             last = page[-1]["metadata"]
-            meta["continue"] = json.dumps([last.get("namespace", ""), last["name"]])
+            meta["continue"] = _write_continue(snapshot, (last.get("namespace", ""), last["name"]))
         converted = [self.api.to_version(kind, version, o) for o in page]
         if TABLE in (self.headers.get("Accept") or "") and kind.columns.get(version):
             self._send(200, self._table(kind, version, converted, rv))
@@ -1708,7 +1753,7 @@ class _Handler(BaseHTTPRequestHandler):
                 expired = f"too old resource version: {since} ({store.oldest[kind.key]})"
             else:
                 backlog = [
-                    (t, o, old) for rv, t, o, old in store.history[kind.key] if rv > int(since)
+                    (t, o, old) for rv, t, o, old, _ in store.history[kind.key] if rv > int(since)
                 ]
             if expired is None:
                 store.watchers[kind.key].append(watcher)

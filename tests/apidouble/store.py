@@ -73,7 +73,10 @@ class Store:
         self.lock = threading.RLock()
         self.kinds: dict[str, Kind] = {}
         self.objects: dict[str, dict[tuple[str, str], Obj]] = {}
-        self.history: dict[str, deque[tuple[int, str, Obj, dict[str, str] | None]]] = {}
+        # (rv, event, the object then, its labels before, its previous version or None): the
+        # previous version lets a paged list serve every page from its first page's snapshot.
+        self.history: dict[str, deque[tuple[int, str, Obj, dict[str, str] | None, Obj | None]]] = {}
+        self._last: dict[str, dict[tuple[str, str], Obj]] = {}  # the latest snapshot by key
         self.oldest: dict[str, int] = {}  # the oldest resourceVersion a watch may start from
         self.watchers: dict[str, list[Watcher]] = {}
         self.rv = 100
@@ -87,6 +90,7 @@ class Store:
             self.objects.setdefault(kind.key, {})
             self.history.setdefault(kind.key, deque(maxlen=self.history_size))
             self.oldest.setdefault(kind.key, self.rv)
+            self._last.setdefault(kind.key, {})
             self.watchers.setdefault(kind.key, [])
 
     def unregister(self, key: str) -> None:
@@ -134,15 +138,30 @@ class Store:
                 meta.setdefault("creationTimestamp", now_rfc3339())
             self.objects[kind.key][ident] = obj
         snapshot = copy.deepcopy(obj)
+        last = self._last[kind.key]
+        before = last.pop(ident, None)
+        if event != "DELETED":
+            last[ident] = snapshot
         history = self.history[kind.key]
         if len(history) == history.maxlen:
             self.oldest[kind.key] = history[0][0]
-        history.append((rv, event, snapshot, old_labels))
+        history.append((rv, event, snapshot, old_labels, before))
         for watcher in self.watchers[kind.key]:
             if watcher.namespace and watcher.namespace != ident[0]:
                 continue
             watcher.events.put((event, snapshot, old_labels))
         return copy.deepcopy(obj)
+
+    def changed_since(self, kind: Kind, rv: int) -> dict[tuple[str, str], Obj | None]:
+        """What each object changed after `rv` was at `rv` (None: it did not exist then).
+        The caller holds the lock and has checked that `rv` is not older than the history."""
+        then: dict[tuple[str, str], Obj | None] = {}
+        for entry_rv, _, obj, _, before in reversed(self.history[kind.key]):
+            if entry_rv <= rv:
+                break
+            meta = obj["metadata"]
+            then[(meta.get("namespace", ""), meta["name"])] = before  # the earliest wins
+        return then
 
     def expire_history(self, key: str, *, keep_current: bool = False) -> None:
         """Forget watch history: old RVs now get 410. A restarted watch cache still serves

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import base64
 import http.client
 import json
 import time
 from urllib.parse import urlsplit
 
 import pytest
+from kubernetes import config as k8s_config
 
+from extender.kube import resources as r
+from extender.kube.client import RequestBudget, RestClient
 from tests.apidouble import ApiDouble, JobRunner
 from tests.fixtures import load
 
@@ -246,3 +250,81 @@ def test_a_finalizer_holds_a_delete_until_it_is_removed(api):
     assert status == 200
     status, _, _ = send(api, "GET", f"{base}/{name}")
     assert status == 404
+
+
+def continue_token(token: str) -> dict:
+    return json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+
+
+def test_every_page_of_a_list_is_its_first_pages_snapshot(api):
+    """kube-apiserver serves a paged list from one snapshot: page 2 carries page 1's
+    resourceVersion, and what changed between the pages is not in it."""
+    jobs = "/apis/batch/v1/namespaces/default/jobs"
+    body = load("api/create-job-201.json")["request"]["body"]
+    for name in ("job-b", "job-d", "job-f"):
+        assert send(api, "POST", jobs, {**body, "metadata": {"name": name}})[0] == 201
+    status, first, _ = send(api, "GET", jobs + "?limit=1")
+    real = load("api/list-jobs-limit1-page1.json")["response"]["body"]
+    assert status == 200
+    assert set(continue_token(first["metadata"]["continue"])) == set(
+        continue_token(real["metadata"]["continue"])
+    )
+    snapshot = first["metadata"]["resourceVersion"]
+    assert [i["metadata"]["name"] for i in first["items"]] == ["job-b"]
+
+    assert send(api, "POST", jobs, {**body, "metadata": {"name": "job-c"}})[0] == 201
+    assert send(api, "DELETE", jobs + "/job-d")[0] == 200
+    patched = {"metadata": {"labels": {"changed": "yes"}}}
+    status, _, _ = send(api, "PATCH", jobs + "/job-f", patched, "application/merge-patch+json")
+    assert status == 200
+
+    names, labels, token = [], {}, first["metadata"]["continue"]
+    while token:
+        status, page, _ = send(api, "GET", f"{jobs}?limit=1&continue={token}")
+        assert status == 200
+        assert page["metadata"]["resourceVersion"] == snapshot
+        for item in page["items"]:
+            names.append(item["metadata"]["name"])
+            labels[item["metadata"]["name"]] = item["metadata"].get("labels") or {}
+        token = page["metadata"].get("continue")
+    assert names == ["job-d", "job-f"]
+    assert "changed" not in labels["job-f"]
+
+
+def test_a_continue_token_older_than_the_history_is_410_as_after_compaction(api):
+    create_api_job(api)
+    body = load("api/create-job-201.json")["request"]["body"]
+    jobs = "/apis/batch/v1/namespaces/default/jobs"
+    assert send(api, "POST", jobs, {**body, "metadata": {"name": "job-z"}})[0] == 201
+    _, first, _ = send(api, "GET", jobs + "?limit=1")
+    api.expire_watches("jobs")
+    status, body, _ = send(api, "GET", f"{jobs}?limit=1&continue={first['metadata']['continue']}")
+    want = load("api/compaction/06-list-continue-token-after-compaction-410.json")["response"]
+    assert status == want["status"] == 410
+    for field in ("kind", "status", "reason", "code", "message"):
+        assert body[field] == want["body"][field]
+
+
+def test_an_object_created_while_a_paged_list_is_read_reaches_the_informer(api, tmp_path):
+    """The watch starts from the list's snapshot, so what was created between two pages,
+    before the page being read, arrives as a watch event instead of being lost."""
+    client = RestClient(
+        k8s_config.new_client_from_config(config_file=api.kubeconfig(str(tmp_path / "k"))),
+        RequestBudget(1000, 1000),
+    )
+    body = load("api/create-job-201.json")["request"]["body"]
+    for name in ("job-m", "job-n"):
+        client.create(r.JOBS, {**body, "metadata": {"name": name}}, "default")
+    created: list[str] = []
+
+    def transform(obj: dict) -> dict:
+        if not created:  # between page 1 and page 2: a name that sorts before both pages
+            created.append("job-a")
+            client.create(r.JOBS, {**body, "metadata": {"name": "job-a"}}, "default")
+        return obj
+
+    items, version = client.list(r.JOBS, page=1, transform=transform)
+    assert sorted(i["metadata"]["name"] for i in items) == ["job-m", "job-n"]
+    events = client.watch(r.JOBS, version, timeout_seconds=1)
+    added = [obj["metadata"]["name"] for kind, obj in events if kind == "ADDED"]
+    assert added == ["job-a"]
