@@ -446,6 +446,10 @@ class RestClient:
         list's resourceVersion to watch from."""
         items: list[Any] = []
         token: str | None = None
+        # Every page is served from the first page's snapshot, at its resourceVersion; the
+        # watch starts there. A later page's version, were a server to give a newer one,
+        # would skip what changed between the pages before the page being read.
+        version: str | None = None
         while True:
             answer = self._request(
                 "GET",
@@ -456,9 +460,11 @@ class RestClient:
             got = answer.get("items") or []
             items.extend(map(transform, got) if transform is not None else got)
             meta = answer.get("metadata") or {}
+            if version is None:
+                version = str(meta.get("resourceVersion", ""))
             token = meta.get("continue") or None
             if not token:
-                return items, str(meta.get("resourceVersion", ""))
+                return items, version
 
     def watch(
         self,

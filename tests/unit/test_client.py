@@ -202,3 +202,22 @@ def test_the_fence_stops_a_write_before_it_is_sent_but_not_a_read(tmp_path):
     finally:
         server.close()
     assert len(server.requests) == 1
+
+
+def test_a_paged_list_is_watched_from_its_first_pages_version(tmp_path):
+    pages = iter(
+        [
+            {"kind": "JobList", "metadata": {"resourceVersion": "200", "continue": "next"},
+             "items": [{"metadata": {"name": "b", "namespace": "default"}}]},
+            {"kind": "JobList", "metadata": {"resourceVersion": "260"},
+             "items": [{"metadata": {"name": "c", "namespace": "default"}}]},
+        ]
+    )  # fmt: skip
+    server = RawServer(lambda c, b: answer(200, next(pages), "Connection: close\r\n")(c, b))
+    try:
+        items, version = client_for(tmp_path, server.port).list(r.JOBS, page=1)
+    finally:
+        server.close()
+    assert [i["metadata"]["name"] for i in items] == ["b", "c"]
+    assert version == "200"
+    assert b"continue=next" in server.requests[1]
