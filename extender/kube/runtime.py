@@ -354,8 +354,10 @@ def _serve(
     placement = (
         None if _no_placement(args) else Placement(checked_resources(args.physical_resources))
     )
+    # About thirty small reviews, once per start: at 5 per second they held the caches (and a
+    # standby's takeover) back by four seconds; a retry loop after a failure is still paced.
     setup = preflight(
-        base.with_budget(RequestBudget(5, 10), fenced=False), stop, placement=placement is not None
+        base.with_budget(RequestBudget(5, 40), fenced=False), stop, placement=placement is not None
     )
     if setup is None:
         return 0
