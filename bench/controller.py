@@ -484,6 +484,9 @@ def main() -> None:
         "workloads": n,
         "finished": len(runner.finished),
         "completed": finished_in_time,
+        "never_admitted": sorted(set(runner.created) - set(runner.finished) - set(runner.admitted))[
+            :10
+        ],
         "wall_s": round(wall, 1),
         "controller_writes": total_writes,
         "controller_writes_per_workload": round(total_writes / n, 3),
