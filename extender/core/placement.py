@@ -127,26 +127,37 @@ class Plan:
 class _FreeIndex:
     """The nodes of one flavor by their free amount of one resource: a bucket per amount,
     the amounts kept sorted. Accelerators come in few amounts (0-8 GPUs a node), so moving a
-    node costs two dict operations, not a shift of a list as long as the cluster."""
+    node costs a few list and dict operations, not a shift of a list as long as the cluster.
 
-    __slots__ = ("_amounts", "_buckets")
+    A bucket is a list with each node's position beside it (removal swaps in the last), not
+    a dict: nodes move between buckets all the time, and a dict that has lost many keys
+    makes finding its first one walk every slot they left."""
+
+    __slots__ = ("_amounts", "_buckets", "_position")
 
     def __init__(self) -> None:
-        self._buckets: dict[int, dict[str, None]] = {}
+        self._buckets: dict[int, list[str]] = {}
         self._amounts: list[int] = []
+        self._position: dict[str, int] = {}
 
     def add(self, amount: int, name: str) -> None:
         bucket = self._buckets.get(amount)
         if bucket is None:
-            bucket = self._buckets[amount] = {}
+            bucket = self._buckets[amount] = []
             bisect.insort(self._amounts, amount)
-        bucket[name] = None
+        self._position[name] = len(bucket)
+        bucket.append(name)
 
     def remove(self, amount: int, name: str) -> None:
         bucket = self._buckets.get(amount)
-        if bucket is None or name not in bucket:
+        at = self._position.get(name)
+        if bucket is None or at is None or at >= len(bucket) or bucket[at] != name:
             return
-        del bucket[name]
+        del self._position[name]
+        last = bucket.pop()
+        if at < len(bucket):
+            bucket[at] = last
+            self._position[last] = at
         if not bucket:
             del self._buckets[amount]
             del self._amounts[bisect.bisect_left(self._amounts, amount)]
@@ -162,6 +173,15 @@ class _FreeIndex:
             for name in buckets[amount]:
                 yield amount, name
 
+    def tightest(self, need: int) -> tuple[int, str] | None:
+        """(free, node) of a node in the tightest bucket with at least `need` free."""
+        amounts = self._amounts
+        i = bisect.bisect_left(amounts, need)
+        if i == len(amounts):
+            return None
+        amount = amounts[i]
+        return amount, self._buckets[amount][0]  # the node `at_least` would give first
+
     def roomiest(self) -> Iterator[tuple[int, str]]:
         """(free, node), roomiest first."""
         for amount in reversed(self._amounts):
@@ -170,6 +190,7 @@ class _FreeIndex:
 
 
 _NO_NODES = _FreeIndex()
+_NOTHING: Mapping[str, int] = {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -289,7 +310,6 @@ class Inventory:
             r: self.free(name, r) for r, v in node.allocatable.items() if v and self.is_checked(r)
         }
         self._indexed[name] = free
-        self._score[name] = _score(node, free)
         for flavor in flavors:
             self._members.setdefault(flavor, set()).add(name)
             for resource, amount in free.items():
@@ -303,29 +323,34 @@ class Inventory:
         indexed = self._indexed.get(name)
         if indexed is None:
             return
-        flavors = self._flavors_of.get(name, ())
-        grew = False
         allocatable = self.nodes[name].allocatable
-        used = self._used.get(name) or {}
-        held = self._held_total.get(name) or {}
+        used = self._used.get(name, _NOTHING)
+        held = self._held_total.get(name, _NOTHING)
+        flavors: tuple[str, ...] | None = None
+        grew = False
         for resource, old in indexed.items():
             new = allocatable.get(resource, 0) - used.get(resource, 0) - held.get(resource, 0)
             if new == old:
                 continue
+            if flavors is None:
+                flavors = self._flavors_of.get(name, ())
+                self._score.pop(name, None)  # worked out again when the extender asks
             grew |= new > old
             indexed[resource] = new
             for flavor in flavors:
                 index = self._free[(flavor, resource)]
                 index.remove(old, name)
                 index.add(new, name)
-        if len(indexed) == 1:
-            ((resource, free),) = indexed.items()
-            total = allocatable[resource]
-            self._score[name] = min(9, int((total - max(0, free)) / total * 9))
-        else:
-            self._score[name] = _score(self.nodes[name], indexed)
-        if grew:
+        if grew and flavors:
             self.grown.update(flavors)
+
+    def _score_of(self, name: str) -> int:
+        score = self._score.get(name)
+        if score is None:
+            node, free = self.nodes.get(name), self._indexed.get(name)
+            score = 0 if node is None or free is None else _score(node, free)
+            self._score[name] = score
+        return score
 
     # ----- pods --------------------------------------------------------------------------
 
@@ -398,13 +423,22 @@ class Inventory:
                 self._reindex(node)
             return
         ((name, ps),) = plan.pod_sets.items()
+        bound = self._bound if self._bound else None
         for node, count in ps.nodes.items():
-            if self._bound.get((key, name, node)):
+            if bound is not None and bound.get((key, name, node)):
                 self._rehold(key, node)
+                self._reindex(node)
+                continue
+            held = {r: count * v for r, v in ps.requests.items()}
+            on_node = self._held.get(node)
+            if on_node is None:
+                self._held[node] = {key: held}
             else:
-                held = {r: count * v for r, v in ps.requests.items()}
-                self._held.setdefault(node, {})[key] = held
-                total = self._held_total.setdefault(node, {})
+                on_node[key] = held
+            total = self._held_total.get(node)
+            if total is None:
+                self._held_total[node] = dict(held)
+            else:
                 for r, v in held.items():
                     total[r] = total.get(r, 0) + v
             self._reindex(node)
@@ -556,6 +590,71 @@ class Inventory:
                 for g in groups
             },
         )
+
+    def hold_one_pod(self, workload: Workload, admission: Admission) -> Plan | None:
+        """Plan and hold, in one step, the commonest workload of all: one pod that needs one
+        checked resource of a flavor without topology or tolerations, on an untainted node,
+        with nothing held or bound for it yet. None when the general path must answer.
+
+        A cycle admits up to a thousand of these; this path is what keeps placement from
+        doubling the cycle (see docs/performance.md)."""
+        pod_sets = workload.pod_sets
+        if len(pod_sets) != 1:
+            return None
+        ps = pod_sets[0]
+        psas = admission.pod_set_assignments
+        if (
+            len(psas) != 1
+            or (psas[0].count or ps.count) != 1
+            or ps.node_selector
+            or ps.required_terms
+            or ps.tolerations
+        ):
+            return None
+        psa = psas[0]
+        resource, need = "", 0
+        memo, checked = self._checked_memo, self.is_checked
+        for r, v in ps.requests.items():
+            if v > 0 and (memo[r] if r in memo else checked(r)):
+                if resource:
+                    return None  # more than one checked resource
+                resource, need = r, v
+        if not resource:
+            return None
+        flavors = self.flavors
+        flavor_name = psa.flavors.get(resource, "")
+        flavor = flavors.get(flavor_name)
+        if flavor is None or flavor.topology_key is not None or flavor.tolerations:
+            return None
+        for other in psa.flavors.values():
+            if other != flavor_name and (other not in flavors or flavors[other].node_labels):
+                return None
+        key = workload.key
+        if key in self._assumed or key in self._recorded:
+            return None
+        entries = self._free.get((flavor_name, resource))
+        found = entries.tightest(need) if entries is not None else None
+        if found is None:
+            return None
+        _, name = found
+        if self.nodes[name].taints:
+            return None
+        held = {resource: need}
+        on_node = self._held.get(name)
+        if on_node is None:
+            self._held[name] = {key: held}
+        else:
+            on_node[key] = held
+        total = self._held_total.get(name)
+        if total is None:
+            self._held_total[name] = {resource: need}
+        else:
+            total[resource] = total.get(resource, 0) + need
+        flavors_used = tuple(dict.fromkeys(psa.flavors.values()))
+        plan = Plan(key, {ps.name: PlannedPodSet({resource: need}, {name: 1}, flavors_used)})
+        self._assumed[key] = plan
+        self._reindex(name)
+        return plan
 
     def _plan_one_pod_set(self, workload: Workload, admission: Admission) -> Plan | None:
         """The common case at a fraction of the cost: one podSet, no topology, placed from
@@ -899,11 +998,11 @@ class Inventory:
         leaves whole nodes free for big jobs)."""
         plan = self.plan_of(f"{namespace}/{workload}") if workload else None
         planned = plan.pod_sets.get(pod_set or "") if plan else None
-        score = self._score.get
+        score = self._score_of
         if planned is None:
-            return [(name, score(name, 0)) for name in candidates]
+            return [(name, score(name)) for name in candidates]
         mine = planned.nodes
-        return [(name, 10 if name in mine else score(name, 0)) for name in candidates]
+        return [(name, 10 if name in mine else score(name)) for name in candidates]
 
     # ----- what the controller acts on ---------------------------------------------------
 
@@ -953,6 +1052,10 @@ class PlacementCheck:
 
     def __call__(self, workload: Workload, admission: Admission) -> str | None:
         inventory = self.inventory
+        if inventory.hold_one_pod(workload, admission) is not None:
+            if self._waiting:
+                self._waiting.pop(workload.key, None)
+            return None
         plan = inventory.plan(workload, admission)
         if isinstance(plan, str):
             self._waiting[workload.key] = (admission.cluster_queue, inventory.flavor_of(admission))

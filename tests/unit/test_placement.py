@@ -477,3 +477,78 @@ def test_plans_never_put_more_on_a_node_than_it_has(
                     inv.set_pod(pod)
         for node in inv.nodes:
             assert inv.free(node, GPU) >= 0  # the sum of plans never exceeds a node
+
+
+# ----- the one-pod fast path ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("case", "wl", "nodes", "fast"),
+    [
+        ("one pod, one checked resource", workload(("main", 1, 2)), [gpu_node("n1")], True),
+        ("two pods: the general path", workload(("main", 2, 2)), [gpu_node("n1")], False),
+        (
+            "tolerations: the general path",
+            workload(("main", 1, 2), toleration={"key": "dedicated", "value": "x"}),
+            [gpu_node("n1")],
+            False,
+        ),
+        (
+            "a nodeSelector: the general path",
+            workload(("main", 1, 2), node_selector={"zone": "b"}),
+            [gpu_node("n1", labels={"zone": "b"})],
+            False,
+        ),
+        (
+            "a tainted tightest node: the general path",
+            workload(("main", 1, 2)),
+            [gpu_node("n1", taints=(Taint("dedicated", "x", "NoSchedule"),))],
+            False,
+        ),
+        ("no room: the general path phrases it", workload(("main", 1, 8)), [gpu_node("n1")], False),
+    ],
+    ids=lambda v: v if isinstance(v, str) else "",
+)
+def test_the_one_pod_path_takes_only_what_it_can_answer(
+    case: str, wl: Workload, nodes: list[Node], fast: bool
+) -> None:
+    inv = inventory(*nodes)
+    assert (inv.hold_one_pod(wl, admission(wl)) is not None) == fast
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    capacities=st.lists(st.integers(0, 8), min_size=1, max_size=6),
+    used=st.lists(st.integers(0, 8), max_size=6),
+    gpus=st.lists(st.integers(1, 8), min_size=1, max_size=12),
+)
+def test_the_one_pod_path_plans_and_holds_as_the_general_path_does(
+    capacities: list[int], used: list[int], gpus: list[int]
+) -> None:
+    fast, general = (
+        inventory(*(gpu_node(f"n{i}", c) for i, c in enumerate(capacities))) for _ in range(2)
+    )
+    for inv in (fast, general):
+        for i, amount in enumerate(used[: len(capacities)]):
+            if amount <= capacities[i]:
+                busy(inv, f"n{i}", amount)
+    for j, need in enumerate(gpus):
+        wl = workload(("main", 1, need), name=f"job-{j}")
+        quick = fast.hold_one_pod(wl, admission(wl))
+        planned = general.plan(wl, admission(wl))
+        if quick is None:
+            if isinstance(planned, Plan):
+                fast.assume(planned)  # the general path answers for both
+                general.assume(planned)
+            continue
+        assert quick == planned
+        general.assume(planned)
+        assert {n: fast.free(n, GPU) for n in fast.nodes} == {
+            n: general.free(n, GPU) for n in general.nodes
+        }
+    for j in range(0, len(gpus), 2):  # freed quota gives the room back the same way
+        fast.forget(f"default/job-{j}")
+        general.forget(f"default/job-{j}")
+    assert {n: fast.free(n, GPU) for n in fast.nodes} == {
+        n: general.free(n, GPU) for n in general.nodes
+    }
