@@ -59,14 +59,33 @@ _QUANTITY: Schema = {
     "x-kubernetes-int-or-string": True,
 }
 _OPAQUE: Schema = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+# Kubernetes' own name rules: a DNS subdomain (object names) and a DNS label (podSet names).
+_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+
+
+def _name(max_length: int = 253, **extra: Any) -> Schema:
+    """The name of another object (a flavor, queue, cohort...)."""
+    return _str(maxLength=max_length, pattern=_SUBDOMAIN, **extra)
+
+
+def _quantities() -> Schema:
+    return _map(_QUANTITY)
+
 
 _CONDITION = _obj(
     {
-        "type": _str(maxLength=316),
+        "type": _str(
+            maxLength=316,
+            pattern=r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+            r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$",
+        ),
         "status": _enum(["True", "False", "Unknown"]),
         "observedGeneration": {"type": "integer", "format": "int64", "minimum": 0},
         "lastTransitionTime": _str(format="date-time"),
-        "reason": _str(maxLength=1024, minLength=1),
+        "reason": _str(
+            maxLength=1024, minLength=1, pattern=r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"
+        ),
         "message": _str(maxLength=32768),
     },
     ["type", "status", "lastTransitionTime", "reason", "message"],
@@ -76,15 +95,21 @@ _CONDITIONS = _list(
     maxItems=16,
     **{"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
 )
+_CONDITIONS_V1BETA1 = {k: v for k, v in _CONDITIONS.items() if k != "maxItems"}
 
 _LABEL_SELECTOR = _obj(
     {
         "matchLabels": _map(_str()),
         "matchExpressions": _list(
             _obj(
-                {"key": _str(), "operator": _str(), "values": _list(_str())},
+                {
+                    "key": _str(),
+                    "operator": _str(),
+                    "values": _list(_str(), **{"x-kubernetes-list-type": "atomic"}),
+                },
                 ["key", "operator"],
-            )
+            ),
+            **{"x-kubernetes-list-type": "atomic"},
         ),
     },
     **{"x-kubernetes-map-type": "atomic"},
@@ -94,7 +119,7 @@ _TAINT = _obj(
     {
         "key": _str(),
         "value": _str(),
-        "effect": _enum(["NoSchedule", "PreferNoSchedule", "NoExecute"]),
+        "effect": _str(),
         "timeAdded": _str(format="date-time"),
     },
     ["key", "effect"],
@@ -102,15 +127,15 @@ _TAINT = _obj(
 _TOLERATION = _obj(
     {
         "key": _str(),
-        "operator": _enum(["Equal", "Exists"]),
+        "operator": _str(),
         "value": _str(),
-        "effect": _enum(["NoSchedule", "PreferNoSchedule", "NoExecute"]),
+        "effect": _str(),
         "tolerationSeconds": {"type": "integer", "format": "int64"},
     }
 )
 
 
-def _resource_groups() -> Schema:
+def _resource_groups(version: str) -> Schema:
     quota = _obj(
         {
             "name": _str(),
@@ -122,7 +147,7 @@ def _resource_groups() -> Schema:
     )
     flavor = _obj(
         {
-            "name": _str(maxLength=253),
+            "name": _name(),
             "resources": _list(
                 quota,
                 minItems=1,
@@ -134,7 +159,12 @@ def _resource_groups() -> Schema:
     )
     group = _obj(
         {
-            "coveredResources": _list(_str(), minItems=1, maxItems=64),
+            "coveredResources": _list(
+                _str(),
+                minItems=1,
+                maxItems=64,
+                **({} if version == "v1beta1" else {"x-kubernetes-list-type": "atomic"}),
+            ),
             "flavors": _list(
                 flavor,
                 minItems=1,
@@ -163,7 +193,7 @@ def _flavor_usage(with_borrowed: bool) -> Schema:
     return _list(
         _obj(
             {
-                "name": _str(),
+                "name": _name(),
                 "resources": _list(
                     _obj(usage, ["name"]),
                     maxItems=64,
@@ -177,9 +207,19 @@ def _flavor_usage(with_borrowed: bool) -> Schema:
     )
 
 
-_FAIR_SHARING_SPEC = _obj({"weight": _QUANTITY})
+_FAIR_SHARING_SPEC = _obj({"weight": {**_QUANTITY, "default": 1}})
 _FAIR_SHARING_STATUS = _obj(
     {"weightedShare": {"type": "integer", "format": "int64"}}, ["weightedShare"]
+)
+_FAIR_SHARING_STATUS_V1BETA1 = _obj(
+    {
+        "weightedShare": {"type": "integer", "format": "int64"},
+        "admissionFairSharingStatus": _obj(
+            {"consumedResources": _quantities(), "lastUpdate": _str(format="date-time")},
+            ["consumedResources", "lastUpdate"],
+        ),
+    },
+    ["weightedShare"],
 )
 _STOP_POLICY = _enum(["None", "Hold", "HoldAndDrain"], "None")
 _COUNTS = {
@@ -194,8 +234,8 @@ def _cluster_queue(version: str) -> Schema:
     borrow = ["MayStopSearch", "TryNextFlavor"] + (["Borrow"] if v1 else [])
     preempt = ["MayStopSearch", "TryNextFlavor"] + (["Preempt"] if v1 else [])
     spec: dict[str, Schema] = {
-        "resourceGroups": _resource_groups(),
-        ("cohort" if v1 else "cohortName"): _str(maxLength=253),
+        "resourceGroups": _resource_groups(version),
+        ("cohort" if v1 else "cohortName"): _name(),
         "queueingStrategy": _enum(["StrictFIFO", "BestEffortFIFO"], "BestEffortFIFO"),
         "namespaceSelector": _LABEL_SELECTOR,
         "flavorFungibility": _obj(
@@ -216,7 +256,8 @@ def _cluster_queue(version: str) -> Schema:
                     {
                         "policy": _enum(["Never", "LowerPriority"], "Never"),
                         "maxPriorityThreshold": _int(),
-                    }
+                    },
+                    default={},
                 ),
             },
             default={},
@@ -231,61 +272,129 @@ def _cluster_queue(version: str) -> Schema:
                 ]
             },
         ),
-        "admissionChecksStrategy": _obj(
-            {
-                "admissionChecks": _list(
-                    _obj({"name": _str(), "onFlavors": _list(_str(), maxItems=64)}, ["name"]),
-                    maxItems=64,
-                )
-            }
-        ),
+        "admissionChecksStrategy": _admission_checks_strategy(v1),
         "stopPolicy": _STOP_POLICY,
         "fairSharing": _FAIR_SHARING_SPEC,
         "admissionScope": _obj(
-            {"admissionMode": _enum(["UsageBasedAdmissionFairSharing", "NoAdmissionFairSharing"])},
+            {
+                "admissionMode": _enum(["UsageBasedAdmissionFairSharing", "NoAdmissionFairSharing"])
+                if not v1
+                else _str()
+            },
             ["admissionMode"],
         ),
     }
     if v1:
-        spec["admissionChecks"] = _list(_str(), maxItems=64)
+        spec["admissionChecks"] = _list(_str(maxLength=316))
+    else:
+        spec["concurrentAdmissionPolicy"] = _obj(
+            {
+                "migration": _obj(
+                    {
+                        "mode": _enum(["TryPreferredFlavors", "RetainFirstAdmission"])
+                        | {"maxLength": 253},
+                        "constraints": _obj({"lastAcceptableFlavorName": _name()}),
+                    },
+                    ["mode"],
+                )
+            },
+            ["migration"],
+        )
     status: dict[str, Schema] = {
-        "conditions": _CONDITIONS,
+        "conditions": _CONDITIONS_V1BETA1 if v1 else _CONDITIONS,
         "flavorsReservation": _flavor_usage(True),
         "flavorsUsage": _flavor_usage(True),
         **_COUNTS,
-        "fairSharing": _FAIR_SHARING_STATUS,
+        "fairSharing": _FAIR_SHARING_STATUS_V1BETA1 if v1 else _FAIR_SHARING_STATUS,
     }
     if v1:
-        status["pendingWorkloadsStatus"] = _OPAQUE
+        status["pendingWorkloadsStatus"] = _obj(
+            {
+                "clusterQueuePendingWorkload": _list(
+                    _obj({"name": _str(), "namespace": _str()}, ["name", "namespace"]),
+                    **{"x-kubernetes-list-type": "atomic"},
+                ),
+                "lastChangeTime": _str(format="date-time"),
+            },
+            ["lastChangeTime"],
+        )
     return _root(_obj(spec), _obj(status))
+
+
+def _admission_checks_strategy(v1: bool) -> Schema:
+    if v1:
+        check = _obj({"name": _str(maxLength=316), "onFlavors": _list(_name())}, ["name"])
+        return _obj({"admissionChecks": _list(check)})
+    check = _obj(
+        {
+            "name": _str(maxLength=316, minLength=1),
+            "onFlavors": _list(_name(), maxItems=64, **{"x-kubernetes-list-type": "set"}),
+        },
+        ["name"],
+    )
+    checks = _list(
+        check,
+        minItems=1,
+        maxItems=64,
+        **{"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+    )
+    return _obj({"admissionChecks": checks}, ["admissionChecks"])
 
 
 def _local_queue(version: str) -> Schema:
     v1 = version == "v1beta1"
     spec = _obj(
         {
-            "clusterQueue": _str(
-                maxLength=253,
-                **{
-                    "x-kubernetes-validations": [
-                        {"rule": "self == oldSelf", "message": "field is immutable"}
-                    ]
-                },
-            ),
+            "clusterQueue": {
+                **_name(),
+                "x-kubernetes-validations": [
+                    {"rule": "self == oldSelf", "message": "field is immutable"}
+                ],
+            },
             "stopPolicy": _STOP_POLICY,
             "fairSharing": _FAIR_SHARING_SPEC,
         }
     )
     status: dict[str, Schema] = {
-        "conditions": _CONDITIONS,
+        "conditions": _CONDITIONS_V1BETA1 if v1 else _CONDITIONS,
         **_COUNTS,
         "flavorsReservation": _flavor_usage(False),
         ("flavorUsage" if v1 else "flavorsUsage"): _flavor_usage(False),
+        "fairSharing": _FAIR_SHARING_STATUS_V1BETA1,
     }
     if v1:
-        status["flavors"] = _list(_OPAQUE)
-    else:
-        status["fairSharing"] = _OPAQUE
+        taint = _obj(
+            {
+                "key": _str(),
+                "value": _str(),
+                "effect": _str(),
+                "timeAdded": _str(format="date-time"),
+            },
+            ["key", "effect"],
+        )
+        flavor = _obj(
+            {
+                "name": _name(),
+                "nodeLabels": _map(_str(), maxProperties=8, **{"x-kubernetes-map-type": "atomic"}),
+                "nodeTaints": _list(taint, maxItems=8, **{"x-kubernetes-list-type": "atomic"}),
+                "resources": _list(_str(), maxItems=64, **{"x-kubernetes-list-type": "set"}),
+                "topology": _obj(
+                    {
+                        "name": _name(),
+                        "levels": _list(
+                            _str(), minItems=1, maxItems=16, **{"x-kubernetes-list-type": "atomic"}
+                        ),
+                    },
+                    ["name", "levels"],
+                ),
+            },
+            ["name"],
+        )
+        status["flavors"] = _list(
+            flavor,
+            maxItems=64,
+            **{"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+        )
     return _root(spec, _obj(status))
 
 
@@ -293,13 +402,13 @@ def _workload(version: str) -> Schema:
     v1 = version == "v1beta1"
     pod_set = _obj(
         {
-            "name": _str(maxLength=63, default="main"),
+            "name": _str(maxLength=63, pattern=_LABEL, default="main"),
             "template": _OPAQUE,
             "count": _int(minimum=0, default=1),
-            "minCount": _int(minimum=0),
-            "topologyRequest": _OPAQUE,
+            "minCount": _int(minimum=1),
+            "topologyRequest": _topology_request(v1),
         },
-        ["template"],
+        ["count", "template"] if v1 else ["template"],
     )
     spec: dict[str, Schema] = {
         "podSets": _list(
@@ -308,13 +417,13 @@ def _workload(version: str) -> Schema:
             maxItems=18,
             **{"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
         ),
-        "queueName": _str(maxLength=253),
+        "queueName": _name(),
         "priority": _int(),
         "active": {"type": "boolean", "default": True},
         "maximumExecutionTimeSeconds": _int(minimum=1),
     }
     if v1:
-        spec["priorityClassName"] = _str(maxLength=253)
+        spec["priorityClassName"] = _name()
         spec["priorityClassSource"] = _enum(
             [
                 "kueue.x-k8s.io/workloadpriorityclass",
@@ -328,45 +437,203 @@ def _workload(version: str) -> Schema:
             {
                 "group": _enum(["kueue.x-k8s.io", "scheduling.k8s.io"]),
                 "kind": _enum(["WorkloadPriorityClass", "PriorityClass"]),
-                "name": _str(maxLength=253),
+                "name": _name(minLength=1),
             },
             ["group", "kind", "name"],
         )
-        spec["preemptionGates"] = _list(_obj({"name": _str()}, ["name"]), maxItems=8)
+        spec["preemptionGates"] = _list(
+            _obj({"name": _str(maxLength=63, minLength=1)}, ["name"]),
+            maxItems=8,
+            **{"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+        )
     assignment = _obj(
         {
-            "name": _str(),
-            "flavors": _map(_str()),
-            "resourceUsage": _map(_QUANTITY),
+            "name": _str(maxLength=63, pattern=_LABEL, default="main"),
+            "flavors": _map(_name()),
+            "resourceUsage": _quantities(),
             "count": _int(minimum=0),
-            "topologyAssignment": _OPAQUE,
-            "delayedTopologyRequest": _str(),
+            "topologyAssignment": _topology_assignment(v1),
+            "delayedTopologyRequest": _str()
+            if v1
+            else _enum(["Pending", "Ready"]) | {"maxLength": 7},
+        },
+        ["name"] if v1 else None,
+    )
+    by_name = {"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]}
+    toleration = _obj(
+        {
+            "key": _str(),
+            "operator": _str(),
+            "value": _str(),
+            "effect": _str(),
+            "tolerationSeconds": {"type": "integer", "format": "int64"},
+        }
+    )
+    pod_set_update = _obj(
+        {
+            "name": _str(maxLength=63, pattern=_LABEL),
+            "labels": _map(_str()),
+            "annotations": _map(_str()),
+            "nodeSelector": _map(_str()),
+            "tolerations": _list(
+                toleration, maxItems=8, **({} if v1 else {"x-kubernetes-list-type": "atomic"})
+            ),
         },
         ["name"],
     )
+    admission_check = _obj(
+        {
+            "name": _str(maxLength=316, **({} if v1 else {"minLength": 1})),
+            "state": _enum(["Pending", "Ready", "Retry", "Rejected"]),
+            "lastTransitionTime": _str(format="date-time"),
+            "message": _str(maxLength=32768),
+            "podSetUpdates": _list(
+                pod_set_update, maxItems=18, **{"x-kubernetes-list-type": "atomic"}
+            ),
+            "requeueAfterSeconds": _int(minimum=0),
+            "retryCount": _int(minimum=0),
+        },
+        ["name", "state", "lastTransitionTime", "message"],
+    )
+    evictions = _list(
+        _obj(
+            {
+                "reason": _str(maxLength=316),
+                "underlyingCause": _str(maxLength=316),
+                "count": _int(minimum=0),
+            },
+            ["reason", "underlyingCause", "count"],
+        ),
+        **({} if v1 else {"maxItems": 256}),
+        **{
+            "x-kubernetes-list-type": "map",
+            "x-kubernetes-list-map-keys": ["reason", "underlyingCause"],
+        },
+    )
     status: dict[str, Schema] = {
-        "conditions": _CONDITIONS,
+        "conditions": _CONDITIONS_V1BETA1 if v1 else _CONDITIONS,
         "admission": _obj(
             {
-                "clusterQueue": _str(maxLength=253),
-                "podSetAssignments": _list(
-                    assignment,
-                    maxItems=18,
-                    **{"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
-                ),
+                "clusterQueue": _name(),
+                "podSetAssignments": _list(assignment, maxItems=18, **by_name),
             },
-            ["clusterQueue", "podSetAssignments"],
+            ["clusterQueue", "podSetAssignments"] if v1 else None,
         ),
-        "requeueState": _obj({"count": _int(), "requeueAt": _str(format="date-time")}),
-        "reclaimablePods": _list(_obj({"name": _str(), "count": _int()}, ["name", "count"])),
-        "admissionChecks": _list(_OPAQUE, maxItems=8),
-        "resourceRequests": _list(_OPAQUE),
-        "schedulingStats": _OPAQUE,
+        "requeueState": _obj({"count": _int(minimum=0), "requeueAt": _str(format="date-time")}),
+        "reclaimablePods": _list(
+            _obj(
+                {"name": _str(maxLength=63, pattern=_LABEL), "count": _int(minimum=0)},
+                ["name", "count"],
+            ),
+            maxItems=18,
+            **by_name,
+        ),
+        "admissionChecks": _list(admission_check, maxItems=8, **by_name),
+        "resourceRequests": _list(
+            _obj(
+                {"name": _str(maxLength=63, pattern=_LABEL), "resources": _quantities()},
+                ["name"],
+            ),
+            maxItems=18,
+            **by_name,
+        ),
+        "schedulingStats": _obj({"evictions": evictions}),
+        "clusterName": _str() if v1 else _str(maxLength=256),
+        "nominatedClusterNames": _list(
+            _str() if v1 else _str(maxLength=256),
+            maxItems=20,
+            **{"x-kubernetes-list-type": "atomic"},
+        ),
+        "unhealthyNodes": _list(_obj({"name": _str()}, ["name"]))
+        if v1
+        else _list(_obj({"name": _str(maxLength=63)}, ["name"]), maxItems=8, **by_name),
         (
             "accumulatedPastExexcutionTimeSeconds" if v1 else "accumulatedPastExecutionTimeSeconds"
         ): _int(),
     }
-    return _root(_obj(spec), _obj(status))
+    if not v1:
+        status["preemptionGates"] = _list(
+            _obj(
+                {
+                    "name": _str(maxLength=63, minLength=1),
+                    "position": _enum(["Closed", "Open"]),
+                    "lastTransitionTime": _str(format="date-time"),
+                },
+                ["name", "position", "lastTransitionTime"],
+            ),
+            maxItems=8,
+            **by_name,
+        )
+    return _root(_obj(spec, ["podSets"] if v1 else None), _obj(status))
+
+
+def _topology_request(v1: bool) -> Schema:
+    def text(max_length: int) -> Schema:
+        return _str() if v1 else _str(maxLength=max_length)
+
+    request: dict[str, Schema] = {
+        "required": text(63),
+        "preferred": text(63),
+        "unconstrained": {"type": "boolean"},
+        "podIndexLabel": text(317),
+        "subGroupIndexLabel": text(317),
+        "subGroupCount": _int(),
+        "podSetGroupName": text(256),
+        "podSetSliceRequiredTopology": text(63),
+        "podSetSliceSize": _int(),
+    }
+    if not v1:
+        request["podsetSliceRequiredTopologyConstraints"] = _list(
+            _obj(
+                {"topology": _str(maxLength=63, minLength=1), "size": _int(minimum=1)},
+                ["topology", "size"],
+            ),
+            maxItems=3,
+            **{"x-kubernetes-list-type": "atomic"},
+        )
+    return _obj(request)
+
+
+def _topology_assignment(v1: bool) -> Schema:
+    atomic = {"x-kubernetes-list-type": "atomic"}
+    if v1:
+        levels = _list(_str(), minItems=1, maxItems=16, **atomic)
+        domain = _obj(
+            {"values": _list(_str(), minItems=1, maxItems=16, **atomic), "count": _int(minimum=1)},
+            ["values", "count"],
+        )
+        return _obj({"levels": levels, "domains": _list(domain)}, ["levels", "domains"])
+    many = {"minItems": 1, "maxItems": 100000, **atomic}
+    values = _obj(
+        {
+            "universal": _str(maxLength=63),
+            "individual": _obj(
+                {
+                    "prefix": _str(maxLength=63),
+                    "suffix": _str(maxLength=63),
+                    "roots": _list(_str(maxLength=63), **many),
+                },
+                ["roots"],
+            ),
+        }
+    )
+    slice_ = _obj(
+        {
+            "domainCount": _int(minimum=1),
+            "valuesPerLevel": _list(values, minItems=1, maxItems=16, **atomic),
+            "podCounts": _obj(
+                {"universal": _int(minimum=1), "individual": _list(_int(minimum=1), **many)}
+            ),
+        },
+        ["domainCount", "valuesPerLevel", "podCounts"],
+    )
+    return _obj(
+        {
+            "levels": _list(_str(maxLength=317), minItems=1, maxItems=16, **atomic),
+            "slices": _list(slice_, maxItems=1000, **atomic),
+        },
+        ["levels", "slices"],
+    )
 
 
 def _resource_flavor(version: str) -> Schema:
@@ -375,7 +642,7 @@ def _resource_flavor(version: str) -> Schema:
             "nodeLabels": _map(_str(), maxProperties=8, **{"x-kubernetes-map-type": "atomic"}),
             "nodeTaints": _list(_TAINT, maxItems=8, **{"x-kubernetes-list-type": "atomic"}),
             "tolerations": _list(_TOLERATION, maxItems=8, **{"x-kubernetes-list-type": "atomic"}),
-            "topologyName": _str(maxLength=253),
+            "topologyName": _name(),
         }
     )
     return _root(spec, None)
@@ -384,12 +651,13 @@ def _resource_flavor(version: str) -> Schema:
 def _cohort(version: str) -> Schema:
     spec = _obj(
         {
-            "parentName": _str(maxLength=253),
-            "resourceGroups": _resource_groups(),
+            "parentName": _name(),
+            "resourceGroups": _resource_groups(version),
             "fairSharing": _FAIR_SHARING_SPEC,
         }
     )
-    return _root(spec, _obj({"conditions": _CONDITIONS, "fairSharing": _FAIR_SHARING_STATUS}))
+    fair = _FAIR_SHARING_STATUS_V1BETA1 if version == "v1beta1" else _FAIR_SHARING_STATUS
+    return _root(spec, _obj({"conditions": _CONDITIONS, "fairSharing": fair}))
 
 
 def _workload_priority_class(version: str) -> Schema:
@@ -557,6 +825,7 @@ _KINDS: list[dict[str, Any]] = [
         "shortNames": ["wpc"],
         "schema": _workload_priority_class,
         "status": False,
+        "empty_subresources": True,
         "conversion": False,
         "columns": [
             _column(
@@ -592,6 +861,8 @@ def custom_resource_definitions() -> list[dict[str, Any]]:
                 entry["additionalPrinterColumns"] = columns
             if spec["status"]:
                 entry["subresources"] = {"status": {}}
+            elif spec.get("empty_subresources"):
+                entry["subresources"] = {}  # as Kueue's WorkloadPriorityClass declares it
             selectable = spec.get("selectable", {}).get(version)
             if selectable:
                 entry["selectableFields"] = selectable
