@@ -1,4 +1,4 @@
-"""Command line of the extender: `simulate`, `run` (the controller) and `crds`."""
+"""Command line of the extender: `simulate`, `run` (the controller), `crds` and `fields`."""
 
 from __future__ import annotations
 
@@ -43,6 +43,9 @@ def _parser() -> argparse.ArgumentParser:
     add_arguments(run)
     crds = commands.add_parser("crds", help="write Kueue's CRDs (v1beta2 stored, v1beta1 served)")
     crds.add_argument("--out", required=True, metavar="DIR", help="directory for the YAML files")
+    commands.add_parser(
+        "fields", help="print docs/kueue-fields.md: every field of the API and what Tower does"
+    )
     return parser
 
 
@@ -53,6 +56,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         from extender.kube.runtime import run
 
         return run(args)
+    if args.command == "fields":
+        from extender.kube.api_fields import page
+
+        sys.stdout.write(page())
+        return 0
     if args.command == "crds":
         from pathlib import Path
 
@@ -77,8 +85,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         except LoadError as err:
             print(f"error: {err}", file=sys.stderr)
             return 2
+        notes = scenario.not_acted_on
         sys.stdout.write(
-            to_json(sim, pending) + "\n" if args.output == "json" else to_table(sim, pending)
+            to_json(sim, pending, notes) + "\n"
+            if args.output == "json"
+            else to_table(sim, pending, notes)
         )
     return 0
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from extender.core import parse
+from extender.core import parse, unacted
 from extender.core.jobs import queue_name_of
 from extender.core.models import QUEUE_NAME_LABEL
 from extender.core.workloads import workload
@@ -66,6 +66,12 @@ def validate_kueue(request: Mapping[str, Any], kind: str) -> Response:
         KUEUE_PARSERS[kind](obj)
     except parse.ManifestError as err:
         return deny(uid, f"{kind} {_name(obj)}: {err.path}: {err.message}")
+    # A field Tower does not act on is accepted (the manifest is Kueue's), and said at once.
+    warnings = [
+        field.message(_name(obj))
+        for field in unacted.used(kind, obj)
+        if field.effect is not unacted.Effect.HINT
+    ]
     if kind == "LocalQueue" and request.get("operation") == "UPDATE":
         old = request.get("oldObject") or {}
         before = (old.get("spec") or {}).get("clusterQueue")
@@ -76,7 +82,7 @@ def validate_kueue(request: Mapping[str, Any], kind: str) -> Response:
                 f"LocalQueue {_name(obj)}: spec.clusterQueue: field is immutable "
                 f"(was {before!r}, got {after!r})",
             )
-    return allow(uid)
+    return allow(uid, warnings=warnings)
 
 
 def _name(obj: Mapping[str, Any]) -> str:

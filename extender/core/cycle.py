@@ -410,7 +410,23 @@ class ClusterState:
                 INADMISSIBLE,
                 f"ClusterQueue {cq.name} is stopped (stopPolicy {cq.stop_policy.value})",
             )
+        unacted = self._unacted(cq)
+        if unacted:
+            return PendingStatus(
+                INADMISSIBLE,
+                f"ClusterQueue {cq.name} is inactive: it uses {'; '.join(unacted)}, which "
+                "Tower does not act on (docs/kueue-fields.md)",
+            )
         return None
+
+    def _unacted(self, cq: ClusterQueue) -> list[str]:
+        """What the ClusterQueue (or a flavor it names) sets that Tower does not act on."""
+        out = list(cq.unacted)
+        for name in dict.fromkeys(cq.flavor_names()):
+            flavor = self.flavors.get(name)
+            if flavor is not None and flavor.topology_name and flavor.topology_key is None:
+                out.append(f"ResourceFlavor {name}'s spec.topologyName")
+        return out
 
     def cluster_queue_active(self, name: str) -> tuple[bool, str, str]:
         """The Active condition of a ClusterQueue: (status, reason, message)."""
@@ -424,6 +440,10 @@ class ClusterState:
             return False, "Stopped", status.message
         if any(f not in self.flavors for f in cq.flavor_names()):
             return False, "FlavorNotFound", status.message
+        if any(p in ("spec.admissionChecksStrategy", "spec.admissionChecks") for p in cq.unacted):
+            return False, "AdmissionCheckNotFound", status.message  # Kueue's reason
+        if self._unacted(cq):
+            return False, "UnsupportedField", status.message
         return False, "Unknown", status.message
 
     # ----- workloads ------------------------------------------------------------------
@@ -520,6 +540,13 @@ class ClusterState:
     def _route(self, workload: Workload) -> None:
         key = workload.key
         self._parked.pop(key, None)
+        if workload.unacted:
+            self._park(
+                key,
+                f"the Workload sets {', '.join(workload.unacted)}, which Tower does not act "
+                "on; it waits while set (docs/kueue-fields.md)",
+            )
+            return
         lq = self.local_queues.get(f"{workload.namespace}/{workload.queue_name}")
         if lq is None:
             self._park(

@@ -143,6 +143,9 @@ class ClusterQueue:
     preemption: Preemption = field(default_factory=Preemption)
     stop_policy: StopPolicy = StopPolicy.NONE
     fair_weight: Fraction = Fraction(1)
+    # Fields it sets that Tower does not act on and that would change who is admitted
+    # (extender/core/unacted.py): while any is set, the ClusterQueue admits nothing.
+    unacted: tuple[str, ...] = ()
     quotas: Mapping[FlavorResource, ResourceQuota] = field(init=False, repr=False, compare=False)
     group_of: Mapping[str, int] = field(init=False, repr=False, compare=False)
 
@@ -251,6 +254,8 @@ class Workload:
     creation_time: float = 0.0
     owner_kind: str = ""
     owner_name: str = ""
+    # Fields it sets that Tower does not act on (extender/core/unacted.py): it waits.
+    unacted: tuple[str, ...] = ()
     key: str = field(init=False, repr=False, compare=False)
     """namespace/name (computed once: it is looked up on every queue operation)."""
     order: tuple[int, float, str] = field(init=False, repr=False, compare=False)

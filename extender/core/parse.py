@@ -36,6 +36,7 @@ from extender.core.models import (
     WorkloadPriorityClass,
 )
 from extender.core.quantity import QuantityError, parse_quantity, to_amount
+from extender.core.unacted import blocking
 
 KUEUE_VERSIONS = (f"{GROUP}/v1beta2", f"{GROUP}/v1beta1")
 _DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -433,6 +434,7 @@ def cluster_queue(obj: Obj) -> ClusterQueue:
         ),
         stop_policy=StopPolicy(stop),
         fair_weight=_weight(fair.get("weight"), "spec.fairSharing.weight"),
+        unacted=blocking("ClusterQueue", obj),
     )
 
 

@@ -9,6 +9,7 @@ from typing import Any
 from extender.core.jobs import pod_set
 from extender.core.models import Workload
 from extender.core.parse import ManifestError, check_version, name_of
+from extender.core.unacted import blocking
 
 _MAX_POD_SETS = 18
 
@@ -88,4 +89,5 @@ def workload(obj: Mapping[str, Any], *, creation_time: float | None = None) -> W
         ),
         owner_kind=str(owner.get("kind") or ""),
         owner_name=str(owner.get("name") or ""),
+        unacted=blocking("Workload", obj),
     )

@@ -12,7 +12,7 @@ from typing import Any
 import jsonpatch
 import yaml
 
-from extender.core import parse
+from extender.core import parse, unacted
 from extender.core.jobs import JOB_KIND, JOBSET_KIND, queue_mutation
 from extender.core.models import (
     ClusterQueue,
@@ -82,6 +82,8 @@ class Scenario:
     # With nodes, physical fit is checked; each joins at its arrival (virtual seconds).
     nodes: list[tuple[float, Node]] = field(default_factory=list)
     jobs: list[SimJob] = field(default_factory=list)
+    # One line per field Tower does not act on, as the webhook would warn (and hints too).
+    not_acted_on: list[str] = field(default_factory=list)
 
 
 def parse_duration(value: Any, path: str) -> float:
@@ -180,6 +182,11 @@ class Loader:
     def _add(self, doc: Mapping[str, Any], source: str) -> None:
         kind = doc.get("kind")
         s = self.scenario
+        if isinstance(kind, str):
+            raw = doc.get("metadata")
+            meta: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
+            name = "/".join(str(p) for p in (meta.get("namespace"), meta.get("name")) if p)
+            s.not_acted_on.extend(f.message(name or "?") for f in unacted.used(kind, doc))
         if kind == "ResourceFlavor":
             s.flavors.append(parse.resource_flavor(doc))
         elif kind == "ClusterQueue":

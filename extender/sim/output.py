@@ -12,12 +12,17 @@ from extender.core.cycle import ClusterState
 from extender.sim.engine import Simulation
 
 
-def to_json(sim: Simulation, pending: list[dict[str, Any]]) -> str:
-    """One JSON object: {"events": [...], "pending": [...]}, as `json.dumps(indent=2)` spells
+def to_json(
+    sim: Simulation, pending: list[dict[str, Any]], not_acted_on: Sequence[str] = ()
+) -> str:
+    """One JSON object: {"events": [...], "pending": [...]} (and "notActedOn": the fields
+    Tower does not act on, when the scenario sets any), as `json.dumps(indent=2)` spells
     it. orjson writes the same text twenty times faster, except for non-ASCII text (which
     json escapes) and floats Python spells with an exponent (1e-06 against 1e-6); where
     either occurs, json writes it."""
-    data = {"events": sim.events, "pending": pending}
+    data: dict[str, Any] = {"events": sim.events, "pending": pending}
+    if not_acted_on:
+        data["notActedOn"] = list(not_acted_on)
     if all(t == 0 or 1e-4 <= abs(t) < 1e16 for t in (e["time"] for e in sim.events)):
         text = orjson.dumps(data, option=orjson.OPT_INDENT_2).decode()
         if text.isascii():
@@ -142,9 +147,17 @@ def _describe(event: dict[str, Any]) -> str:
     return ""
 
 
-def to_table(sim: Simulation, pending: list[dict[str, Any]]) -> str:
-    """A human timeline, then the ClusterQueue and Workload tables at the end."""
-    out = ["Timeline (virtual seconds):"]
+def to_table(
+    sim: Simulation, pending: list[dict[str, Any]], not_acted_on: Sequence[str] = ()
+) -> str:
+    """What Tower does not act on (if anything), a human timeline, then the ClusterQueue and
+    Workload tables at the end."""
+    out = []
+    if not_acted_on:
+        out.append("Not acted on by Tower (docs/kueue-fields.md):")
+        out.extend(f"  {line}" for line in not_acted_on)
+        out.append("")
+    out.append("Timeline (virtual seconds):")
     rows = []
     for event in sim.events:
         where = f"{event['namespace']}/" if event["namespace"] else ""

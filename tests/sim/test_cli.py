@@ -1,5 +1,6 @@
 """Bad input ends with exit status 2 and one line naming file, document, object and field."""
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -119,3 +120,53 @@ def test_a_binary_file_is_one_line_not_a_traceback(tmp_path):
     proc = simulate(path)
     assert proc.returncode == 2
     assert proc.stderr == f"error: {path}: not UTF-8 text (byte 10)\n"
+
+
+NOT_ACTED_ON = """\
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ResourceFlavor
+metadata: {name: f}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: cq}
+spec:
+  namespaceSelector: {}
+  admissionChecksStrategy:
+    admissionChecks: [{name: prov}]
+  resourceGroups:
+  - coveredResources: [cpu]
+    flavors: [{name: f, resources: [{name: cpu, nominalQuota: 4}]}]
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata: {name: lq, namespace: default}
+spec: {clusterQueue: cq}
+---
+apiVersion: batch/v1
+kind: Job
+metadata: {name: train, namespace: default, labels: {kueue.x-k8s.io/queue-name: lq}}
+spec:
+  template:
+    spec:
+      restartPolicy: Never
+      containers: [{name: c, image: busybox, resources: {requests: {cpu: "1"}}}]
+"""
+
+
+def test_the_simulator_says_which_fields_it_does_not_act_on(tmp_path):
+    path = tmp_path / "checks.yaml"
+    path.write_text(NOT_ACTED_ON)
+    table = simulate(path)
+    assert table.returncode == 0, table.stderr
+    lines = table.stdout.splitlines()
+    assert lines[0] == "Not acted on by Tower (docs/kueue-fields.md):"
+    assert lines[1].startswith(
+        "  ClusterQueue cq: spec.admissionChecksStrategy (admission checks) is not acted on"
+    )
+    never = table.stdout.split("Never admitted:")[1]
+    assert "default/job-train" in never
+    assert "spec.admissionChecksStrategy" in never
+    as_json = json.loads(simulate(path, "-o", "json").stdout)
+    assert as_json["notActedOn"] == [lines[1].strip()]
+    assert as_json["pending"][0]["message"].startswith("ClusterQueue cq is inactive: it uses")

@@ -17,6 +17,8 @@ from typing import Any
 
 import pytest
 
+from extender.core.unacted import UNACTED
+from extender.kube import api_fields
 from extender.kube.crds import custom_resource_definitions
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -50,6 +52,7 @@ KEYWORDS = (
 )
 # Kept whole on purpose (see the module's docstring).
 WHOLE = {("workloads", ".spec.podSets[].template")}
+WHOLE_BY_KIND = [("Workload", "spec.podSets[].template")]
 # Kueue's CEL rules (x-kubernetes-validations) that Tower's CRDs do not carry yet, by path.
 # Not silently: each is listed here, the test fails when Kueue has one that is not, and when
 # one listed here is no longer missing. What they check is in docs/kueue-fields.md.
@@ -194,3 +197,40 @@ def test_every_cel_rule_not_yet_carried_is_one_kueue_has_and_tower_lacks():
             f"{plural} {path}: Tower carries them now; take it off CEL_NOT_YET"
         )
 
+
+def test_docs_list_every_field_and_what_tower_does_with_it():
+    """docs/kueue-fields.md is what `python -m extender fields` prints, and it names every
+    spec field of Kueue's schema (a field Tower does not act on stands for what is below it).
+    """
+    page = api_fields.page()
+    assert (ROOT / "docs" / "kueue-fields.md").read_text() == page, (
+        "docs/kueue-fields.md is stale: python -m extender fields > docs/kueue-fields.md"
+    )
+    listed = {
+        (kind, line.split("`")[1])
+        for kind in api_fields.KINDS
+        for line in page.split(f"## {kind}\n")[1].split("\n## ")[0].splitlines()
+        if line.startswith("| `")
+    }
+    stops = [(f.kind, f.path) for f in UNACTED]
+    for plural in PLURALS:
+        spec = kueue(plural)
+        kind = spec["names"]["kind"]
+        for version in spec["versions"]:
+            root = version["schema"]["openAPIV3Schema"]
+            for path, _ in walk(root):
+                dotted = path.lstrip(".")
+                if not dotted or dotted.endswith(("[]", "{}")):
+                    continue  # a list's or map's entries: the list or map is the field
+                if kind == "WorkloadPriorityClass":
+                    if dotted.split(".")[0] in ("apiVersion", "kind", "metadata"):
+                        continue
+                elif not dotted.startswith("spec."):
+                    continue
+                if any(
+                    k == kind and dotted.startswith((p + ".", p + "["))
+                    for k, p in (*stops, *WHOLE_BY_KIND)
+                ):
+                    continue
+                dotted = dotted.replace("{}", "")
+                assert (kind, dotted) in listed, f"{kind} {dotted} is not in docs/kueue-fields.md"

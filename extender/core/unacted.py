@@ -1,0 +1,170 @@
+"""Kueue's fields that Tower accepts but does not act on, and what each does to admission.
+
+A manifest written for Kueue applies unchanged, but a field that would change who is admitted
+is never ignored silently: a ClusterQueue that uses one is inactive and admits nothing (as
+Kueue's is with a missing AdmissionCheck), a Workload that uses one waits, and both say
+which field it is. A field that is only a hint is accepted and listed here as such. The
+webhook warns at apply time, the simulator reports them, and docs/kueue-fields.md lists them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+
+class Effect(StrEnum):
+    INACTIVE = "makes its ClusterQueue inactive"
+    WAITS = "makes the workload wait"
+    WHOLE = "accepted; the workload is admitted with all its pods or not at all"
+    HINT = "accepted, not acted on"
+
+
+@dataclass(frozen=True, slots=True)
+class Unacted:
+    """One field Tower does not act on: where it is, what using it does, and why."""
+
+    kind: str
+    path: str  # as in the manifest: spec.podSets[].topologyRequest
+    effect: Effect
+    feature: str  # Kueue's name for what the field is for
+    advice: str = ""  # what to do instead, when Tower has something
+
+    def message(self, name: str) -> str:
+        """One line for a user: the object, the field, and what follows from it."""
+        line = f"{self.kind} {name}: {self.path} ({self.feature}) is not acted on by Tower"
+        if self.effect is Effect.INACTIVE and self.kind == "ResourceFlavor":
+            line += "; ClusterQueues using this flavor admit nothing while it is set"
+        elif self.effect is Effect.INACTIVE:
+            line += "; the ClusterQueue admits nothing while it is set"
+        elif self.effect is Effect.WAITS:
+            line += "; the workload waits while it is set"
+        elif self.effect is Effect.WHOLE:
+            line += "; the workload is admitted with all its pods or not at all"
+        return line + (f"; {self.advice}" if self.advice else "")
+
+
+UNACTED: tuple[Unacted, ...] = (
+    Unacted(
+        "ClusterQueue",
+        "spec.admissionChecksStrategy",
+        Effect.INACTIVE,
+        "admission checks",
+        "Tower serves no AdmissionCheck API; remove the field to let the queue admit",
+    ),
+    Unacted(
+        "ClusterQueue",
+        "spec.admissionChecks",
+        Effect.INACTIVE,
+        "admission checks, v1beta1",
+        "Tower serves no AdmissionCheck API; remove the field to let the queue admit",
+    ),
+    Unacted(
+        "ClusterQueue",
+        "spec.concurrentAdmissionPolicy",
+        Effect.INACTIVE,
+        "concurrent admission for flavor migration",
+    ),
+    Unacted(
+        "ClusterQueue",
+        "spec.admissionScope",
+        Effect.INACTIVE,
+        "admission fair sharing",
+        "Tower's fair sharing is spec.fairSharing.weight with fair sharing enabled",
+    ),
+    Unacted(
+        "ResourceFlavor",
+        "spec.topologyName",
+        Effect.INACTIVE,
+        "topology-aware scheduling",
+        "annotate it with tower.dev/topology-key (a node label) instead",
+    ),
+    Unacted(
+        "LocalQueue",
+        "spec.fairSharing",
+        Effect.HINT,
+        "admission fair sharing weight; Kueue reads it only with admission fair sharing",
+    ),
+    Unacted(
+        "Workload",
+        "spec.podSets[].topologyRequest",
+        Effect.WAITS,
+        "topology-aware scheduling",
+        "use a flavor with the tower.dev/topology-key annotation",
+    ),
+    Unacted("Workload", "spec.podSets[].minCount", Effect.WHOLE, "partial admission"),
+    Unacted(
+        "Workload",
+        "spec.preemptionGates",
+        Effect.WAITS,
+        "preemption gates",
+    ),
+    Unacted(
+        "Workload",
+        "spec.maximumExecutionTimeSeconds",
+        Effect.WAITS,
+        "maximum execution time",
+        "set the Job's spec.activeDeadlineSeconds instead",
+    ),
+)
+
+
+_TOPOLOGY_CONSTRAINTS = (
+    "required",
+    "preferred",
+    "podSetSliceRequiredTopology",
+    "podsetSliceRequiredTopologyConstraints",
+)
+
+
+def _is_set(value: Any) -> bool:
+    return value is not None and value != [] and value != {} and value != ""
+
+
+def _values(obj: Any, parts: list[str]) -> list[Any]:
+    """Every value at a dotted path, `[]` stepping into each element of a list."""
+    if not parts:
+        return [obj]
+    head, rest = parts[0], parts[1:]
+    many = head.endswith("[]")
+    field = head[:-2] if many else head
+    value = obj.get(field) if isinstance(obj, Mapping) else None
+    if many:
+        items = value if isinstance(value, list) else []
+        return [v for item in items for v in _values(item, rest)]
+    return _values(value, rest)
+
+
+def _in_use(field: Unacted, obj: Mapping[str, Any]) -> bool:
+    values = [v for v in _values(obj, field.path.split(".")) if _is_set(v)]
+    if field.path == "spec.admissionScope":
+        # Only usage-based admission fair sharing changes the order; "NoAdmissionFairSharing"
+        # says what Tower does anyway.
+        return any(
+            isinstance(v, Mapping) and v.get("admissionMode") == "UsageBasedAdmissionFairSharing"
+            for v in values
+        )
+    if field.path == "spec.podSets[].topologyRequest":
+        # Only a request that constrains where pods go: index labels alone, or
+        # "unconstrained", ask for nothing Tower does not already do.
+        return any(
+            isinstance(v, Mapping) and any(_is_set(v.get(k)) for k in _TOPOLOGY_CONSTRAINTS)
+            for v in values
+        )
+    return bool(values)
+
+
+def used(kind: str, obj: Mapping[str, Any]) -> tuple[Unacted, ...]:
+    """The fields of `UNACTED` that this manifest of `kind` sets."""
+    return tuple(f for f in UNACTED if f.kind == kind and _in_use(f, obj))
+
+
+def blocking(kind: str, obj: Mapping[str, Any]) -> tuple[str, ...]:
+    """The paths of the fields it sets that stop admission."""
+    return tuple(f.path for f in used(kind, obj) if f.effect in (Effect.INACTIVE, Effect.WAITS))
+
+
+def field(kind: str, path: str) -> Unacted:
+    return next(f for f in UNACTED if f.kind == kind and f.path == path)

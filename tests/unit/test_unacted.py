@@ -1,0 +1,250 @@
+"""Kueue's fields that Tower does not act on: accepted, never silently ignored."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from extender.core import parse
+from extender.core.cycle import ClusterState
+from extender.core.models import LocalQueue
+from extender.core.unacted import UNACTED, Effect, blocking, used
+from extender.core.workloads import workload as parse_workload
+from webhook.validate import validate_kueue
+
+CQ: dict[str, Any] = {
+    "apiVersion": "kueue.x-k8s.io/v1beta2",
+    "kind": "ClusterQueue",
+    "metadata": {"name": "team"},
+    "spec": {
+        "namespaceSelector": {},
+        "resourceGroups": [
+            {
+                "coveredResources": ["cpu"],
+                "flavors": [{"name": "default", "resources": [{"name": "cpu", "nominalQuota": 4}]}],
+            }
+        ],
+    },
+}
+FLAVOR: dict[str, Any] = {
+    "apiVersion": "kueue.x-k8s.io/v1beta2",
+    "kind": "ResourceFlavor",
+    "metadata": {"name": "default"},
+    "spec": {},
+}
+WORKLOAD: dict[str, Any] = {
+    "apiVersion": "kueue.x-k8s.io/v1beta2",
+    "kind": "Workload",
+    "metadata": {"name": "job", "namespace": "default", "uid": "u1"},
+    "spec": {
+        "queueName": "lq",
+        "podSets": [
+            {
+                "name": "main",
+                "count": 1,
+                "template": {
+                    "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}
+                },
+            }
+        ],
+    },
+}
+
+
+def with_spec(obj: dict[str, Any], **spec: Any) -> dict[str, Any]:
+    out = copy.deepcopy(obj)
+    out["spec"].update(spec)
+    return out
+
+
+def with_pod_set(obj: dict[str, Any], **fields: Any) -> dict[str, Any]:
+    out = copy.deepcopy(obj)
+    out["spec"]["podSets"][0].update(fields)
+    return out
+
+
+CASES = [
+    ("no such field", "ClusterQueue", CQ, ()),
+    (
+        "admission checks",
+        "ClusterQueue",
+        with_spec(CQ, admissionChecksStrategy={"admissionChecks": [{"name": "prov"}]}),
+        ("spec.admissionChecksStrategy",),
+    ),
+    (
+        "v1beta1 admission checks",
+        "ClusterQueue",
+        {**with_spec(CQ, admissionChecks=["prov"]), "apiVersion": "kueue.x-k8s.io/v1beta1"},
+        ("spec.admissionChecks",),
+    ),
+    (
+        "concurrent admission",
+        "ClusterQueue",
+        with_spec(CQ, concurrentAdmissionPolicy={"migration": {"mode": "TryPreferredFlavors"}}),
+        ("spec.concurrentAdmissionPolicy",),
+    ),
+    (
+        "usage-based admission fair sharing",
+        "ClusterQueue",
+        with_spec(CQ, admissionScope={"admissionMode": "UsageBasedAdmissionFairSharing"}),
+        ("spec.admissionScope",),
+    ),
+    (
+        "admission fair sharing switched off says what Tower does",
+        "ClusterQueue",
+        with_spec(CQ, admissionScope={"admissionMode": "NoAdmissionFairSharing"}),
+        (),
+    ),
+    ("an empty list sets nothing", "ClusterQueue", with_spec(CQ, admissionChecks=[]), ()),
+    (
+        "a required topology",
+        "Workload",
+        with_pod_set(WORKLOAD, topologyRequest={"required": "cloud.com/rack"}),
+        ("spec.podSets[].topologyRequest",),
+    ),
+    (
+        "index labels alone constrain nothing",
+        "Workload",
+        with_pod_set(WORKLOAD, topologyRequest={"podIndexLabel": "idx", "unconstrained": True}),
+        (),
+    ),
+    (
+        "preemption gates",
+        "Workload",
+        with_spec(WORKLOAD, preemptionGates=[{"name": "example.com/gate"}]),
+        ("spec.preemptionGates",),
+    ),
+    (
+        "maximum execution time",
+        "Workload",
+        with_spec(WORKLOAD, maximumExecutionTimeSeconds=600),
+        ("spec.maximumExecutionTimeSeconds",),
+    ),
+    (
+        "a LocalQueue's fairSharing is a hint",
+        "LocalQueue",
+        {"spec": {"clusterQueue": "team", "fairSharing": {"weight": 2}}},
+        (),
+    ),
+]
+
+
+@pytest.mark.parametrize(("case", "kind", "obj", "expected"), CASES, ids=[c[0] for c in CASES])
+def test_which_fields_stop_admission(
+    case: str, kind: str, obj: dict[str, Any], expected: tuple[str, ...]
+) -> None:
+    assert blocking(kind, obj) == expected
+
+
+def test_a_hint_is_recognised_but_stops_nothing() -> None:
+    lq = {"spec": {"clusterQueue": "team", "fairSharing": {"weight": 2}}}
+    assert [f.effect for f in used("LocalQueue", lq)] == [Effect.HINT]
+
+
+def test_every_message_fits_a_kubernetes_warning() -> None:
+    # kube-apiserver may truncate a warning longer than 256 characters.
+    for field in UNACTED:
+        assert len(field.message("x" * 40)) <= 256, field.path
+
+
+def state(cq: dict[str, Any], flavor: dict[str, Any] = FLAVOR) -> ClusterState:
+    s = ClusterState()
+    s.configure(
+        flavors=[parse.resource_flavor(flavor)],
+        cluster_queues=[parse.cluster_queue(cq)],
+        cohorts=[],
+        local_queues=[LocalQueue("default", "lq", "team")],
+    )
+    return s
+
+
+def run(s: ClusterState, wl: dict[str, Any]) -> None:
+    s.add_workload(parse_workload(wl))
+    for _ in range(5):
+        if not s.schedule(0.0).progressed:
+            return
+
+
+def test_a_cluster_queue_with_admission_checks_is_inactive_and_admits_nothing() -> None:
+    s = state(with_spec(CQ, admissionChecksStrategy={"admissionChecks": [{"name": "prov"}]}))
+    run(s, WORKLOAD)
+    assert "default/job" not in s.admitted
+    active, reason, message = s.cluster_queue_active("team")
+    assert (active, reason) == (False, "AdmissionCheckNotFound")
+    assert "spec.admissionChecksStrategy" in message
+    assert "spec.admissionChecksStrategy" in s.pending_status("default/job").message
+
+
+def test_removing_the_field_lets_the_queue_admit() -> None:
+    s = state(
+        with_spec(CQ, concurrentAdmissionPolicy={"migration": {"mode": "TryPreferredFlavors"}})
+    )
+    run(s, WORKLOAD)
+    assert s.cluster_queue_active("team")[:2] == (False, "UnsupportedField")
+    s.configure(
+        flavors=[parse.resource_flavor(FLAVOR)],
+        cluster_queues=[parse.cluster_queue(CQ)],
+        cohorts=[],
+        local_queues=[LocalQueue("default", "lq", "team")],
+    )
+    for _ in range(3):
+        s.schedule(0.0)
+    assert "default/job" in s.admitted
+    assert s.cluster_queue_active("team")[:2] == (True, "Ready")
+
+
+def test_a_flavor_with_a_topology_name_makes_its_queues_inactive_unless_tower_has_a_key() -> None:
+    tas = with_spec(FLAVOR, nodeLabels={"gpu": "a100"}, topologyName="default-topology")
+    s = state(CQ, tas)
+    run(s, WORKLOAD)
+    active, reason, message = s.cluster_queue_active("team")
+    assert (active, reason) == (False, "UnsupportedField")
+    assert "ResourceFlavor default's spec.topologyName" in message
+    keyed = copy.deepcopy(tas)
+    keyed["metadata"]["annotations"] = {"tower.dev/topology-key": "cloud.com/rack"}
+    assert state(CQ, keyed).cluster_queue_active("team")[:2] == (True, "Ready")
+
+
+def test_a_workload_with_preemption_gates_waits_and_says_why() -> None:
+    s = state(CQ)
+    run(s, with_spec(WORKLOAD, preemptionGates=[{"name": "example.com/gate"}]))
+    assert "default/job" not in s.admitted
+    message = s.pending_status("default/job").message
+    assert "spec.preemptionGates" in message
+    assert "Tower does not act on" in message
+
+
+def review(obj: dict[str, Any], kind: str) -> dict[str, Any]:
+    return {
+        "uid": "1",
+        "operation": "CREATE",
+        "kind": {"group": "kueue.x-k8s.io", "kind": kind},
+        "object": obj,
+    }
+
+
+def test_the_webhook_accepts_the_field_and_warns() -> None:
+    cq = with_spec(CQ, concurrentAdmissionPolicy={"migration": {"mode": "TryPreferredFlavors"}})
+    answer = validate_kueue(review(cq, "ClusterQueue"), "ClusterQueue")
+    assert answer["allowed"] is True
+    assert answer["warnings"] == [
+        "ClusterQueue team: spec.concurrentAdmissionPolicy (concurrent admission for flavor "
+        "migration) is not acted on by Tower; the ClusterQueue admits nothing while it is set"
+    ]
+    plain = validate_kueue(review(CQ, "ClusterQueue"), "ClusterQueue")
+    assert "warnings" not in plain
+    lq = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
+          "metadata": {"name": "lq", "namespace": "default"},
+          "spec": {"clusterQueue": "team", "fairSharing": {"weight": 2}}}  # fmt: skip
+    assert "warnings" not in validate_kueue(review(lq, "LocalQueue"), "LocalQueue")
+
+
+def test_min_count_is_warned_about_but_the_workload_is_admitted_whole() -> None:
+    wl = with_pod_set(WORKLOAD, count=4, minCount=2)
+    assert blocking("Workload", wl) == ()
+    assert [f.effect for f in used("Workload", wl)] == [Effect.WHOLE]
+    answer = validate_kueue(review(wl, "Workload"), "Workload")
+    assert answer["allowed"] is True
+    assert "admitted with all its pods or not at all" in answer["warnings"][0]
