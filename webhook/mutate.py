@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from extender.core import unacted
 from extender.core.jobs import queue_mutation, queue_name_of
 from extender.core.models import CLUSTER_QUEUE_ANNOTATION
 from webhook.reviews import Response, allow, deny
@@ -60,7 +61,12 @@ def mutate(request: Mapping[str, Any], settings: Settings, expect: tuple[str, st
     if operation == "CREATE":
         namespace = str(request.get("namespace") or meta.get("namespace") or "")
         default = "default" if settings.manages_unlabelled(namespace) else None
-        return allow(uid, queue_mutation(obj, default))
+        patch = queue_mutation(obj, default)
+        warnings = None
+        if patch:  # queued: say at once what Tower will not act on
+            name = f"{namespace}/{meta.get('name') or meta.get('generateName') or '?'}"
+            warnings = [f.message(name) for f in unacted.used(expect[1], obj)] or None
+        return allow(uid, patch, warnings)
     if operation == "UPDATE":
         return _keep_suspended(uid, request, obj, settings, expect[1])
     return allow(uid)

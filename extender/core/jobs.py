@@ -17,6 +17,7 @@ from extender.core.models import (
 )
 from extender.core.parse import ManifestError, as_list, as_map, node_selector_terms, tolerations
 from extender.core.quantity import QuantityError, to_amount
+from extender.core.unacted import blocking
 
 JOB_GROUP, JOB_KIND = "batch", "Job"
 JOBSET_GROUP, JOBSET_KIND = "jobset.x-k8s.io", "JobSet"
@@ -252,6 +253,7 @@ def workload_for(
         labels, pod_priority, workload_priority_classes or {}, priority_classes or {}
     )
     return Workload(
+        unacted=blocking(str(kind), obj),
         namespace=str(namespace),
         name=workload_name(str(kind), group, name, uid),
         uid=uid,

@@ -31,10 +31,12 @@ class Unacted:
     effect: Effect
     feature: str  # Kueue's name for what the field is for
     advice: str = ""  # what to do instead, when Tower has something
+    label: str = ""  # how a message names the field, when its path is too long to read
 
     def message(self, name: str) -> str:
         """One line for a user: the object, the field, and what follows from it."""
-        line = f"{self.kind} {name}: {self.path} ({self.feature}) is not acted on by Tower"
+        what = self.label or self.path
+        line = f"{self.kind} {name}: {what} ({self.feature}) is not acted on by Tower"
         if self.effect is Effect.INACTIVE and self.kind == "ResourceFlavor":
             line += "; ClusterQueues using this flavor admit nothing while it is set"
         elif self.effect is Effect.INACTIVE:
@@ -92,7 +94,7 @@ UNACTED: tuple[Unacted, ...] = (
         "spec.podSets[].topologyRequest",
         Effect.WAITS,
         "topology-aware scheduling",
-        "use a flavor with the tower.dev/topology-key annotation",
+        "use a flavor annotated tower.dev/topology-key",
     ),
     Unacted("Workload", "spec.podSets[].minCount", Effect.WHOLE, "partial admission"),
     Unacted(
@@ -119,6 +121,39 @@ _TOPOLOGY_CONSTRAINTS = (
 )
 
 
+# Kueue's pod-template annotations that ask for topology-aware scheduling, on a Job's or a
+# JobSet's pods (Kueue turns them into the Workload's topologyRequest).
+_TOPOLOGY_ANNOTATIONS = (
+    "kueue.x-k8s.io/podset-required-topology",
+    "kueue.x-k8s.io/podset-preferred-topology",
+    "kueue.x-k8s.io/podset-slice-required-topology",
+)
+_TEMPLATES = {
+    "Job": "spec.template.metadata.annotations",
+    "JobSet": "spec.replicatedJobs[].template.spec.template.metadata.annotations",
+}
+UNACTED += (
+    Unacted(
+        "Job",
+        'metadata.annotations["kueue.x-k8s.io/job-min-parallelism"]',
+        Effect.WHOLE,
+        "partial admission",
+    ),
+)
+UNACTED += tuple(
+    Unacted(
+        kind,
+        f'{path}["{annotation}"]',
+        Effect.WAITS,
+        "topology-aware scheduling",
+        "use a flavor annotated tower.dev/topology-key",
+        f"pod annotation {annotation}",
+    )
+    for kind, path in _TEMPLATES.items()
+    for annotation in _TOPOLOGY_ANNOTATIONS
+)
+
+
 def _is_set(value: Any) -> bool:
     return value is not None and value != [] and value != {} and value != ""
 
@@ -138,6 +173,11 @@ def _values(obj: Any, parts: list[str]) -> list[Any]:
 
 
 def _in_use(field: Unacted, obj: Mapping[str, Any]) -> bool:
+    if field.path.endswith('"]'):  # one key of a map: an annotation
+        path, key = field.path[:-2].split('["')
+        return any(
+            isinstance(m, Mapping) and _is_set(m.get(key)) for m in _values(obj, path.split("."))
+        )
     values = [v for v in _values(obj, field.path.split(".")) if _is_set(v)]
     if field.path == "spec.admissionScope":
         # Only usage-based admission fair sharing changes the order; "NoAdmissionFairSharing"

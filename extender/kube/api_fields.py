@@ -115,4 +115,18 @@ def page() -> str:
         for path, versions in fields(kind):
             shown = "both" if len(versions) == 2 else ", ".join(versions)
             out.append(f"| `{path}` | {shown} | {status_of(kind, path)} |")
+    out += [
+        "",
+        "## Jobs and JobSets",
+        "",
+        "Tower reads a Job's or JobSet's pod templates as Kueue does (requests, nodeSelector,",
+        "required node affinity, tolerations, priorityClassName). These of Kueue's",
+        "annotations it does not act on, and the mutating webhook warns when it queues them:",
+        "",
+        "| field | in Tower |",
+        "|---|---|",
+    ]
+    for field in UNACTED:
+        if field.kind in ("Job", "JobSet"):
+            out.append(f"| {field.kind} `{field.path}` | {status_of(field.kind, field.path)} |")
     return "\n".join(out) + "\n"

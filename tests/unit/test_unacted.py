@@ -9,9 +9,12 @@ import pytest
 
 from extender.core import parse
 from extender.core.cycle import ClusterState
-from extender.core.models import LocalQueue
+from extender.core.jobs import workload_for
+from extender.core.models import QUEUE_NAME_LABEL, LocalQueue
 from extender.core.unacted import UNACTED, Effect, blocking, used
 from extender.core.workloads import workload as parse_workload
+from webhook.mutate import mutate
+from webhook.settings import Settings
 from webhook.validate import validate_kueue
 
 CQ: dict[str, Any] = {
@@ -248,3 +251,46 @@ def test_min_count_is_warned_about_but_the_workload_is_admitted_whole() -> None:
     answer = validate_kueue(review(wl, "Workload"), "Workload")
     assert answer["allowed"] is True
     assert "admitted with all its pods or not at all" in answer["warnings"][0]
+
+
+JOB: dict[str, Any] = {
+    "apiVersion": "batch/v1",
+    "kind": "Job",
+    "metadata": {"name": "train", "namespace": "default", "labels": {QUEUE_NAME_LABEL: "lq"}},
+    "spec": {
+        "template": {
+            "metadata": {
+                "annotations": {"kueue.x-k8s.io/podset-required-topology": "cloud.com/rack"}
+            },
+            "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]},
+        }
+    },
+}
+
+
+def test_a_job_asking_for_a_topology_waits_and_the_webhook_warns_when_it_queues_it() -> None:
+    path = 'spec.template.metadata.annotations["kueue.x-k8s.io/podset-required-topology"]'
+    assert blocking("Job", JOB) == (path,)
+    workload = workload_for(JOB, uid="u", creation_time=0.0)
+    assert workload.unacted == (path,)
+    s = state(CQ)
+    s.add_workload(workload)
+    s.schedule(0.0)
+    assert workload.key not in s.admitted
+    assert path in s.pending_status(workload.key).message
+    request = {"uid": "1", "operation": "CREATE", "namespace": "default",
+               "kind": {"group": "batch", "kind": "Job"}, "object": JOB}  # fmt: skip
+    answer = mutate(request, Settings(), ("batch", "Job"))
+    assert answer["allowed"] is True
+    assert answer["warnings"] == [
+        "Job default/train: pod annotation kueue.x-k8s.io/podset-required-topology "
+        "(topology-aware scheduling) is not acted on by Tower; the workload waits while it is "
+        "set; use a flavor annotated tower.dev/topology-key"
+    ]
+    unconstrained = copy.deepcopy(JOB)
+    unconstrained["spec"]["template"]["metadata"]["annotations"] = {
+        "kueue.x-k8s.io/podset-unconstrained-topology": "true"
+    }
+    assert "warnings" not in mutate(
+        {**request, "object": unconstrained}, Settings(), ("batch", "Job")
+    )
