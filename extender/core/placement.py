@@ -429,19 +429,22 @@ class Inventory:
                 self._rehold(key, node)
                 self._reindex(node)
                 continue
-            held = {r: count * v for r, v in ps.requests.items()}
-            on_node = self._held.get(node)
-            if on_node is None:
-                self._held[node] = {key: held}
-            else:
-                on_node[key] = held
-            total = self._held_total.get(node)
-            if total is None:
-                self._held_total[node] = dict(held)
-            else:
-                for r, v in held.items():
-                    total[r] = total.get(r, 0) + v
+            self._hold(node, key, {r: count * v for r, v in ps.requests.items()})
             self._reindex(node)
+
+    def _hold(self, node: str, workload: str, held: dict[str, int]) -> None:
+        """A new plan holds `held` on a node where it held nothing."""
+        on_node = self._held.get(node)
+        if on_node is None:
+            self._held[node] = {workload: held}
+        else:
+            on_node[workload] = held
+        total = self._held_total.get(node)
+        if total is None:
+            self._held_total[node] = dict(held)
+        else:
+            for r, v in held.items():
+                total[r] = total.get(r, 0) + v
 
     def forget(self, workload: str) -> None:
         """This replica's plan is void (the admission was not written, or quota was freed)."""
@@ -639,17 +642,7 @@ class Inventory:
         _, name = found
         if self.nodes[name].taints:
             return None
-        held = {resource: need}
-        on_node = self._held.get(name)
-        if on_node is None:
-            self._held[name] = {key: held}
-        else:
-            on_node[key] = held
-        total = self._held_total.get(name)
-        if total is None:
-            self._held_total[name] = {resource: need}
-        else:
-            total[resource] = total.get(resource, 0) + need
+        self._hold(name, key, {resource: need})
         flavors_used = tuple(dict.fromkeys(psa.flavors.values()))
         plan = Plan(key, {ps.name: PlannedPodSet({resource: need}, {name: 1}, flavors_used)})
         self._assumed[key] = plan

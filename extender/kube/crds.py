@@ -363,20 +363,11 @@ def _local_queue(version: str) -> Schema:
         "fairSharing": _FAIR_SHARING_STATUS_V1BETA1,
     }
     if v1:
-        taint = _obj(
-            {
-                "key": _str(),
-                "value": _str(),
-                "effect": _str(),
-                "timeAdded": _str(format="date-time"),
-            },
-            ["key", "effect"],
-        )
         flavor = _obj(
             {
                 "name": _name(),
                 "nodeLabels": _map(_str(), maxProperties=8, **{"x-kubernetes-map-type": "atomic"}),
-                "nodeTaints": _list(taint, maxItems=8, **{"x-kubernetes-list-type": "atomic"}),
+                "nodeTaints": _list(_TAINT, maxItems=8, **{"x-kubernetes-list-type": "atomic"}),
                 "resources": _list(_str(), maxItems=64, **{"x-kubernetes-list-type": "set"}),
                 "topology": _obj(
                     {
@@ -460,15 +451,6 @@ def _workload(version: str) -> Schema:
         ["name"] if v1 else None,
     )
     by_name = {"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]}
-    toleration = _obj(
-        {
-            "key": _str(),
-            "operator": _str(),
-            "value": _str(),
-            "effect": _str(),
-            "tolerationSeconds": {"type": "integer", "format": "int64"},
-        }
-    )
     pod_set_update = _obj(
         {
             "name": _str(maxLength=63, pattern=_LABEL),
@@ -476,7 +458,7 @@ def _workload(version: str) -> Schema:
             "annotations": _map(_str()),
             "nodeSelector": _map(_str()),
             "tolerations": _list(
-                toleration, maxItems=8, **({} if v1 else {"x-kubernetes-list-type": "atomic"})
+                _TOLERATION, maxItems=8, **({} if v1 else {"x-kubernetes-list-type": "atomic"})
             ),
         },
         ["name"],
