@@ -135,6 +135,38 @@ _TOLERATION = _obj(
 )
 
 
+def _cel(*rules: tuple[str, str]) -> dict[str, Any]:
+    """CEL rules kube-apiserver checks, each with the message a refusal carries. They are
+    Tower's own wording of the checks Kueue's CRDs make at the same place
+    (tests/unit/test_cel_rules.py checks both give the same verdicts)."""
+    return {"x-kubernetes-validations": [{"rule": r, "message": m} for r, m in rules]}
+
+
+_EFFECTS = "{0} == 'NoSchedule' || {0} == 'PreferNoSchedule' || {0} == 'NoExecute'"
+_TOLERATION_RULES = _cel(
+    (
+        "self.all(t, has(t.key) || (has(t.operator) && t.operator == 'Exists'))",
+        "a toleration without a key must have operator Exists (it then tolerates every taint)",
+    ),
+    (
+        "self.all(t, !has(t.tolerationSeconds) || (has(t.effect) && t.effect == 'NoExecute'))",
+        "tolerationSeconds needs effect NoExecute",
+    ),
+    (
+        "self.all(t, !has(t.operator) || t.operator == 'Equal' || t.operator == 'Exists')",
+        "a toleration's operator must be Equal (the default) or Exists",
+    ),
+    (
+        "self.all(t, !(has(t.operator) && t.operator == 'Exists' && has(t.value)))",
+        "a toleration with operator Exists must have no value",
+    ),
+    (
+        "self.all(t, !has(t.effect) || " + _EFFECTS.format("t.effect") + ")",
+        "a toleration's effect must be NoSchedule, PreferNoSchedule or NoExecute",
+    ),
+)
+
+
 def _resource_groups(version: str) -> Schema:
     quota = _obj(
         {
@@ -245,6 +277,13 @@ def _cluster_queue(version: str) -> Schema:
                 "preference": _enum(["BorrowingOverPreemption", "PreemptionOverBorrowing"]),
             },
             default={},
+            **_cel(
+                (
+                    "has(self.preference) ? self.whenCanBorrow == 'TryNextFlavor' && "
+                    "self.whenCanPreempt == 'TryNextFlavor' : true",
+                    "preference needs whenCanBorrow and whenCanPreempt both TryNextFlavor",
+                )
+            ),
         ),
         "preemption": _obj(
             {
@@ -318,7 +357,15 @@ def _cluster_queue(version: str) -> Schema:
             },
             ["lastChangeTime"],
         )
-    return _root(_obj(spec), _obj(status))
+    cohort = "cohort" if v1 else "cohortName"
+    spec_rules = _cel(
+        (
+            f"has(self.{cohort}) || !has(self.resourceGroups) || self.resourceGroups.all(g, "
+            "g.flavors.all(f, f.resources.all(q, !has(q.borrowingLimit))))",
+            f"a borrowingLimit needs a cohort: set spec.{cohort}, or remove the borrowingLimit",
+        )
+    )
+    return _root(_obj(spec, None, **spec_rules), _obj(status))
 
 
 def _admission_checks_strategy(v1: bool) -> Schema:
@@ -400,6 +447,9 @@ def _workload(version: str) -> Schema:
             "topologyRequest": _topology_request(v1),
         },
         ["count", "template"] if v1 else ["template"],
+        **_cel(
+            ("!has(self.minCount) || self.minCount <= self.count", "minCount must not exceed count")
+        ),
     )
     spec: dict[str, Schema] = {
         "podSets": _list(
@@ -431,6 +481,16 @@ def _workload(version: str) -> Schema:
                 "name": _name(minLength=1),
             },
             ["group", "kind", "name"],
+            **_cel(
+                (
+                    "self.group != 'scheduling.k8s.io' || self.kind == 'PriorityClass'",
+                    "the group scheduling.k8s.io has only the kind PriorityClass",
+                ),
+                (
+                    "self.group != 'kueue.x-k8s.io' || self.kind == 'WorkloadPriorityClass'",
+                    "the group kueue.x-k8s.io has only the kind WorkloadPriorityClass",
+                ),
+            ),
         )
         spec["preemptionGates"] = _list(
             _obj({"name": _str(maxLength=63, minLength=1)}, ["name"]),
@@ -458,7 +518,10 @@ def _workload(version: str) -> Schema:
             "annotations": _map(_str()),
             "nodeSelector": _map(_str()),
             "tolerations": _list(
-                _TOLERATION, maxItems=8, **({} if v1 else {"x-kubernetes-list-type": "atomic"})
+                _TOLERATION,
+                maxItems=8,
+                **({} if v1 else {"x-kubernetes-list-type": "atomic"}),
+                **_TOLERATION_RULES,
             ),
         },
         ["name"],
@@ -546,7 +609,108 @@ def _workload(version: str) -> Schema:
             maxItems=8,
             **by_name,
         )
-    return _root(_obj(spec, ["podSets"] if v1 else None), _obj(status))
+    ref = "priorityClassName" if v1 else "priorityClassRef"
+    spec_rules = _cel(
+        (f"!has(self.{ref}) || has(self.priority)", f"priority must be set with {ref}")
+    )
+    status_rules = _cel(
+        (
+            "!has(self.clusterName) || !has(oldSelf.clusterName) || "
+            "self.clusterName == oldSelf.clusterName",
+            "clusterName cannot change once set",
+        ),
+        (
+            "!has(self.clusterName) || !has(self.nominatedClusterNames) || "
+            "size(self.nominatedClusterNames) == 0",
+            "clusterName and nominatedClusterNames cannot both be set",
+        ),
+    )
+    return _root(
+        _obj(spec, ["podSets"] if v1 else None, **spec_rules),
+        _obj(status, None, **status_rules),
+        _workload_rules(v1),
+    )
+
+
+def _holds(who: str, condition: str = "QuotaReserved") -> str:
+    return (
+        f"(has({who}.status) && has({who}.status.conditions) && {who}.status.conditions.exists("
+        f"c, c.type == '{condition}' && c.status == 'True'))"
+    )
+
+
+def _workload_rules(v1: bool) -> dict[str, Any]:
+    """Whole-object rules: an admission covers every podSet, and what decided the admission
+    does not change under it."""
+    held_before, held_now = _holds("oldSelf"), _holds("self")
+    rules = [
+        (
+            f"!({held_now} && has(self.status.admission)) || "
+            "size(self.status.admission.podSetAssignments) == size(self.spec.podSets)",
+            "status.admission needs one podSetAssignment for each podSet of the spec",
+        )
+    ]
+    if v1:
+        both = "has(oldSelf.spec.priorityClassSource) && has(self.spec.priorityClassSource)"
+        rules += [
+            (
+                f"!({held_before} && {both}) || "
+                "self.spec.priorityClassSource == oldSelf.spec.priorityClassSource",
+                "priorityClassSource cannot change while the workload holds quota",
+            ),
+            (
+                f"!({held_before} && {both} && self.spec.priorityClassSource != "
+                "'kueue.x-k8s.io/workloadpriorityclass' && has(oldSelf.spec.priorityClassName) "
+                "&& has(self.spec.priorityClassName)) || "
+                "self.spec.priorityClassName == oldSelf.spec.priorityClassName",
+                "priorityClassName cannot change while the workload holds quota, unless it names "
+                "a WorkloadPriorityClass",
+            ),
+        ]
+    else:
+        both = "has(oldSelf.spec.priorityClassRef) && has(self.spec.priorityClassRef)"
+        rules += [
+            (
+                f"!{held_before} || "
+                "has(self.spec.priorityClassRef) == has(oldSelf.spec.priorityClassRef)",
+                "priorityClassRef cannot be set or removed while the workload holds quota",
+            ),
+            (
+                f"!({held_before} && {both}) || "
+                "self.spec.priorityClassRef.group == oldSelf.spec.priorityClassRef.group",
+                "priorityClassRef.group cannot change while the workload holds quota",
+            ),
+            (
+                f"!({held_before} && {both}) || "
+                "self.spec.priorityClassRef.kind == oldSelf.spec.priorityClassRef.kind",
+                "priorityClassRef.kind cannot change while the workload holds quota",
+            ),
+            (
+                f"!({held_before} && {both} && self.spec.priorityClassRef.group == "
+                "'scheduling.k8s.io' && self.spec.priorityClassRef.kind == 'PriorityClass') || "
+                "self.spec.priorityClassRef.name == oldSelf.spec.priorityClassRef.name",
+                "a PriorityClass named by priorityClassRef cannot change while the workload holds "
+                "quota",
+            ),
+        ]
+    admitted_before, admitted_now = _holds("oldSelf", "Admitted"), _holds("self", "Admitted")
+    seconds = (
+        "(has({0}.spec.maximumExecutionTimeSeconds) ? {0}.spec.maximumExecutionTimeSeconds : 0)"
+    )
+    rules += [
+        (
+            f"!({held_before} && {held_now}) || (has(self.spec.queueName) ? "
+            "has(oldSelf.spec.queueName) && self.spec.queueName == oldSelf.spec.queueName : "
+            "!has(oldSelf.spec.queueName))",
+            "queueName cannot change while the workload holds quota",
+        ),
+        (
+            f"!({admitted_before} && {admitted_now}) || "
+            f"{seconds.format('self')} == {seconds.format('oldSelf')}",
+            "maximumExecutionTimeSeconds cannot change while the workload is admitted",
+        ),
+    ]
+    return _cel(*rules)
 
 
 def _topology_request(v1: bool) -> Schema:
@@ -586,6 +750,12 @@ def _topology_assignment(v1: bool) -> Schema:
         )
         return _obj({"levels": levels, "domains": _list(domain)}, ["levels", "domains"])
     many = {"minItems": 1, "maxItems": 100000, **atomic}
+    one_of = _cel(
+        (
+            "has(self.universal) != has(self.individual)",
+            "set exactly one of universal and individual",
+        )
+    )
     values = _obj(
         {
             "universal": _str(maxLength=63),
@@ -597,17 +767,33 @@ def _topology_assignment(v1: bool) -> Schema:
                 },
                 ["roots"],
             ),
-        }
+        },
+        None,
+        **one_of,
     )
     slice_ = _obj(
         {
             "domainCount": _int(minimum=1),
             "valuesPerLevel": _list(values, minItems=1, maxItems=16, **atomic),
             "podCounts": _obj(
-                {"universal": _int(minimum=1), "individual": _list(_int(minimum=1), **many)}
+                {"universal": _int(minimum=1), "individual": _list(_int(minimum=1), **many)},
+                None,
+                **one_of,
             ),
         },
         ["domainCount", "valuesPerLevel", "podCounts"],
+        **_cel(
+            (
+                "!has(self.podCounts.individual) || "
+                "size(self.podCounts.individual) == self.domainCount",
+                "podCounts.individual needs one count per domain (domainCount)",
+            ),
+            (
+                "self.valuesPerLevel.all(v, !has(v.individual) || "
+                "size(v.individual.roots) == self.domainCount)",
+                "valuesPerLevel[].individual.roots needs one root per domain (domainCount)",
+            ),
+        ),
     )
     return _obj(
         {
@@ -615,6 +801,12 @@ def _topology_assignment(v1: bool) -> Schema:
             "slices": _list(slice_, maxItems=1000, **atomic),
         },
         ["levels", "slices"],
+        **_cel(
+            (
+                "self.slices.all(s, size(s.valuesPerLevel) == size(self.levels))",
+                "each slice needs one valuesPerLevel entry per level",
+            )
+        ),
     )
 
 
@@ -622,10 +814,44 @@ def _resource_flavor(version: str) -> Schema:
     spec = _obj(
         {
             "nodeLabels": _map(_str(), maxProperties=8, **{"x-kubernetes-map-type": "atomic"}),
-            "nodeTaints": _list(_TAINT, maxItems=8, **{"x-kubernetes-list-type": "atomic"}),
-            "tolerations": _list(_TOLERATION, maxItems=8, **{"x-kubernetes-list-type": "atomic"}),
+            "nodeTaints": _list(
+                _TAINT,
+                maxItems=8,
+                **{"x-kubernetes-list-type": "atomic"},
+                **_cel(
+                    (
+                        "self.all(t, " + _EFFECTS.format("t.effect") + ")",
+                        "a taint's effect must be NoSchedule, PreferNoSchedule or NoExecute",
+                    )
+                ),
+            ),
+            "tolerations": _list(
+                _TOLERATION, maxItems=8, **{"x-kubernetes-list-type": "atomic"}, **_TOLERATION_RULES
+            ),
             "topologyName": _name(),
-        }
+        },
+        None,
+        **_cel(
+            (
+                "has(self.topologyName) ? has(self.nodeLabels) && size(self.nodeLabels) > 0 : true",
+                "topologyName needs at least one nodeLabel",
+            ),
+            (
+                "has(oldSelf.topologyName) ? (has(self.nodeLabels) ? has(oldSelf.nodeLabels) && "
+                "self.nodeLabels == oldSelf.nodeLabels : !has(oldSelf.nodeLabels)) : true",
+                "nodeLabels cannot change once topologyName is set",
+            ),
+            (
+                "has(oldSelf.topologyName) ? (has(self.tolerations) ? has(oldSelf.tolerations) && "
+                "self.tolerations == oldSelf.tolerations : !has(oldSelf.tolerations)) : true",
+                "tolerations cannot change once topologyName is set",
+            ),
+            (
+                "has(oldSelf.topologyName) ? has(self.topologyName) && "
+                "self.topologyName == oldSelf.topologyName : true",
+                "topologyName cannot change once set",
+            ),
+        ),
     )
     return _root(spec, None)
 
@@ -656,7 +882,7 @@ def _workload_priority_class(version: str) -> Schema:
     }
 
 
-def _root(spec: Schema, status: Schema | None) -> Schema:
+def _root(spec: Schema, status: Schema | None, extra: dict[str, Any] | None = None) -> Schema:
     properties: dict[str, Schema] = {
         "apiVersion": _str(),
         "kind": _str(),
@@ -665,7 +891,7 @@ def _root(spec: Schema, status: Schema | None) -> Schema:
     }
     if status is not None:
         properties["status"] = status
-    return {"type": "object", "properties": properties}
+    return {"type": "object", "properties": properties, **(extra or {})}
 
 
 def _column(

@@ -53,29 +53,6 @@ KEYWORDS = (
 # Kept whole on purpose (see the module's docstring).
 WHOLE = {("workloads", ".spec.podSets[].template")}
 WHOLE_BY_KIND = [("Workload", "spec.podSets[].template")]
-# Kueue's CEL rules (x-kubernetes-validations) that Tower's CRDs do not carry yet, by path.
-# Not silently: each is listed here, the test fails when Kueue has one that is not, and when
-# one listed here is no longer missing. What they check is in docs/kueue-fields.md.
-CEL_NOT_YET = {
-    ("clusterqueues", ".spec"),
-    ("clusterqueues", ".spec.flavorFungibility"),
-    ("resourceflavors", ".spec"),
-    ("resourceflavors", ".spec.nodeTaints"),
-    ("resourceflavors", ".spec.tolerations"),
-    ("workloads", ""),
-    ("workloads", ".spec"),
-    ("workloads", ".spec.podSets[]"),
-    ("workloads", ".spec.priorityClassRef"),
-    ("workloads", ".status"),
-    ("workloads", ".status.admission.podSetAssignments[].topologyAssignment"),
-    ("workloads", ".status.admission.podSetAssignments[].topologyAssignment.slices[]"),
-    ("workloads", ".status.admission.podSetAssignments[].topologyAssignment.slices[].podCounts"),
-    (
-        "workloads",
-        ".status.admission.podSetAssignments[].topologyAssignment.slices[].valuesPerLevel[]",
-    ),
-    ("workloads", ".status.admissionChecks[].podSetUpdates[].tolerations"),
-}
 
 
 def kueue(plural: str) -> dict[str, Any]:
@@ -132,9 +109,10 @@ def differences(plural: str, version: str) -> list[str]:
             continue
         for key in KEYWORDS:
             if key == "x-kubernetes-validations":
-                # Tower words its own rules: as many as Kueue has, wherever Kueue has some.
+                # Tower words its own rules: as many as Kueue has, wherever Kueue has some
+                # (test_cel_rules.py checks that they decide alike).
                 theirs_n, ours_n = len(their.get(key) or ()), len(our.get(key) or ())
-                if theirs_n != ours_n and (plural, path) not in CEL_NOT_YET:
+                if theirs_n != ours_n:
                     out.append(f"{path}: Kueue has {theirs_n} CEL rules, Tower {ours_n}")
                 continue
             if their.get(key) != our.get(key):
@@ -180,22 +158,6 @@ def test_names_scope_and_printer_columns_are_kueues(plural):
             ]
 
         assert columns(mine) == columns(version)
-
-
-def test_every_cel_rule_not_yet_carried_is_one_kueue_has_and_tower_lacks():
-    for plural, path in sorted(CEL_NOT_YET):
-        pairs = []
-        for version in kueue(plural)["versions"]:
-            theirs = find(version["schema"]["openAPIV3Schema"], path) or {}
-            ours = next(v for v in tower(plural)["versions"] if v["name"] == version["name"])
-            mine = find(ours["schema"]["openAPIV3Schema"], path) or {}
-            pairs.append(
-                (theirs.get("x-kubernetes-validations"), mine.get("x-kubernetes-validations"))
-            )
-        assert any(t for t, _ in pairs), f"{plural} {path}: Kueue has no CEL rules there"
-        assert any(t and len(t) != len(m or ()) for t, m in pairs), (
-            f"{plural} {path}: Tower carries them now; take it off CEL_NOT_YET"
-        )
 
 
 def test_docs_list_every_field_and_what_tower_does_with_it():
