@@ -131,3 +131,59 @@ def test_kubectl_patch_cannot_start_a_queued_job(cluster):
     )
     assert "is queued: it waits in LocalQueue user-queue" in out.stderr
     assert batch.read_namespaced_job(job.metadata.name, namespace).spec.suspend is True
+
+
+UNACTED_QUEUE = """\
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: tower-e2e-concurrent}
+spec:
+  namespaceSelector: {}
+  concurrentAdmissionPolicy:
+    migration: {mode: TryPreferredFlavors}
+  resourceGroups:
+  - coveredResources: [cpu]
+    flavors: [{name: default-flavor, resources: [{name: cpu, nominalQuota: 1}]}]
+"""
+
+
+def test_a_kueue_field_tower_does_not_act_on_is_accepted_with_a_warning(cluster):
+    """What a user sees on a real cluster: the CRDs accept Kueue's field, the webhook's warning
+    is printed by kubectl, and a bad object is refused by the CRDs' own rule."""
+    assert cluster  # the webhook is installed
+    subprocess.run(
+        ["kubectl", "--kubeconfig", KUBECONFIG, "apply", "-f", str(ROOT / "deploy" / "crds")],
+        check=True,
+        capture_output=True,
+    )
+    subprocess.run(
+        ["kubectl", "--kubeconfig", KUBECONFIG, "wait", "--for=condition=Established", "crd",
+         "--all", "--timeout=60s"],
+        check=True,
+        capture_output=True,
+    )  # fmt: skip
+
+    def kubectl(*args, stdin):
+        return subprocess.run(
+            ["kubectl", "--kubeconfig", KUBECONFIG, *args],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+
+    applied = kubectl("apply", "--validate=strict", "-f", "-", stdin=UNACTED_QUEUE)
+    try:
+        assert applied.returncode == 0, applied.stderr
+        assert (
+            "Warning: ClusterQueue tower-e2e-concurrent: spec.concurrentAdmissionPolicy "
+            "(concurrent admission for flavor migration) is not acted on by Tower"
+        ) in applied.stderr
+        lonely = UNACTED_QUEUE.replace(
+            "  concurrentAdmissionPolicy:\n    migration: {mode: TryPreferredFlavors}\n", ""
+        ).replace("nominalQuota: 1}", "nominalQuota: 1, borrowingLimit: 1}")
+        refused = kubectl("apply", "-f", "-", stdin=lonely)
+        assert refused.returncode != 0
+        assert "a borrowingLimit needs a cohort" in refused.stderr
+    finally:
+        kubectl("delete", "clusterqueue", "tower-e2e-concurrent", "--ignore-not-found", stdin="")
