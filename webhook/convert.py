@@ -56,7 +56,6 @@ def _lq_up(obj: Obj) -> None:
 def _lq_down(obj: Obj) -> None:
     status = obj.get("status") or {}
     _rename(status, "flavorsUsage", "flavorUsage")
-    status.pop("fairSharing", None)
 
 
 def _wl_up(obj: Obj) -> None:

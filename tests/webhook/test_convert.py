@@ -129,3 +129,18 @@ def test_objects_of_other_groups_fail_in_the_result_not_with_http_errors():
 def test_not_a_conversion_review():
     with pytest.raises(ReviewError):
         convert({"kind": "AdmissionReview"})
+
+
+def test_a_local_queues_fair_sharing_status_survives_a_read_at_v1beta1():
+    """Kueue v0.19.2 serves status.fairSharing at both versions; reading at v1beta1 and
+    writing back must not lose it."""
+    new = {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "LocalQueue",
+        "metadata": {"name": "q", "namespace": "default"},
+        "spec": {"clusterQueue": "cq"},
+        "status": {"fairSharing": {"weightedShare": 3}, "flavorsUsage": []},
+    }
+    old = convert_object(new, "kueue.x-k8s.io/v1beta1")
+    assert old["status"] == {"fairSharing": {"weightedShare": 3}, "flavorUsage": []}
+    assert convert_object(old, "kueue.x-k8s.io/v1beta2") == new
