@@ -6,6 +6,7 @@ import copy
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from extender.core import api
 from webhook.reviews import ReviewError
 
 GROUP = "kueue.x-k8s.io"
@@ -21,41 +22,49 @@ _SOURCES_BY_KIND = {kind: source for source, (_, kind) in _PRIORITY_SOURCES.item
 Obj = dict[str, Any]
 
 
-def _rename(d: Obj, old: str, new: str) -> None:
-    if old in d:
-        d[new] = d.pop(old)
+def _parent(obj: Obj, path: str) -> tuple[Any, str]:
+    """The object holding the last name of a dotted path (None when it is not there)."""
+    *parents, last = path.split(".")
+    node: Any = obj
+    for name in parents:
+        node = node.get(name) if isinstance(node, Mapping) else None
+    return node, last
+
+
+def _renamed(obj: Obj, kind: str, up: bool) -> None:
+    """The fields and values v1beta1 spells differently (extender/core/api.py), renamed."""
+    for old, new in api.RENAMES.get(kind, ()):
+        source, target = (old, new) if up else (new, old)
+        node, name = _parent(obj, source)
+        if isinstance(node, dict) and name in node:
+            node[target.rsplit(".", 1)[-1]] = node.pop(name)
+    if up:  # v1beta1 accepts every v1beta2 value: only the way up has values to rename
+        for path, old_value, new_value in api.VALUE_RENAMES.get(kind, ()):
+            node, name = _parent(obj, path)
+            if isinstance(node, dict) and node.get(name) == old_value:
+                node[name] = str(new_value)
 
 
 def _cq_up(obj: Obj) -> None:
     spec = obj.setdefault("spec", {})
-    _rename(spec, "cohort", "cohortName")
     checks = spec.pop("admissionChecks", None)
     if checks and "admissionChecksStrategy" not in spec:
         spec["admissionChecksStrategy"] = {"admissionChecks": [{"name": c} for c in checks]}
-    fungibility = spec.get("flavorFungibility") or {}
-    if fungibility.get("whenCanBorrow") == "Borrow":
-        fungibility["whenCanBorrow"] = "MayStopSearch"
-    if fungibility.get("whenCanPreempt") == "Preempt":
-        fungibility["whenCanPreempt"] = "MayStopSearch"
     status = obj.get("status") or {}
     status.pop("pendingWorkloadsStatus", None)
     (status.get("fairSharing") or {}).pop("admissionFairSharingStatus", None)
 
 
 def _cq_down(obj: Obj) -> None:
-    spec = obj.setdefault("spec", {})
-    _rename(spec, "cohortName", "cohort")
+    obj.setdefault("spec", {})
 
 
 def _lq_up(obj: Obj) -> None:
-    status = obj.get("status") or {}
-    _rename(status, "flavorUsage", "flavorsUsage")
-    status.pop("flavors", None)
+    (obj.get("status") or {}).pop("flavors", None)
 
 
 def _lq_down(obj: Obj) -> None:
-    status = obj.get("status") or {}
-    _rename(status, "flavorsUsage", "flavorUsage")
+    pass
 
 
 def _wl_up(obj: Obj) -> None:
@@ -65,11 +74,6 @@ def _wl_up(obj: Obj) -> None:
     if name:
         group, kind = _PRIORITY_SOURCES.get(str(source), ("scheduling.k8s.io", "PriorityClass"))
         spec["priorityClassRef"] = {"group": group, "kind": kind, "name": name}
-    _rename(
-        obj.get("status") or {},
-        "accumulatedPastExexcutionTimeSeconds",
-        "accumulatedPastExecutionTimeSeconds",
-    )
 
 
 def _wl_down(obj: Obj) -> None:
@@ -79,9 +83,7 @@ def _wl_down(obj: Obj) -> None:
         spec["priorityClassName"] = ref["name"]
         spec["priorityClassSource"] = _SOURCES_BY_KIND.get(str(ref.get("kind")), "")
     spec.pop("preemptionGates", None)
-    status = obj.get("status") or {}
-    status.pop("preemptionGates", None)
-    _rename(status, "accumulatedPastExecutionTimeSeconds", "accumulatedPastExexcutionTimeSeconds")
+    (obj.get("status") or {}).pop("preemptionGates", None)
 
 
 _CONVERTERS: dict[str, tuple[Callable[[Obj], None], Callable[[Obj], None]]] = {
@@ -103,6 +105,7 @@ def convert_object(obj: Mapping[str, Any], desired: str) -> Obj:
         raise ValueError(f"cannot convert {kind} from {current!r} to {desired!r}")
     up, down = _CONVERTERS.get(kind, (lambda obj: None, lambda obj: None))
     (up if desired == V1BETA2 else down)(out)
+    _renamed(out, kind, up=desired == V1BETA2)
     out["apiVersion"] = desired
     return out
 

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from fractions import Fraction
 from typing import Any
 
+from extender.core import api
 from extender.core.labels import (
     LabelSelector,
     NodeSelectorTerm,
@@ -334,83 +335,65 @@ def resource_groups(value: Any, path: str, *, has_parent: bool) -> tuple[Resourc
     return tuple(groups)
 
 
-_WHEN_CAN_BORROW = {"MayStopSearch": "MayStopSearch", "TryNextFlavor": "TryNextFlavor"}
-_WHEN_CAN_PREEMPT = {"MayStopSearch": "MayStopSearch", "TryNextFlavor": "TryNextFlavor"}
+def _api_enum(kind: str, version: str, path: str, value: Any) -> str:
+    """An enum field checked against the API's schema (extender/core/api.py) at the
+    manifest's version, its default filled in ("" when it has none), and a value v1beta1
+    spells differently turned into v1beta2's."""
+    at = version.rsplit("/", 1)[-1]
+    default = api.default(kind, at, path)
+    got = _enum(value, path, api.enum(kind, at, path), "" if default is None else str(default))
+    return api.value_renames(kind, path).get(got, got) if at == "v1beta1" else got
 
 
 def cluster_queue(obj: Obj) -> ClusterQueue:
     """A ClusterQueue manifest (v1beta2, or v1beta1 with `cohort`)."""
-    version = check_version(obj, "ClusterQueue")
+    kind = "ClusterQueue"
+    version = check_version(obj, kind)
     name = name_of(obj)
     spec = as_map(obj.get("spec"), "spec")
     v1beta1 = version.endswith("v1beta1")
-    cohort_field = "cohort" if v1beta1 else "cohortName"
+    cohort_field = api.name_at(kind, "spec.cohortName", "v1beta1" if v1beta1 else "v1beta2")
     if not v1beta1 and "cohort" in spec:
         raise ManifestError("spec.cohort", "unknown field in v1beta2 (it is spec.cohortName)")
     cohort = _str(spec.get(cohort_field), f"spec.{cohort_field}")
     groups = resource_groups(
         spec.get("resourceGroups"), "spec.resourceGroups", has_parent=cohort is not None
     )
-    strategy = _enum(
-        spec.get("queueingStrategy"),
-        "spec.queueingStrategy",
-        tuple(QueueingStrategy),
-        QueueingStrategy.BEST_EFFORT_FIFO,
-    )
+    strategy = _api_enum(kind, version, "spec.queueingStrategy", spec.get("queueingStrategy"))
     selector = (
         None
         if spec.get("namespaceSelector") is None
         else label_selector(spec["namespaceSelector"], "spec.namespaceSelector")
     )
     fung = as_map(spec.get("flavorFungibility"), "spec.flavorFungibility")
-    borrow_aliases = dict(_WHEN_CAN_BORROW, **({"Borrow": "MayStopSearch"} if v1beta1 else {}))
-    preempt_aliases = dict(_WHEN_CAN_PREEMPT, **({"Preempt": "MayStopSearch"} if v1beta1 else {}))
-    when_borrow = _enum(
-        fung.get("whenCanBorrow"),
-        "spec.flavorFungibility.whenCanBorrow",
-        tuple(borrow_aliases),
-        "MayStopSearch",
+    when_borrow = _api_enum(
+        kind, version, "spec.flavorFungibility.whenCanBorrow", fung.get("whenCanBorrow")
     )
-    when_preempt = _enum(
-        fung.get("whenCanPreempt"),
-        "spec.flavorFungibility.whenCanPreempt",
-        tuple(preempt_aliases),
-        "TryNextFlavor",
+    when_preempt = _api_enum(
+        kind, version, "spec.flavorFungibility.whenCanPreempt", fung.get("whenCanPreempt")
     )
-    preference = fung.get("preference")
-    if preference is not None:
-        _enum(
-            preference,
-            "spec.flavorFungibility.preference",
-            ("BorrowingOverPreemption", "PreemptionOverBorrowing"),
-            "",
-        )
+    preference = (
+        _api_enum(kind, version, "spec.flavorFungibility.preference", fung["preference"])
+        if fung.get("preference") is not None
+        else None
+    )
     pre = as_map(spec.get("preemption"), "spec.preemption")
-    within = _enum(
-        pre.get("withinClusterQueue"),
-        "spec.preemption.withinClusterQueue",
-        tuple(WithinClusterQueue),
-        "Never",
+    within = _api_enum(
+        kind, version, "spec.preemption.withinClusterQueue", pre.get("withinClusterQueue")
     )
-    reclaim = _enum(
-        pre.get("reclaimWithinCohort"),
-        "spec.preemption.reclaimWithinCohort",
-        tuple(ReclaimWithinCohort),
-        "Never",
+    reclaim = _api_enum(
+        kind, version, "spec.preemption.reclaimWithinCohort", pre.get("reclaimWithinCohort")
     )
     bwc = as_map(pre.get("borrowWithinCohort"), "spec.preemption.borrowWithinCohort")
-    bwc_policy = _enum(
-        bwc.get("policy"),
-        "spec.preemption.borrowWithinCohort.policy",
-        ("Never", "LowerPriority"),
-        "Never",
+    bwc_policy = _api_enum(
+        kind, version, "spec.preemption.borrowWithinCohort.policy", bwc.get("policy")
     )
     if reclaim == "Never" and bwc_policy != "Never":
         raise ManifestError(
             "spec.preemption",
             "reclaimWithinCohort=Never and borrowWithinCohort.policy!=Never cannot be combined",
         )
-    stop = _enum(spec.get("stopPolicy"), "spec.stopPolicy", tuple(StopPolicy), "None")
+    stop = _api_enum(kind, version, "spec.stopPolicy", spec.get("stopPolicy"))
     fair = as_map(spec.get("fairSharing"), "spec.fairSharing")
     return ClusterQueue(
         name=name,
@@ -419,9 +402,7 @@ def cluster_queue(obj: Obj) -> ClusterQueue:
         queueing_strategy=QueueingStrategy(strategy),
         namespace_selector=selector,
         flavor_fungibility=FlavorFungibility(
-            FungibilityPolicy(borrow_aliases[when_borrow]),
-            FungibilityPolicy(preempt_aliases[when_preempt]),
-            preference,
+            FungibilityPolicy(when_borrow), FungibilityPolicy(when_preempt), preference
         ),
         preemption=Preemption(
             WithinClusterQueue(within),
@@ -457,13 +438,13 @@ def cohort(obj: Obj) -> Cohort:
 
 def local_queue(obj: Obj, default_namespace: str = "default") -> LocalQueue:
     """A LocalQueue manifest."""
-    check_version(obj, "LocalQueue")
+    version = check_version(obj, "LocalQueue")
     name = name_of(obj)
     namespace = _str(as_map(obj.get("metadata"), "metadata").get("namespace"), "metadata.namespace")
     spec = as_map(obj.get("spec"), "spec", required=True)
     cq = _str(spec.get("clusterQueue"), "spec.clusterQueue", required=True)
     assert cq is not None
-    stop = _enum(spec.get("stopPolicy"), "spec.stopPolicy", tuple(StopPolicy), "None")
+    stop = _api_enum("LocalQueue", version, "spec.stopPolicy", spec.get("stopPolicy"))
     return LocalQueue(namespace or default_namespace, name, cq, StopPolicy(stop))
 
 
