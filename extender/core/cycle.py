@@ -543,8 +543,8 @@ class ClusterState:
         if workload.unacted:
             self._park(
                 key,
-                f"the Workload sets {', '.join(workload.unacted)}, which Tower does not act "
-                "on; it waits while set (docs/kueue-fields.md)",
+                f"{workload.owner_kind or 'the Workload'} sets {', '.join(workload.unacted)}, "
+                "which Tower does not act on; it waits while set (docs/kueue-fields.md)",
             )
             return
         lq = self.local_queues.get(f"{workload.namespace}/{workload.queue_name}")
