@@ -55,16 +55,12 @@ def _cq_up(obj: Obj) -> None:
     (status.get("fairSharing") or {}).pop("admissionFairSharingStatus", None)
 
 
-def _cq_down(obj: Obj) -> None:
-    obj.setdefault("spec", {})
+def _unchanged(obj: Obj) -> None:
+    """Nothing beyond the renames (`_renamed`)."""
 
 
 def _lq_up(obj: Obj) -> None:
     (obj.get("status") or {}).pop("flavors", None)
-
-
-def _lq_down(obj: Obj) -> None:
-    pass
 
 
 def _wl_up(obj: Obj) -> None:
@@ -87,10 +83,10 @@ def _wl_down(obj: Obj) -> None:
 
 
 _CONVERTERS: dict[str, tuple[Callable[[Obj], None], Callable[[Obj], None]]] = {
-    "ClusterQueue": (_cq_up, _cq_down),
-    "LocalQueue": (_lq_up, _lq_down),
+    "ClusterQueue": (_cq_up, _unchanged),
+    "LocalQueue": (_lq_up, _unchanged),
     "Workload": (_wl_up, _wl_down),
-    "Cohort": (lambda obj: None, lambda obj: None),  # field-identical across versions
+    "Cohort": (_unchanged, _unchanged),  # field-identical across versions
 }
 
 
@@ -103,7 +99,7 @@ def convert_object(obj: Mapping[str, Any], desired: str) -> Obj:
         return out
     if {current, desired} != {V1BETA1, V1BETA2}:
         raise ValueError(f"cannot convert {kind} from {current!r} to {desired!r}")
-    up, down = _CONVERTERS.get(kind, (lambda obj: None, lambda obj: None))
+    up, down = _CONVERTERS.get(kind, (_unchanged, _unchanged))
     (up if desired == V1BETA2 else down)(out)
     _renamed(out, kind, up=desired == V1BETA2)
     out["apiVersion"] = desired
