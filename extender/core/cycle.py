@@ -885,7 +885,9 @@ class ClusterState:
 
     @staticmethod
     def _classical(entries: list[_Entry]) -> list[_Entry]:
-        return sorted(entries, key=lambda e: (e.assignment.borrowing_level > 0, e.workload.order))
+        # Kueue's order: by how high in the cohort tree each must borrow (0: not at all), then
+        # priority, then FIFO.
+        return sorted(entries, key=lambda e: (e.assignment.borrowing_level, e.workload.order))
 
     def _fair_order(self, entries: list[_Entry]) -> Iterator[_Entry]:
         """Kueue's fair-sharing tournament, re-run after every entry (admissions move shares)."""

@@ -37,6 +37,9 @@ class QuotaNode:
     # Filled in by QuotaTree.build: the ClusterQueues below this node, and (on roots only)
     # which ClusterQueues currently borrow each flavor-resource, kept by add_usage.
     leaves: list[QuotaNode] = field(default_factory=list)
+    # Kueue's height of a cohort: 1 with only ClusterQueues below, one more than its highest
+    # child cohort otherwise (0 for a ClusterQueue, or an empty cohort).
+    height: int = 0
     limits: dict[FlavorResource, int] = field(default_factory=dict)
     borrowers: dict[FlavorResource, set[QuotaNode]] = field(default_factory=dict)
 
@@ -103,16 +106,19 @@ def potential_available(node: QuotaNode, fr: FlavorResource) -> int:
 
 
 def borrowing_level(node: QuotaNode, fr: FlavorResource, amount: int) -> int:
-    """0 when `amount` more fits in the node's own quota, else the height it is borrowed from."""
+    """0 when `amount` more fits in the node's own quota, else the height of the smallest
+    cohort subtree it fits in (the whole tree's when none does): Kueue compares workloads that
+    borrow by this, so one that borrows within a small cohort goes before one that needs the
+    root's quota, whatever their priorities."""
     if node.usage.get(fr, 0) + amount <= node.subtree.get(fr, 0) or node.parent is None:
         return 0
     remaining = amount - max(0, node.local.get(fr, 0) - node.usage.get(fr, 0))
-    level = 0
+    height = 0
     for ancestor in node.ancestors():
-        level += 1
+        height = ancestor.height
         if ancestor.usage.get(fr, 0) + remaining <= ancestor.subtree.get(fr, 0):
-            return level
-    return level
+            return height
+    return height
 
 
 def is_borrowing(node: QuotaNode, frs: Iterable[FlavorResource]) -> bool:
@@ -223,8 +229,11 @@ def _compute_subtree(node: QuotaNode) -> None:
     if node.parent is None:
         _collect_leaves(node)
     subtree: dict[FlavorResource, int] = {fr: q.nominal for fr, q in node.quotas.items()}
+    node.height = min(len(node.children), 1) if node.is_cohort else 0
     for child in node.children:
         _compute_subtree(child)
+        if child.is_cohort:
+            node.height = max(node.height, child.height + 1)
         for fr, amount in child.subtree.items():
             subtree[fr] = subtree.get(fr, 0) + amount - child.local.get(fr, 0)
     node.subtree = subtree
