@@ -682,7 +682,8 @@ class ClusterState:
         # 3. Nominate: flavor assignment, and preemption targets where only preemption helps.
         entries = [self._nominate(*head) for head in heads]
 
-        # 4. Order: classical (no borrowing first, priority, FIFO) or fair-sharing tournament.
+        # 4. Order: classical (the least borrowing first, then priority, FIFO) or fair-sharing
+        #    tournament.
         ordered = self._fair_order(entries) if self.fair_sharing else iter(self._classical(entries))
 
         # 5. Admit or preempt, entry by entry. A preempting entry reserves its quota in the
