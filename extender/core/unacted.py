@@ -9,8 +9,8 @@ webhook warns at apply time, the simulator reports them, and docs/kueue-fields.m
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
@@ -20,6 +20,31 @@ class Effect(StrEnum):
     WAITS = "makes the workload wait"
     WHOLE = "accepted; the workload is admitted with all its pods or not at all"
     HINT = "accepted, not acted on"
+
+
+def _is_set(value: Any) -> bool:
+    return value is not None and value != [] and value != {} and value != ""
+
+
+def _usage_based(value: Any) -> bool:
+    # "NoAdmissionFairSharing" says what Tower does anyway; only usage-based admission fair
+    # sharing changes the order.
+    return isinstance(value, Mapping) and (
+        value.get("admissionMode") == "UsageBasedAdmissionFairSharing"
+    )
+
+
+_TOPOLOGY_CONSTRAINTS = (
+    "required",
+    "preferred",
+    "podSetSliceRequiredTopology",
+    "podsetSliceRequiredTopologyConstraints",
+)
+
+
+def _constrains_topology(value: Any) -> bool:
+    # Index labels alone, or "unconstrained", ask for nothing Tower does not already do.
+    return isinstance(value, Mapping) and any(_is_set(value.get(k)) for k in _TOPOLOGY_CONSTRAINTS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +57,17 @@ class Unacted:
     feature: str  # Kueue's name for what the field is for
     advice: str = ""  # what to do instead, when Tower has something
     label: str = ""  # how a message names the field, when its path is too long to read
+    counts: Callable[[Any], bool] = _is_set  # whether a value found there uses the feature
+    # The path split once: its names, and the map key it ends in (an annotation's), if any.
+    parts: tuple[str, ...] = field(init=False, repr=False, compare=False)
+    key: str | None = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        path, key = self.path, None
+        if path.endswith('"]'):
+            path, key = path[:-2].split('["')
+        object.__setattr__(self, "parts", tuple(path.split(".")))
+        object.__setattr__(self, "key", key)
 
     def message(self, name: str) -> str:
         """One line for a user: the object, the field, and what follows from it."""
@@ -75,6 +111,7 @@ UNACTED: tuple[Unacted, ...] = (
         Effect.INACTIVE,
         "admission fair sharing",
         "Tower's fair sharing is spec.fairSharing.weight with fair sharing enabled",
+        counts=_usage_based,
     ),
     Unacted(
         "ResourceFlavor",
@@ -95,6 +132,7 @@ UNACTED: tuple[Unacted, ...] = (
         Effect.WAITS,
         "topology-aware scheduling",
         "use a flavor annotated tower.dev/topology-key",
+        counts=_constrains_topology,
     ),
     Unacted("Workload", "spec.podSets[].minCount", Effect.WHOLE, "partial admission"),
     Unacted(
@@ -110,14 +148,6 @@ UNACTED: tuple[Unacted, ...] = (
         "maximum execution time",
         "set the Job's spec.activeDeadlineSeconds instead",
     ),
-)
-
-
-_TOPOLOGY_CONSTRAINTS = (
-    "required",
-    "preferred",
-    "podSetSliceRequiredTopology",
-    "podsetSliceRequiredTopologyConstraints",
 )
 
 
@@ -154,57 +184,36 @@ UNACTED += tuple(
 )
 
 
-def _is_set(value: Any) -> bool:
-    return value is not None and value != [] and value != {} and value != ""
-
-
-def _values(obj: Any, parts: list[str]) -> list[Any]:
+def _values(obj: Any, parts: tuple[str, ...]) -> list[Any]:
     """Every value at a dotted path, `[]` stepping into each element of a list."""
     if not parts:
         return [obj]
     head, rest = parts[0], parts[1:]
     many = head.endswith("[]")
-    field = head[:-2] if many else head
-    value = obj.get(field) if isinstance(obj, Mapping) else None
+    value = obj.get(head[:-2] if many else head) if isinstance(obj, Mapping) else None
     if many:
         items = value if isinstance(value, list) else []
         return [v for item in items for v in _values(item, rest)]
     return _values(value, rest)
 
 
-def _in_use(field: Unacted, obj: Mapping[str, Any]) -> bool:
-    if field.path.endswith('"]'):  # one key of a map: an annotation
-        path, key = field.path[:-2].split('["')
-        return any(
-            isinstance(m, Mapping) and _is_set(m.get(key)) for m in _values(obj, path.split("."))
-        )
-    values = [v for v in _values(obj, field.path.split(".")) if _is_set(v)]
-    if field.path == "spec.admissionScope":
-        # Only usage-based admission fair sharing changes the order; "NoAdmissionFairSharing"
-        # says what Tower does anyway.
-        return any(
-            isinstance(v, Mapping) and v.get("admissionMode") == "UsageBasedAdmissionFairSharing"
-            for v in values
-        )
-    if field.path == "spec.podSets[].topologyRequest":
-        # Only a request that constrains where pods go: index labels alone, or
-        # "unconstrained", ask for nothing Tower does not already do.
-        return any(
-            isinstance(v, Mapping) and any(_is_set(v.get(k)) for k in _TOPOLOGY_CONSTRAINTS)
-            for v in values
-        )
-    return bool(values)
+def _in_use(entry: Unacted, obj: Mapping[str, Any]) -> bool:
+    values = _values(obj, entry.parts)
+    if entry.key is not None:  # one key of a map: an annotation
+        values = [m.get(entry.key) for m in values if isinstance(m, Mapping)]
+    return any(entry.counts(v) for v in values)
+
+
+_BY_KIND: dict[str, tuple[Unacted, ...]] = {}
+for _entry in UNACTED:
+    _BY_KIND[_entry.kind] = (*_BY_KIND.get(_entry.kind, ()), _entry)
 
 
 def used(kind: str, obj: Mapping[str, Any]) -> tuple[Unacted, ...]:
     """The fields of `UNACTED` that this manifest of `kind` sets."""
-    return tuple(f for f in UNACTED if f.kind == kind and _in_use(f, obj))
+    return tuple(f for f in _BY_KIND.get(kind, ()) if _in_use(f, obj))
 
 
 def blocking(kind: str, obj: Mapping[str, Any]) -> tuple[str, ...]:
     """The paths of the fields it sets that stop admission."""
     return tuple(f.path for f in used(kind, obj) if f.effect in (Effect.INACTIVE, Effect.WAITS))
-
-
-def field(kind: str, path: str) -> Unacted:
-    return next(f for f in UNACTED if f.kind == kind and f.path == path)
