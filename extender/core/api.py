@@ -9,6 +9,7 @@ from it (`enum`, `default`), and the conversion webhook its version renames (`RE
 from __future__ import annotations
 
 import copy
+import functools
 import re
 from enum import StrEnum
 from typing import Any
@@ -946,20 +947,21 @@ KINDS = tuple(_BUILDERS)
 VERSIONS = ("v1beta2", "v1beta1")  # stored first
 
 
+@functools.cache
+def _described(kind: str, version: str) -> Schema:
+    return _BUILDERS[kind](version)
+
+
 def schema(kind: str, version: str) -> Schema:
     """The openAPIV3Schema of one kind at one version (a copy: callers may change it)."""
     return copy.deepcopy(_BUILDERS[kind](version))
 
 
-_SCHEMAS: dict[tuple[str, str], Schema] = {}
-
-
+@functools.cache
 def field(kind: str, version: str, path: str) -> Schema:
-    """The schema of one field: `spec.flavorFungibility.whenCanBorrow`, `[]` for list items."""
-    root = _SCHEMAS.get((kind, version))
-    if root is None:
-        root = _SCHEMAS[(kind, version)] = _BUILDERS[kind](version)
-    node = root
+    """The schema of one field: `spec.flavorFungibility.whenCanBorrow`, `[]` for list items.
+    Read-only: it is the description itself (the parsers ask on every manifest)."""
+    node = _described(kind, version)
     for part in re.findall(r"[^.\[\]]+|\[\]", path):
         found = node.get("items") if part == "[]" else (node.get("properties") or {}).get(part)
         if not isinstance(found, dict):
