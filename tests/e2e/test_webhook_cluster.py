@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from kubernetes import client, config
 
-from tests.e2e.conftest import KUBECONFIG, WEBHOOK_URL, job_manifest, webhook_host_port
+from tests.e2e.conftest import KUBECONFIG, WEBHOOK_URL, job_manifest, kubectl, webhook_host_port
 
 pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]
@@ -151,19 +151,10 @@ def test_a_kueue_field_tower_does_not_act_on_is_accepted_with_a_warning(cluster)
     """What a user sees on a real cluster: the CRDs accept Kueue's field, the webhook's warning
     is printed by kubectl, and a bad object is refused by the CRDs' own rule."""
     assert cluster  # the webhook is installed
-    subprocess.run(
-        ["kubectl", "--kubeconfig", KUBECONFIG, "apply", "-f", str(ROOT / "deploy" / "crds")],
-        check=True,
-        capture_output=True,
-    )
-    subprocess.run(
-        ["kubectl", "--kubeconfig", KUBECONFIG, "wait", "--for=condition=Established", "crd",
-         "--all", "--timeout=60s"],
-        check=True,
-        capture_output=True,
-    )  # fmt: skip
+    kubectl("apply", "-f", str(ROOT / "deploy" / "crds"))
+    kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
 
-    def kubectl(*args, stdin):
+    def run(*args, stdin):  # the exit status and stderr apart, which kubectl() joins
         return subprocess.run(
             ["kubectl", "--kubeconfig", KUBECONFIG, *args],
             input=stdin,
@@ -172,7 +163,7 @@ def test_a_kueue_field_tower_does_not_act_on_is_accepted_with_a_warning(cluster)
             check=False,
         )
 
-    applied = kubectl("apply", "--validate=strict", "-f", "-", stdin=UNACTED_QUEUE)
+    applied = run("apply", "--validate=strict", "-f", "-", stdin=UNACTED_QUEUE)
     try:
         assert applied.returncode == 0, applied.stderr
         assert (
@@ -182,8 +173,8 @@ def test_a_kueue_field_tower_does_not_act_on_is_accepted_with_a_warning(cluster)
         lonely = UNACTED_QUEUE.replace(
             "  concurrentAdmissionPolicy:\n    migration: {mode: TryPreferredFlavors}\n", ""
         ).replace("nominalQuota: 1}", "nominalQuota: 1, borrowingLimit: 1}")
-        refused = kubectl("apply", "-f", "-", stdin=lonely)
+        refused = run("apply", "-f", "-", stdin=lonely)
         assert refused.returncode != 0
         assert "a borrowingLimit needs a cohort" in refused.stderr
     finally:
-        kubectl("delete", "clusterqueue", "tower-e2e-concurrent", "--ignore-not-found", stdin="")
+        kubectl("delete", "clusterqueue", "tower-e2e-concurrent", "--ignore-not-found")
