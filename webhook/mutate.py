@@ -65,7 +65,7 @@ def mutate(request: Mapping[str, Any], settings: Settings, expect: tuple[str, st
         warnings = None
         if patch:  # queued: say at once what Tower will not act on
             name = f"{namespace}/{meta.get('name') or meta.get('generateName') or '?'}"
-            warnings = [f.message(name) for f in unacted.used(expect[1], obj)] or None
+            warnings = unacted.warnings(expect[1], obj, name) or None
         return allow(uid, patch, warnings)
     if operation == "UPDATE":
         return _keep_suspended(uid, request, obj, settings, expect[1])

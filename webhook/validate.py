@@ -67,11 +67,7 @@ def validate_kueue(request: Mapping[str, Any], kind: str) -> Response:
     except parse.ManifestError as err:
         return deny(uid, f"{kind} {_name(obj)}: {err.path}: {err.message}")
     # A field Tower does not act on is accepted (the manifest is Kueue's), and said at once.
-    warnings = [
-        field.message(_name(obj))
-        for field in unacted.used(kind, obj)
-        if field.effect is not unacted.Effect.HINT
-    ]
+    warnings = unacted.warnings(kind, obj, _name(obj))
     if kind == "LocalQueue" and request.get("operation") == "UPDATE":
         old = request.get("oldObject") or {}
         before = (old.get("spec") or {}).get("clusterQueue")

@@ -217,3 +217,9 @@ def used(kind: str, obj: Mapping[str, Any]) -> tuple[Unacted, ...]:
 def blocking(kind: str, obj: Mapping[str, Any]) -> tuple[str, ...]:
     """The paths of the fields it sets that stop admission."""
     return tuple(f.path for f in used(kind, obj) if f.effect in (Effect.INACTIVE, Effect.WAITS))
+
+
+def warnings(kind: str, obj: Mapping[str, Any], name: str) -> list[str]:
+    """What the webhook says at apply time: one line for each field set that Tower does not
+    act on and that changes what happens (a hint is only documented)."""
+    return [f.message(name) for f in used(kind, obj) if f.effect is not Effect.HINT]

@@ -1,6 +1,6 @@
 """The page docs/kueue-fields.md: every field of Tower's six CRDs, and what Tower does with it.
 
-Written from the generated CRDs (extender/kube/crds.py) and the table of fields Tower does
+Written from the API description (extender/core/api.py) and the table of fields Tower does
 not act on (extender/core/unacted.py), so the page cannot drift from either:
 `python -m extender fields > docs/kueue-fields.md`, checked by tests/unit/test_kueue_schema.py.
 """
@@ -10,17 +10,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from extender.core import api
 from extender.core.unacted import UNACTED, Effect
-from extender.kube.crds import custom_resource_definitions
 
-KINDS = (
-    "ResourceFlavor",
-    "ClusterQueue",
-    "Cohort",
-    "LocalQueue",
-    "Workload",
-    "WorkloadPriorityClass",
-)
+KINDS = api.KINDS  # the page's sections, in this order
 # What "honoured" means where it needs a word more.
 NOTES = {
     ("ClusterQueue", "spec.cohort"): "honoured: v1beta1's name for spec.cohortName",
@@ -53,11 +46,10 @@ def fields(kind: str) -> list[tuple[str, list[str]]]:
     """(path, versions) of every user-set field of a kind: its spec (or, for a
     WorkloadPriorityClass, its top level); below a field Tower does not act on, only that
     field."""
-    crd = next(c for c in custom_resource_definitions() if c["spec"]["names"]["kind"] == kind)
     stops = [f.path for f in UNACTED if f.kind == kind]
     found: dict[str, list[str]] = {}
-    for version in crd["spec"]["versions"]:
-        root = version["schema"]["openAPIV3Schema"]
+    for version in api.VERSIONS:
+        root = api.schema(kind, version)
         if kind != "WorkloadPriorityClass":
             root = {"properties": {"spec": root["properties"]["spec"]}}
         for path in _paths(root):
@@ -65,7 +57,7 @@ def fields(kind: str) -> list[tuple[str, list[str]]]:
                 continue
             if any(path.startswith((s + ".", s + "[")) for s in stops):
                 continue
-            found.setdefault(path, []).append(version["name"])
+            found.setdefault(path, []).append(version)
     return sorted(found.items())
 
 
