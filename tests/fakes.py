@@ -174,6 +174,16 @@ class FakeKube:
     def discover(self, group_version: str) -> bool:
         return True
 
+    def served(self, group_version: str) -> frozenset[str] | None:
+        """Every resource Tower knows of that group/version: the fake serves them all."""
+        from extender.kube import resources
+
+        return frozenset(
+            r.plural
+            for r in vars(resources).values()
+            if isinstance(r, Resource) and r.api_version == group_version
+        )
+
     def create(self, resource: Resource, obj: Obj, namespace: str | None = None) -> Obj:
         body = copy.deepcopy(obj)
         meta = body.setdefault("metadata", {})

@@ -298,6 +298,8 @@ class KubeClient(Protocol):
 
     def discover(self, group_version: str) -> bool: ...
 
+    def served(self, group_version: str) -> frozenset[str] | None: ...
+
     def create(self, resource: Resource, obj: Obj, namespace: str | None = None) -> Obj: ...
 
     def patch(
@@ -509,14 +511,22 @@ class RestClient:
 
     def discover(self, group_version: str) -> bool:
         """Whether the API server serves a group/version (e.g. JobSet's CRD is installed)."""
+        return self.served(group_version) is not None
+
+    def served(self, group_version: str) -> frozenset[str] | None:
+        """The resources (plurals) a group/version serves; None when it serves none."""
         probe = Resource(group_version.split("/")[0], group_version.split("/")[1], "", "", False)
         try:
-            self._request("GET", probe, f"/apis/{group_version}")
+            answer = self._request("GET", probe, f"/apis/{group_version}")
         except ApiError as err:
             if err.status == 404:
-                return False
+                return None
             raise
-        return True
+        return frozenset(
+            str(r.get("name")).split("/")[0]
+            for r in (answer.get("resources") or [])
+            if isinstance(r, dict)
+        )
 
     # ----- writes -----------------------------------------------------------------------
 

@@ -74,10 +74,19 @@ def preflight(client: KubeClient, stop: threading.Event, *, placement: bool = Tr
 
 
 def _check(client: KubeClient, placement: bool = True) -> Setup:
-    if not client.discover(f"{KUEUE_GROUP}/{KUEUE_VERSION}"):
+    served = client.served(f"{KUEUE_GROUP}/{KUEUE_VERSION}")
+    if served is None:
         raise SetupError(
             f"Kueue's CRDs are not installed: the API server does not serve "
             f"{KUEUE_GROUP}/{KUEUE_VERSION}; apply them with kubectl apply -f deploy/crds/"
+        )
+    # A partial install would leave the watch of the missing kind retrying forever.
+    kueue = [r for r in (*CONFIG, WORKLOADS) if r.group == KUEUE_GROUP]
+    absent = [r.qualified for r in kueue if r.plural not in served]
+    if absent:
+        raise SetupError(
+            "Kueue's CRDs are only partly installed: the API server does not serve "
+            f"{', '.join(absent)}; apply them with kubectl apply -f deploy/crds/"
         )
     jobsets = client.discover(JOBSETS.api_version)
     if jobsets:

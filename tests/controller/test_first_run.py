@@ -77,6 +77,35 @@ def test_without_kueues_crds_the_controller_says_to_apply_them(tmp_path):
     assert "Traceback" not in result.stderr
 
 
+def test_a_missing_kueue_crd_among_the_others_is_named(tmp_path):
+    """Some of Kueue's CRDs applied, not all (an older or partial install): the controller
+    must not wait forever on the watch of the missing kind."""
+    from kubernetes import config as k8s_config
+
+    from extender.kube.client import RequestBudget, RestClient
+    from extender.kube.crds import custom_resource_definitions
+
+    api = ApiDouble()
+    api.start()
+    try:
+        admin = RestClient(
+            k8s_config.new_client_from_config(config_file=api.kubeconfig(str(tmp_path / "a"))),
+            RequestBudget(1000, 1000),
+        )
+        for crd in custom_resource_definitions():
+            if crd["metadata"]["name"] != "workloads.kueue.x-k8s.io":
+                admin.create(CRDS, crd)
+        config = api.kubeconfig(str(tmp_path / "k"), token="tower", username=CONTROLLER_USER)
+        result = controller_exit(config)
+    finally:
+        api.stop()
+    assert result.returncode == 2
+    assert result.stderr.splitlines()[-1] == (
+        "error: Kueue's CRDs are only partly installed: the API server does not serve "
+        "workloads.kueue.x-k8s.io; apply them with kubectl apply -f deploy/crds/"
+    )
+
+
 @pytest.fixture
 def bare(tmp_path):
     """A double with Tower's CRDs and nothing else: no tower-system namespace, no webhook."""
