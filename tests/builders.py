@@ -40,14 +40,16 @@ class CQ:
         return self
 
     def group(self, *flavors: tuple[str, dict[str, Any]]) -> CQ:
-        """Each flavor: (name, {resource: nominal | (nominal, borrowingLimit, lendingLimit)})."""
+        """Each flavor: (name, {resource: nominal | (nominal, borrowingLimit[, lendingLimit])})."""
         covered = tuple(flavors[0][1])
         fqs = []
         for fname, quotas in flavors:
             rqs = []
             for resource in covered:
                 spec = quotas[resource]
-                nominal, borrow, lend = spec if isinstance(spec, tuple) else (spec, None, None)
+                nominal, borrow, lend = (
+                    (*spec, None, None)[:3] if isinstance(spec, tuple) else (spec, None, None)
+                )
                 rqs.append(
                     ResourceQuota(
                         resource,

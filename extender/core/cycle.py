@@ -42,9 +42,11 @@ from extender.core.preemption import (
     may_have_candidates,
 )
 from extender.core.queues import ClusterQueueQueue
-from extender.core.quota import QuotaNode, QuotaTree, add_usage
+from extender.core.quota import QuotaNode, QuotaTree, add_usage, available
 
 INADMISSIBLE = "Inadmissible"
+# Kueue's reason when the workload's namespace may not use the ClusterQueue.
+MISCONFIGURED = "Misconfigured"
 PENDING = "Pending"
 WAITING_FOR_PREEMPTED = "WaitingForPreemptedWorkloads"
 PREEMPTED = "Preempted"
@@ -575,9 +577,17 @@ class ClusterState:
         if cq_name is not None and cq_name in self._queues:
             self._queues[cq_name].remove(key)
 
-    def _set_aside_in(self, node: QuotaNode, queue: ClusterQueueQueue, workload: Workload) -> bool:
-        """Set a head that cannot fit aside (BestEffortFIFO); whether its queue moved."""
-        if not queue.mark_inadmissible(workload):
+    def _set_aside_in(
+        self,
+        node: QuotaNode,
+        queue: ClusterQueueQueue,
+        workload: Workload,
+        *,
+        even_strict: bool = False,
+    ) -> bool:
+        """Set a head that cannot fit aside (BestEffortFIFO, or any queue when `even_strict`);
+        whether its queue moved."""
+        if not queue.mark_inadmissible(workload, even_strict=even_strict):
             return False
         root = node.root()
         aside = self._set_aside.get(root)
@@ -644,6 +654,26 @@ class ClusterState:
         if status is not None:
             return status
         return PendingStatus(PENDING, f"waiting in ClusterQueue {cq_name} for its turn")
+
+    def queue_is_inadmissible(self, cq_name: str, key: str) -> bool:
+        """Whether a queued workload was set aside until quota is given back."""
+        queue = self._queues.get(cq_name)
+        return queue is not None and queue.is_inadmissible(key)
+
+    def preemption_targets(
+        self, workload: Workload, cq_name: str, flavors: Mapping[str, str]
+    ) -> list[Target]:
+        """Whom preemption would evict for a workload given the flavor of each resource it
+        requests: every flavor-resource that does not fit now needs room."""
+        cq, node = self.cluster_queues[cq_name], self.tree.cluster_queues[cq_name]
+        request: dict[FlavorResource, int] = {}
+        for pod_set in workload.pod_sets:
+            for resource, amount in pod_set.totals.items():
+                if resource in flavors and amount > 0:
+                    fr = (flavors[resource], resource)
+                    request[fr] = request.get(fr, 0) + amount
+        need = frozenset(fr for fr, amount in request.items() if available(node, fr) < amount)
+        return self._targets(workload, cq, node, request, need) if need else []
 
     def class_head(self, key: str) -> str | None:
         """The workload a cycle tries for this one's whole equivalence class (the same shape,
@@ -754,7 +784,12 @@ class ClusterState:
                 )
             else:
                 entry.status = PendingStatus(assignment.reason, assignment.message)
-                if self._set_aside_in(entry.node, entry.queue, workload):
+                if self._set_aside_in(
+                    entry.node,
+                    entry.queue,
+                    workload,
+                    even_strict=assignment.reason == MISCONFIGURED,
+                ):
                     progressed = True
 
         quota.release_holds()
@@ -800,7 +835,7 @@ class ClusterState:
                 node,
                 queue,
                 workload,
-                Assignment(Mode.NO_FIT, reason=INADMISSIBLE, message=message),
+                Assignment(Mode.NO_FIT, reason=MISCONFIGURED, message=message),
             )
         lq = self.local_queue_of(workload) if self._stopped_local_queues else None
         if lq is not None and lq.stop_policy is not StopPolicy.NONE:

@@ -1,4 +1,5 @@
-"""Flavor assignment: which flavor each resource group gets and whether it fits, as in Kueue."""
+"""Flavor assignment: which flavor each pod set gets per resource group, and whether it fits,
+as in Kueue."""
 
 from __future__ import annotations
 
@@ -241,13 +242,13 @@ def search_flavors(
     node: QuotaNode,
     oracle: PreemptionOracle | None = None,
 ) -> Assignment:
-    """The full search: every flavor of each group judged, fungibility choosing among them."""
-    # Requests of each pod set grouped by resource group: all pod sets that request a
-    # group's resources get the same flavor for that group.
+    """The full search: pod set by pod set and resource group by resource group, every
+    flavor judged and fungibility choosing among them. Each pod set gets its own flavor, as
+    in Kueue; what earlier pod sets were given counts against the quota later ones see."""
     group_of = cq.group_of
-    needs: dict[int, dict[str, int]] = {}
-    pod_sets_of_group: dict[int, list[int]] = {}
-    for index, pod_set in enumerate(workload.pod_sets):
+    requests: list[dict[int, dict[str, int]]] = []
+    for pod_set in workload.pod_sets:
+        needs: dict[int, dict[str, int]] = {}
         for resource, amount in pod_set.totals.items():
             if amount <= 0:
                 continue
@@ -259,14 +260,8 @@ def search_flavors(
                     message=f"pod set {pod_set.name} requests {resource}, "
                     f"which ClusterQueue {cq.name} has no quota for",
                 )
-            totals = needs.get(group)
-            if totals is None:
-                needs[group] = {resource: amount}
-                pod_sets_of_group[group] = [index]
-            else:
-                totals[resource] = totals.get(resource, 0) + amount
-                if pod_sets_of_group[group][-1] != index:
-                    pod_sets_of_group[group].append(index)
+            needs.setdefault(group, {})[resource] = amount
+        requests.append(needs)
 
     fungibility = cq.flavor_fungibility
     preemption_over_borrowing = fungibility.preference == "PreemptionOverBorrowing"
@@ -275,75 +270,70 @@ def search_flavors(
     )
     can_borrow_preempting = cq.preemption.borrow_within_cohort != "Never"
     preempts = can_reclaim or cq.preemption.within_cluster_queue is not WithinClusterQueue.NEVER
-    chosen: dict[int, _Verdict] = {}
-    for group_index in sorted(needs) if len(needs) > 1 else needs:
-        request = needs[group_index]
-        best: _Verdict | None = None
-        notes: list[_Verdict] = []
-        for flavor_quotas in cq.resource_groups[group_index].flavors:
-            name = flavor_quotas.name
-            flavor = flavors.get(name)
-            if flavor is None:
-                verdict = _Verdict(
-                    name,
-                    Mode.NO_FIT,
-                    0,
-                    _NOTHING,
-                    NO_MATCHING_FLAVOR,
-                    f"flavor {name} does not exist",
-                )
-            else:
-                verdict = _judge(
-                    flavor,
-                    workload,
-                    pod_sets_of_group[group_index],
-                    request,
-                    node,
-                    can_reclaim,
-                    can_borrow_preempting,
-                    oracle,
-                    preempts,
-                )
-            notes.append(verdict)
-            if best is None or _preferred(verdict, best, preemption_over_borrowing):
-                best = verdict
-            if verdict.mode == Mode.FIT and (
-                verdict.level == 0
-                or fungibility.when_can_borrow is FungibilityPolicy.MAY_STOP_SEARCH
-            ):
-                break
-            if (
-                verdict.mode == Mode.PREEMPT
-                and fungibility.when_can_preempt is FungibilityPolicy.MAY_STOP_SEARCH
-            ):
-                break
-        assert best is not None
-        if best.mode <= Mode.NO_CANDIDATES:
-            return _no_fit(workload, notes, best)
-        chosen[group_index] = best
-
     pod_set_flavors: list[dict[str, str]] = [{} for _ in workload.pod_sets]
     usage: dict[FlavorResource, int] = {}
     mode, level = Mode.FIT, 0
     need: frozenset[FlavorResource] = frozenset()
     notes_text = ""
-    for group_index, verdict in chosen.items():
-        flavor_name = verdict.flavor
-        for resource, amount in needs[group_index].items():
-            usage[(flavor_name, resource)] = amount
-        for index in pod_sets_of_group[group_index]:
+    for index, needs in enumerate(requests):
+        for group_index in sorted(needs) if len(needs) > 1 else needs:
+            request = needs[group_index]
+            best: _Verdict | None = None
+            notes: list[_Verdict] = []
+            for flavor_quotas in cq.resource_groups[group_index].flavors:
+                name = flavor_quotas.name
+                flavor = flavors.get(name)
+                if flavor is None:
+                    verdict = _Verdict(
+                        name,
+                        Mode.NO_FIT,
+                        0,
+                        _NOTHING,
+                        NO_MATCHING_FLAVOR,
+                        f"flavor {name} does not exist",
+                    )
+                else:
+                    verdict = _judge(
+                        flavor,
+                        workload.pod_sets[index],
+                        request,
+                        usage,
+                        node,
+                        can_reclaim,
+                        can_borrow_preempting,
+                        oracle,
+                        preempts,
+                    )
+                notes.append(verdict)
+                if best is None or _preferred(verdict, best, preemption_over_borrowing):
+                    best = verdict
+                if verdict.mode == Mode.FIT and (
+                    verdict.level == 0
+                    or fungibility.when_can_borrow is FungibilityPolicy.MAY_STOP_SEARCH
+                ):
+                    break
+                if (
+                    verdict.mode == Mode.PREEMPT
+                    and fungibility.when_can_preempt is FungibilityPolicy.MAY_STOP_SEARCH
+                ):
+                    break
+            assert best is not None
+            if best.mode <= Mode.NO_CANDIDATES:
+                return _no_fit(workload, notes, best)
+            flavor_name = best.flavor
             assigned = pod_set_flavors[index]
-            for resource, amount in workload.pod_sets[index].totals.items():
-                if amount > 0 and group_of.get(resource) == group_index:
-                    assigned[resource] = flavor_name
-        if verdict.mode < mode:
-            mode = verdict.mode
-        if verdict.level > level:
-            level = verdict.level
-        if verdict.need:
-            need = need | verdict.need
-        if verdict.note:
-            notes_text = f"{notes_text}; {verdict.note}" if notes_text else verdict.note
+            for resource, amount in request.items():
+                fr = (flavor_name, resource)
+                usage[fr] = usage.get(fr, 0) + amount
+                assigned[resource] = flavor_name
+            if best.mode < mode:
+                mode = best.mode
+            if best.level > level:
+                level = best.level
+            if best.need:
+                need = need | best.need
+            if best.note:
+                notes_text = f"{notes_text}; {best.note}" if notes_text else best.note
     return Assignment(
         mode,
         level,
@@ -357,24 +347,27 @@ def search_flavors(
 
 def _judge(
     flavor: ResourceFlavor,
-    workload: Workload,
-    pod_set_indexes: list[int],
+    pod_set: PodSet,
     request: Mapping[str, int],
+    assigned: Mapping[FlavorResource, int],
     node: QuotaNode,
     can_reclaim: bool,
     can_borrow_preempting: bool,
     oracle: PreemptionOracle | None,
     preempts: bool,
 ) -> _Verdict:
-    for index in pod_set_indexes:
-        problem = _incompatibility(flavor, workload.pod_sets[index])
-        if problem is not None:
-            return _Verdict(flavor.name, Mode.NO_FIT, 0, _NOTHING, NO_MATCHING_FLAVOR, problem)
+    """How one pod set's request for one resource group fits one flavor, on top of what
+    earlier pod sets of the workload were assigned."""
+    problem = _incompatibility(flavor, pod_set)
+    if problem is not None:
+        return _Verdict(flavor.name, Mode.NO_FIT, 0, _NOTHING, NO_MATCHING_FLAVOR, problem)
     mode, level = Mode.FIT, 0
     need: set[FlavorResource] = set()
     notes: list[str] = []
-    for resource, amount in request.items():
+    total: dict[FlavorResource, int] = {}
+    for resource, own in request.items():
         fr = (flavor.name, resource)
+        amount = total[fr] = own + assigned.get(fr, 0)
         free = available(node, fr)
         if amount <= free:
             level = max(level, borrowing_level(node, fr, amount))
@@ -393,7 +386,7 @@ def _judge(
         return _Verdict(flavor.name, mode, level, _NOTHING, WAITING_FOR_QUOTA, note)
     if mode == Mode.PREEMPT:
         frozen = frozenset(need)
-        if oracle is None or not oracle({(flavor.name, r): v for r, v in request.items()}, frozen):
+        if oracle is None or not oracle(total, frozen):
             suffix = "; no admitted workload may be preempted to make room" if preempts else ""
             return _Verdict(
                 flavor.name, Mode.NO_CANDIDATES, level, frozen, WAITING_FOR_QUOTA, note + suffix

@@ -137,13 +137,14 @@ class ClusterQueueQueue:
             heapq.heappop(heads)
         return None
 
-    def mark_inadmissible(self, workload: Workload) -> bool:
+    def mark_inadmissible(self, workload: Workload, *, even_strict: bool = False) -> bool:
         """The head could not fit: under BestEffortFIFO its whole class steps aside.
 
-        Under StrictFIFO it stays the head and blocks the queue, as in Kueue. Returns whether
-        the queue moved (the class stepped aside now).
+        Under StrictFIFO it stays the head and blocks the queue, as in Kueue, unless
+        `even_strict` (its namespace may not use the ClusterQueue: waiting at the head would
+        block the queue for good). Returns whether the queue moved (the class stepped aside).
         """
-        if self.strategy is QueueingStrategy.STRICT_FIFO:
+        if self.strategy is QueueingStrategy.STRICT_FIFO and not even_strict:
             return False
         member = self._members.get(workload.key)
         if member is None or not member.klass.active:

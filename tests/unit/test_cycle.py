@@ -4,8 +4,8 @@ import pytest
 
 from extender.core.cycle import (
     CLUSTER_QUEUE_STOPPED,
-    INADMISSIBLE,
     LOCAL_QUEUE_STOPPED,
+    MISCONFIGURED,
     ClusterState,
     Evict,
 )
@@ -167,7 +167,7 @@ def test_namespace_selector_null_selects_nothing_and_says_so():
     state.add_workload(wl)
     run_until_quiet(state)
     status = state.pending_status(wl.key)
-    assert status.reason == INADMISSIBLE
+    assert status.reason == MISCONFIGURED  # Kueue's reason
     assert "namespaceSelector is null, which selects no namespace" in status.message
 
 
