@@ -133,11 +133,14 @@ class WL:
         self.kw["uid"] = uid
         return self
 
-    def pod_set(self, name: str = "main", count: int = 1, **requests: str) -> WL:
+    def pod_set(
+        self, name: str = "main", count: int = 1, min_count: int | None = None, **requests: str
+    ) -> WL:
         self.sets.append(
             {
                 "name": name,
                 "count": count,
+                "min_count": min_count,
                 "requests": {
                     r.replace("_", "/"): to_amount(r.replace("_", "/"), v)
                     for r, v in requests.items()

@@ -42,7 +42,7 @@ from extender.core.preemption import (
     may_have_candidates,
 )
 from extender.core.queues import ClusterQueueQueue
-from extender.core.quota import QuotaNode, QuotaTree, add_usage, available
+from extender.core.quota import QuotaNode, QuotaTree, add_usage, available, borrowing_level
 
 INADMISSIBLE = "Inadmissible"
 # Kueue's reason when the workload's namespace may not use the ClusterQueue.
@@ -751,7 +751,7 @@ class ClusterState:
                 quota.admitted(entry)
                 admitted.append(Admit(workload, admission))
                 progressed = True
-            elif assignment.mode == Mode.PREEMPT and entry.targets:
+            elif assignment.mode.preempts and entry.targets:
                 keys = {t.victim.workload.key for t in entry.targets}
                 if keys & claimed:
                     entry.status = PendingStatus(
@@ -855,7 +855,7 @@ class ClusterState:
 
         found: dict[tuple[object, ...], list[Target]] = {}
 
-        def targets(  # memoised: the oracle and the final nomination ask the same question
+        def targets(  # memoised: the oracle and the final nomination may ask the same question
             request: Mapping[FlavorResource, int], need: frozenset[FlavorResource]
         ) -> list[Target]:
             key = (tuple(sorted(request.items())), need)
@@ -868,16 +868,37 @@ class ClusterState:
             and cq.preemption.reclaim_within_cohort is not ReclaimWithinCohort.NEVER
         )
 
-        def oracle(request: Mapping[FlavorResource, int], need: frozenset[FlavorResource]) -> bool:
-            return may_have_candidates(
-                workload, cq, node, need, self.lowest_priority, fair_sharing=self.fair_sharing
-            ) and bool(targets(request, need))
+        def oracle(fr: FlavorResource, amount: int) -> tuple[Mode, int]:
+            # Kueue's preemption oracle: the victims for this one flavor-resource, and how
+            # high the workload would borrow once they are gone.
+            need = frozenset((fr,))
+            victims = (
+                targets({fr: amount}, need)
+                if may_have_candidates(
+                    workload, cq, node, need, self.lowest_priority, fair_sharing=self.fair_sharing
+                )
+                else []
+            )
+            if not victims:
+                return Mode.NO_CANDIDATES, borrowing_level(node, fr, amount)
+            for target in victims:
+                add_usage(target.victim.node, target.victim.usage, -1)
+            level = borrowing_level(node, fr, amount)
+            for target in victims:
+                add_usage(target.victim.node, target.victim.usage)
+            own = any(target.victim.node is node for target in victims)
+            return (Mode.PREEMPT if own else Mode.RECLAIM), level
 
         assignment = search_flavors(
-            workload, cq, self.flavors, node, oracle if may_preempt else None
+            workload,
+            cq,
+            self.flavors,
+            node,
+            oracle if may_preempt else None,
+            fair_sharing=self.fair_sharing,
         )
         entry = _Entry(cq, node, queue, workload, assignment)
-        if assignment.mode == Mode.PREEMPT:
+        if assignment.mode.preempts:
             entry.targets = targets(assignment.usage, assignment.needs_preemption)
             if not entry.targets:
                 entry.assignment = Assignment(

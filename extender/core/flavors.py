@@ -12,6 +12,7 @@ from extender.core.labels import flavor_matches_node_constraints, tolerated
 from extender.core.models import (
     Admission,
     ClusterQueue,
+    FlavorFungibility,
     FlavorResource,
     FungibilityPolicy,
     PodSet,
@@ -22,7 +23,13 @@ from extender.core.models import (
     Workload,
 )
 from extender.core.quantity import format_amount
-from extender.core.quota import QuotaNode, available, borrowing_level, potential_available
+from extender.core.quota import (
+    QuotaNode,
+    available,
+    borrowing_level,
+    lowest_subtree_that_fits,
+    potential_available,
+)
 
 # Kueue's QuotaReserved=False reasons (UnadmittedWorkloadsObservability).
 NO_MATCHING_FLAVOR = "NoMatchingFlavor"
@@ -31,16 +38,23 @@ EXCEEDS_MAX_QUOTA = "ExceedsMaxQuota"
 
 
 class Mode(IntEnum):
-    """How well a workload fits one flavor, worst to best."""
+    """How well a workload fits one flavor, worst to best (Kueue's preemption modes)."""
 
     NO_FIT = 0
     NO_CANDIDATES = 1  # would fit after preemption, but nothing may be preempted
-    PREEMPT = 2
-    FIT = 3
+    PREEMPT = 2  # fits after preempting, some of it in its own ClusterQueue
+    RECLAIM = 3  # fits after reclaiming only what other ClusterQueues borrowed
+    FIT = 4
+
+    @property
+    def preempts(self) -> bool:
+        """Whether this mode admits only after preemption."""
+        return self is Mode.PREEMPT or self is Mode.RECLAIM
 
 
-PreemptionOracle = Callable[[Mapping[FlavorResource, int], frozenset[FlavorResource]], bool]
-"""Given a request and the flavor-resources that need room: could preemption make room?"""
+PreemptionOracle = Callable[[FlavorResource, int], tuple[Mode, int]]
+"""Given a flavor-resource and how much of it is needed: could preemption make room, and of
+what kind (PREEMPT, RECLAIM or NO_CANDIDATES), and at what borrowing level afterwards?"""
 
 
 _NO_USAGE: Mapping[FlavorResource, int] = MappingProxyType({})
@@ -91,13 +105,30 @@ class _Verdict(NamedTuple):
 
 
 def _preferred(a: _Verdict, b: _Verdict, preemption_over_borrowing: bool) -> bool:
-    if preemption_over_borrowing and a.mode >= Mode.PREEMPT and b.mode >= Mode.PREEMPT:
+    """Kueue's isPreferred: whether flavor verdict a is better than b."""
+    if a.mode == Mode.NO_FIT:
+        return False
+    if b.mode == Mode.NO_FIT:
+        return True
+    # A flavor without preemption candidates cannot admit now: below every viable one.
+    if (a.mode == Mode.NO_CANDIDATES) != (b.mode == Mode.NO_CANDIDATES):
+        return b.mode == Mode.NO_CANDIDATES
+    if preemption_over_borrowing:
         if a.level != b.level:
             return a.level < b.level
         return a.mode > b.mode
     if a.mode != b.mode:
         return a.mode > b.mode
     return a.level < b.level
+
+
+def _try_next_flavor(verdict: _Verdict, fungibility: FlavorFungibility) -> bool:
+    """Kueue's shouldTryNextFlavor: whether the search goes on past this flavor."""
+    if verdict.mode <= Mode.NO_CANDIDATES:
+        return True
+    if verdict.mode.preempts and fungibility.when_can_preempt is FungibilityPolicy.TRY_NEXT_FLAVOR:
+        return True
+    return verdict.level > 0 and fungibility.when_can_borrow is FungibilityPolicy.TRY_NEXT_FLAVOR
 
 
 def _incompatibility(flavor: ResourceFlavor, pod_set: PodSet) -> str | None:
@@ -241,6 +272,8 @@ def search_flavors(
     flavors: Mapping[str, ResourceFlavor],
     node: QuotaNode,
     oracle: PreemptionOracle | None = None,
+    *,
+    fair_sharing: bool = False,
 ) -> Assignment:
     """The full search: pod set by pod set and resource group by resource group, every
     flavor judged and fungibility choosing among them. Each pod set gets its own flavor, as
@@ -265,11 +298,15 @@ def search_flavors(
 
     fungibility = cq.flavor_fungibility
     preemption_over_borrowing = fungibility.preference == "PreemptionOverBorrowing"
-    can_reclaim = node.parent is not None and (
+    reclaims = node.parent is not None and (
         cq.preemption.reclaim_within_cohort is not ReclaimWithinCohort.NEVER
     )
-    can_borrow_preempting = cq.preemption.borrow_within_cohort != "Never"
-    preempts = can_reclaim or cq.preemption.within_cluster_queue is not WithinClusterQueue.NEVER
+    # Kueue's canPreemptWhileBorrowing: preemption is tried even for more than the nominal
+    # quota and outside the subtrees the preemptor may reclaim.
+    preempts_while_borrowing = cq.preemption.borrow_within_cohort != "Never" or (
+        fair_sharing and reclaims
+    )
+    preempts = reclaims or cq.preemption.within_cluster_queue is not WithinClusterQueue.NEVER
     pod_set_flavors: list[dict[str, str]] = [{} for _ in workload.pod_sets]
     usage: dict[FlavorResource, int] = {}
     mode, level = Mode.FIT, 0
@@ -299,24 +336,17 @@ def search_flavors(
                         request,
                         usage,
                         node,
-                        can_reclaim,
-                        can_borrow_preempting,
+                        preempts_while_borrowing,
                         oracle,
                         preempts,
+                        preemption_over_borrowing,
                     )
                 notes.append(verdict)
+                if not _try_next_flavor(verdict, fungibility):
+                    best = verdict
+                    break
                 if best is None or _preferred(verdict, best, preemption_over_borrowing):
                     best = verdict
-                if verdict.mode == Mode.FIT and (
-                    verdict.level == 0
-                    or fungibility.when_can_borrow is FungibilityPolicy.MAY_STOP_SEARCH
-                ):
-                    break
-                if (
-                    verdict.mode == Mode.PREEMPT
-                    and fungibility.when_can_preempt is FungibilityPolicy.MAY_STOP_SEARCH
-                ):
-                    break
             assert best is not None
             if best.mode <= Mode.NO_CANDIDATES:
                 return _no_fit(workload, notes, best)
@@ -340,7 +370,7 @@ def search_flavors(
         tuple(pod_set_flavors),
         usage,
         need,
-        WAITING_FOR_QUOTA if mode == Mode.PREEMPT else "",
+        WAITING_FOR_QUOTA if mode.preempts else "",
         notes_text,
     )
 
@@ -351,48 +381,61 @@ def _judge(
     request: Mapping[str, int],
     assigned: Mapping[FlavorResource, int],
     node: QuotaNode,
-    can_reclaim: bool,
-    can_borrow_preempting: bool,
+    preempts_while_borrowing: bool,
     oracle: PreemptionOracle | None,
     preempts: bool,
+    preemption_over_borrowing: bool,
 ) -> _Verdict:
     """How one pod set's request for one resource group fits one flavor, on top of what
-    earlier pod sets of the workload were assigned."""
+    earlier pod sets of the workload were assigned: the worst of its resources' verdicts."""
     problem = _incompatibility(flavor, pod_set)
     if problem is not None:
         return _Verdict(flavor.name, Mode.NO_FIT, 0, _NOTHING, NO_MATCHING_FLAVOR, problem)
-    mode, level = Mode.FIT, 0
+    worst = _Verdict(flavor.name, Mode.FIT, 0, _NOTHING, "", "")
     need: set[FlavorResource] = set()
     notes: list[str] = []
-    total: dict[FlavorResource, int] = {}
     for resource, own in request.items():
         fr = (flavor.name, resource)
-        amount = total[fr] = own + assigned.get(fr, 0)
+        amount = own + assigned.get(fr, 0)
         free = available(node, fr)
         if amount <= free:
-            level = max(level, borrowing_level(node, fr, amount))
-            continue
-        if amount > potential_available(node, fr):
+            verdict = _Verdict(
+                flavor.name, Mode.FIT, borrowing_level(node, fr, amount), _NOTHING, "", ""
+            )
+        elif amount > potential_available(node, fr):
             note = _quota_note(node, fr, amount, free, never=True)
             return _Verdict(flavor.name, Mode.NO_FIT, 0, _NOTHING, EXCEEDS_MAX_QUOTA, note)
-        notes.append(_quota_note(node, fr, amount, free, never=False))
-        if amount <= node.subtree.get(fr, 0) or can_reclaim or can_borrow_preempting:
-            mode = min(mode, Mode.PREEMPT)
-            need.add(fr)
         else:
-            mode = Mode.NO_FIT
+            notes.append(_quota_note(node, fr, amount, free, never=False))
+            level, may_reclaim = lowest_subtree_that_fits(node, fr, amount)
+            if amount <= node.nominal(fr) or may_reclaim or preempts_while_borrowing:
+                mode, level = (
+                    oracle(fr, amount) if oracle is not None else (Mode.NO_CANDIDATES, level)
+                )
+                need.add(fr)
+            else:
+                mode = Mode.NO_FIT
+            verdict = _Verdict(flavor.name, mode, level, _NOTHING, WAITING_FOR_QUOTA, "")
+        if _preferred(worst, verdict, preemption_over_borrowing):
+            worst = verdict
     note = "; ".join(notes)
-    if mode == Mode.NO_FIT:
-        return _Verdict(flavor.name, mode, level, _NOTHING, WAITING_FOR_QUOTA, note)
-    if mode == Mode.PREEMPT:
-        frozen = frozenset(need)
-        if oracle is None or not oracle(total, frozen):
-            suffix = "; no admitted workload may be preempted to make room" if preempts else ""
-            return _Verdict(
-                flavor.name, Mode.NO_CANDIDATES, level, frozen, WAITING_FOR_QUOTA, note + suffix
-            )
-        return _Verdict(flavor.name, mode, level, frozen, WAITING_FOR_QUOTA, note)
-    return _Verdict(flavor.name, mode, level, _NOTHING, "", "")
+    if worst.mode == Mode.NO_FIT:
+        return _Verdict(flavor.name, Mode.NO_FIT, worst.level, _NOTHING, WAITING_FOR_QUOTA, note)
+    if worst.mode == Mode.NO_CANDIDATES:
+        suffix = "; no admitted workload may be preempted to make room" if preempts else ""
+        return _Verdict(
+            flavor.name,
+            Mode.NO_CANDIDATES,
+            worst.level,
+            frozenset(need),
+            WAITING_FOR_QUOTA,
+            note + suffix,
+        )
+    if worst.mode.preempts:
+        return _Verdict(
+            flavor.name, worst.mode, worst.level, frozenset(need), WAITING_FOR_QUOTA, note
+        )
+    return worst
 
 
 _NO_FLAVOR = frozenset({NO_MATCHING_FLAVOR})

@@ -19,7 +19,7 @@ from extender.core.quota import (
     add_usage,
     available,
     borrowing_cluster_queues,
-    is_borrowing,
+    within_nominal,
 )
 
 IN_CLUSTER_QUEUE = "InClusterQueue"
@@ -184,44 +184,6 @@ def candidates(
     return found
 
 
-def _borrow_threshold(cq: ClusterQueue, preemptor: Workload) -> int | None:
-    if cq.preemption.borrow_within_cohort != "LowerPriority":
-        return None
-    threshold = preemptor.priority
-    limit = cq.preemption.max_priority_threshold
-    if limit is not None and limit < threshold:
-        threshold = limit + 1
-    return threshold
-
-
-def _minimal(
-    node: QuotaNode,
-    request: Mapping[FlavorResource, int],
-    need: frozenset[FlavorResource],
-    pool: list[AdmittedWorkload],
-    allow_borrowing: bool,
-    threshold: int | None,
-) -> list[AdmittedWorkload]:
-    removed: list[AdmittedWorkload] = []
-    fit = False
-    for candidate in pool:
-        if candidate.node is not node:
-            if not is_borrowing(candidate.node, need):
-                continue
-            if threshold is not None and candidate.priority >= threshold:
-                allow_borrowing = False
-        add_usage(candidate.node, candidate.usage, -1)
-        removed.append(candidate)
-        if fits(node, request, allow_borrowing):
-            fit = True
-            break
-    if not fit:
-        for candidate in removed:
-            add_usage(candidate.node, candidate.usage, 1)
-        return []
-    return _fill_back(node, request, removed, allow_borrowing)
-
-
 def _fill_back(
     node: QuotaNode,
     request: Mapping[FlavorResource, int],
@@ -241,10 +203,132 @@ def _fill_back(
     return targets
 
 
-def _reason(node: QuotaNode, victim: AdmittedWorkload, borrowing: bool) -> str:
+# How a candidate may be preempted (Kueue's preemption variants), and the reason it is given.
+_WITHIN_CLUSTER_QUEUE = 0
+_HIERARCHICAL_RECLAIM = 1  # the preemptor is closer to the quota the candidate uses
+_RECLAIM_WITHOUT_BORROWING = 2  # only if the preemptor then borrows nothing
+_RECLAIM_WHILE_BORROWING = 3
+_VARIANT_REASONS = (
+    IN_CLUSTER_QUEUE,
+    IN_COHORT_RECLAMATION,
+    IN_COHORT_RECLAMATION,
+    IN_COHORT_RECLAIM_WHILE_BORROWING,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class _Candidate:
+    victim: AdmittedWorkload
+    variant: int
+    lca: QuotaNode | None  # the cohort under which preemptor and candidate meet
+
+
+def _fits_in_quota(
+    node: QuotaNode, request: Mapping[FlavorResource, int]
+) -> tuple[bool, dict[FlavorResource, int]]:
+    """Whether the request fits the node's own subtree quota, and what of it is left once
+    the node's unused guaranteed quota is taken (Kueue's QuantitiesFitInQuota)."""
+    fit = True
+    remaining: dict[FlavorResource, int] = {}
+    for fr, amount in request.items():
+        used = node.usage.get(fr, 0)
+        if used + amount > node.subtree.get(fr, 0):
+            fit = False
+        remaining[fr] = max(0, amount - max(0, node.local.get(fr, 0) - used))
+    return fit, remaining
+
+
+def _variant(
+    preemptor: Workload,
+    cq: ClusterQueue,
+    candidate: AdmittedWorkload,
+    advantage: bool,
+    threshold: int | None,
+) -> int | None:
+    """How a candidate of another ClusterQueue may be preempted, None if not at all."""
+    reclaim = cq.preemption.reclaim_within_cohort
+    if reclaim is ReclaimWithinCohort.LOWER_PRIORITY and candidate.priority >= preemptor.priority:
+        return None
+    if advantage:
+        return _HIERARCHICAL_RECLAIM
+    if cq.preemption.borrow_within_cohort == "Never":
+        return _RECLAIM_WITHOUT_BORROWING
+    if candidate.priority >= preemptor.priority or (
+        threshold is not None and candidate.priority > threshold
+    ):
+        return _RECLAIM_WITHOUT_BORROWING
+    return _RECLAIM_WHILE_BORROWING
+
+
+def _cohort_candidates(
+    preemptor: Workload,
+    cq: ClusterQueue,
+    node: QuotaNode,
+    request: Mapping[FlavorResource, int],
+    need: frozenset[FlavorResource],
+    admitted_in: AdmittedIn,
+) -> tuple[list[_Candidate], list[_Candidate]]:
+    """Candidates in other ClusterQueues: (over which the preemptor has a hierarchical
+    advantage, over which only priority decides). Walking up from the preemptor, a cohort
+    whose quota holds the request gives it the advantage over everything below that cohort;
+    subtrees within their own quota of what is needed are not looked into."""
+    hierarchy: list[_Candidate] = []
+    by_priority: list[_Candidate] = []
+    if node.parent is None or cq.preemption.reclaim_within_cohort is ReclaimWithinCohort.NEVER:
+        return hierarchy, by_priority
+    threshold = cq.preemption.max_priority_threshold
+    advantage, remaining = _fits_in_quota(node, request)
+    previous: QuotaNode = node
+    for subtree_root in node.ancestors():
+        found = hierarchy if advantage else by_priority
+        stack = [c for c in subtree_root.children if c is not previous]
+        while stack:
+            child = stack.pop()
+            if within_nominal(child, need):
+                continue
+            if child.is_cohort:
+                stack.extend(child.children)
+                continue
+            for candidate in admitted_in(child.name):
+                if not _uses(candidate, need):
+                    continue
+                variant = _variant(preemptor, cq, candidate, advantage, threshold)
+                if variant is not None:
+                    found.append(_Candidate(candidate, variant, subtree_root))
+        fit, remaining = _fits_in_quota(subtree_root, remaining)
+        advantage = advantage or fit
+        previous = subtree_root
+    return hierarchy, by_priority
+
+
+def _order(candidates: list[_Candidate]) -> list[_Candidate]:
+    # Kueue's CandidatesOrdering within a group: lower priority, then the most recently
+    # admitted, then uid.
+    return sorted(
+        candidates,
+        key=lambda c: (c.victim.priority, -c.victim.reserved_at, c.victim.workload.uid),
+    )
+
+
+def _still_valid(
+    candidate: _Candidate, node: QuotaNode, need: frozenset[FlavorResource], borrowing: bool
+) -> bool:
+    """Whether a candidate may still be taken, given those removed before it: one of another
+    ClusterQueue only while its queue (and each cohort up to where it meets the preemptor)
+    uses more than its own quota."""
+    victim = candidate.victim
     if victim.node is node:
-        return IN_CLUSTER_QUEUE
-    return IN_COHORT_RECLAIM_WHILE_BORROWING if borrowing else IN_COHORT_RECLAMATION
+        return True
+    if borrowing and candidate.variant == _RECLAIM_WITHOUT_BORROWING:
+        return False
+    if within_nominal(victim.node, need):
+        return False
+    for ancestor in victim.node.ancestors():
+        if ancestor is candidate.lca:
+            break
+        if within_nominal(ancestor, need):
+            return False
+    return True
 
 
 def classical_targets(
@@ -256,21 +340,59 @@ def classical_targets(
     admitted_in: AdmittedIn,
     lowest_priority: LowestPriority | None = None,
 ) -> list[Target]:
-    """Kueue's classical preemption: remove candidates until it fits, then fill back."""
-    pool = candidates(preemptor, cq, node, need, admitted_in, lowest_priority=lowest_priority)
-    if not pool:
+    """Kueue's classical preemption: take candidates in order until the workload fits, then
+    put back every one that is not needed after all.
+
+    Candidates come in three groups, each in Kueue's order (those already being evicted go
+    first): other ClusterQueues' workloads the preemptor has a hierarchical advantage over,
+    other ClusterQueues' workloads priority lets it take, its own ClusterQueue's. The search
+    runs allowing the preemptor to borrow afterwards, not allowing it, or both in an order
+    that depends on borrowWithinCohort and on whether the queue is under its nominal quota.
+    """
+    same_queue: list[_Candidate] = []
+    within = cq.preemption.within_cluster_queue
+    if within is not WithinClusterQueue.NEVER and _may_hold_lower(
+        lowest_priority,
+        cq.name,
+        preemptor.priority,
+        within is WithinClusterQueue.LOWER_OR_NEWER_EQUAL_PRIORITY,
+    ):
+        for candidate in admitted_in(cq.name):
+            if _uses(candidate, need) and _within_allows(
+                within, candidate, preemptor, preemptor.creation_time
+            ):
+                same_queue.append(_Candidate(candidate, _WITHIN_CLUSTER_QUEUE, None))
+    hierarchy, by_priority = _cohort_candidates(preemptor, cq, node, request, need, admitted_in)
+    if not (same_queue or hierarchy or by_priority):
         return []
-    same_queue = [c for c in pool if c.node is node]
-    if len(same_queue) == len(pool):
-        victims = _minimal(node, request, need, pool, True, None)
-        return [Target(v, IN_CLUSTER_QUEUE) for v in victims]
-    threshold = _borrow_threshold(cq, preemptor)
-    victims = _minimal(node, request, need, pool, threshold is not None, threshold)
-    borrowing = threshold is not None
-    if not victims:
-        victims = _minimal(node, request, need, same_queue, True, None)
-        borrowing = True
-    return [Target(v, _reason(node, v, borrowing)) for v in victims]
+    groups = [_order(hierarchy), _order(by_priority), _order(same_queue)]
+    ordered = [c for group in groups for c in group if c.victim.evicting] + [
+        c for group in groups for c in group if not c.victim.evicting
+    ]
+
+    forbidden = cq.preemption.borrow_within_cohort == "Never"
+    under_nominal = all(node.usage.get(fr, 0) < node.nominal(fr) for fr in need)
+    if not (hierarchy or by_priority) or (forbidden and not under_nominal):
+        attempts: tuple[bool, ...] = (True,)
+    elif forbidden and not hierarchy:
+        attempts = (False, True)
+    else:
+        attempts = (True, False)
+
+    for borrowing in attempts:
+        removed: list[_Candidate] = []
+        for option in ordered:
+            if not _still_valid(option, node, need, borrowing):
+                continue
+            add_usage(option.victim.node, option.victim.usage, -1)
+            removed.append(option)
+            if fits(node, request, borrowing):
+                kept = _fill_back(node, request, [c.victim for c in removed], borrowing)
+                variant_of = {id(c.victim): c.variant for c in removed}
+                return [Target(v, _VARIANT_REASONS[variant_of[id(v)]]) for v in kept]
+        for option in removed:
+            add_usage(option.victim.node, option.victim.usage)
+    return []
 
 
 def fair_sharing_targets(

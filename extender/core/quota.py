@@ -110,15 +110,35 @@ def borrowing_level(node: QuotaNode, fr: FlavorResource, amount: int) -> int:
     cohort subtree it fits in (the whole tree's when none does): Kueue compares workloads that
     borrow by this, so one that borrows within a small cohort goes before one that needs the
     root's quota, whatever their priorities."""
-    if node.usage.get(fr, 0) + amount <= node.subtree.get(fr, 0) or node.parent is None:
-        return 0
-    remaining = amount - max(0, node.local.get(fr, 0) - node.usage.get(fr, 0))
+    return lowest_subtree_that_fits(node, fr, amount)[0]
+
+
+def lowest_subtree_that_fits(node: QuotaNode, fr: FlavorResource, amount: int) -> tuple[int, bool]:
+    """(height of the smallest subtree whose quota holds `amount` more of fr, whether that
+    subtree is below the root). The second is Kueue's "may reclaim in the hierarchy": quota
+    of a cohort below the root is the preemptor's to reclaim, whoever borrowed it."""
+    if node.parent is None:
+        return 0, False
+    if node.usage.get(fr, 0) + amount <= node.subtree.get(fr, 0):
+        return 0, True
+    remaining = amount - _local_available(node, fr)
     height = 0
     for ancestor in node.ancestors():
         height = ancestor.height
         if ancestor.usage.get(fr, 0) + remaining <= ancestor.subtree.get(fr, 0):
-            return height
-    return height
+            return height, ancestor.parent is not None
+        remaining -= _local_available(ancestor, fr)
+    return height, False
+
+
+def _local_available(node: QuotaNode, fr: FlavorResource) -> int:
+    """What of its guaranteed (never lent) quota a node has unused."""
+    return max(0, node.local.get(fr, 0) - node.usage.get(fr, 0))
+
+
+def within_nominal(node: QuotaNode, frs: Iterable[FlavorResource]) -> bool:
+    """Whether the node uses no more than its own subtree quota of every one of the frs."""
+    return all(node.usage.get(fr, 0) <= node.subtree.get(fr, 0) for fr in frs)
 
 
 def is_borrowing(node: QuotaNode, frs: Iterable[FlavorResource]) -> bool:

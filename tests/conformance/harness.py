@@ -50,6 +50,7 @@ class Outcome:
     inadmissible: dict[str, set[str]]  # ClusterQueue -> pending keys set aside
     reasons: dict[str, str]  # pending key -> QuotaReserved=False reason
     messages: dict[str, str] = field(default_factory=dict)
+    counts: dict[str, dict[str, int]] = field(default_factory=dict)  # admitted pods per pod set
 
 
 class Scenario:
@@ -131,7 +132,11 @@ class Scenario:
         for workload, status in state.pending():
             reasons[workload.key] = status.reason
             messages[workload.key] = status.message
-        return Outcome(assignments, {}, left, inadmissible, reasons, messages)
+        counts = {
+            key: {psa.name: psa.count for psa in held.admission.pod_set_assignments}
+            for key, held in state.admitted.items()
+        }
+        return Outcome(assignments, {}, left, inadmissible, reasons, messages, counts)
 
     def targets(
         self, incoming: WL | Workload, cluster_queue: str, flavors: Mapping[str, str]

@@ -125,11 +125,11 @@ def cases(draw):
 def test_the_quick_path_answers_as_the_search_or_defers_to_it(case):
     workload, cq, flavors, node = case
     quick = quick_fit(workload.pod_sets[0], cq, flavors, node)
-    full = search_flavors(workload, cq, flavors, node, oracle=lambda request, need: True)
+    full = search_flavors(workload, cq, flavors, node, oracle=lambda fr, amount: (Mode.PREEMPT, 0))
     if quick is not None:
         assert quick.mode == Mode.FIT
         assert quick._replace(slack=-1) == full
-    chosen = assign_flavors(workload, cq, flavors, node, lambda request, need: True)
+    chosen = assign_flavors(workload, cq, flavors, node, lambda fr, amount: (Mode.PREEMPT, 0))
     assert chosen._replace(slack=-1) == full
 
 
