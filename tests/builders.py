@@ -129,6 +129,10 @@ class WL:
         self.kw["creation_time"] = when
         return self
 
+    def unacted(self, *paths: str) -> WL:
+        self.kw["unacted"] = paths
+        return self
+
     def uid(self, uid: str) -> WL:
         self.kw["uid"] = uid
         return self

@@ -136,6 +136,9 @@ class _CycleQuota:
         self.lenders: dict[int, list[_Entry]] = {}  # entries admitted in their own quota
         self.holds: dict[int, dict[QuotaNode, dict[FlavorResource, int]]] = {}
         self.reservations: list[_Entry] = []
+        self.held: list[tuple[QuotaNode, dict[FlavorResource, int]]] = []
+        # Workloads this cycle preempts: out of the tree until the cycle ends.
+        self.removed: dict[int, AdmittedWorkload] = {}
 
     def refusal(self, entry: _Entry) -> str | None:
         """None if a fit still holds, else why not. A borrower first sees lenders' holds."""
@@ -169,6 +172,35 @@ class _CycleQuota:
             )
         return message
 
+    def preempt(self, entry: _Entry) -> str | None:
+        """A preempting entry: if it fits once its victims are gone (with those of earlier
+        preemptors of this cycle), its victims' quota is taken out and its own held for the
+        rest of the cycle, as Kueue's snapshot sees a cycle's preemptions; None. Otherwise
+        nothing changes and the answer is why not."""
+        victims = [t.victim for t in entry.targets if id(t.victim) not in self.removed]
+        for victim in victims:
+            add_usage(victim.node, victim.usage, -1)
+        if not fits(entry.node, entry.assignment.usage, True):
+            for victim in victims:
+                add_usage(victim.node, victim.usage)
+            return (
+                f"{entry.assignment.message}; it no longer fits after the workloads admitted or "
+                "preempted for earlier in this cycle"
+            )
+        for victim in victims:
+            self.removed[id(victim)] = victim
+        self.reserve(entry)
+        return None
+
+    def hold(self, entry: _Entry, amounts: Mapping[FlavorResource, int]) -> None:
+        """Keep quota for a pending entry from the entries after it, for this cycle only."""
+        amounts = {fr: v for fr, v in amounts.items() if v > 0}
+        if not amounts:
+            return
+        add_usage(entry.node, amounts)
+        self.held.append((entry.node, amounts))
+        self._take(entry.node.root(), amounts.values())
+
     def admitted(self, entry: _Entry) -> None:
         """An entry was admitted (its usage is assumed): it may lend what it left unused."""
         self._take(entry.node.root(), entry.assignment.usage.values())
@@ -194,6 +226,12 @@ class _CycleQuota:
             for node, amounts in held.items():
                 add_usage(node, amounts, -1)
         self.holds.clear()
+        for node, amounts in self.held:
+            add_usage(node, amounts, -1)
+        self.held.clear()
+        for victim in self.removed.values():
+            add_usage(victim.node, victim.usage)
+        self.removed.clear()
 
     def _holds_in(self, root: QuotaNode) -> dict[QuotaNode, dict[FlavorResource, int]]:
         # Borrowers come after every entry that fits its own quota, so the lenders of a tree
@@ -238,6 +276,22 @@ def _lender_holds(admitted: Iterable[_Entry]) -> dict[QuotaNode, dict[FlavorReso
             add_usage(node, amounts)
             held[node] = amounts
     return held
+
+
+def _to_reserve(entry: _Entry) -> dict[FlavorResource, int]:
+    """What a pending entry without preemption candidates keeps from later entries: its
+    request, capped at what its nominal quota (plus borrowingLimit, when it must borrow) still
+    leaves (Kueue's resourcesToReserve)."""
+    node, assignment = entry.node, entry.assignment
+    out: dict[FlavorResource, int] = {}
+    for fr, amount in assignment.usage.items():
+        used = node.usage.get(fr, 0)
+        if assignment.borrowing_level > 0:
+            limit = node.borrowing_limit(fr)
+            out[fr] = amount if limit is None else min(amount, node.nominal(fr) + limit - used)
+        else:
+            out[fr] = max(0, min(amount, node.nominal(fr) - used))
+    return out
 
 
 class ClusterState:
@@ -760,8 +814,11 @@ class ClusterState:
                         "preempted for another workload",
                     )
                     continue
+                no_longer_fits = quota.preempt(entry)
+                if no_longer_fits is not None:
+                    entry.status = PendingStatus(WAITING_FOR_QUOTA, no_longer_fits)
+                    continue
                 claimed |= keys
-                quota.reserve(entry)
                 for target in entry.targets:
                     if target.victim.evicting:
                         continue
@@ -784,6 +841,13 @@ class ClusterState:
                 )
             else:
                 entry.status = PendingStatus(assignment.reason, assignment.message)
+                if (
+                    assignment.mode == Mode.NO_CANDIDATES
+                    and entry.cq.preemption.reclaim_within_cohort is not ReclaimWithinCohort.ANY
+                ):
+                    # It could not take its quota back later: what it needs is kept from
+                    # entries after it, as Kueue does.
+                    quota.hold(entry, _to_reserve(entry))
                 if self._set_aside_in(
                     entry.node,
                     entry.queue,
@@ -901,9 +965,7 @@ class ClusterState:
         if assignment.mode.preempts:
             entry.targets = targets(assignment.usage, assignment.needs_preemption)
             if not entry.targets:
-                entry.assignment = Assignment(
-                    Mode.NO_FIT, reason=WAITING_FOR_QUOTA, message=assignment.message
-                )
+                entry.assignment = assignment._replace(mode=Mode.NO_CANDIDATES)
         return entry
 
     def _targets(

@@ -348,8 +348,12 @@ def search_flavors(
                 if best is None or _preferred(verdict, best, preemption_over_borrowing):
                     best = verdict
             assert best is not None
-            if best.mode <= Mode.NO_CANDIDATES:
+            if best.mode == Mode.NO_FIT:
                 return _no_fit(workload, notes, best)
+            if best.mode == Mode.NO_CANDIDATES:
+                # Kept with its flavors: a ClusterQueue that cannot always reclaim holds this
+                # quota for it (Kueue reserves capacity for an unreclaimable preemptor).
+                best = best._replace(note=_no_fit(workload, notes, best).message)
             flavor_name = best.flavor
             assigned = pod_set_flavors[index]
             for resource, amount in request.items():
@@ -370,7 +374,7 @@ def search_flavors(
         tuple(pod_set_flavors),
         usage,
         need,
-        WAITING_FOR_QUOTA if mode.preempts else "",
+        WAITING_FOR_QUOTA if mode.preempts or mode == Mode.NO_CANDIDATES else "",
         notes_text,
     )
 

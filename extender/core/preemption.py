@@ -267,6 +267,7 @@ def _cohort_candidates(
     request: Mapping[FlavorResource, int],
     need: frozenset[FlavorResource],
     admitted_in: AdmittedIn,
+    lowest_priority: LowestPriority | None,
 ) -> tuple[list[_Candidate], list[_Candidate]]:
     """Candidates in other ClusterQueues: (over which the preemptor has a hierarchical
     advantage, over which only priority decides). Walking up from the preemptor, a cohort
@@ -279,15 +280,26 @@ def _cohort_candidates(
     threshold = cq.preemption.max_priority_threshold
     advantage, remaining = _fits_in_quota(node, request)
     previous: QuotaNode = node
+    lower_only = cq.preemption.reclaim_within_cohort is ReclaimWithinCohort.LOWER_PRIORITY
     for subtree_root in node.ancestors():
         found = hierarchy if advantage else by_priority
-        stack = [c for c in subtree_root.children if c is not previous]
+        if subtree_root.height == 1:
+            # Only ClusterQueues below: those over their quota are the tree's borrowers.
+            borrowers = root_borrowers(subtree_root, need)
+            stack = [c for c in borrowers if c.parent is subtree_root and c is not node]
+        else:
+            stack = [c for c in subtree_root.children if c is not previous]
         while stack:
             child = stack.pop()
             if within_nominal(child, need):
                 continue
             if child.is_cohort:
                 stack.extend(child.children)
+                continue
+            if child is node or (
+                lower_only
+                and not _may_hold_lower(lowest_priority, child.name, preemptor.priority, False)
+            ):
                 continue
             for candidate in admitted_in(child.name):
                 if not _uses(candidate, need):
@@ -299,6 +311,18 @@ def _cohort_candidates(
         advantage = advantage or fit
         previous = subtree_root
     return hierarchy, by_priority
+
+
+def root_borrowers(node: QuotaNode, need: frozenset[FlavorResource]) -> list[QuotaNode]:
+    """The ClusterQueues of node's tree that use more than their quota of any of need."""
+    root = node.root()
+    if len(need) == 1:
+        return list(borrowing_cluster_queues(root, next(iter(need))))
+    found: dict[str, QuotaNode] = {}
+    for fr in need:
+        for borrower in borrowing_cluster_queues(root, fr):
+            found[borrower.name] = borrower
+    return list(found.values())
 
 
 def _order(candidates: list[_Candidate]) -> list[_Candidate]:
@@ -362,7 +386,9 @@ def classical_targets(
                 within, candidate, preemptor, preemptor.creation_time
             ):
                 same_queue.append(_Candidate(candidate, _WITHIN_CLUSTER_QUEUE, None))
-    hierarchy, by_priority = _cohort_candidates(preemptor, cq, node, request, need, admitted_in)
+    hierarchy, by_priority = _cohort_candidates(
+        preemptor, cq, node, request, need, admitted_in, lowest_priority
+    )
     if not (same_queue or hierarchy or by_priority):
         return []
     groups = [_order(hierarchy), _order(by_priority), _order(same_queue)]
