@@ -715,10 +715,14 @@ class ClusterState:
         return queue is not None and queue.is_inadmissible(key)
 
     def preemption_targets(
-        self, workload: Workload, cq_name: str, flavors: Mapping[str, str]
+        self,
+        workload: Workload,
+        cq_name: str,
+        flavors: Mapping[str, str],
+        preempt: Iterable[str] | None = None,
     ) -> list[Target]:
         """Whom preemption would evict for a workload given the flavor of each resource it
-        requests: every flavor-resource that does not fit now needs room."""
+        requests and the resources that need room (default: those that do not fit now)."""
         cq, node = self.cluster_queues[cq_name], self.tree.cluster_queues[cq_name]
         request: dict[FlavorResource, int] = {}
         for pod_set in workload.pod_sets:
@@ -726,7 +730,10 @@ class ClusterState:
                 if resource in flavors and amount > 0:
                     fr = (flavors[resource], resource)
                     request[fr] = request.get(fr, 0) + amount
-        need = frozenset(fr for fr, amount in request.items() if available(node, fr) < amount)
+        if preempt is None:
+            need = frozenset(fr for fr, amount in request.items() if available(node, fr) < amount)
+        else:
+            need = frozenset((flavors[r], r) for r in preempt)
         return self._targets(workload, cq, node, request, need) if need else []
 
     def class_head(self, key: str) -> str | None:
@@ -932,7 +939,7 @@ class ClusterState:
             and cq.preemption.reclaim_within_cohort is not ReclaimWithinCohort.NEVER
         )
 
-        def oracle(fr: FlavorResource, amount: int) -> tuple[Mode, int]:
+        def oracle(fr: FlavorResource, amount: int) -> tuple[Mode, int] | None:
             # Kueue's preemption oracle: the victims for this one flavor-resource, and how
             # high the workload would borrow once they are gone.
             need = frozenset((fr,))
@@ -944,7 +951,7 @@ class ClusterState:
                 else []
             )
             if not victims:
-                return Mode.NO_CANDIDATES, borrowing_level(node, fr, amount)
+                return None
             for target in victims:
                 add_usage(target.victim.node, target.victim.usage, -1)
             level = borrowing_level(node, fr, amount)

@@ -52,9 +52,9 @@ class Mode(IntEnum):
         return self is Mode.PREEMPT or self is Mode.RECLAIM
 
 
-PreemptionOracle = Callable[[FlavorResource, int], tuple[Mode, int]]
+PreemptionOracle = Callable[[FlavorResource, int], "tuple[Mode, int] | None"]
 """Given a flavor-resource and how much of it is needed: could preemption make room, and of
-what kind (PREEMPT, RECLAIM or NO_CANDIDATES), and at what borrowing level afterwards?"""
+what kind (PREEMPT or RECLAIM), at what borrowing level afterwards? None: no candidates."""
 
 
 _NO_USAGE: Mapping[FlavorResource, int] = MappingProxyType({})
@@ -413,9 +413,8 @@ def _judge(
             notes.append(_quota_note(node, fr, amount, free, never=False))
             level, may_reclaim = lowest_subtree_that_fits(node, fr, amount)
             if amount <= node.nominal(fr) or may_reclaim or preempts_while_borrowing:
-                mode, level = (
-                    oracle(fr, amount) if oracle is not None else (Mode.NO_CANDIDATES, level)
-                )
+                found = oracle(fr, amount) if oracle is not None else None
+                mode, level = (Mode.NO_CANDIDATES, level) if found is None else found
                 need.add(fr)
             else:
                 mode = Mode.NO_FIT

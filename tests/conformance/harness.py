@@ -17,6 +17,7 @@ from extender.core.models import (
     ResourceFlavor,
     Workload,
 )
+from extender.core.quantity import to_amount
 from tests.builders import WL
 
 # The namespaces Kueue's scheduler tests create, with the labels their selectors match.
@@ -81,10 +82,13 @@ class Scenario:
         cluster_queue: str,
         flavors: Flavors | None = None,
         at: float = 0.0,
+        evicted: bool = False,
+        held: Mapping[str, str] | None = None,
         **by_resource: str,
     ) -> Scenario:
         """A workload holding quota (Kueue's ReserveQuotaAt). Flavors per pod set, or for the
-        single pod set as keyword arguments (cpu="on-demand")."""
+        single pod set as keyword arguments (cpu="on-demand"); `evicted` for one already
+        being evicted; `held` where the admission holds other amounts than the requests."""
         workload = wl.obj() if isinstance(wl, WL) else wl
         if flavors is None:
             flavors = {
@@ -94,8 +98,11 @@ class Scenario:
         for pod_set in workload.pod_sets:
             chosen = dict(flavors.get(pod_set.name, {}))
             usage = {r: v for r, v in pod_set.totals.items() if r in chosen}
+            if held is not None:
+                usage = {r: to_amount(r, v) for r, v in held.items()}
             assignments.append(PodSetAssignment(pod_set.name, chosen, usage, pod_set.count))
         self.state.assume(workload, Admission(cluster_queue, tuple(assignments)), at)
+        self.state.admitted[workload.key].evicting = evicted
         return self
 
     def pending(self, *wls: WL | Workload) -> Scenario:
@@ -139,16 +146,19 @@ class Scenario:
         return Outcome(assignments, {}, left, inadmissible, reasons, messages, counts)
 
     def targets(
-        self, incoming: WL | Workload, cluster_queue: str, flavors: Mapping[str, str]
+        self,
+        incoming: WL | Workload,
+        cluster_queue: str,
+        preempt: Mapping[str, str],
+        fit: Mapping[str, str] | None = None,
     ) -> dict[str, str]:
         """TestPreemption's question: which admitted workloads would be preempted for this
-        one, given the flavor of each resource its single pod set was assigned (every one in
-        Preempt mode where it does not fit). Victim key -> Preempted condition reason."""
+        one, given the flavor of each resource its pod sets were assigned, in Preempt mode
+        (`preempt`) or Fit mode (`fit`). Victim key -> Preempted condition reason."""
         workload = incoming.obj() if isinstance(incoming, WL) else incoming
-        return {
-            t.victim.workload.key: t.reason
-            for t in self.state.preemption_targets(workload, cluster_queue, flavors)
-        }
+        flavors = {**(fit or {}), **preempt}
+        found = self.state.preemption_targets(workload, cluster_queue, flavors, preempt)
+        return {t.victim.workload.key: t.reason for t in found}
 
 
 def assignment(
