@@ -14,7 +14,14 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from extender.core.fairsharing import dominant_resource_share
-from extender.core.flavors import WAITING_FOR_QUOTA, Assignment, Mode, quick_fit, search_flavors
+from extender.core.flavors import (
+    PREEMPTING,
+    WAITING_FOR_QUOTA,
+    Assignment,
+    Mode,
+    quick_fit,
+    search_flavors,
+)
 from extender.core.models import (
     Admission,
     ClusterQueue,
@@ -35,6 +42,7 @@ from extender.core.preemption import (
     IN_COHORT_RECLAIM_WHILE_BORROWING,
     IN_COHORT_RECLAMATION,
     AdmittedWorkload,
+    Preemptions,
     Target,
     classical_targets,
     fair_sharing_targets,
@@ -108,6 +116,7 @@ class _Entry:
     workload: Workload
     assignment: Assignment
     targets: Sequence[Target] = ()
+    slack: int = -1  # what its preemptions leave free (Preemptions.slack)
     status: PendingStatus | None = None
 
 
@@ -139,6 +148,7 @@ class _CycleQuota:
         self.held: list[tuple[QuotaNode, dict[FlavorResource, int]]] = []
         # Workloads this cycle preempts: out of the tree until the cycle ends.
         self.removed: dict[int, AdmittedWorkload] = {}
+        self.deferred: dict[int, AdmittedWorkload] = {}  # preempted, still in the tree
 
     def refusal(self, entry: _Entry) -> str | None:
         """None if a fit still holds, else why not. A borrower first sees lenders' holds."""
@@ -156,7 +166,7 @@ class _CycleQuota:
             not spent
             or assignment.slack >= spent
             or (assignment.borrowing_level == 0 and _nobody_borrows(root, assignment))
-            or fits(node, assignment.usage, True)
+            or self._exact_fit(node, assignment.usage)
         ):
             return None
         if own is not None:
@@ -177,10 +187,25 @@ class _CycleQuota:
         preemptors of this cycle), its victims' quota is taken out and its own held for the
         rest of the cycle, as Kueue's snapshot sees a cycle's preemptions; None. Otherwise
         nothing changes and the answer is why not."""
-        victims = [t.victim for t in entry.targets if id(t.victim) not in self.removed]
+        victims = [
+            t.victim
+            for t in entry.targets
+            if id(t.victim) not in self.removed and id(t.victim) not in self.deferred
+        ]
+        if (
+            entry.slack >= 0 and entry.slack >= self.taken.get(id(entry.node.root()), 0)
+        ) or _fits_after_own(entry.node, entry.assignment.usage, victims):
+            # It fits: its victims leave the tree only when a later check needs it exact
+            # (still counted, they make every other check stricter, never looser).
+            for victim in victims:
+                self.deferred[id(victim)] = victim
+            self.reserve(entry)
+            return None
         for victim in victims:
             add_usage(victim.node, victim.usage, -1)
-        if not fits(entry.node, entry.assignment.usage, True):
+        if not fits(entry.node, entry.assignment.usage, True) and not self._exact_fit(
+            entry.node, entry.assignment.usage
+        ):
             for victim in victims:
                 add_usage(victim.node, victim.usage)
             return (
@@ -191,6 +216,19 @@ class _CycleQuota:
             self.removed[id(victim)] = victim
         self.reserve(entry)
         return None
+
+    def _exact_fit(self, node: QuotaNode, usage: Mapping[FlavorResource, int]) -> bool:
+        """A fit checked on the tree with every victim of this cycle out of it."""
+        if not self.deferred:
+            return fits(node, usage, True)
+        self._remove_deferred()
+        return fits(node, usage, True)
+
+    def _remove_deferred(self) -> None:
+        for key, victim in self.deferred.items():
+            add_usage(victim.node, victim.usage, -1)
+            self.removed[key] = victim
+        self.deferred.clear()
 
     def hold(self, entry: _Entry, amounts: Mapping[FlavorResource, int]) -> None:
         """Keep quota for a pending entry from the entries after it, for this cycle only."""
@@ -232,6 +270,7 @@ class _CycleQuota:
         for victim in self.removed.values():
             add_usage(victim.node, victim.usage)
         self.removed.clear()
+        self.deferred.clear()
 
     def _holds_in(self, root: QuotaNode) -> dict[QuotaNode, dict[FlavorResource, int]]:
         # Borrowers come after every entry that fits its own quota, so the lenders of a tree
@@ -276,6 +315,26 @@ def _lender_holds(admitted: Iterable[_Entry]) -> dict[QuotaNode, dict[FlavorReso
             add_usage(node, amounts)
             held[node] = amounts
     return held
+
+
+def _fits_after_own(
+    node: QuotaNode, usage: Mapping[FlavorResource, int], victims: Sequence[AdmittedWorkload]
+) -> bool:
+    """Whether the request fits once these victims of the node's own are gone, worked out
+    without changing the tree where that is exact: a ClusterQueue under the root (or none),
+    keeping no guaranteed quota of what it requests, gains exactly what its victims free."""
+    parent = node.parent
+    if parent is not None and parent.parent is not None:
+        return False
+    if any(v.node is not node for v in victims):
+        return False
+    for fr, amount in usage.items():
+        if node.local.get(fr, 0):
+            return False
+        freed = sum(v.usage.get(fr, 0) for v in victims)
+        if available(node, fr) + freed < amount:
+            return False
+    return True
 
 
 def _to_reserve(entry: _Entry) -> dict[FlavorResource, int]:
@@ -734,7 +793,7 @@ class ClusterState:
             need = frozenset(fr for fr, amount in request.items() if available(node, fr) < amount)
         else:
             need = frozenset((flavors[r], r) for r in preempt)
-        return self._targets(workload, cq, node, request, need) if need else []
+        return self._targets(workload, cq, node, request, need).targets if need else []
 
     def class_head(self, key: str) -> str | None:
         """The workload a cycle tries for this one's whole equivalence class (the same shape,
@@ -812,7 +871,7 @@ class ClusterState:
                 quota.admitted(entry)
                 admitted.append(Admit(workload, admission))
                 progressed = True
-            elif assignment.mode.preempts and entry.targets:
+            elif assignment.mode in PREEMPTING and entry.targets:
                 keys = {t.victim.workload.key for t in entry.targets}
                 if keys & claimed:
                     entry.status = PendingStatus(
@@ -924,11 +983,11 @@ class ClusterState:
             if quick is not None:
                 return _Entry(cq, node, queue, workload, quick)
 
-        found: dict[tuple[object, ...], list[Target]] = {}
+        found: dict[tuple[object, ...], Preemptions] = {}
 
         def targets(  # memoised: the oracle and the final nomination may ask the same question
             request: Mapping[FlavorResource, int], need: frozenset[FlavorResource]
-        ) -> list[Target]:
+        ) -> Preemptions:
             key = (tuple(sorted(request.items())), need)
             if key not in found:
                 found[key] = self._targets(workload, cq, node, request, need)
@@ -944,7 +1003,7 @@ class ClusterState:
             # high the workload would borrow once they are gone.
             need = frozenset((fr,))
             victims = (
-                targets({fr: amount}, need)
+                targets({fr: amount}, need).targets
                 if may_have_candidates(
                     workload, cq, node, need, self.lowest_priority, fair_sharing=self.fair_sharing
                 )
@@ -952,12 +1011,16 @@ class ClusterState:
             )
             if not victims:
                 return None
-            for target in victims:
-                add_usage(target.victim.node, target.victim.usage, -1)
-            level = borrowing_level(node, fr, amount)
-            for target in victims:
-                add_usage(target.victim.node, target.victim.usage)
             own = any(target.victim.node is node for target in victims)
+            freed = sum(t.victim.usage.get(fr, 0) for t in victims if t.victim.node is node)
+            if node.usage.get(fr, 0) - freed + amount <= node.subtree.get(fr, 0):
+                level = 0  # within its own quota once its own victims are gone
+            else:
+                for target in victims:
+                    add_usage(target.victim.node, target.victim.usage, -1)
+                level = borrowing_level(node, fr, amount)
+                for target in victims:
+                    add_usage(target.victim.node, target.victim.usage)
             return (Mode.PREEMPT if own else Mode.RECLAIM), level
 
         assignment = search_flavors(
@@ -969,8 +1032,9 @@ class ClusterState:
             fair_sharing=self.fair_sharing,
         )
         entry = _Entry(cq, node, queue, workload, assignment)
-        if assignment.mode.preempts:
-            entry.targets = targets(assignment.usage, assignment.needs_preemption)
+        if assignment.mode in PREEMPTING:
+            found_now = targets(assignment.usage, assignment.needs_preemption)
+            entry.targets, entry.slack = found_now
             if not entry.targets:
                 entry.assignment = assignment._replace(mode=Mode.NO_CANDIDATES)
         return entry
@@ -982,7 +1046,7 @@ class ClusterState:
         node: QuotaNode,
         request: Mapping[FlavorResource, int],
         need: frozenset[FlavorResource],
-    ) -> list[Target]:
+    ) -> Preemptions:
         find = fair_sharing_targets if self.fair_sharing else classical_targets
         return find(workload, cq, node, request, need, self.admitted_in, self.lowest_priority)
 

@@ -49,7 +49,10 @@ class Mode(IntEnum):
     @property
     def preempts(self) -> bool:
         """Whether this mode admits only after preemption."""
-        return self is Mode.PREEMPT or self is Mode.RECLAIM
+        return self in PREEMPTING
+
+
+PREEMPTING = frozenset((Mode.PREEMPT, Mode.RECLAIM))
 
 
 PreemptionOracle = Callable[[FlavorResource, int], "tuple[Mode, int] | None"]
@@ -126,7 +129,10 @@ def _try_next_flavor(verdict: _Verdict, fungibility: FlavorFungibility) -> bool:
     """Kueue's shouldTryNextFlavor: whether the search goes on past this flavor."""
     if verdict.mode <= Mode.NO_CANDIDATES:
         return True
-    if verdict.mode.preempts and fungibility.when_can_preempt is FungibilityPolicy.TRY_NEXT_FLAVOR:
+    if (
+        verdict.mode in PREEMPTING
+        and fungibility.when_can_preempt is FungibilityPolicy.TRY_NEXT_FLAVOR
+    ):
         return True
     return verdict.level > 0 and fungibility.when_can_borrow is FungibilityPolicy.TRY_NEXT_FLAVOR
 
@@ -351,9 +357,12 @@ def search_flavors(
             if best.mode == Mode.NO_FIT:
                 return _no_fit(workload, notes, best)
             if best.mode == Mode.NO_CANDIDATES:
+                no_fit = _no_fit(workload, notes, best)
+                if cq.preemption.reclaim_within_cohort is ReclaimWithinCohort.ANY:
+                    return no_fit._replace(mode=Mode.NO_CANDIDATES)
                 # Kept with its flavors: a ClusterQueue that cannot always reclaim holds this
                 # quota for it (Kueue reserves capacity for an unreclaimable preemptor).
-                best = best._replace(note=_no_fit(workload, notes, best).message)
+                best = best._replace(note=no_fit.message)
             flavor_name = best.flavor
             assigned = pod_set_flavors[index]
             for resource, amount in request.items():
@@ -374,7 +383,7 @@ def search_flavors(
         tuple(pod_set_flavors),
         usage,
         need,
-        WAITING_FOR_QUOTA if mode.preempts or mode == Mode.NO_CANDIDATES else "",
+        WAITING_FOR_QUOTA if mode != Mode.FIT else "",
         notes_text,
     )
 
@@ -403,9 +412,12 @@ def _judge(
         amount = own + assigned.get(fr, 0)
         free = available(node, fr)
         if amount <= free:
-            verdict = _Verdict(
-                flavor.name, Mode.FIT, borrowing_level(node, fr, amount), _NOTHING, "", ""
-            )
+            level = borrowing_level(node, fr, amount)
+            if worst.mode == Mode.FIT:  # of two fits the worse borrows more
+                if level > worst.level:
+                    worst = worst._replace(level=level)
+                continue
+            verdict = _Verdict(flavor.name, Mode.FIT, level, _NOTHING, "", "")
         elif amount > potential_available(node, fr):
             note = _quota_note(node, fr, amount, free, never=True)
             return _Verdict(flavor.name, Mode.NO_FIT, 0, _NOTHING, EXCEEDS_MAX_QUOTA, note)
@@ -434,7 +446,7 @@ def _judge(
             WAITING_FOR_QUOTA,
             note + suffix,
         )
-    if worst.mode.preempts:
+    if worst.mode in PREEMPTING:
         return _Verdict(
             flavor.name, worst.mode, worst.level, frozenset(need), WAITING_FOR_QUOTA, note
         )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from extender.core.fairsharing import dominant_resource_share
 from extender.core.models import (
@@ -52,6 +53,17 @@ class Target:
     victim: AdmittedWorkload
     reason: str
 
+
+class Preemptions(NamedTuple):
+    """The workloads to preempt, and the least that stays free of any flavor-resource the
+    preemptor requests once they are gone (-1: not known). While the cycle takes no more
+    than that from the tree, the preemptor still fits after its preemptions."""
+
+    targets: list[Target]
+    slack: int = -1
+
+
+NO_PREEMPTIONS = Preemptions([])
 
 AdmittedIn = Callable[[str], Iterable[AdmittedWorkload]]
 """The admitted workloads of a ClusterQueue, by name."""
@@ -189,8 +201,9 @@ def _fill_back(
     request: Mapping[FlavorResource, int],
     removed: list[AdmittedWorkload],
     allow_borrowing: bool,
-) -> list[AdmittedWorkload]:
-    """Put back every removed workload that is not needed after all; restore the tree."""
+) -> tuple[list[AdmittedWorkload], int]:
+    """Put back every removed workload that is not needed after all; restore the tree.
+    Returns the targets and the slack they leave (see Preemptions)."""
     targets = list(removed)
     for candidate in reversed(removed[:-1]):
         add_usage(candidate.node, candidate.usage, 1)
@@ -198,9 +211,10 @@ def _fill_back(
             targets.remove(candidate)
         else:
             add_usage(candidate.node, candidate.usage, -1)
+    slack = min((available(node, fr) - amount for fr, amount in request.items()), default=-1)
     for candidate in targets:
         add_usage(candidate.node, candidate.usage, 1)
-    return targets
+    return targets, slack
 
 
 # How a candidate may be preempted (Kueue's preemption variants), and the reason it is given.
@@ -216,8 +230,7 @@ _VARIANT_REASONS = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class _Candidate:
+class _Candidate(NamedTuple):  # a NamedTuple: one is built per candidate per search
     victim: AdmittedWorkload
     variant: int
     lca: QuotaNode | None  # the cohort under which preemptor and candidate meet
@@ -363,7 +376,7 @@ def classical_targets(
     need: frozenset[FlavorResource],
     admitted_in: AdmittedIn,
     lowest_priority: LowestPriority | None = None,
-) -> list[Target]:
+) -> Preemptions:
     """Kueue's classical preemption: take candidates in order until the workload fits, then
     put back every one that is not needed after all.
 
@@ -390,7 +403,7 @@ def classical_targets(
         preemptor, cq, node, request, need, admitted_in, lowest_priority
     )
     if not (same_queue or hierarchy or by_priority):
-        return []
+        return NO_PREEMPTIONS
     groups = [_order(hierarchy), _order(by_priority), _order(same_queue)]
     ordered = [c for group in groups for c in group if c.victim.evicting] + [
         c for group in groups for c in group if not c.victim.evicting
@@ -413,12 +426,14 @@ def classical_targets(
             add_usage(option.victim.node, option.victim.usage, -1)
             removed.append(option)
             if fits(node, request, borrowing):
-                kept = _fill_back(node, request, [c.victim for c in removed], borrowing)
+                kept, slack = _fill_back(node, request, [c.victim for c in removed], borrowing)
                 variant_of = {id(c.victim): c.variant for c in removed}
-                return [Target(v, _VARIANT_REASONS[variant_of[id(v)]]) for v in kept]
+                return Preemptions(
+                    [Target(v, _VARIANT_REASONS[variant_of[id(v)]]) for v in kept], slack
+                )
         for option in removed:
             add_usage(option.victim.node, option.victim.usage)
-    return []
+    return NO_PREEMPTIONS
 
 
 def fair_sharing_targets(
@@ -429,7 +444,7 @@ def fair_sharing_targets(
     need: frozenset[FlavorResource],
     admitted_in: AdmittedIn,
     lowest_priority: LowestPriority | None = None,
-) -> list[Target]:
+) -> Preemptions:
     """Fair-sharing preemption with Kueue's default strategies.
 
     First LessThanOrEqualToFinalShare: take from the ClusterQueue with the highest share
@@ -440,7 +455,7 @@ def fair_sharing_targets(
         preemptor, cq, node, need, admitted_in, fair_sharing=True, lowest_priority=lowest_priority
     )
     if not pool:
-        return []
+        return NO_PREEMPTIONS
     by_queue: dict[str, list[AdmittedWorkload]] = {}
     for candidate in pool:
         by_queue.setdefault(candidate.node.name, []).append(candidate)
@@ -474,8 +489,12 @@ def fair_sharing_targets(
     if not fit:
         for candidate in removed:
             add_usage(candidate.node, candidate.usage, 1)
-        return []
-    victims = _fill_back(node, request, removed, True)
-    return [
-        Target(v, IN_CLUSTER_QUEUE if v.node is node else IN_COHORT_FAIR_SHARING) for v in victims
-    ]
+        return NO_PREEMPTIONS
+    victims, slack = _fill_back(node, request, removed, True)
+    return Preemptions(
+        [
+            Target(v, IN_CLUSTER_QUEUE if v.node is node else IN_COHORT_FAIR_SHARING)
+            for v in victims
+        ],
+        slack,
+    )
