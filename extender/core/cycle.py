@@ -777,23 +777,25 @@ class ClusterState:
         self,
         workload: Workload,
         cq_name: str,
-        flavors: Mapping[str, str],
-        preempt: Iterable[str] | None = None,
+        flavors: Mapping[str, Mapping[str, str]],
+        need: Iterable[FlavorResource] | None = None,
     ) -> list[Target]:
-        """Whom preemption would evict for a workload given the flavor of each resource it
-        requests and the resources that need room (default: those that do not fit now)."""
+        """Whom preemption would evict for a workload given the flavor of each resource of
+        each pod set, and the flavor-resources that need room (default: those that do not
+        fit now)."""
         cq, node = self.cluster_queues[cq_name], self.tree.cluster_queues[cq_name]
         request: dict[FlavorResource, int] = {}
         for pod_set in workload.pod_sets:
+            chosen = flavors.get(pod_set.name, {})
             for resource, amount in pod_set.totals.items():
-                if resource in flavors and amount > 0:
-                    fr = (flavors[resource], resource)
+                if resource in chosen and amount > 0:
+                    fr = (chosen[resource], resource)
                     request[fr] = request.get(fr, 0) + amount
-        if preempt is None:
-            need = frozenset(fr for fr, amount in request.items() if available(node, fr) < amount)
+        if need is None:
+            wanted = frozenset(fr for fr, amount in request.items() if available(node, fr) < amount)
         else:
-            need = frozenset((flavors[r], r) for r in preempt)
-        return self._targets(workload, cq, node, request, need).targets if need else []
+            wanted = frozenset(need)
+        return self._targets(workload, cq, node, request, wanted).targets if wanted else []
 
     def class_head(self, key: str) -> str | None:
         """The workload a cycle tries for this one's whole equivalence class (the same shape,

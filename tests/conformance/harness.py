@@ -149,15 +149,21 @@ class Scenario:
         self,
         incoming: WL | Workload,
         cluster_queue: str,
-        preempt: Mapping[str, str],
+        preempt: Mapping[str, str] | Flavors,
         fit: Mapping[str, str] | None = None,
     ) -> dict[str, str]:
         """TestPreemption's question: which admitted workloads would be preempted for this
-        one, given the flavor of each resource its pod sets were assigned, in Preempt mode
-        (`preempt`) or Fit mode (`fit`). Victim key -> Preempted condition reason."""
+        one, given the flavor each resource was assigned in Preempt mode (`preempt`: for
+        every pod set, or per pod set) or in Fit mode (`fit`). Victim key -> reason."""
         workload = incoming.obj() if isinstance(incoming, WL) else incoming
-        flavors = {**(fit or {}), **preempt}
-        found = self.state.preemption_targets(workload, cluster_queue, flavors, preempt)
+        per_pod_set: dict[str, dict[str, str]] = {}
+        need: set[tuple[str, str]] = set()
+        for pod_set in workload.pod_sets:
+            chosen = preempt.get(pod_set.name)
+            preempting = dict(chosen) if isinstance(chosen, Mapping) else dict(preempt)  # type: ignore[arg-type]
+            per_pod_set[pod_set.name] = {**(fit or {}), **preempting}
+            need |= {(flavor, resource) for resource, flavor in preempting.items()}
+        found = self.state.preemption_targets(workload, cluster_queue, per_pod_set, need)
         return {t.victim.workload.key: t.reason for t in found}
 
 

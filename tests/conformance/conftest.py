@@ -1,0 +1,32 @@
+"""Counts the Kueue conformance cases as they run and prints the tally after the session."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+_HERE = Path(__file__).parent
+_TALLY: Counter[str] = Counter()
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if not Path(report.fspath).resolve().is_relative_to(_HERE):
+        return
+    if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
+        if hasattr(report, "wasxfail"):
+            _TALLY["xfail" if report.outcome == "skipped" else "xpass"] += 1
+        else:
+            _TALLY[report.outcome] += 1
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    ran = sum(_TALLY.values())
+    if not ran:
+        return
+    terminalreporter.write_line(
+        f"Kueue v0.19.2 conformance: {_TALLY['passed']} of {ran} ported cases pass, "
+        f"{_TALLY['xfail']} decided differently on purpose (xfail, docs/kueue.md#conformance), "
+        f"{_TALLY['failed']} fail"
+    )
