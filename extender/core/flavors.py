@@ -31,6 +31,8 @@ from extender.core.quota import (
     potential_available,
 )
 
+PODS = "pods"
+
 # Kueue's QuotaReserved=False reasons (UnadmittedWorkloadsObservability).
 NO_MATCHING_FLAVOR = "NoMatchingFlavor"
 WAITING_FOR_QUOTA = "WaitingForQuota"
@@ -94,6 +96,8 @@ class Assignment(NamedTuple):
                 if len(flavors) == len(totals)
                 else {r: v for r, v in totals.items() if r in flavors}
             )
+            if PODS in flavors and PODS not in totals:
+                usage = {**usage, PODS: ps.count}
             assignments.append(PodSetAssignment(ps.name, flavors, usage, ps.count))
         return Admission(cluster_queue, tuple(assignments))
 
@@ -222,6 +226,8 @@ def quick_fit(
     this is the admission core's hottest path.
     """
     group_of = cq.group_of
+    if PODS in group_of:
+        return None  # the search counts the pods
     needs: dict[int, dict[str, int]] = {}
     for resource, amount in pod_set.totals.items():
         if amount <= 0:
@@ -286,9 +292,14 @@ def search_flavors(
     in Kueue; what earlier pod sets were given counts against the quota later ones see."""
     group_of = cq.group_of
     requests: list[dict[int, dict[str, int]]] = []
+    counts_pods = PODS in group_of
     for pod_set in workload.pod_sets:
         needs: dict[int, dict[str, int]] = {}
-        for resource, amount in pod_set.totals.items():
+        totals = pod_set.totals
+        if counts_pods and PODS not in totals:
+            # A ClusterQueue with quota for "pods" counts each pod as one, as Kueue does.
+            totals = {**totals, PODS: pod_set.count}
+        for resource, amount in totals.items():
             if amount <= 0:
                 continue
             group = group_of.get(resource)
