@@ -111,22 +111,30 @@ class _Verdict(NamedTuple):
     note: str
 
 
-def _preferred(a: _Verdict, b: _Verdict, preemption_over_borrowing: bool) -> bool:
-    """Kueue's isPreferred: whether flavor verdict a is better than b."""
-    if a.mode == Mode.NO_FIT:
+def preferred(
+    a: tuple[Mode, int], b: tuple[Mode, int], preemption_over_borrowing: bool = False
+) -> bool:
+    """Kueue's isPreferred: whether (mode, borrowing level) a is a better flavor than b."""
+    a_mode, a_level = a
+    b_mode, b_level = b
+    if a_mode == Mode.NO_FIT:
         return False
-    if b.mode == Mode.NO_FIT:
+    if b_mode == Mode.NO_FIT:
         return True
     # A flavor without preemption candidates cannot admit now: below every viable one.
-    if (a.mode == Mode.NO_CANDIDATES) != (b.mode == Mode.NO_CANDIDATES):
-        return b.mode == Mode.NO_CANDIDATES
+    if (a_mode == Mode.NO_CANDIDATES) != (b_mode == Mode.NO_CANDIDATES):
+        return b_mode == Mode.NO_CANDIDATES
     if preemption_over_borrowing:
-        if a.level != b.level:
-            return a.level < b.level
-        return a.mode > b.mode
-    if a.mode != b.mode:
-        return a.mode > b.mode
-    return a.level < b.level
+        if a_level != b_level:
+            return a_level < b_level
+        return a_mode > b_mode
+    if a_mode != b_mode:
+        return a_mode > b_mode
+    return a_level < b_level
+
+
+def _preferred(a: _Verdict, b: _Verdict, preemption_over_borrowing: bool) -> bool:
+    return preferred((a.mode, a.level), (b.mode, b.level), preemption_over_borrowing)
 
 
 def _try_next_flavor(verdict: _Verdict, fungibility: FlavorFungibility) -> bool:

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 
 import pytest
 
-from extender.core.flavors import Assignment, Mode, search_flavors
+from extender.core.flavors import Assignment, Mode, preferred, search_flavors
 from extender.core.labels import NodeSelectorTerm, Requirement, Taint, Toleration
 from extender.core.models import (
     ClusterQueue,
@@ -59,12 +59,16 @@ def pods(
     selector: Mapping[str, str] | None = None,
     affinity: tuple[tuple[tuple[str, str, tuple[str, ...]], ...], ...] = (),
     tolerations: tuple[Toleration, ...] = (),
+    exact: Mapping[str, str] | None = None,
     **requests: str,
 ) -> PodSet:
-    """A pod set: requests per pod (cpu="1", memory="1Mi", gpu="1" for example.com/gpu)."""
+    """A pod set: requests per pod (cpu="1", memory="1Mi", gpu="1" for example.com/gpu; `exact`
+    for resource names taken as they are)."""
     per_pod = {}
     for key, value in requests.items():
         resource = "example.com/gpu" if key == "gpu" else key
+        per_pod[resource] = to_amount(resource, value)
+    for resource, value in (exact or {}).items():
         per_pod[resource] = to_amount(resource, value)
     terms = tuple(
         NodeSelectorTerm(tuple(Requirement(k, op, v) for k, op, v in t)) for t in affinity
@@ -772,3 +776,276 @@ NOT_PORTED = {
     "workload slice preemption does not fit in the original workload resource flavor": "as above: workload slices",
     "multiple TAS flavors assigned to different resources in the same PodSet leads to NoFit": "topology-aware scheduling: Tower does not act on topologyRequest (the Workload waits with a reason) nor on a flavor's topologyName (its ClusterQueues are inactive)",
 }
+
+
+def _in_tree(
+    cluster_queues: list[ClusterQueue],
+    cohorts: list[Cohort],
+    flavor_names: tuple[str, ...],
+    pod_set: PodSet,
+    usage: Mapping[str, Mapping[FlavorResource, int]],
+    oracle: Mapping[FlavorResource, tuple[Mode | None, int]] | None = None,
+) -> Assignment:
+    """The flavor assigner for the first ClusterQueue, in a tree of several with usage."""
+    tree = QuotaTree.build(cluster_queues, cohorts)
+    for name, used in usage.items():
+        add_usage(tree.cluster_queues[name], used)
+    answers = dict(oracle or {})
+
+    def simulate(fr: FlavorResource, amount: int) -> tuple[Mode, int] | None:
+        mode, level = answers.get(fr, (PREEMPT, 0))
+        return None if mode is None else (mode, level)
+
+    cq = cluster_queues[0]
+    workload = Workload("ns", "wl", "uid", "lq", (pod_set,))
+    flavors = {name: ResourceFlavor(name) for name in flavor_names}
+    return search_flavors(workload, cq, flavors, tree.cluster_queues[cq.name], simulate)
+
+
+# TestReclaimBeforePriorityPreemption ("pkg/scheduler/flavorassigner/flavorassigner_test.go").
+UNO_DUE_TRE = ("uno", "due", "tre")
+
+
+def _reclaim_before(
+    preempt_policy: str | None,
+    pod_set: PodSet,
+    own: dict[FlavorResource, int],
+    other: dict[FlavorResource, int],
+    oracle: dict[FlavorResource, tuple[Mode | None, int]] | None = None,
+) -> Assignment:
+    quota = {"compute": "10", "gpu": "10"}
+    test_cq = (
+        CQ("test-clusterqueue")
+        .cohort("cohort")
+        .preemption(within="LowerPriority", reclaim="LowerPriority")
+        .fungibility(preempt=preempt_policy or "TryNextFlavor")
+        .group(*((name, quota) for name in UNO_DUE_TRE))
+        .obj()
+    )
+    empty = {"compute": "0", "gpu": "0"}
+    other_cq = (
+        CQ("other-clusterqueue")
+        .cohort("cohort")
+        .group(*((name, empty) for name in UNO_DUE_TRE))
+        .obj()
+    )
+    return _in_tree(
+        [test_cq, other_cq],
+        [],
+        UNO_DUE_TRE,
+        pod_set,
+        {"test-clusterqueue": own, "other-clusterqueue": other},
+        oracle,
+    )
+
+
+def test_reclaim_before_priority_preemption_select_first_flavor_which_fits() -> None:
+    a = _reclaim_before(None, pods(exact={"gpu": "10"}), {("uno", "gpu"): 1}, {("due", "gpu"): 1})
+    assert (rep_mode(a), a.pod_set_flavors[0]) == ("Fit", {"gpu": "tre"})
+
+
+def test_reclaim_before_priority_preemption_select_first_flavor_where_gpu_reclamation_is_possible() -> (
+    None
+):
+    a = _reclaim_before(
+        None,
+        pods(exact={"gpu": "10"}),
+        {("uno", "gpu"): 1},
+        {("due", "gpu"): 1, ("tre", "gpu"): 1},
+        {("uno", "gpu"): (PREEMPT, 0), ("due", "gpu"): (RECLAIM, 0)},
+    )
+    assert (rep_mode(a), a.pod_set_flavors[0]) == ("Preempt", {"gpu": "due"})
+
+
+@pytest.mark.parametrize(
+    "row",
+    [
+        "Select first flavor when flavor fungibility is disabled",
+        "Select first flavor when flavor fungibility is disabled; using deprecated WhenCanPreempt=MayStopSearch",
+    ],
+)
+def test_reclaim_before_priority_preemption_select_first_flavor_when_flavor_fungibility_is_disabled(
+    row: str,
+) -> None:
+    a = _reclaim_before(
+        "MayStopSearch",
+        pods(exact={"gpu": "10"}),
+        {("uno", "gpu"): 1},
+        {("due", "gpu"): 1, ("tre", "gpu"): 1},
+    )
+    assert (rep_mode(a), a.pod_set_flavors[0]) == ("Preempt", {"gpu": "uno"})
+
+
+def test_reclaim_before_priority_preemption_select_first_flavor_where_priority_based_preemption_is_possible() -> (
+    None
+):
+    a = _reclaim_before(
+        None,
+        pods(exact={"gpu": "10"}),
+        {("uno", "gpu"): 1, ("due", "gpu"): 1, ("tre", "gpu"): 1},
+        {},
+    )
+    assert (rep_mode(a), a.pod_set_flavors[0]) == ("Preempt", {"gpu": "uno"})
+
+
+def test_reclaim_before_priority_preemption_select_second_flavor_where_gpu_reclamation_is_possible_as_compute_fits() -> (
+    None
+):
+    a = _reclaim_before(
+        None,
+        pods(exact={"gpu": "10", "compute": "10"}),
+        {("uno", "gpu"): 1, ("uno", "compute"): 1, ("due", "compute"): 1},
+        {("due", "gpu"): 1, ("tre", "gpu"): 1},
+        {("uno", "gpu"): (PREEMPT, 0), ("due", "gpu"): (RECLAIM, 0), ("tre", "gpu"): (RECLAIM, 0)},
+    )
+    assert (rep_mode(a), a.pod_set_flavors[0]) == ("Preempt", {"gpu": "tre", "compute": "tre"})
+
+
+# TestHierarchical ("pkg/scheduler/flavorassigner/flavorassigner_test.go").
+ONE_TWO_THREE = ("one", "two", "three")
+
+
+def _hierarchical(
+    test_quota: list[tuple[str, dict[str, object]]],
+    own: dict[FlavorResource, int],
+    other: dict[FlavorResource, int],
+    fungibility: tuple[str, str, str | None] = ("MayStopSearch", "TryNextFlavor", None),
+    oracle: dict[FlavorResource, tuple[Mode | None, int]] | None = None,
+) -> Assignment:
+    cohorts = [
+        Cohort("three", None, CQ("_").group(("three", {"cpu": "4"})).obj().resource_groups),
+        Cohort("two", "three", CQ("_").group(("two", {"cpu": "4"})).obj().resource_groups),
+        Cohort("one", "two", CQ("_").group(("one", {"cpu": "4"})).obj().resource_groups),
+    ]
+    test_cq = (
+        CQ("test-clusterqueue")
+        .cohort("one")
+        .preemption(within="LowerPriority", reclaim="LowerPriority")
+        .group(*test_quota)
+        .fungibility(borrow=fungibility[0], preempt=fungibility[1], pref=fungibility[2])
+        .obj()
+    )
+    other_cq = (
+        CQ("other-clusterqueue")
+        .cohort("two")
+        .group(*((n, {"cpu": "0"}) for n in ONE_TWO_THREE))
+        .obj()
+    )
+    return _in_tree(
+        [test_cq, other_cq],
+        cohorts,
+        ONE_TWO_THREE,
+        pods(cpu="4"),
+        {"test-clusterqueue": own, "other-clusterqueue": other},
+        oracle,
+    )
+
+
+ZERO_EACH = [(n, {"cpu": "0"}) for n in ONE_TWO_THREE]
+
+
+def test_hierarchical_select_the_top_flavor() -> None:
+    a = _hierarchical(ZERO_EACH, {("one", "cpu"): 4_000}, {("two", "cpu"): 4_000})
+    assert (rep_mode(a), a.pod_set_flavors[0]) == ("Fit", {"cpu": "three"})
+
+
+def test_hierarchical_select_the_first_flavor_which_fits() -> None:
+    a = _hierarchical(ZERO_EACH, {("one", "cpu"): 4_000}, {})
+    assert (rep_mode(a), a.pod_set_flavors[0]) == ("Fit", {"cpu": "two"})
+
+
+def test_hierarchical_select_deeper_borrowing_flavor_that_fits_when_shallower_borrowing_flavor_has_no_preemption_candidates() -> (
+    None
+):
+    a = _hierarchical(
+        [("one", {"cpu": ("4", "0")}), ("two", {"cpu": "0"}), ("three", {"cpu": "0"})],
+        {("one", "cpu"): 4_000},
+        {},
+        ("TryNextFlavor", "TryNextFlavor", "PreemptionOverBorrowing"),
+        {("one", "cpu"): (NO_CANDIDATES, 1)},
+    )
+    assert (rep_mode(a), a.pod_set_flavors[0]) == ("Fit", {"cpu": "two"})
+
+
+# TestIsPreferred ("pkg/scheduler/flavorassigner/flavorassigner_test.go"): (mode, borrowing level).
+FIT, PREEMPT_MODE, NO_CANDIDATES_MODE, NO_FIT = (
+    Mode.FIT,
+    Mode.PREEMPT,
+    Mode.NO_CANDIDATES,
+    Mode.NO_FIT,
+)
+
+
+@pytest.mark.parametrize(
+    ("row", "a", "b", "preference", "want"),
+    [
+        ("feature gate disabled prioritises preemption", (FIT, 0), (PREEMPT_MODE, 0), None, True),
+        (
+            "explicit BorrowingOverPreemption prioritises borrowing distance",
+            (PREEMPT_MODE, 1),
+            (FIT, 2),
+            "BorrowingOverPreemption",
+            False,
+        ),
+        (
+            "explicit PreemptionOverBorrowing prioritises lower preemption",
+            (PREEMPT_MODE, 1),
+            (FIT, 2),
+            "PreemptionOverBorrowing",
+            True,
+        ),
+        (
+            "explicit PreemptionOverBorrowing breaks borrowing ties with preemption",
+            (PREEMPT_MODE, 1),
+            (FIT, 1),
+            "PreemptionOverBorrowing",
+            False,
+        ),
+        (
+            "explicit PreemptionOverBorrowing rejects no-candidate flavor before borrowing comparison",
+            (NO_CANDIDATES_MODE, 1),
+            (FIT, 2),
+            "PreemptionOverBorrowing",
+            False,
+        ),
+        (
+            "explicit PreemptionOverBorrowing prefers fit over shallower-borrowing no-candidate flavor",
+            (FIT, 2),
+            (NO_CANDIDATES_MODE, 1),
+            "PreemptionOverBorrowing",
+            True,
+        ),
+        (
+            "no-candidate flavor remains preferable to no-fit flavor",
+            (NO_CANDIDATES_MODE, 1),
+            (NO_FIT, 0),
+            None,
+            True,
+        ),
+        (
+            "no-fit flavor remains worse than no-candidate flavor",
+            (NO_FIT, 0),
+            (NO_CANDIDATES_MODE, 1),
+            None,
+            False,
+        ),
+        (
+            "no-candidate flavors retain borrowing preference",
+            (NO_CANDIDATES_MODE, 1),
+            (NO_CANDIDATES_MODE, 2),
+            "PreemptionOverBorrowing",
+            True,
+        ),
+        (
+            "no-candidate flavors retain borrowing preference in reverse",
+            (NO_CANDIDATES_MODE, 2),
+            (NO_CANDIDATES_MODE, 1),
+            "PreemptionOverBorrowing",
+            False,
+        ),
+    ],
+)
+def test_is_preferred(
+    row: str, a: tuple[Mode, int], b: tuple[Mode, int], preference: str | None, want: bool
+) -> None:
+    assert preferred(a, b, preference == "PreemptionOverBorrowing") is want
