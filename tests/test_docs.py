@@ -199,13 +199,25 @@ def test_the_readme_quick_start(shell):
 
 
 def test_every_run_block_is_in_a_document_a_test_runs():
-    run_here = {"README.md", "simulator.md", "placement.md", "operations.md", "why-pending.md"}
+    run_here = {
+        "README.md",
+        "simulator.md",
+        "placement.md",
+        "operations.md",
+        "why-pending.md",
+        "kueue.md",
+    }
     assert {b.doc.name for b in ALL if b.tag == "run"} <= run_here
 
 
 def test_the_simulator_commands(shell):
     docs = ("simulator.md", "placement.md")
     for block in (b for b in ALL if b.doc.name in docs and b.tag == "run"):
+        run_block(shell, block)
+
+
+def test_the_conformance_suite_command(shell):
+    for block in (b for b in ALL if b.doc.name == "kueue.md" and b.tag == "run"):
         run_block(shell, block)
 
 

@@ -149,6 +149,10 @@ class _CycleQuota:
         # Workloads this cycle preempts: out of the tree until the cycle ends.
         self.removed: dict[int, AdmittedWorkload] = {}
         self.deferred: dict[int, AdmittedWorkload] = {}  # preempted, still in the tree
+        # What deferred victims hold, per ClusterQueue and per root they are under.
+        self.freed_own: dict[QuotaNode, dict[FlavorResource, int]] = {}
+        self.freed_under: dict[QuotaNode, dict[FlavorResource, int]] = {}
+        self.deferred_keep_quota = False  # a deferred victim's queue keeps guaranteed quota
 
     def refusal(self, entry: _Entry) -> str | None:
         """None if a fit still holds, else why not. A borrower first sees lenders' holds."""
@@ -194,11 +198,11 @@ class _CycleQuota:
         ]
         if (
             entry.slack >= 0 and entry.slack >= self.taken.get(id(entry.node.root()), 0)
-        ) or _fits_after_own(entry.node, entry.assignment.usage, victims):
+        ) or self._fits_flat(entry.node, entry.assignment.usage, victims):
             # It fits: its victims leave the tree only when a later check needs it exact
             # (still counted, they make every other check stricter, never looser).
             for victim in victims:
-                self.deferred[id(victim)] = victim
+                self._defer(victim)
             self.reserve(entry)
             return None
         for victim in victims:
@@ -224,11 +228,59 @@ class _CycleQuota:
         self._remove_deferred()
         return fits(node, usage, True)
 
+    def _defer(self, victim: AdmittedWorkload) -> None:
+        self.deferred[id(victim)] = victim
+        node = victim.node
+        own = self.freed_own.setdefault(node, {})
+        below_root = self.freed_under.setdefault(node.root(), {})
+        for fr, amount in victim.usage.items():
+            own[fr] = own.get(fr, 0) + amount
+            below_root[fr] = below_root.get(fr, 0) + amount
+            if node.local.get(fr, 0):
+                self.deferred_keep_quota = True
+
+    def _fits_flat(
+        self,
+        node: QuotaNode,
+        usage: Mapping[FlavorResource, int],
+        victims: Sequence[AdmittedWorkload],
+    ) -> bool:
+        """Whether the request fits once these victims and the deferred ones are gone, worked
+        out without changing the tree where that is exact: a ClusterQueue directly under
+        the root (or alone) in a tree where neither it nor any victim keeps guaranteed quota
+        of what it requests. Then removing a victim frees its whole usage in the root, and in
+        its own ClusterQueue."""
+        parent = node.parent
+        if self.deferred_keep_quota or (parent is not None and parent.parent is not None):
+            return False
+        root = node.root()
+        own_freed = self.freed_own.get(node, {})
+        root_freed = self.freed_under.get(root, {})
+        for fr, amount in usage.items():
+            if node.local.get(fr, 0) or any(v.node.local.get(fr, 0) for v in victims):
+                return False
+            mine = own_freed.get(fr, 0) + sum(v.usage.get(fr, 0) for v in victims if v.node is node)
+            used = node.usage.get(fr, 0) - mine
+            if parent is None:
+                free = node.subtree.get(fr, 0) - used
+            else:
+                everyone = root_freed.get(fr, 0) + sum(v.usage.get(fr, 0) for v in victims)
+                free = parent.subtree.get(fr, 0) - parent.usage.get(fr, 0) + everyone
+                limit = node.limits.get(fr)
+                if limit is not None:
+                    free = min(free, node.subtree.get(fr, 0) - used + limit)
+            if free < amount:
+                return False
+        return True
+
     def _remove_deferred(self) -> None:
         for key, victim in self.deferred.items():
             add_usage(victim.node, victim.usage, -1)
             self.removed[key] = victim
         self.deferred.clear()
+        self.freed_own.clear()
+        self.freed_under.clear()
+        self.deferred_keep_quota = False
 
     def hold(self, entry: _Entry, amounts: Mapping[FlavorResource, int]) -> None:
         """Keep quota for a pending entry from the entries after it, for this cycle only."""
@@ -271,6 +323,9 @@ class _CycleQuota:
             add_usage(victim.node, victim.usage)
         self.removed.clear()
         self.deferred.clear()
+        self.freed_own.clear()
+        self.freed_under.clear()
+        self.deferred_keep_quota = False
 
     def _holds_in(self, root: QuotaNode) -> dict[QuotaNode, dict[FlavorResource, int]]:
         # Borrowers come after every entry that fits its own quota, so the lenders of a tree
@@ -315,26 +370,6 @@ def _lender_holds(admitted: Iterable[_Entry]) -> dict[QuotaNode, dict[FlavorReso
             add_usage(node, amounts)
             held[node] = amounts
     return held
-
-
-def _fits_after_own(
-    node: QuotaNode, usage: Mapping[FlavorResource, int], victims: Sequence[AdmittedWorkload]
-) -> bool:
-    """Whether the request fits once these victims of the node's own are gone, worked out
-    without changing the tree where that is exact: a ClusterQueue under the root (or none),
-    keeping no guaranteed quota of what it requests, gains exactly what its victims free."""
-    parent = node.parent
-    if parent is not None and parent.parent is not None:
-        return False
-    if any(v.node is not node for v in victims):
-        return False
-    for fr, amount in usage.items():
-        if node.local.get(fr, 0):
-            return False
-        freed = sum(v.usage.get(fr, 0) for v in victims)
-        if available(node, fr) + freed < amount:
-            return False
-    return True
 
 
 def _to_reserve(entry: _Entry) -> dict[FlavorResource, int]:

@@ -735,6 +735,12 @@ def test_quota_exhausted_but_can_preempt_in_cohort_and_cluster_queue() -> None:
             (NO_CANDIDATES, 0),
             ("Fit", "two/Fit", 0),
         ),
+        (
+            "when borrowing while preemption is needed for flavor one, fair sharing enabled, reclaimWithinCohort=Never; using deprecated WhenCanBorrow=MayStopSearch,WhenCanPreempt=MayStopSearch",
+            "Never",
+            (NO_CANDIDATES, 0),
+            ("Fit", "two/Fit", 0),
+        ),
     ],
 )
 def test_when_borrowing_while_preemption_is_needed_for_flavor_one_fair_sharing_enabled(

@@ -401,6 +401,7 @@ def test_preempt_workloads_in_cluster_queue_and_cohort() -> None:
 
 
 def test_multiple_cluster_queues_need_preemption() -> None:
+    """multiple CQs need preemption"""
     s = scenario(
         [
             CQ("other-alpha").cohort("other").group(("on-demand", {"cpu": ("50", "50")})).obj(),
@@ -1049,9 +1050,24 @@ def test_capacity_not_blocked_when_lending_clusterqueue_can_reclaim_reclaim_with
     assert out.reasons["eng-alpha/a2-pending"] == "WaitingForQuota"
 
 
-@pytest.mark.parametrize("reclaim", ["LowerPriority", "Never"])
-def test_capacity_blocked_when_lending_clusterqueue_not_guaranteed_to_reclaim(reclaim: str) -> None:
-    """Two rows: "... (ReclaimWithinCohort=LowerPriority)" and "... (ReclaimWithinCohort=Never)"."""
+@pytest.mark.parametrize(
+    ("row", "reclaim"),
+    [
+        (
+            "capacity blocked when lending clusterqueue not guaranteed to reclaim "
+            "(ReclaimWithinCohort=LowerPriority)",
+            "LowerPriority",
+        ),
+        (
+            "capacity blocked when lending clusterqueue not guaranteed to reclaim "
+            "(ReclaimWithinCohort=Never)",
+            "Never",
+        ),
+    ],
+)
+def test_capacity_blocked_when_lending_clusterqueue_not_guaranteed_to_reclaim(
+    row: str, reclaim: str
+) -> None:
     s = _lending_queue(reclaim)
     s.admitted(
         WL("a1-admitted", "eng-alpha").queue("lq").request("gpu", "1"),
