@@ -1,5 +1,4 @@
-"""Flavor assignment: which flavor each pod set gets per resource group, and whether it fits,
-as in Kueue."""
+"""Flavor assignment, as Kueue's: each pod set's flavor per resource group, and whether it fits."""
 
 from __future__ import annotations
 
