@@ -449,7 +449,7 @@ def _judge(
             else:
                 mode = Mode.NO_FIT
             verdict = _Verdict(flavor.name, mode, level, _NOTHING, WAITING_FOR_QUOTA, "")
-        if _preferred(worst, verdict, preemption_over_borrowing):
+        if len(request) == 1 or _preferred(worst, verdict, preemption_over_borrowing):
             worst = verdict
     note = "; ".join(notes)
     if worst.mode == Mode.NO_FIT:

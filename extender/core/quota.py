@@ -117,23 +117,25 @@ def lowest_subtree_that_fits(node: QuotaNode, fr: FlavorResource, amount: int) -
     """(height of the smallest subtree whose quota holds `amount` more of fr, whether that
     subtree is below the root). The second is Kueue's "may reclaim in the hierarchy": quota
     of a cohort below the root is the preemptor's to reclaim, whoever borrowed it."""
-    if node.parent is None:
+    parent = node.parent
+    if parent is None:
         return 0, False
-    if node.usage.get(fr, 0) + amount <= node.subtree.get(fr, 0):
+    used = node.usage.get(fr, 0)
+    if used + amount <= node.subtree.get(fr, 0):
         return 0, True
-    remaining = amount - _local_available(node, fr)
+    local = node.local.get(fr, 0) if node.local else 0
+    remaining = amount - (local - used if local > used else 0)
     height = 0
-    for ancestor in node.ancestors():
+    ancestor: QuotaNode | None = parent
+    while ancestor is not None:
         height = ancestor.height
-        if ancestor.usage.get(fr, 0) + remaining <= ancestor.subtree.get(fr, 0):
+        used = ancestor.usage.get(fr, 0)
+        if used + remaining <= ancestor.subtree.get(fr, 0):
             return height, ancestor.parent is not None
-        remaining -= _local_available(ancestor, fr)
+        local = ancestor.local.get(fr, 0) if ancestor.local else 0
+        remaining -= local - used if local > used else 0
+        ancestor = ancestor.parent
     return height, False
-
-
-def _local_available(node: QuotaNode, fr: FlavorResource) -> int:
-    """What of its guaranteed (never lent) quota a node has unused."""
-    return max(0, node.local.get(fr, 0) - node.usage.get(fr, 0))
 
 
 def within_nominal(node: QuotaNode, frs: Iterable[FlavorResource]) -> bool:
