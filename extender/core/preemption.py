@@ -338,13 +338,23 @@ def root_borrowers(node: QuotaNode, need: frozenset[FlavorResource]) -> list[Quo
     return list(found.values())
 
 
-def _order(candidates: list[_Candidate]) -> list[_Candidate]:
-    # Kueue's CandidatesOrdering within a group: lower priority, then the most recently
-    # admitted, then uid.
-    return sorted(
-        candidates,
-        key=lambda c: (c.victim.priority, -c.victim.reserved_at, c.victim.workload.uid),
-    )
+def _order(*groups: list[_Candidate]) -> list[_Candidate]:
+    """Kueue's candidate order: those already being evicted first; then by group (in the
+    order given); within a group lower priority, then the most recently admitted, then uid."""
+    keyed = [
+        (
+            not c.victim.evicting,
+            rank,
+            c.victim.priority,
+            -c.victim.reserved_at,
+            c.victim.workload.uid,
+            c,
+        )
+        for rank, group in enumerate(groups)
+        for c in group
+    ]
+    keyed.sort(key=lambda k: k[:5])
+    return [k[5] for k in keyed]
 
 
 def _still_valid(
@@ -404,10 +414,7 @@ def classical_targets(
     )
     if not (same_queue or hierarchy or by_priority):
         return NO_PREEMPTIONS
-    groups = [_order(hierarchy), _order(by_priority), _order(same_queue)]
-    ordered = [c for group in groups for c in group if c.victim.evicting] + [
-        c for group in groups for c in group if not c.victim.evicting
-    ]
+    ordered = _order(hierarchy, by_priority, same_queue)
 
     forbidden = cq.preemption.borrow_within_cohort == "Never"
     under_nominal = all(node.usage.get(fr, 0) < node.nominal(fr) for fr in need)
@@ -421,7 +428,7 @@ def classical_targets(
     for borrowing in attempts:
         removed: list[_Candidate] = []
         for option in ordered:
-            if not _still_valid(option, node, need, borrowing):
+            if option.victim.node is not node and not _still_valid(option, node, need, borrowing):
                 continue
             add_usage(option.victim.node, option.victim.usage, -1)
             removed.append(option)
