@@ -149,10 +149,8 @@ class _CycleQuota:
         # Workloads this cycle preempts: out of the tree until the cycle ends.
         self.removed: dict[int, AdmittedWorkload] = {}
         self.deferred: dict[int, AdmittedWorkload] = {}  # preempted, still in the tree
-        # What deferred victims hold, per ClusterQueue and per root they are under.
-        self.freed_own: dict[QuotaNode, dict[FlavorResource, int]] = {}
-        self.freed_under: dict[QuotaNode, dict[FlavorResource, int]] = {}
-        self.deferred_keep_quota = False  # a deferred victim's queue keeps guaranteed quota
+        # What deferred victims of a ClusterQueue's own preemptor still hold in it.
+        self.deferred_in: dict[QuotaNode, dict[FlavorResource, int]] = {}
 
     def refusal(self, entry: _Entry) -> str | None:
         """None if a fit still holds, else why not. A borrower first sees lenders' holds."""
@@ -198,11 +196,15 @@ class _CycleQuota:
         ]
         if (
             entry.slack >= 0 and entry.slack >= self.taken.get(id(entry.node.root()), 0)
-        ) or self._fits_flat(entry.node, entry.assignment.usage, victims):
+        ) or self._fits_within_own(entry.node, entry.assignment.usage, victims):
             # It fits: its victims leave the tree only when a later check needs it exact
             # (still counted, they make every other check stricter, never looser).
+            own = self.deferred_in.setdefault(entry.node, {})
             for victim in victims:
-                self._defer(victim)
+                self.deferred[id(victim)] = victim
+                if victim.node is entry.node:
+                    for fr, amount in victim.usage.items():
+                        own[fr] = own.get(fr, 0) + amount
             self.reserve(entry)
             return None
         for victim in victims:
@@ -228,48 +230,32 @@ class _CycleQuota:
         self._remove_deferred()
         return fits(node, usage, True)
 
-    def _defer(self, victim: AdmittedWorkload) -> None:
-        self.deferred[id(victim)] = victim
-        node = victim.node
-        own = self.freed_own.setdefault(node, {})
-        below_root = self.freed_under.setdefault(node.root(), {})
-        for fr, amount in victim.usage.items():
-            own[fr] = own.get(fr, 0) + amount
-            below_root[fr] = below_root.get(fr, 0) + amount
-            if node.local.get(fr, 0):
-                self.deferred_keep_quota = True
-
-    def _fits_flat(
+    def _fits_within_own(
         self,
         node: QuotaNode,
         usage: Mapping[FlavorResource, int],
         victims: Sequence[AdmittedWorkload],
     ) -> bool:
-        """Whether the request fits once these victims and the deferred ones are gone, worked
-        out without changing the tree where that is exact: a ClusterQueue directly under
-        the root (or alone) in a tree where neither it nor any victim keeps guaranteed quota
-        of what it requests. Then removing a victim frees its whole usage in the root, and in
-        its own ClusterQueue."""
-        parent = node.parent
-        if self.deferred_keep_quota or (parent is not None and parent.parent is not None):
-            return False
-        root = node.root()
-        own_freed = self.freed_own.get(node, {})
-        root_freed = self.freed_under.get(root, {})
-        for fr, amount in usage.items():
-            if node.local.get(fr, 0) or any(v.node.local.get(fr, 0) for v in victims):
+        """Whether the request fits once these victims of the node's own are gone, without
+        changing the tree: it does when the node then stays within its own quota and no
+        ClusterQueue of the tree borrows what it requests (a test holds this to taking the
+        victims out)."""
+        borrowers = node.root().borrowers
+        for victim in victims:
+            if victim.node is not node:
                 return False
-            mine = own_freed.get(fr, 0) + sum(v.usage.get(fr, 0) for v in victims if v.node is node)
-            used = node.usage.get(fr, 0) - mine
-            if parent is None:
-                free = node.subtree.get(fr, 0) - used
-            else:
-                everyone = root_freed.get(fr, 0) + sum(v.usage.get(fr, 0) for v in victims)
-                free = parent.subtree.get(fr, 0) - parent.usage.get(fr, 0) + everyone
-                limit = node.limits.get(fr)
-                if limit is not None:
-                    free = min(free, node.subtree.get(fr, 0) - used + limit)
-            if free < amount:
+        for fr, amount in usage.items():
+            for borrower in borrowers.get(fr, ()):
+                # A queue over its quota only by what its deferred victims still hold (its
+                # preemptor was added, they were not yet taken out) does not borrow.
+                pending = self.deferred_in.get(borrower)
+                held = borrower.usage.get(fr, 0) - (pending.get(fr, 0) if pending else 0)
+                if held > borrower.subtree.get(fr, 0):
+                    return False
+            freed = 0
+            for victim in victims:
+                freed += victim.usage.get(fr, 0)
+            if node.usage.get(fr, 0) - freed + amount > node.subtree.get(fr, 0):
                 return False
         return True
 
@@ -278,9 +264,7 @@ class _CycleQuota:
             add_usage(victim.node, victim.usage, -1)
             self.removed[key] = victim
         self.deferred.clear()
-        self.freed_own.clear()
-        self.freed_under.clear()
-        self.deferred_keep_quota = False
+        self.deferred_in.clear()
 
     def hold(self, entry: _Entry, amounts: Mapping[FlavorResource, int]) -> None:
         """Keep quota for a pending entry from the entries after it, for this cycle only."""
@@ -323,9 +307,7 @@ class _CycleQuota:
             add_usage(victim.node, victim.usage)
         self.removed.clear()
         self.deferred.clear()
-        self.freed_own.clear()
-        self.freed_under.clear()
-        self.deferred_keep_quota = False
+        self.deferred_in.clear()
 
     def _holds_in(self, root: QuotaNode) -> dict[QuotaNode, dict[FlavorResource, int]]:
         # Borrowers come after every entry that fits its own quota, so the lenders of a tree

@@ -290,6 +290,9 @@ def _cohort_candidates(
     by_priority: list[_Candidate] = []
     if node.parent is None or cq.preemption.reclaim_within_cohort is ReclaimWithinCohort.NEVER:
         return hierarchy, by_priority
+    borrowers_of = node.root().borrowers
+    if not any(borrowers_of.get(fr) for fr in need):
+        return hierarchy, by_priority  # only a ClusterQueue over its quota has candidates
     threshold = cq.preemption.max_priority_threshold
     advantage, remaining = _fits_in_quota(node, request)
     previous: QuotaNode = node
@@ -338,23 +341,20 @@ def root_borrowers(node: QuotaNode, need: frozenset[FlavorResource]) -> list[Quo
     return list(found.values())
 
 
+def _by_rank(candidate: _Candidate) -> tuple[int, float, str]:
+    victim = candidate.victim
+    return victim.workload.priority, -victim.reserved_at, victim.workload.uid
+
+
 def _order(*groups: list[_Candidate]) -> list[_Candidate]:
     """Kueue's candidate order: those already being evicted first; then by group (in the
     order given); within a group lower priority, then the most recently admitted, then uid."""
-    keyed = [
-        (
-            not c.victim.evicting,
-            rank,
-            c.victim.priority,
-            -c.victim.reserved_at,
-            c.victim.workload.uid,
-            c,
-        )
-        for rank, group in enumerate(groups)
-        for c in group
-    ]
-    keyed.sort(key=lambda k: k[:5])
-    return [k[5] for k in keyed]
+    for group in groups:
+        group.sort(key=_by_rank)
+    ordered = [c for group in groups for c in group]
+    if any(c.victim.evicting for c in ordered):
+        ordered.sort(key=lambda c: not c.victim.evicting)  # stable: the rest keeps its order
+    return ordered
 
 
 def _still_valid(
