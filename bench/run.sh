@@ -16,6 +16,8 @@ echo "== scheduler: large with 5,000 nodes, every pod placed (and the same on qu
 .venv/bin/python bench/scheduler.py large --nodes 5000 --quota-only \
   > bench/results/scheduler-large-5000-nodes-quota-only.json
 .venv/bin/python bench/summary.py bench/results/scheduler-*.json
+echo "== scheduler: one cycle in which 30 ClusterQueues each preempt 4 workloads" >&2
+.venv/bin/python bench/preemption_cycle.py > bench/results/preemption-cycle.json
 
 echo "== simulator: load and run Kueue's baseline manifest (15,000 Jobs) against a C-loader parse" >&2
 .venv/bin/python bench/sim_load.py > bench/results/sim-load-baseline.json
