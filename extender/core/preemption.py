@@ -93,7 +93,11 @@ def fits(node: QuotaNode, request: Mapping[FlavorResource, int], allow_borrowing
 
 
 def _uses(candidate: AdmittedWorkload, need: frozenset[FlavorResource]) -> bool:
-    return any(fr in need for fr in candidate.usage)
+    usage = candidate.usage
+    if len(need) == 1:
+        for fr in need:
+            return fr in usage
+    return any(fr in need for fr in usage)
 
 
 def _within_allows(
@@ -230,10 +234,10 @@ _VARIANT_REASONS = (
 )
 
 
-class _Candidate(NamedTuple):  # a NamedTuple: one is built per candidate per search
-    victim: AdmittedWorkload
-    variant: int
-    lca: QuotaNode | None  # the cohort under which preemptor and candidate meet
+# A candidate as the search keeps it: the workload, how it may be preempted, and the cohort
+# under which it and the preemptor meet (None in the preemptor's own ClusterQueue). A plain
+# tuple: one is built per candidate per search.
+_Candidate = tuple[AdmittedWorkload, int, "QuotaNode | None"]
 
 
 def _fits_in_quota(
@@ -322,7 +326,7 @@ def _cohort_candidates(
                     continue
                 variant = _variant(preemptor, cq, candidate, advantage, threshold)
                 if variant is not None:
-                    found.append(_Candidate(candidate, variant, subtree_root))
+                    found.append((candidate, variant, subtree_root))
         fit, remaining = _fits_in_quota(subtree_root, remaining)
         advantage = advantage or fit
         previous = subtree_root
@@ -342,7 +346,7 @@ def root_borrowers(node: QuotaNode, need: frozenset[FlavorResource]) -> list[Quo
 
 
 def _by_rank(candidate: _Candidate) -> tuple[int, float, str]:
-    victim = candidate.victim
+    victim = candidate[0]
     return victim.workload.priority, -victim.reserved_at, victim.workload.uid
 
 
@@ -352,26 +356,27 @@ def _order(*groups: list[_Candidate]) -> list[_Candidate]:
     for group in groups:
         group.sort(key=_by_rank)
     ordered = [c for group in groups for c in group]
-    if any(c.victim.evicting for c in ordered):
-        ordered.sort(key=lambda c: not c.victim.evicting)  # stable: the rest keeps its order
+    if any(c[0].evicting for c in ordered):
+        ordered.sort(key=lambda c: not c[0].evicting)  # stable: the rest keeps its order
     return ordered
 
 
 def _still_valid(
-    candidate: _Candidate, node: QuotaNode, need: frozenset[FlavorResource], borrowing: bool
+    victim: AdmittedWorkload,
+    variant: int,
+    lca: QuotaNode | None,
+    need: frozenset[FlavorResource],
+    borrowing: bool,
 ) -> bool:
-    """Whether a candidate may still be taken, given those removed before it: one of another
-    ClusterQueue only while its queue (and each cohort up to where it meets the preemptor)
+    """Whether a candidate of another ClusterQueue may still be taken, given those removed
+    before it: only while its queue (and each cohort up to where it meets the preemptor)
     uses more than its own quota."""
-    victim = candidate.victim
-    if victim.node is node:
-        return True
-    if borrowing and candidate.variant == _RECLAIM_WITHOUT_BORROWING:
+    if borrowing and variant == _RECLAIM_WITHOUT_BORROWING:
         return False
     if within_nominal(victim.node, need):
         return False
     for ancestor in victim.node.ancestors():
-        if ancestor is candidate.lca:
+        if ancestor is lca:
             break
         if within_nominal(ancestor, need):
             return False
@@ -408,7 +413,7 @@ def classical_targets(
             if _uses(candidate, need) and _within_allows(
                 within, candidate, preemptor, preemptor.creation_time
             ):
-                same_queue.append(_Candidate(candidate, _WITHIN_CLUSTER_QUEUE, None))
+                same_queue.append((candidate, _WITHIN_CLUSTER_QUEUE, None))
     hierarchy, by_priority = _cohort_candidates(
         preemptor, cq, node, request, need, admitted_in, lowest_priority
     )
@@ -426,20 +431,21 @@ def classical_targets(
         attempts = (True, False)
 
     for borrowing in attempts:
-        removed: list[_Candidate] = []
-        for option in ordered:
-            if option.victim.node is not node and not _still_valid(option, node, need, borrowing):
+        removed: list[AdmittedWorkload] = []
+        variant_of: dict[int, int] = {}
+        for victim, variant, lca in ordered:
+            if victim.node is not node and not _still_valid(victim, variant, lca, need, borrowing):
                 continue
-            add_usage(option.victim.node, option.victim.usage, -1)
-            removed.append(option)
+            add_usage(victim.node, victim.usage, -1)
+            removed.append(victim)
+            variant_of[id(victim)] = variant
             if fits(node, request, borrowing):
-                kept, slack = _fill_back(node, request, [c.victim for c in removed], borrowing)
-                variant_of = {id(c.victim): c.variant for c in removed}
+                kept, slack = _fill_back(node, request, removed, borrowing)
                 return Preemptions(
                     [Target(v, _VARIANT_REASONS[variant_of[id(v)]]) for v in kept], slack
                 )
-        for option in removed:
-            add_usage(option.victim.node, option.victim.usage)
+        for victim in removed:
+            add_usage(victim.node, victim.usage)
     return NO_PREEMPTIONS
 
 
