@@ -331,6 +331,7 @@ def search_flavors(
         fair_sharing and reclaims
     )
     preempts = reclaims or cq.preemption.within_cluster_queue is not WithinClusterQueue.NEVER
+    always_reclaims = cq.preemption.reclaim_within_cohort is ReclaimWithinCohort.ANY
     pod_set_flavors: list[dict[str, str]] = [{} for _ in workload.pod_sets]
     usage: dict[FlavorResource, int] = {}
     mode, level = Mode.FIT, 0
@@ -364,6 +365,7 @@ def search_flavors(
                         oracle,
                         preempts,
                         preemption_over_borrowing,
+                        always_reclaims,
                     )
                 notes.append(verdict)
                 if not _try_next_flavor(verdict, fungibility):
@@ -416,6 +418,7 @@ def _judge(
     oracle: PreemptionOracle | None,
     preempts: bool,
     preemption_over_borrowing: bool,
+    always_reclaims: bool = False,
 ) -> _Verdict:
     """How one pod set's request for one resource group fits one flavor, on top of what
     earlier pod sets of the workload were assigned: the worst of its resources' verdicts."""
@@ -441,10 +444,20 @@ def _judge(
             return _Verdict(flavor.name, Mode.NO_FIT, 0, _NOTHING, EXCEEDS_MAX_QUOTA, note)
         else:
             notes.append(_quota_note(node, fr, amount, free, never=False))
-            level, may_reclaim = lowest_subtree_that_fits(node, fr, amount)
-            if amount <= node.nominal(fr) or may_reclaim or preempts_while_borrowing:
+            level = -1  # not known yet
+            may_try = amount <= node.nominal(fr) or preempts_while_borrowing
+            if not may_try:
+                level, may_try = lowest_subtree_that_fits(node, fr, amount)
+            if may_try:
                 found = oracle(fr, amount) if oracle is not None else None
-                mode, level = (Mode.NO_CANDIDATES, level) if found is None else found
+                if found is not None:
+                    mode, level = found
+                else:
+                    mode = Mode.NO_CANDIDATES
+                    if level < 0:
+                        # Where the queue can always reclaim, a flavor without candidates
+                        # stops the search with no admission: its level cannot matter.
+                        level = 0 if always_reclaims else borrowing_level(node, fr, amount)
                 need.add(fr)
             else:
                 mode = Mode.NO_FIT
