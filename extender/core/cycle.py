@@ -116,7 +116,6 @@ class _Entry:
     workload: Workload
     assignment: Assignment
     targets: Sequence[Target] = ()
-    slack: int = -1  # what its preemptions leave free (Preemptions.slack)
     status: PendingStatus | None = None
 
 
@@ -194,9 +193,7 @@ class _CycleQuota:
             for t in entry.targets
             if id(t.victim) not in self.removed and id(t.victim) not in self.deferred
         ]
-        if (
-            entry.slack >= 0 and entry.slack >= self.taken.get(id(entry.node.root()), 0)
-        ) or self._fits_within_own(entry.node, entry.assignment.usage, victims):
+        if self._fits_within_own(entry.node, entry.assignment.usage, victims):
             # It fits: its victims leave the tree only when a later check needs it exact
             # (still counted, they make every other check stricter, never looser).
             own = self.deferred_in.setdefault(entry.node, {})
@@ -1052,8 +1049,7 @@ class ClusterState:
         )
         entry = _Entry(cq, node, queue, workload, assignment)
         if assignment.mode in PREEMPTING:
-            found_now = targets(assignment.usage, assignment.needs_preemption)
-            entry.targets, entry.slack = found_now
+            entry.targets = targets(assignment.usage, assignment.needs_preemption).targets
             if not entry.targets:
                 entry.assignment = assignment._replace(mode=Mode.NO_CANDIDATES)
         return entry

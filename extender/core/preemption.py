@@ -55,12 +55,9 @@ class Target:
 
 
 class Preemptions(NamedTuple):
-    """The workloads to preempt, and the least that stays free of any flavor-resource the
-    preemptor requests once they are gone (-1: not known). While the cycle takes no more
-    than that from the tree, the preemptor still fits after its preemptions."""
+    """The workloads to preempt for one preemptor (none when preemption cannot help)."""
 
     targets: list[Target]
-    slack: int = -1
 
 
 NO_PREEMPTIONS = Preemptions([])
@@ -205,9 +202,9 @@ def _fill_back(
     request: Mapping[FlavorResource, int],
     removed: list[AdmittedWorkload],
     allow_borrowing: bool,
-) -> tuple[list[AdmittedWorkload], int]:
+) -> list[AdmittedWorkload]:
     """Put back every removed workload that is not needed after all; restore the tree.
-    Returns the targets and the slack they leave (see Preemptions)."""
+    Returns the targets."""
     targets = list(removed)
     for candidate in reversed(removed[:-1]):
         add_usage(candidate.node, candidate.usage, 1)
@@ -215,10 +212,9 @@ def _fill_back(
             targets.remove(candidate)
         else:
             add_usage(candidate.node, candidate.usage, -1)
-    slack = min((available(node, fr) - amount for fr, amount in request.items()), default=-1)
     for candidate in targets:
         add_usage(candidate.node, candidate.usage, 1)
-    return targets, slack
+    return targets
 
 
 # How a candidate may be preempted (Kueue's preemption variants), and the reason it is given.
@@ -440,10 +436,8 @@ def classical_targets(
             removed.append(victim)
             variant_of[id(victim)] = variant
             if fits(node, request, borrowing):
-                kept, slack = _fill_back(node, request, removed, borrowing)
-                return Preemptions(
-                    [Target(v, _VARIANT_REASONS[variant_of[id(v)]]) for v in kept], slack
-                )
+                kept = _fill_back(node, request, removed, borrowing)
+                return Preemptions([Target(v, _VARIANT_REASONS[variant_of[id(v)]]) for v in kept])
         for victim in removed:
             add_usage(victim.node, victim.usage)
     return NO_PREEMPTIONS
@@ -503,11 +497,10 @@ def fair_sharing_targets(
         for candidate in removed:
             add_usage(candidate.node, candidate.usage, 1)
         return NO_PREEMPTIONS
-    victims, slack = _fill_back(node, request, removed, True)
+    victims = _fill_back(node, request, removed, True)
     return Preemptions(
         [
             Target(v, IN_CLUSTER_QUEUE if v.node is node else IN_COHORT_FAIR_SHARING)
             for v in victims
         ],
-        slack,
     )
