@@ -85,23 +85,42 @@ def assign(
     oracle: Mapping[FlavorResource, tuple[Mode | None, int]] | None = None,
     fair_sharing: bool = False,
 ) -> Assignment:
-    """Kueue's flavor assigner for one workload, with its test oracle: Preempt at borrowing
-    level 0 unless the row says otherwise for a flavor-resource."""
+    """Kueue's flavor assigner for one workload in TestAssignFlavors' setting: the
+    ClusterQueue (and a second one in its cohort) with usage, the shared flavors."""
     cqs = [cq] + ([secondary] if secondary is not None else [])
-    tree = QuotaTree.build(cqs, [Cohort(cq.cohort)] if cq.cohort else [])
-    node = tree.cluster_queues[cq.name]
-    if usage:
-        add_usage(node, usage)
-    if secondary is not None and secondary_usage:
-        add_usage(tree.cluster_queues[secondary.name], secondary_usage)
+    used = {cq.name: usage or {}}
+    if secondary is not None:
+        used[secondary.name] = secondary_usage or {}
+    cohorts = [Cohort(cq.cohort)] if cq.cohort else []
+    return run_assigner(cqs, cohorts, FLAVORS, pod_sets, used, oracle, fair_sharing)
+
+
+def run_assigner(
+    cluster_queues: list[ClusterQueue],
+    cohorts: list[Cohort],
+    flavors: Mapping[str, ResourceFlavor],
+    pod_sets: tuple[PodSet, ...],
+    usage: Mapping[str, Mapping[FlavorResource, int]],
+    oracle: Mapping[FlavorResource, tuple[Mode | None, int]] | None = None,
+    fair_sharing: bool = False,
+) -> Assignment:
+    """The flavor search for the first ClusterQueue, with Kueue's test oracle: Preempt at
+    borrowing level 0 unless the row says otherwise for a flavor-resource."""
+    tree = QuotaTree.build(cluster_queues, cohorts)
+    for name, used in usage.items():
+        if used:
+            add_usage(tree.cluster_queues[name], used)
     answers = dict(oracle or {})
 
     def simulate(fr: FlavorResource, amount: int) -> tuple[Mode, int] | None:
         mode, level = answers.get(fr, (PREEMPT, 0))
         return None if mode is None else (mode, level)
 
+    cq = cluster_queues[0]
     workload = Workload("ns", "wl", "uid", "lq", pod_sets)
-    return search_flavors(workload, cq, FLAVORS, node, simulate, fair_sharing=fair_sharing)
+    return search_flavors(
+        workload, cq, flavors, tree.cluster_queues[cq.name], simulate, fair_sharing=fair_sharing
+    )
 
 
 def rep_mode(a: Assignment) -> str:
@@ -793,19 +812,8 @@ def _in_tree(
     oracle: Mapping[FlavorResource, tuple[Mode | None, int]] | None = None,
 ) -> Assignment:
     """The flavor assigner for the first ClusterQueue, in a tree of several with usage."""
-    tree = QuotaTree.build(cluster_queues, cohorts)
-    for name, used in usage.items():
-        add_usage(tree.cluster_queues[name], used)
-    answers = dict(oracle or {})
-
-    def simulate(fr: FlavorResource, amount: int) -> tuple[Mode, int] | None:
-        mode, level = answers.get(fr, (PREEMPT, 0))
-        return None if mode is None else (mode, level)
-
-    cq = cluster_queues[0]
-    workload = Workload("ns", "wl", "uid", "lq", (pod_set,))
     flavors = {name: ResourceFlavor(name) for name in flavor_names}
-    return search_flavors(workload, cq, flavors, tree.cluster_queues[cq.name], simulate)
+    return run_assigner(cluster_queues, cohorts, flavors, (pod_set,), usage, oracle)
 
 
 # TestReclaimBeforePriorityPreemption ("pkg/scheduler/flavorassigner/flavorassigner_test.go").
