@@ -15,7 +15,12 @@ from typing import NamedTuple
 
 from extender.core.fairsharing import dominant_resource_share
 from extender.core.flavors import (
+    FIT,
+    NO_CANDIDATES,
+    NO_FIT,
+    PREEMPT,
     PREEMPTING,
+    RECLAIM,
     WAITING_FOR_QUOTA,
     Assignment,
     Mode,
@@ -23,6 +28,9 @@ from extender.core.flavors import (
     search_flavors,
 )
 from extender.core.models import (
+    RECLAIM_ANY,
+    RECLAIM_NEVER,
+    WITHIN_NEVER,
     Admission,
     ClusterQueue,
     Cohort,
@@ -30,10 +38,8 @@ from extender.core.models import (
     LocalQueue,
     Namespace,
     QueueingStrategy,
-    ReclaimWithinCohort,
     ResourceFlavor,
     StopPolicy,
-    WithinClusterQueue,
     Workload,
 )
 from extender.core.preemption import (
@@ -145,11 +151,10 @@ class _CycleQuota:
         self.holds: dict[int, dict[QuotaNode, dict[FlavorResource, int]]] = {}
         self.reservations: list[_Entry] = []
         self.held: list[tuple[QuotaNode, dict[FlavorResource, int]]] = []
-        # Workloads this cycle preempts: out of the tree until the cycle ends.
-        self.removed: dict[int, AdmittedWorkload] = {}
-        self.deferred: dict[int, AdmittedWorkload] = {}  # preempted, still in the tree
-        # What deferred victims of a ClusterQueue's own preemptor still hold in it.
-        self.deferred_in: dict[QuotaNode, dict[FlavorResource, int]] = {}
+        # Workloads this cycle preempts: out of the tree until the cycle ends, one by one or
+        # netted with their preemptor's usage into one change of its ClusterQueue.
+        self.removed: list[AdmittedWorkload] = []
+        self.netted: list[tuple[QuotaNode, dict[FlavorResource, int]]] = []
 
     def refusal(self, entry: _Entry) -> str | None:
         """None if a fit still holds, else why not. A borrower first sees lenders' holds."""
@@ -167,7 +172,7 @@ class _CycleQuota:
             not spent
             or assignment.slack >= spent
             or (assignment.borrowing_level == 0 and _nobody_borrows(root, assignment))
-            or self._exact_fit(node, assignment.usage)
+            or fits(node, assignment.usage, True)
         ):
             return None
         if own is not None:
@@ -187,81 +192,29 @@ class _CycleQuota:
         """A preempting entry: if it fits once its victims are gone (with those of earlier
         preemptors of this cycle), its victims' quota is taken out and its own held for the
         rest of the cycle, as Kueue's snapshot sees a cycle's preemptions; None. Otherwise
-        nothing changes and the answer is why not."""
-        victims = [
-            t.victim
-            for t in entry.targets
-            if id(t.victim) not in self.removed and id(t.victim) not in self.deferred
-        ]
-        if self._fits_within_own(entry.node, entry.assignment.usage, victims):
-            # It fits: its victims leave the tree only when a later check needs it exact
-            # (still counted, they make every other check stricter, never looser).
-            own = self.deferred_in.setdefault(entry.node, {})
-            for victim in victims:
-                self.deferred[id(victim)] = victim
-                if victim.node is entry.node:
-                    for fr, amount in victim.usage.items():
-                        own[fr] = own.get(fr, 0) + amount
-            self.reserve(entry)
+        nothing changes and the answer is why not. The caller made sure that no victim is
+        another preemptor's of this cycle."""
+        node, usage = entry.node, entry.assignment.usage
+        victims = [target.victim for target in entry.targets]
+        net = _net_within_own(node, usage, victims)
+        if net is not None:
+            # One walk up the tree for the preemptor and all its victims, not one each.
+            add_usage(node, net)
+            self.netted.append((node, net))
+            self._take(node.root(), usage.values())
             return None
         for victim in victims:
             add_usage(victim.node, victim.usage, -1)
-        if not fits(entry.node, entry.assignment.usage, True) and not self._exact_fit(
-            entry.node, entry.assignment.usage
-        ):
+        if not fits(node, usage, True):
             for victim in victims:
                 add_usage(victim.node, victim.usage)
             return (
                 f"{entry.assignment.message}; it no longer fits after the workloads admitted or "
                 "preempted for earlier in this cycle"
             )
-        for victim in victims:
-            self.removed[id(victim)] = victim
+        self.removed.extend(victims)
         self.reserve(entry)
         return None
-
-    def _exact_fit(self, node: QuotaNode, usage: Mapping[FlavorResource, int]) -> bool:
-        """A fit checked on the tree with every victim of this cycle out of it."""
-        if not self.deferred:
-            return fits(node, usage, True)
-        self._remove_deferred()
-        return fits(node, usage, True)
-
-    def _fits_within_own(
-        self,
-        node: QuotaNode,
-        usage: Mapping[FlavorResource, int],
-        victims: Sequence[AdmittedWorkload],
-    ) -> bool:
-        """Whether the request fits once these victims of the node's own are gone, without
-        changing the tree: it does when the node then stays within its own quota and no
-        ClusterQueue of the tree borrows what it requests (a test holds this to taking the
-        victims out)."""
-        borrowers = node.root().borrowers
-        for victim in victims:
-            if victim.node is not node:
-                return False
-        for fr, amount in usage.items():
-            for borrower in borrowers.get(fr, ()):
-                # A queue over its quota only by what its deferred victims still hold (its
-                # preemptor was added, they were not yet taken out) does not borrow.
-                pending = self.deferred_in.get(borrower)
-                held = borrower.usage.get(fr, 0) - (pending.get(fr, 0) if pending else 0)
-                if held > borrower.subtree.get(fr, 0):
-                    return False
-            freed = 0
-            for victim in victims:
-                freed += victim.usage.get(fr, 0)
-            if node.usage.get(fr, 0) - freed + amount > node.subtree.get(fr, 0):
-                return False
-        return True
-
-    def _remove_deferred(self) -> None:
-        for key, victim in self.deferred.items():
-            add_usage(victim.node, victim.usage, -1)
-            self.removed[key] = victim
-        self.deferred.clear()
-        self.deferred_in.clear()
 
     def hold(self, entry: _Entry, amounts: Mapping[FlavorResource, int]) -> None:
         """Keep quota for a pending entry from the entries after it, for this cycle only."""
@@ -300,11 +253,12 @@ class _CycleQuota:
         for node, amounts in self.held:
             add_usage(node, amounts, -1)
         self.held.clear()
-        for victim in self.removed.values():
+        for victim in self.removed:
             add_usage(victim.node, victim.usage)
         self.removed.clear()
-        self.deferred.clear()
-        self.deferred_in.clear()
+        for node, net in self.netted:
+            add_usage(node, net, -1)
+        self.netted.clear()
 
     def _holds_in(self, root: QuotaNode) -> dict[QuotaNode, dict[FlavorResource, int]]:
         # Borrowers come after every entry that fits its own quota, so the lenders of a tree
@@ -315,6 +269,34 @@ class _CycleQuota:
             for amounts in held.values():
                 self._take(root, amounts.values())
         return held
+
+
+def _net_within_own(
+    node: QuotaNode, usage: Mapping[FlavorResource, int], victims: Sequence[AdmittedWorkload]
+) -> dict[FlavorResource, int] | None:
+    """The change to the node's usage of admitting this request in place of these victims,
+    if arithmetic alone shows that it fits; else None (then the tree must be asked).
+
+    It fits when every victim is the node's own, the node then stays within its own quota of
+    what it requests, and no other ClusterQueue of the tree borrows any of it: every queue is
+    then within its own quota, and so is every cohort (a test holds this to taking the
+    victims out and asking the tree).
+    """
+    borrowers = node.root().borrowers
+    for victim in victims:
+        if victim.node is not node:
+            return None
+    net = dict(usage)
+    for victim in victims:
+        for fr, amount in victim.usage.items():
+            net[fr] = net.get(fr, 0) - amount
+    for fr in usage:
+        for borrower in borrowers.get(fr, ()):
+            if borrower is not node:
+                return None
+        if node.usage.get(fr, 0) + net[fr] > node.subtree.get(fr, 0):
+            return None
+    return net
 
 
 def _lender_holds(admitted: Iterable[_Entry]) -> dict[QuotaNode, dict[FlavorResource, int]]:
@@ -332,7 +314,7 @@ def _lender_holds(admitted: Iterable[_Entry]) -> dict[QuotaNode, dict[FlavorReso
         cq, node = entry.cq, entry.node
         if (
             node in held
-            or cq.preemption.reclaim_within_cohort is not ReclaimWithinCohort.ANY
+            or cq.preemption.reclaim_within_cohort is not RECLAIM_ANY
             or entry.queue.strategy is not QueueingStrategy.BEST_EFFORT_FIFO
         ):
             continue
@@ -862,7 +844,7 @@ class ClusterState:
         quota = _CycleQuota(classical=not self.fair_sharing)
         for entry in ordered:
             workload, assignment = entry.workload, entry.assignment
-            if assignment.mode == Mode.FIT:
+            if assignment.mode == FIT:
                 taken_meanwhile = quota.refusal(entry)
                 if taken_meanwhile is not None:
                     entry.status = PendingStatus(WAITING_FOR_QUOTA, taken_meanwhile)
@@ -924,8 +906,8 @@ class ClusterState:
             else:
                 entry.status = PendingStatus(assignment.reason, assignment.message)
                 if (
-                    assignment.mode == Mode.NO_CANDIDATES
-                    and entry.cq.preemption.reclaim_within_cohort is not ReclaimWithinCohort.ANY
+                    assignment.mode == NO_CANDIDATES
+                    and entry.cq.preemption.reclaim_within_cohort is not RECLAIM_ANY
                 ):
                     # It could not take its quota back later: what it needs is kept from
                     # entries after it, as Kueue does.
@@ -981,7 +963,7 @@ class ClusterState:
                 node,
                 queue,
                 workload,
-                Assignment(Mode.NO_FIT, reason=MISCONFIGURED, message=message),
+                Assignment(NO_FIT, reason=MISCONFIGURED, message=message),
             )
         lq = self.local_queue_of(workload) if self._stopped_local_queues else None
         if lq is not None and lq.stop_policy is not StopPolicy.NONE:
@@ -991,7 +973,7 @@ class ClusterState:
                 node,
                 queue,
                 workload,
-                Assignment(Mode.NO_FIT, reason=INADMISSIBLE, message=message),
+                Assignment(NO_FIT, reason=INADMISSIBLE, message=message),
             )
 
         if len(workload.pod_sets) == 1:
@@ -1009,9 +991,8 @@ class ClusterState:
                 found[key] = self._targets(workload, cq, node, request, need)
             return found[key]
 
-        may_preempt = cq.preemption.within_cluster_queue is not WithinClusterQueue.NEVER or (
-            node.parent is not None
-            and cq.preemption.reclaim_within_cohort is not ReclaimWithinCohort.NEVER
+        may_preempt = cq.preemption.within_cluster_queue is not WITHIN_NEVER or (
+            node.parent is not None and cq.preemption.reclaim_within_cohort is not RECLAIM_NEVER
         )
 
         def oracle(fr: FlavorResource, amount: int) -> tuple[Mode, int] | None:
@@ -1027,8 +1008,11 @@ class ClusterState:
             )
             if not victims:
                 return None
-            own = any(target.victim.node is node for target in victims)
-            freed = sum(t.victim.usage.get(fr, 0) for t in victims if t.victim.node is node)
+            own, freed = False, 0
+            for target in victims:
+                if target.victim.node is node:
+                    own = True
+                    freed += target.victim.usage.get(fr, 0)
             if node.usage.get(fr, 0) - freed + amount <= node.subtree.get(fr, 0):
                 level = 0  # within its own quota once its own victims are gone
             else:
@@ -1037,7 +1021,7 @@ class ClusterState:
                 level = borrowing_level(node, fr, amount)
                 for target in victims:
                     add_usage(target.victim.node, target.victim.usage)
-            return (Mode.PREEMPT if own else Mode.RECLAIM), level
+            return (PREEMPT if own else RECLAIM), level
 
         assignment = search_flavors(
             workload,
@@ -1051,7 +1035,7 @@ class ClusterState:
         if assignment.mode in PREEMPTING:
             entry.targets = targets(assignment.usage, assignment.needs_preemption).targets
             if not entry.targets:
-                entry.assignment = assignment._replace(mode=Mode.NO_CANDIDATES)
+                entry.assignment = assignment._replace(mode=NO_CANDIDATES)
         return entry
 
     def _targets(

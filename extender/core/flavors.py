@@ -9,16 +9,18 @@ from typing import NamedTuple
 
 from extender.core.labels import flavor_matches_node_constraints, tolerated
 from extender.core.models import (
+    MAY_STOP_SEARCH,
+    RECLAIM_ANY,
+    RECLAIM_NEVER,
+    TRY_NEXT_FLAVOR,
+    WITHIN_NEVER,
     Admission,
     ClusterQueue,
     FlavorFungibility,
     FlavorResource,
-    FungibilityPolicy,
     PodSet,
     PodSetAssignment,
-    ReclaimWithinCohort,
     ResourceFlavor,
-    WithinClusterQueue,
     Workload,
 )
 from extender.core.quantity import format_amount
@@ -53,7 +55,14 @@ class Mode(IntEnum):
         return self in PREEMPTING
 
 
-PREEMPTING = frozenset((Mode.PREEMPT, Mode.RECLAIM))
+# The members as plain names for the hot paths (see the note in models.py: on Python 3.11
+# `Mode.FIT` costs a metaclass __getattr__ call).
+NO_FIT = Mode.NO_FIT
+NO_CANDIDATES = Mode.NO_CANDIDATES
+PREEMPT = Mode.PREEMPT
+RECLAIM = Mode.RECLAIM
+FIT = Mode.FIT
+PREEMPTING = frozenset((PREEMPT, RECLAIM))
 
 
 PreemptionOracle = Callable[[FlavorResource, int], "tuple[Mode, int] | None"]
@@ -116,13 +125,13 @@ def preferred(
     """Kueue's isPreferred: whether (mode, borrowing level) a is a better flavor than b."""
     a_mode, a_level = a
     b_mode, b_level = b
-    if a_mode == Mode.NO_FIT:
+    if a_mode == NO_FIT:
         return False
-    if b_mode == Mode.NO_FIT:
+    if b_mode == NO_FIT:
         return True
     # A flavor without preemption candidates cannot admit now: below every viable one.
-    if (a_mode == Mode.NO_CANDIDATES) != (b_mode == Mode.NO_CANDIDATES):
-        return b_mode == Mode.NO_CANDIDATES
+    if (a_mode == NO_CANDIDATES) != (b_mode == NO_CANDIDATES):
+        return b_mode == NO_CANDIDATES
     if preemption_over_borrowing:
         if a_level != b_level:
             return a_level < b_level
@@ -138,14 +147,11 @@ def _preferred(a: _Verdict, b: _Verdict, preemption_over_borrowing: bool) -> boo
 
 def _try_next_flavor(verdict: _Verdict, fungibility: FlavorFungibility) -> bool:
     """Kueue's shouldTryNextFlavor: whether the search goes on past this flavor."""
-    if verdict.mode <= Mode.NO_CANDIDATES:
+    if verdict.mode <= NO_CANDIDATES:
         return True
-    if (
-        verdict.mode in PREEMPTING
-        and fungibility.when_can_preempt is FungibilityPolicy.TRY_NEXT_FLAVOR
-    ):
+    if verdict.mode in PREEMPTING and fungibility.when_can_preempt is TRY_NEXT_FLAVOR:
         return True
-    return verdict.level > 0 and fungibility.when_can_borrow is FungibilityPolicy.TRY_NEXT_FLAVOR
+    return verdict.level > 0 and fungibility.when_can_borrow is TRY_NEXT_FLAVOR
 
 
 def _incompatibility(flavor: ResourceFlavor, pod_set: PodSet) -> str | None:
@@ -247,7 +253,7 @@ def quick_fit(
             needs[group] = {resource: amount}
         else:
             request[resource] = amount
-    may_stop_borrowing = cq.flavor_fungibility.when_can_borrow is FungibilityPolicy.MAY_STOP_SEARCH
+    may_stop_borrowing = cq.flavor_fungibility.when_can_borrow is MAY_STOP_SEARCH
     assigned: dict[str, str] = {}
     usage: dict[FlavorResource, int] = {}
     level = 0
@@ -282,7 +288,7 @@ def quick_fit(
             break
         else:
             return None
-    return Assignment(Mode.FIT, level, (assigned,), usage, slack=slack)
+    return Assignment(FIT, level, (assigned,), usage, slack=slack)
 
 
 def search_flavors(
@@ -312,7 +318,7 @@ def search_flavors(
             group = group_of.get(resource)
             if group is None:
                 return Assignment(
-                    Mode.NO_FIT,
+                    NO_FIT,
                     reason=NO_MATCHING_FLAVOR,
                     message=f"pod set {pod_set.name} requests {resource}, "
                     f"which ClusterQueue {cq.name} has no quota for",
@@ -323,18 +329,18 @@ def search_flavors(
     fungibility = cq.flavor_fungibility
     preemption_over_borrowing = fungibility.preference == "PreemptionOverBorrowing"
     reclaims = node.parent is not None and (
-        cq.preemption.reclaim_within_cohort is not ReclaimWithinCohort.NEVER
+        cq.preemption.reclaim_within_cohort is not RECLAIM_NEVER
     )
     # Kueue's canPreemptWhileBorrowing: preemption is tried even for more than the nominal
     # quota and outside the subtrees the preemptor may reclaim.
     preempts_while_borrowing = cq.preemption.borrow_within_cohort != "Never" or (
         fair_sharing and reclaims
     )
-    preempts = reclaims or cq.preemption.within_cluster_queue is not WithinClusterQueue.NEVER
-    always_reclaims = cq.preemption.reclaim_within_cohort is ReclaimWithinCohort.ANY
+    preempts = reclaims or cq.preemption.within_cluster_queue is not WITHIN_NEVER
+    always_reclaims = cq.preemption.reclaim_within_cohort is RECLAIM_ANY
     pod_set_flavors: list[dict[str, str]] = [{} for _ in workload.pod_sets]
     usage: dict[FlavorResource, int] = {}
-    mode, level = Mode.FIT, 0
+    mode, level = FIT, 0
     need: frozenset[FlavorResource] = frozenset()
     notes_text = ""
     for index, needs in enumerate(requests):
@@ -348,7 +354,7 @@ def search_flavors(
                 if flavor is None:
                     verdict = _Verdict(
                         name,
-                        Mode.NO_FIT,
+                        NO_FIT,
                         0,
                         _NOTHING,
                         NO_MATCHING_FLAVOR,
@@ -374,12 +380,12 @@ def search_flavors(
                 if best is None or _preferred(verdict, best, preemption_over_borrowing):
                     best = verdict
             assert best is not None
-            if best.mode == Mode.NO_FIT:
-                return _no_fit(workload, notes, best)
-            if best.mode == Mode.NO_CANDIDATES:
-                no_fit = _no_fit(workload, notes, best)
-                if cq.preemption.reclaim_within_cohort is ReclaimWithinCohort.ANY:
-                    return no_fit._replace(mode=Mode.NO_CANDIDATES)
+            if best.mode == NO_FIT:
+                return _no_fit(workload, notes)
+            if best.mode == NO_CANDIDATES:
+                no_fit = _no_fit(workload, notes, NO_CANDIDATES)
+                if cq.preemption.reclaim_within_cohort is RECLAIM_ANY:
+                    return no_fit
                 # Kept with its flavors: a ClusterQueue that cannot always reclaim holds this
                 # quota for it (Kueue reserves capacity for an unreclaimable preemptor).
                 best = best._replace(note=no_fit.message)
@@ -403,7 +409,7 @@ def search_flavors(
         tuple(pod_set_flavors),
         usage,
         need,
-        WAITING_FOR_QUOTA if mode != Mode.FIT else "",
+        WAITING_FOR_QUOTA if mode != FIT else "",
         notes_text,
     )
 
@@ -424,8 +430,9 @@ def _judge(
     earlier pod sets of the workload were assigned: the worst of its resources' verdicts."""
     problem = _incompatibility(flavor, pod_set)
     if problem is not None:
-        return _Verdict(flavor.name, Mode.NO_FIT, 0, _NOTHING, NO_MATCHING_FLAVOR, problem)
-    worst = _Verdict(flavor.name, Mode.FIT, 0, _NOTHING, "", "")
+        return _Verdict(flavor.name, NO_FIT, 0, _NOTHING, NO_MATCHING_FLAVOR, problem)
+    # The worst (mode, level) so far, as plain values: one verdict is built, at the end.
+    worst_mode, worst_level = FIT, 0
     need: set[FlavorResource] = set()
     notes: list[str] = []
     for resource, own in request.items():
@@ -433,15 +440,14 @@ def _judge(
         amount = own + assigned.get(fr, 0)
         free = available(node, fr)
         if amount <= free:
-            level = borrowing_level(node, fr, amount)
-            if worst.mode == Mode.FIT:  # of two fits the worse borrows more
-                if level > worst.level:
-                    worst = worst._replace(level=level)
+            mode, level = FIT, borrowing_level(node, fr, amount)
+            if worst_mode == FIT:  # of two fits the worse borrows more
+                if level > worst_level:
+                    worst_level = level
                 continue
-            verdict = _Verdict(flavor.name, Mode.FIT, level, _NOTHING, "", "")
         elif amount > potential_available(node, fr):
             note = _quota_note(node, fr, amount, free, never=True)
-            return _Verdict(flavor.name, Mode.NO_FIT, 0, _NOTHING, EXCEEDS_MAX_QUOTA, note)
+            return _Verdict(flavor.name, NO_FIT, 0, _NOTHING, EXCEEDS_MAX_QUOTA, note)
         else:
             notes.append(_quota_note(node, fr, amount, free, never=False))
             level = -1  # not known yet
@@ -453,42 +459,33 @@ def _judge(
                 if found is not None:
                     mode, level = found
                 else:
-                    mode = Mode.NO_CANDIDATES
+                    mode = NO_CANDIDATES
                     if level < 0:
                         # Where the queue can always reclaim, a flavor without candidates
                         # stops the search with no admission: its level cannot matter.
                         level = 0 if always_reclaims else borrowing_level(node, fr, amount)
                 need.add(fr)
             else:
-                mode = Mode.NO_FIT
-            verdict = _Verdict(flavor.name, mode, level, _NOTHING, WAITING_FOR_QUOTA, "")
-        if len(request) == 1 or _preferred(worst, verdict, preemption_over_borrowing):
-            worst = verdict
+                mode = NO_FIT
+        if len(request) == 1 or preferred(
+            (worst_mode, worst_level), (mode, level), preemption_over_borrowing
+        ):
+            worst_mode, worst_level = mode, level
+    if worst_mode == FIT:
+        return _Verdict(flavor.name, FIT, worst_level, _NOTHING, "", "")
     note = "; ".join(notes)
-    if worst.mode == Mode.NO_FIT:
-        return _Verdict(flavor.name, Mode.NO_FIT, worst.level, _NOTHING, WAITING_FOR_QUOTA, note)
-    if worst.mode == Mode.NO_CANDIDATES:
-        suffix = "; no admitted workload may be preempted to make room" if preempts else ""
-        return _Verdict(
-            flavor.name,
-            Mode.NO_CANDIDATES,
-            worst.level,
-            frozenset(need),
-            WAITING_FOR_QUOTA,
-            note + suffix,
-        )
-    if worst.mode in PREEMPTING:
-        return _Verdict(
-            flavor.name, worst.mode, worst.level, frozenset(need), WAITING_FOR_QUOTA, note
-        )
-    return worst
+    if worst_mode == NO_FIT:
+        return _Verdict(flavor.name, NO_FIT, worst_level, _NOTHING, WAITING_FOR_QUOTA, note)
+    if worst_mode == NO_CANDIDATES and preempts:
+        note += "; no admitted workload may be preempted to make room"
+    return _Verdict(flavor.name, worst_mode, worst_level, frozenset(need), WAITING_FOR_QUOTA, note)
 
 
 _NO_FLAVOR = frozenset({NO_MATCHING_FLAVOR})
 _NEVER_FITS = frozenset({NO_MATCHING_FLAVOR, EXCEEDS_MAX_QUOTA})
 
 
-def _no_fit(workload: Workload, notes: list[_Verdict], best: _Verdict) -> Assignment:
+def _no_fit(workload: Workload, notes: list[_Verdict], mode: Mode = NO_FIT) -> Assignment:
     reasons = {v.reason for v in notes}
     if reasons == _NO_FLAVOR:
         reason = NO_MATCHING_FLAVOR
@@ -499,4 +496,4 @@ def _no_fit(workload: Workload, notes: list[_Verdict], best: _Verdict) -> Assign
     message = "; ".join(v.note for v in notes)
     if len(workload.pod_sets) > 1:
         message = f"pod sets {', '.join(p.name for p in workload.pod_sets)}: {message}"
-    return Assignment(Mode.NO_FIT, reason=reason, message=message)
+    return Assignment(mode, reason=reason, message=message)

@@ -8,10 +8,15 @@ from typing import NamedTuple
 
 from extender.core.fairsharing import dominant_resource_share
 from extender.core.models import (
+    RECLAIM_ANY,
+    RECLAIM_LOWER_PRIORITY,
+    RECLAIM_NEVER,
+    WITHIN_LOWER_OR_NEWER_EQUAL,
+    WITHIN_LOWER_PRIORITY,
+    WITHIN_NEVER,
     Admission,
     ClusterQueue,
     FlavorResource,
-    ReclaimWithinCohort,
     WithinClusterQueue,
     Workload,
 )
@@ -100,9 +105,9 @@ def _uses(candidate: AdmittedWorkload, need: frozenset[FlavorResource]) -> bool:
 def _within_allows(
     policy: WithinClusterQueue, candidate: AdmittedWorkload, preemptor: Workload, queue_time: float
 ) -> bool:
-    if policy is WithinClusterQueue.LOWER_PRIORITY:
+    if policy is WITHIN_LOWER_PRIORITY:
         return candidate.priority < preemptor.priority
-    if policy is WithinClusterQueue.LOWER_OR_NEWER_EQUAL_PRIORITY:
+    if policy is WITHIN_LOWER_OR_NEWER_EQUAL:
         return candidate.priority < preemptor.priority or (
             candidate.priority == preemptor.priority
             and candidate.workload.creation_time > queue_time
@@ -121,14 +126,14 @@ def may_have_candidates(
 ) -> bool:
     """False only when `candidates` is sure to find none: cheap enough for every head."""
     within = cq.preemption.within_cluster_queue
-    if within is not WithinClusterQueue.NEVER and _may_hold_lower(
+    if within is not WITHIN_NEVER and _may_hold_lower(
         lowest_priority,
         cq.name,
         preemptor.priority,
-        within is WithinClusterQueue.LOWER_OR_NEWER_EQUAL_PRIORITY,
+        within is WITHIN_LOWER_OR_NEWER_EQUAL,
     ):
         return True
-    if node.parent is None or cq.preemption.reclaim_within_cohort is ReclaimWithinCohort.NEVER:
+    if node.parent is None or cq.preemption.reclaim_within_cohort is RECLAIM_NEVER:
         return False
     if fair_sharing:
         return True
@@ -151,8 +156,8 @@ def candidates(
     """Workloads that the ClusterQueue's policies allow to be preempted, in Kueue's order."""
     found: list[AdmittedWorkload] = []
     within = cq.preemption.within_cluster_queue
-    equal_too = within is WithinClusterQueue.LOWER_OR_NEWER_EQUAL_PRIORITY
-    if within is not WithinClusterQueue.NEVER and _may_hold_lower(
+    equal_too = within is WITHIN_LOWER_OR_NEWER_EQUAL
+    if within is not WITHIN_NEVER and _may_hold_lower(
         lowest_priority, cq.name, preemptor.priority, equal_too
     ):
         for candidate in admitted_in(cq.name):
@@ -161,7 +166,7 @@ def candidates(
             ):
                 found.append(candidate)
     reclaim = cq.preemption.reclaim_within_cohort
-    if node.parent is not None and reclaim is not ReclaimWithinCohort.NEVER:
+    if node.parent is not None and reclaim is not RECLAIM_NEVER:
         root = node.root()
         if fair_sharing:
             others: Iterable[QuotaNode] = root.cluster_queues()
@@ -172,7 +177,7 @@ def candidates(
                 for borrower in borrowing_cluster_queues(root, fr):
                     found_borrowers[borrower.name] = borrower
             others = [found_borrowers[n] for n in sorted(found_borrowers)]
-        any_priority = reclaim is ReclaimWithinCohort.ANY
+        any_priority = reclaim is RECLAIM_ANY
         for other in others:
             if other is node:
                 continue
@@ -183,7 +188,7 @@ def candidates(
             for candidate in admitted_in(other.name):
                 if not _uses(candidate, need):
                     continue
-                if reclaim is ReclaimWithinCohort.ANY or candidate.priority < preemptor.priority:
+                if reclaim is RECLAIM_ANY or candidate.priority < preemptor.priority:
                     found.append(candidate)
     found.sort(
         key=lambda c: (
@@ -260,7 +265,7 @@ def _variant(
 ) -> int | None:
     """How a candidate of another ClusterQueue may be preempted, None if not at all."""
     reclaim = cq.preemption.reclaim_within_cohort
-    if reclaim is ReclaimWithinCohort.LOWER_PRIORITY and candidate.priority >= preemptor.priority:
+    if reclaim is RECLAIM_LOWER_PRIORITY and candidate.priority >= preemptor.priority:
         return None
     if advantage:
         return _HIERARCHICAL_RECLAIM
@@ -288,7 +293,7 @@ def _cohort_candidates(
     subtrees within their own quota of what is needed are not looked into."""
     hierarchy: list[_Candidate] = []
     by_priority: list[_Candidate] = []
-    if node.parent is None or cq.preemption.reclaim_within_cohort is ReclaimWithinCohort.NEVER:
+    if node.parent is None or cq.preemption.reclaim_within_cohort is RECLAIM_NEVER:
         return hierarchy, by_priority
     borrowers_of = node.root().borrowers
     if not any(borrowers_of.get(fr) for fr in need):
@@ -296,7 +301,7 @@ def _cohort_candidates(
     threshold = cq.preemption.max_priority_threshold
     advantage, remaining = _fits_in_quota(node, request)
     previous: QuotaNode = node
-    lower_only = cq.preemption.reclaim_within_cohort is ReclaimWithinCohort.LOWER_PRIORITY
+    lower_only = cq.preemption.reclaim_within_cohort is RECLAIM_LOWER_PRIORITY
     for subtree_root in node.ancestors():
         found = hierarchy if advantage else by_priority
         if subtree_root.height == 1:
@@ -399,11 +404,11 @@ def classical_targets(
     """
     same_queue: list[_Candidate] = []
     within = cq.preemption.within_cluster_queue
-    if within is not WithinClusterQueue.NEVER and _may_hold_lower(
+    if within is not WITHIN_NEVER and _may_hold_lower(
         lowest_priority,
         cq.name,
         preemptor.priority,
-        within is WithinClusterQueue.LOWER_OR_NEWER_EQUAL_PRIORITY,
+        within is WITHIN_LOWER_OR_NEWER_EQUAL,
     ):
         for candidate in admitted_in(cq.name):
             if _uses(candidate, need) and _within_allows(
