@@ -28,7 +28,9 @@ from tests.e2e.conftest import KUBECONFIG, kubectl, wait, webhook_host_port
 pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]
 EXTENDER = os.environ.get("TOWER_E2E_SCHEDULER_EXTENDER")
-SUFFIX = uuid.uuid4().hex[:5]
+# A letter first: kubectl reads YAML 1.2, where a bare "036e0" (which PyYAML writes unquoted)
+# is a number, and a label value must be a string.
+SUFFIX = "g" + uuid.uuid4().hex[:5]
 NS = f"tower-gpu-{SUFFIX}"
 GPU = "nvidia.com/gpu"
 NODES = {f"gpu-{SUFFIX}-a": 4, f"gpu-{SUFFIX}-b": 4, f"gpu-{SUFFIX}-big": 8}
