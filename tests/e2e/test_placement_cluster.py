@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import urllib.request
 import uuid
 from pathlib import Path
 from typing import Any
@@ -142,6 +144,10 @@ def tower(tmp_path_factory, api_client, kubelet_namespaces):
             )  # fmt: skip
 
     tower = PlacingTower(tmp_path_factory.mktemp("tower-gpu"), host, port)
+    # Until its caches have synced, the extender lets every pod through (kube-scheduler is told
+    # to go on without it), and the other replica may already be admitting: wait for the
+    # readiness a Deployment would wait for.
+    wait(lambda: extender_ready(tower.tmp / "controller-0.log"), 60, "the extender's replica ready")
     yield tower
     tower.stop()
     kubectl("delete", "namespace", NS, "--wait=true", "--timeout=120s", check=False)
@@ -153,6 +159,19 @@ def tower(tmp_path_factory, api_client, kubelet_namespaces):
         kubectl("delete", kind, "-l", "app.kubernetes.io/part-of=tower", "--ignore-not-found",
                 check=False)  # fmt: skip
     assert "Traceback" not in tower.logs(), tower.logs()[-5000:]
+
+
+def extender_ready(log: Path) -> bool:
+    found = (
+        re.search(r"health and metrics on port (\d+)", log.read_text()) if log.exists() else None
+    )
+    if found is None:
+        return False
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{found[1]}/readyz", timeout=2) as answer:
+            return bool(answer.status == 200)
+    except OSError:  # refused, or 503 (HTTPError) while the caches sync
+        return False
 
 
 def plan_of(api_client, job: str) -> dict[str, Any] | None:
