@@ -73,10 +73,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from extender.kube.client import load_api_client
 
         if args.command == "manifests":
-            import yaml
+            from extender.kube import yaml_text
 
             documents = kube.webhook_configurations(None, service=kube.SERVICE)
-            text = yaml.safe_dump_all(documents, sort_keys=False)
+            text = yaml_text.dump_all(documents, sort_keys=False)
             Path(args.out).write_text(f"{kube.GENERATED}\n{text}")
             print(f"wrote {args.out}")
             return 0

@@ -19,11 +19,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from extender.core.models import QUEUE_NAME_LABEL, ClusterQueue, Workload
 from extender.core.quantity import format_amount
 from extender.core.quota import available
+from extender.kube import yaml_text
 from extender.kube.client import (
     ApiError,
     ConfigError,
@@ -458,7 +457,7 @@ def _emit(data: Any, output: str, render: Any) -> str:
     if output == "json":
         return json.dumps(data, indent=2)
     if output == "yaml":
-        return yaml.safe_dump(data, sort_keys=False).rstrip()
+        return yaml_text.dump(data, sort_keys=False).rstrip()
     return str(render(data))
 
 
