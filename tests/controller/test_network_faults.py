@@ -253,15 +253,21 @@ def test_a_stream_of_jobs_survives_the_fault(cluster, during):
 def test_a_stream_of_jobs_survives_api_server_restarts(cluster):
     def restarts(cluster):
         done = threading.Event()
+        restarted = []
 
         def loop():
             while not done.wait(1.5):
                 cluster.api.restart(downtime=0.5)
+                restarted.append(time.monotonic())
 
         thread = threading.Thread(target=loop, daemon=True)
         thread.start()
 
         def stop_restarting():
+            # At least two restarts, so one comes after the controller has written Workloads
+            # (a watch whose resourceVersion is still current resumes without a 410), however
+            # slowly the stream went on a loaded machine.
+            eventually(lambda: len(restarted) >= 2, timeout=15, what="two restarts")
             done.set()
             thread.join()
 
