@@ -48,7 +48,6 @@ from extender.core.preemption import (
     IN_COHORT_RECLAIM_WHILE_BORROWING,
     IN_COHORT_RECLAMATION,
     AdmittedWorkload,
-    Preemptions,
     Target,
     classical_targets,
     fair_sharing_targets,
@@ -791,7 +790,7 @@ class ClusterState:
             wanted = frozenset(fr for fr, amount in request.items() if available(node, fr) < amount)
         else:
             wanted = frozenset(need)
-        return self._targets(workload, cq, node, request, wanted).targets if wanted else []
+        return self._targets(workload, cq, node, request, wanted) if wanted else []
 
     def class_head(self, key: str) -> str | None:
         """The workload a cycle tries for this one's whole equivalence class (the same shape,
@@ -981,11 +980,11 @@ class ClusterState:
             if quick is not None:
                 return _Entry(cq, node, queue, workload, quick)
 
-        found: dict[tuple[object, ...], Preemptions] = {}
+        found: dict[tuple[object, ...], list[Target]] = {}
 
         def targets(  # memoised: the oracle and the final nomination may ask the same question
             request: Mapping[FlavorResource, int], need: frozenset[FlavorResource]
-        ) -> Preemptions:
+        ) -> list[Target]:
             key = (tuple(sorted(request.items())), need)
             if key not in found:
                 found[key] = self._targets(workload, cq, node, request, need)
@@ -1000,7 +999,7 @@ class ClusterState:
             # high the workload would borrow once they are gone.
             need = frozenset((fr,))
             victims = (
-                targets({fr: amount}, need).targets
+                targets({fr: amount}, need)
                 if may_have_candidates(
                     workload, cq, node, need, self.lowest_priority, fair_sharing=self.fair_sharing
                 )
@@ -1033,7 +1032,7 @@ class ClusterState:
         )
         entry = _Entry(cq, node, queue, workload, assignment)
         if assignment.mode in PREEMPTING:
-            entry.targets = targets(assignment.usage, assignment.needs_preemption).targets
+            entry.targets = targets(assignment.usage, assignment.needs_preemption)
             if not entry.targets:
                 entry.assignment = assignment._replace(mode=NO_CANDIDATES)
         return entry
@@ -1045,7 +1044,7 @@ class ClusterState:
         node: QuotaNode,
         request: Mapping[FlavorResource, int],
         need: frozenset[FlavorResource],
-    ) -> Preemptions:
+    ) -> list[Target]:
         find = fair_sharing_targets if self.fair_sharing else classical_targets
         return find(workload, cq, node, request, need, self.admitted_in, self.lowest_priority)
 

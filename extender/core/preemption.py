@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import NamedTuple
 
 from extender.core.fairsharing import dominant_resource_share
 from extender.core.models import (
@@ -58,14 +57,6 @@ class Target:
     victim: AdmittedWorkload
     reason: str
 
-
-class Preemptions(NamedTuple):
-    """The workloads to preempt for one preemptor (none when preemption cannot help)."""
-
-    targets: list[Target]
-
-
-NO_PREEMPTIONS = Preemptions([])
 
 AdmittedIn = Callable[[str], Iterable[AdmittedWorkload]]
 """The admitted workloads of a ClusterQueue, by name."""
@@ -392,7 +383,7 @@ def classical_targets(
     need: frozenset[FlavorResource],
     admitted_in: AdmittedIn,
     lowest_priority: LowestPriority | None = None,
-) -> Preemptions:
+) -> list[Target]:
     """Kueue's classical preemption: take candidates in order until the workload fits, then
     put back every one that is not needed after all.
 
@@ -419,7 +410,7 @@ def classical_targets(
         preemptor, cq, node, request, need, admitted_in, lowest_priority
     )
     if not (same_queue or hierarchy or by_priority):
-        return NO_PREEMPTIONS
+        return []
     ordered = _order(hierarchy, by_priority, same_queue)
 
     forbidden = cq.preemption.borrow_within_cohort == "Never"
@@ -442,10 +433,10 @@ def classical_targets(
             variant_of[id(victim)] = variant
             if fits(node, request, borrowing):
                 kept = _fill_back(node, request, removed, borrowing)
-                return Preemptions([Target(v, _VARIANT_REASONS[variant_of[id(v)]]) for v in kept])
+                return [Target(v, _VARIANT_REASONS[variant_of[id(v)]]) for v in kept]
         for victim in removed:
             add_usage(victim.node, victim.usage)
-    return NO_PREEMPTIONS
+    return []
 
 
 def fair_sharing_targets(
@@ -456,7 +447,7 @@ def fair_sharing_targets(
     need: frozenset[FlavorResource],
     admitted_in: AdmittedIn,
     lowest_priority: LowestPriority | None = None,
-) -> Preemptions:
+) -> list[Target]:
     """Fair-sharing preemption with Kueue's default strategies.
 
     First LessThanOrEqualToFinalShare: take from the ClusterQueue with the highest share
@@ -467,7 +458,7 @@ def fair_sharing_targets(
         preemptor, cq, node, need, admitted_in, fair_sharing=True, lowest_priority=lowest_priority
     )
     if not pool:
-        return NO_PREEMPTIONS
+        return []
     by_queue: dict[str, list[AdmittedWorkload]] = {}
     for candidate in pool:
         by_queue.setdefault(candidate.node.name, []).append(candidate)
@@ -501,11 +492,8 @@ def fair_sharing_targets(
     if not fit:
         for candidate in removed:
             add_usage(candidate.node, candidate.usage, 1)
-        return NO_PREEMPTIONS
+        return []
     victims = _fill_back(node, request, removed, True)
-    return Preemptions(
-        [
-            Target(v, IN_CLUSTER_QUEUE if v.node is node else IN_COHORT_FAIR_SHARING)
-            for v in victims
-        ],
-    )
+    return [
+        Target(v, IN_CLUSTER_QUEUE if v.node is node else IN_COHORT_FAIR_SHARING) for v in victims
+    ]
