@@ -33,6 +33,12 @@ from extender.core.models import (
 from extender.gc_tuning import tune_for_scheduling
 
 
+def _workload(name: str, queue: str, cpu: int, priority: int) -> Workload:
+    return Workload(
+        "default", name, name, queue, (PodSet("main", 1, {"cpu": cpu}),), priority=priority
+    )
+
+
 def build() -> ClusterState:
     quota = ResourceGroup(
         ("cpu",), (FlavorQuotas("default", (ResourceQuota("cpu", 20_000, 100_000),)),)
@@ -57,24 +63,10 @@ def build() -> ClusterState:
     )
     for cq in cqs:
         for j in range(20):
-            low = Workload(
-                "default",
-                f"{cq.name}-low-{j}",
-                f"{cq.name}-low-{j}",
-                cq.name,
-                (PodSet("main", 1, {"cpu": 1000}),),
-                priority=50,
-            )
+            low = _workload(f"{cq.name}-low-{j}", cq.name, 1000, 50)
             usage = PodSetAssignment("main", {"cpu": "default"}, {"cpu": 1000}, 1)
             state.assume(low, Admission(cq.name, (usage,)), float(j))
-        high = Workload(
-            "default",
-            f"{cq.name}-high",
-            f"{cq.name}-high",
-            cq.name,
-            (PodSet("main", 1, {"cpu": 4000}),),
-            priority=200,
-        )
+        high = _workload(f"{cq.name}-high", cq.name, 4000, 200)
         state.add_workload(high)
     return state
 
