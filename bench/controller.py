@@ -30,9 +30,9 @@ sys.path.insert(0, str(ROOT))
 
 from kubernetes import config as k8s_config  # noqa: E402
 
-from extender.kube import resources as r  # noqa: E402
-from extender.kube.client import RequestBudget, RestClient  # noqa: E402
-from extender.kube.crds import custom_resource_definitions  # noqa: E402
+from extender.kube.api import resources as r  # noqa: E402
+from extender.kube.api.client import RequestBudget, RestClient  # noqa: E402
+from extender.kube.generators.crds import custom_resource_definitions  # noqa: E402
 from tests.apidouble import ApiDouble, Fault, JobRunner  # noqa: E402
 
 CONTROLLER_USER = "system:serviceaccount:tower-system:tower-controller"

@@ -32,10 +32,10 @@ sys.path.insert(0, str(ROOT))
 from kubernetes import config as k8s_config  # noqa: E402
 
 from extender.core.jobs import workload_for  # noqa: E402
-from extender.kube import objects as o  # noqa: E402
-from extender.kube import resources as r  # noqa: E402
-from extender.kube.client import RequestBudget, RestClient  # noqa: E402
-from extender.kube.crds import custom_resource_definitions  # noqa: E402
+from extender.kube.api import objects as o  # noqa: E402
+from extender.kube.api import resources as r  # noqa: E402
+from extender.kube.api.client import RequestBudget, RestClient  # noqa: E402
+from extender.kube.generators.crds import custom_resource_definitions  # noqa: E402
 from tests.apidouble import ApiDouble  # noqa: E402
 from tests.fixtures import load  # noqa: E402
 

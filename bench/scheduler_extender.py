@@ -38,10 +38,10 @@ from extender.core.models import (  # noqa: E402
 )
 from extender.core.placement import Plan, PlannedPodSet  # noqa: E402
 from extender.gc_tuning import tune_for_scheduling  # noqa: E402
-from extender.kube.placement import Placement, node_view, pod_transform  # noqa: E402
-from extender.kube.resources import NODES, PODS, RESOURCE_FLAVORS, WORKLOADS  # noqa: E402
-from extender.kube.scheduler_extender import SchedulerExtender, serve  # noqa: E402
-from extender.kube.store import Store  # noqa: E402
+from extender.kube.api.placement import Placement, node_view, pod_transform  # noqa: E402
+from extender.kube.api.resources import NODES, PODS, RESOURCE_FLAVORS, WORKLOADS  # noqa: E402
+from extender.kube.api.store import Store  # noqa: E402
+from extender.kube.servers.scheduler_extender import SchedulerExtender, serve  # noqa: E402
 from tests.fixtures import load  # noqa: E402
 
 GPU = "nvidia.com/gpu"

@@ -70,10 +70,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(f"wrote {path}" if name != "ca.key" else f"wrote {path} (keep it secret)")
             return 0
         from certs import kube
-        from extender.kube.client import load_api_client
+        from extender.kube.api.client import load_api_client
 
         if args.command == "manifests":
-            from extender.kube import yaml_text
+            from extender.kube.api import yaml_text
 
             documents = kube.webhook_configurations(None, service=kube.SERVICE)
             text = yaml_text.dump_all(documents, sort_keys=False)

@@ -57,14 +57,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return run(args)
     if args.command == "fields":
-        from extender.kube.api_fields import page
+        from extender.kube.generators.api_fields import page
 
         sys.stdout.write(page())
         return 0
     if args.command == "crds":
         from pathlib import Path
 
-        from extender.kube.crds import rendered
+        from extender.kube.generators.crds import rendered
 
         out = Path(args.out)
         try:

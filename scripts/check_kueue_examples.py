@@ -25,9 +25,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from certs import kube as certs_kube  # noqa: E402
-from extender.kube import resources as r  # noqa: E402
-from extender.kube.client import RequestBudget, RestClient  # noqa: E402
-from extender.kube.crds import custom_resource_definitions  # noqa: E402
+from extender.kube.api import resources as r  # noqa: E402
+from extender.kube.api.client import RequestBudget, RestClient  # noqa: E402
+from extender.kube.generators.crds import custom_resource_definitions  # noqa: E402
 from tests.apidouble import ApiDouble  # noqa: E402
 from tests.controller.test_jobset import JOBSET_CRD  # noqa: E402
 from tests.servers import generate, start_webhook  # noqa: E402

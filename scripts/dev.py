@@ -150,14 +150,14 @@ def up(args: argparse.Namespace) -> int:
             return fail(f"kubectl apply -f {folder}: {done.stderr.strip()}")
     say("applied deploy/crds/ and deploy/rbac/")
 
-    from extender.kube.client import (
+    from extender.kube.api.client import (
         ConfigError,
         KubeError,
         RequestBudget,
         RestClient,
         load_api_client,
     )
-    from extender.kube.preflight import whoami
+    from extender.kube.api.preflight import whoami
 
     try:
         client = RestClient(load_api_client(kubeconfig), RequestBudget(5, 10), timeout=10)

@@ -15,12 +15,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from extender.kube import resources as r
-from extender.kube.cache import Cache
-from extender.kube.client import ApiError, KubeError, RequestBudget
-from extender.kube.context import Settings
-from extender.kube.controller import Controller
-from extender.kube.resources import Resource
+from extender.kube.api import resources as r
+from extender.kube.api.cache import Cache
+from extender.kube.api.client import ApiError, KubeError, RequestBudget
+from extender.kube.api.resources import Resource
+from extender.kube.controller.context import Settings
+from extender.kube.controller.loop import Controller
 
 Obj = dict[str, Any]
 
@@ -176,7 +176,7 @@ class FakeKube:
 
     def served(self, group_version: str) -> frozenset[str] | None:
         """Every resource Tower knows of that group/version: the fake serves them all."""
-        from extender.kube import resources
+        from extender.kube.api import resources
 
         return frozenset(
             r.plural

@@ -2,8 +2,8 @@
 
 Every field of the six kinds is named here once, with its type, enum, default, limits, list keys
 and CEL rules (Kueue v0.19.2's, checked path by path by tests/unit/test_kueue_schema.py). The
-CRDs are rendered from it (extender/kube/crds.py); the parsers take their enums and defaults
-from it (`enum`, `default`), and the conversion webhook its version renames (`RENAMES`).
+CRDs are rendered from it (extender/kube/generators/crds.py); the parsers take their enums and
+defaults from it (`enum`, `default`), and the conversion webhook its version renames (`RENAMES`).
 """
 
 from __future__ import annotations

@@ -20,20 +20,20 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from extender.core.placement import checked_resources
 from extender.gc_tuning import tune_for_scheduling
-from extender.kube.cache import Cache
-from extender.kube.client import ConfigError, RequestBudget, RestClient, load_api_client
-from extender.kube.context import Settings
-from extender.kube.controller import Controller
-from extender.kube.dashboard import Dashboard
-from extender.kube.dashboard import serve as serve_dashboard
-from extender.kube.events import Recorder
-from extender.kube.lease import LeaderElector, SetupError
-from extender.kube.metrics import Metrics
-from extender.kube.placement import Placement
-from extender.kube.preflight import preflight
-from extender.kube.resources import NODES, PODS, WORKLOADS
-from extender.kube.scheduler_extender import SchedulerExtender
-from extender.kube.scheduler_extender import serve as serve_extender
+from extender.kube.api.cache import Cache
+from extender.kube.api.client import ConfigError, RequestBudget, RestClient, load_api_client
+from extender.kube.api.events import Recorder
+from extender.kube.api.lease import LeaderElector, SetupError
+from extender.kube.api.metrics import Metrics
+from extender.kube.api.placement import Placement
+from extender.kube.api.preflight import preflight
+from extender.kube.api.resources import NODES, PODS, WORKLOADS
+from extender.kube.controller.context import Settings
+from extender.kube.controller.loop import Controller
+from extender.kube.servers.dashboard import Dashboard
+from extender.kube.servers.dashboard import serve as serve_dashboard
+from extender.kube.servers.scheduler_extender import SchedulerExtender
+from extender.kube.servers.scheduler_extender import serve as serve_extender
 
 log = logging.getLogger("tower")
 

@@ -15,13 +15,13 @@ import pytest
 from kubernetes import config as k8s_config
 
 from certs import kube as certs_kube
-from extender.kube import resources as r
-from extender.kube.cache import Cache
-from extender.kube.client import RequestBudget, RestClient
-from extender.kube.context import Settings
-from extender.kube.controller import Controller
-from extender.kube.crds import custom_resource_definitions
-from extender.kube.events import Recorder
+from extender.kube.api import resources as r
+from extender.kube.api.cache import Cache
+from extender.kube.api.client import RequestBudget, RestClient
+from extender.kube.api.events import Recorder
+from extender.kube.controller.context import Settings
+from extender.kube.controller.loop import Controller
+from extender.kube.generators.crds import custom_resource_definitions
 from tests.apidouble import ApiDouble, JobRunner
 from tests.servers import ROOT, generate, start_webhook
 

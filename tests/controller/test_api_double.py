@@ -11,8 +11,8 @@ from urllib.parse import urlsplit
 import pytest
 from kubernetes import config as k8s_config
 
-from extender.kube import resources as r
-from extender.kube.client import RequestBudget, RestClient
+from extender.kube.api import resources as r
+from extender.kube.api.client import RequestBudget, RestClient
 from tests.apidouble import ApiDouble, JobRunner
 from tests.fixtures import load
 
@@ -190,7 +190,7 @@ def test_a_resuspended_job_keeps_start_time_and_its_template_stays_immutable(api
 
 
 def test_status_is_dropped_on_create_and_spec_ignored_on_status_writes(api):
-    from extender.kube.crds import custom_resource_definitions
+    from extender.kube.generators.crds import custom_resource_definitions
 
     for crd in custom_resource_definitions():
         send(api, "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)

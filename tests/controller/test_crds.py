@@ -1,4 +1,4 @@
-"""deploy/crds/ is generated from extender/kube/crds.py and says what Kueue's CRDs say."""
+"""deploy/crds/ is generated from extender/kube/generators/crds.py and says what Kueue's CRDs say."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from extender.kube.crds import custom_resource_definitions, rendered
+from extender.kube.generators.crds import custom_resource_definitions, rendered
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy" / "crds"
 
@@ -101,7 +101,7 @@ def test_the_files_are_what_kubectl_apply_reads(cluster):
 
 def test_a_v1beta1_manifest_works_unchanged(cluster, start_controller):
     """Served at v1beta1, stored at v1beta2 (cohort → cohortName), admitted by the controller."""
-    from extender.kube.resources import Resource
+    from extender.kube.api.resources import Resource
     from tests.controller.conftest import eventually
     from tests.controller.test_seed import FLAVOR, LQ
 
@@ -150,8 +150,8 @@ def test_a_bad_cluster_queue_is_refused_by_the_webhook_naming_the_field(cluster)
     """The double calls the real validating webhook for Kueue's kinds, as kube-apiserver does."""
     import pytest
 
-    from extender.kube.client import ApiError
-    from extender.kube.resources import CLUSTER_QUEUES
+    from extender.kube.api.client import ApiError
+    from extender.kube.api.resources import CLUSTER_QUEUES
 
     with pytest.raises(ApiError) as refused:
         cluster.admin.create(

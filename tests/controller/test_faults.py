@@ -9,7 +9,7 @@ import urllib.error
 import urllib.request
 
 from certs.kube import MUTATING_NAME
-from extender.kube.resources import JOBS, Resource
+from extender.kube.api.resources import JOBS, Resource
 from tests.apidouble import Fault
 from tests.controller.conftest import controller_process, eventually
 from tests.controller.test_seed import CQ, FLAVOR, LQ

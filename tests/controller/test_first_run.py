@@ -82,8 +82,8 @@ def test_a_missing_kueue_crd_among_the_others_is_named(tmp_path):
     must not wait forever on the watch of the missing kind."""
     from kubernetes import config as k8s_config
 
-    from extender.kube.client import RequestBudget, RestClient
-    from extender.kube.crds import custom_resource_definitions
+    from extender.kube.api.client import RequestBudget, RestClient
+    from extender.kube.generators.crds import custom_resource_definitions
 
     api = ApiDouble()
     api.start()
@@ -109,8 +109,8 @@ def test_a_missing_kueue_crd_among_the_others_is_named(tmp_path):
 @pytest.fixture
 def bare(tmp_path):
     """A double with Tower's CRDs and nothing else: no tower-system namespace, no webhook."""
-    from extender.kube.client import RequestBudget, RestClient
-    from extender.kube.crds import custom_resource_definitions
+    from extender.kube.api.client import RequestBudget, RestClient
+    from extender.kube.generators.crds import custom_resource_definitions
 
     api = ApiDouble()
     api.start()

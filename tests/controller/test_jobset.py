@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from extender.kube import resources as r
+from extender.kube.api import resources as r
 from tests.controller.conftest import CRDS, eventually
 from tests.controller.test_preemption import (
     cluster_queue,

@@ -80,7 +80,7 @@ def test_why_says_when_a_job_is_not_queued_at_all(cluster):
         "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [
             {"name": "c", "image": "busybox:1.36"}]}}},
     }  # fmt: skip
-    from extender.kube import resources as r
+    from extender.kube.api import resources as r
 
     cluster.admin.create(r.JOBS, job, "default")
     done = tower(cluster, "why", "plain")
@@ -151,7 +151,7 @@ def test_the_queue_is_the_order_the_controller_admits_in(cluster, start_controll
 def test_forecast_knows_the_answer_to_the_second(cluster, start_controller):
     from datetime import UTC, datetime
 
-    from extender.kube import resources as r
+    from extender.kube.api import resources as r
 
     cluster.apply(FLAVOR, CQ, LQ)
     start_controller()

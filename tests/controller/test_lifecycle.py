@@ -14,7 +14,7 @@ import threading
 import time
 
 from certs import kube as certs_kube
-from extender.kube.client import KubeError
+from extender.kube.api.client import KubeError
 from tests.controller.conftest import controller_process, eventually
 from tests.controller.test_faults import stop
 from tests.controller.test_network_faults import Invariants, finished

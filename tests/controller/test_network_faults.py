@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from extender.kube.client import KubeError
+from extender.kube.api.client import KubeError
 from tests.apidouble import Fault
 from tests.controller.conftest import CONTROLLER_USER, controller_process, eventually
 from tests.controller.test_faults import stop

@@ -8,7 +8,7 @@ import signal
 from http.client import HTTPConnection
 from typing import Any
 
-from extender.kube import resources as r
+from extender.kube.api import resources as r
 from tests.controller.conftest import controller_process, eventually
 from tests.servers import free_port
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from extender.kube.resources import CLUSTER_QUEUES, WORKLOADS
+from extender.kube.api.resources import CLUSTER_QUEUES, WORKLOADS
 from tests.controller.conftest import eventually
 
 

@@ -16,7 +16,7 @@ from kubernetes import config as k8s_config
 
 from certs import kube as certs_kube
 from certs import pki
-from extender.kube import resources as r
+from extender.kube.api import resources as r
 from tests.apidouble import Fault
 from tests.controller.conftest import CONTROLLER_USER, CRDS, ROOT, controller_process, eventually
 from tests.controller.test_faults import stop

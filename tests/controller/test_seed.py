@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from extender.kube import resources as r
+from extender.kube.api import resources as r
 from tests.controller.conftest import eventually
 
 # The seed's own manifests (shared/seed/), applied unchanged.

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from extender.core.placement import is_extended_resource
-from extender.kube.scheduler_extender import FILTER, PRIORITIZE
+from extender.kube.servers.scheduler_extender import FILTER, PRIORITIZE
 
 SCHEDULER = Path(__file__).resolve().parents[2] / "deploy" / "scheduler"
 

@@ -1,6 +1,6 @@
 """Tower's CEL rules decide as Kueue's do, case by case, with a CEL evaluator as the judge.
 
-Tower's CRDs word their own rules (extender/kube/crds.py); Kueue's are in the copy of its
+Tower's CRDs word their own rules (extender/kube/generators/crds.py); Kueue's are in the copy of its
 v0.19.2 schema (tests/data/kueue-v0.19.2/). For every place either has rules, each case below
 (an object as kube-apiserver sees it after defaulting, and the old one for an update) must be
 accepted by both or refused by both, and each place has cases of both kinds. A rule that

@@ -10,8 +10,8 @@ from collections.abc import Callable
 import pytest
 from kubernetes import config as k8s_config
 
-from extender.kube import resources as r
-from extender.kube.client import (
+from extender.kube.api import resources as r
+from extender.kube.api.client import (
     ApiError,
     NotLeaderError,
     RequestBudget,

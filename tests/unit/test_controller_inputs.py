@@ -9,7 +9,7 @@ import copy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from extender.kube import resources as r
+from extender.kube.api import resources as r
 from tests.fakes import FakeKube, controller_over, unexpected
 from tests.unit.test_shapes import VALID, json_values, paths
 

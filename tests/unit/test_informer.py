@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import threading
 
-from extender.kube import resources as r
-from extender.kube.client import ApiError, TransportError
-from extender.kube.informer import Informer
-from extender.kube.store import Store
-from extender.kube.workqueue import Backoff
+from extender.kube.api import resources as r
+from extender.kube.api.client import ApiError, TransportError
+from extender.kube.api.informer import Informer
+from extender.kube.api.store import Store
+from extender.kube.api.workqueue import Backoff
 
 
 def wl(name: str, rv: int) -> dict:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from extender.kube.client import RequestBudget
-from extender.kube.resources import JOBS, WORKLOADS
+from extender.kube.api.client import RequestBudget
+from extender.kube.api.resources import JOBS, WORKLOADS
 
 
 class Clock:

@@ -9,7 +9,7 @@ import pytest
 from extender.core.jobs import workload_for
 from extender.core.labels import Toleration
 from extender.core.models import Admission, PodSetAssignment, ResourceFlavor
-from extender.kube import objects as o
+from extender.kube.api import objects as o
 from tests.controller.test_api_double import load
 
 

@@ -2,7 +2,7 @@
 
 Walks every property path of Kueue's published schemas (tests/data/kueue-v0.19.2/, with their
 source and licence) at every version, and compares each path's keywords with Tower's
-generated CRDs (extender/kube/crds.py). The one deliberate difference: a Workload's pod
+generated CRDs (extender/kube/generators/crds.py). The one deliberate difference: a Workload's pod
 templates are kept whole (x-kubernetes-preserve-unknown-fields), so the API server stores
 what is sent; kube-apiserver does not validate them for Kueue either until a Pod is made.
 """
@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from extender.core.unacted import UNACTED
-from extender.kube import api_fields
-from extender.kube.crds import custom_resource_definitions
+from extender.kube.generators import api_fields
+from extender.kube.generators.crds import custom_resource_definitions
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "kueue-v0.19.2"

@@ -6,8 +6,8 @@ import threading
 
 import pytest
 
-from extender.kube.client import ApiError, NotLeaderError, TransportError
-from extender.kube.lease import Fence, LeaderElector, SetupError
+from extender.kube.api.client import ApiError, NotLeaderError, TransportError
+from extender.kube.api.lease import Fence, LeaderElector, SetupError
 
 
 class Clock:

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from extender.kube import resources as r
-from extender.kube.client import ApiError, NotLeaderError, TransportError
-from extender.kube.context import workload_key
+from extender.kube.api import resources as r
+from extender.kube.api.client import ApiError, NotLeaderError, TransportError
+from extender.kube.api.trim import workload_key
 from tests.fakes import Failure, FakeKube, controller_over, settle, unexpected, watch_event
 
 V2 = "kueue.x-k8s.io/v1beta2"

@@ -19,8 +19,8 @@ import pytest
 
 from extender.core.models import ResourceFlavor
 from extender.core.placement import Plan, PlannedPodSet
-from extender.kube.placement import Placement, node_view
-from extender.kube.scheduler_extender import SchedulerExtender, serve
+from extender.kube.api.placement import Placement, node_view
+from extender.kube.servers.scheduler_extender import SchedulerExtender, serve
 from tests.fixtures import load
 from tests.servers import generate
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from extender.kube import resources as r
+from extender.kube.api import resources as r
 from tests.fakes import FakeKube, controller_over, watch_event
 
 V2 = "kueue.x-k8s.io/v1beta2"

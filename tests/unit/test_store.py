@@ -3,9 +3,9 @@ are told what changed, and the owner index follows."""
 
 from __future__ import annotations
 
-from extender.kube import resources as r
-from extender.kube.context import owner_index
-from extender.kube.store import Store
+from extender.kube.api import resources as r
+from extender.kube.api.store import Store
+from extender.kube.api.trim import owner_index
 
 
 def wl(name: str, rv: int, owner: str | None = None) -> dict:

@@ -9,9 +9,9 @@ import pytest
 from extender.core.labels import Toleration
 from extender.core.models import Admission, PodSetAssignment, ResourceFlavor
 from extender.core.workloads import workload as parse_workload
-from extender.kube import objects as o
-from extender.kube.trim import LAST_APPLIED, job_view, trim
-from extender.kube.trim import workload as trim_workload
+from extender.kube.api import objects as o
+from extender.kube.api.trim import LAST_APPLIED, job_view, trim
+from extender.kube.api.trim import workload as trim_workload
 from tests.fakes import merge
 from tests.fixtures import load
 

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from extender.kube.workqueue import Backoff, WorkQueue
+from extender.kube.api.workqueue import Backoff, WorkQueue
 
 
 class Clock:

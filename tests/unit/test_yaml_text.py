@@ -10,8 +10,8 @@ import subprocess
 import pytest
 import yaml
 
-from extender.kube.cli import _emit
-from extender.kube.yaml_text import dump
+from extender.kube.api.yaml_text import dump
+from extender.kube.plugin.cli import _emit
 
 # Strings PyYAML writes bare and kubectl reads as numbers, and their look-alikes that are
 # strings to both.

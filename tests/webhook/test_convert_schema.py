@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from extender.kube.crds import custom_resource_definitions
+from extender.kube.generators.crds import custom_resource_definitions
 from webhook.convert import convert_object
 
 KINDS = ("ClusterQueue", "Cohort", "LocalQueue", "Workload")

@@ -21,8 +21,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from extender.kube.client import ApiError, KubeClient, KubeError, NotLeaderError
-from extender.kube.resources import LEASES, NAMESPACES
+from extender.kube.api.client import ApiError, KubeClient, KubeError, NotLeaderError
+from extender.kube.api.resources import LEASES, NAMESPACES
 
 log = logging.getLogger("tower.lease")
 

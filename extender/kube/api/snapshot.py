@@ -17,9 +17,9 @@ from extender.core.models import Workload
 from extender.core.parse import ManifestError
 from extender.core.workloads import creation_seconds
 from extender.core.workloads import workload as parse_workload
-from extender.kube import objects as o
-from extender.kube.client import KubeClient
-from extender.kube.resources import (
+from extender.kube.api import objects as o
+from extender.kube.api.client import KubeClient
+from extender.kube.api.resources import (
     CLUSTER_QUEUES,
     COHORTS,
     LOCAL_QUEUES,

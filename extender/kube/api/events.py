@@ -14,9 +14,9 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from extender.kube.client import ApiError, KubeError, NotLeaderError, RequestBudget, RestClient
-from extender.kube.objects import rfc3339
-from extender.kube.resources import EVENTS
+from extender.kube.api.client import ApiError, KubeError, NotLeaderError, RequestBudget, RestClient
+from extender.kube.api.objects import rfc3339
+from extender.kube.api.resources import EVENTS
 
 log = logging.getLogger("tower.events")
 

@@ -12,15 +12,13 @@ from collections.abc import Callable
 from typing import Any
 
 from extender.core.models import QUEUE_NAME_LABEL
-from extender.kube.client import KubeClient, KubeError
-from extender.kube.config import CONFIG
-from extender.kube.context import owner_index, workload_key
-from extender.kube.informer import Informer
-from extender.kube.placement import Placement, node_view, pod_transform
-from extender.kube.resources import JOBS, JOBSETS, NODES, PODS, WORKLOADS, Resource
-from extender.kube.store import Store
-from extender.kube.trim import job_view, trim
-from extender.kube.trim import workload as trimmed_workload
+from extender.kube.api.client import KubeClient, KubeError
+from extender.kube.api.informer import Informer
+from extender.kube.api.placement import Placement, node_view, pod_transform
+from extender.kube.api.resources import CONFIG, JOBS, JOBSETS, NODES, PODS, WORKLOADS, Resource
+from extender.kube.api.store import Store
+from extender.kube.api.trim import job_view, owner_index, trim, workload_key
+from extender.kube.api.trim import workload as trimmed_workload
 
 
 class Cache:

@@ -13,8 +13,8 @@ from __future__ import annotations
 from typing import Any
 
 from extender.core import api
-from extender.kube import yaml_text
-from extender.kube.resources import KUEUE_GROUP
+from extender.kube.api import yaml_text
+from extender.kube.api.resources import KUEUE_GROUP
 
 CONVERSION_SERVICE = {"name": "tower-webhook", "namespace": "tower-system", "path": "/convert"}
 CA_INJECTION = "cert-manager.io/inject-ca-from"

@@ -14,9 +14,10 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from extender.core.jobs import JOB_GROUP, JOBSET_GROUP, workload_name
 from extender.core.models import PRIORITY_CLASS_LABEL, QUEUE_NAME_LABEL
-from extender.kube.objects import CLUSTER_QUEUE_ANNOTATION, condition
-from extender.kube.resources import JOBS, JOBSETS
+from extender.kube.api.objects import CLUSTER_QUEUE_ANNOTATION, condition
+from extender.kube.api.resources import JOBS, JOBSETS
 
 Obj = dict[str, Any]
 
@@ -320,3 +321,19 @@ def _label(labels: Mapping[str, Any], key: str) -> str | None:
     # Queue and class names repeat across thousands of Jobs: one string each.
     value = labels.get(key)
     return sys.intern(value) if isinstance(value, str) and value else None
+
+
+def workload_key(job: JobView) -> str:
+    """The key of the Workload Kueue names for a Job or JobSet."""
+    group = JOBSET_GROUP if job.kind == JOBSETS.kind else JOB_GROUP
+    return f"{job.namespace}/{workload_name(job.kind, group, job.name, job.uid)}"
+
+
+def owner_index(workload: Any) -> list[str]:
+    """Index Workloads by the Job or JobSet that controls them ("Job/ns/name")."""
+    meta = workload.get("metadata") or {} if isinstance(workload, dict) else {}
+    return [
+        f"{owner.get('kind')}/{meta.get('namespace')}/{owner.get('name')}"
+        for owner in meta.get("ownerReferences") or []
+        if isinstance(owner, dict) and owner.get("controller")
+    ]

@@ -2,7 +2,7 @@
 
 A kubectl plugin (the console script `kubectl-tower`). It reads the live cluster through the
 current kubeconfig (read access only), builds the core's state the controller decides with
-(extender/kube/snapshot.py), and asks the core: it re-implements no rule. Output is a table,
+(extender/kube/api/snapshot.py), and asks the core: it re-implements no rule. Output is a table,
 or `-o json|yaml` for scripts; every error is one line.
 """
 
@@ -22,8 +22,8 @@ from typing import Any
 from extender.core.models import QUEUE_NAME_LABEL, ClusterQueue, Workload
 from extender.core.quantity import format_amount
 from extender.core.quota import available
-from extender.kube import yaml_text
-from extender.kube.client import (
+from extender.kube.api import yaml_text
+from extender.kube.api.client import (
     ApiError,
     ConfigError,
     KubeClient,
@@ -32,8 +32,8 @@ from extender.kube.client import (
     RestClient,
     load_api_client,
 )
-from extender.kube.resources import JOBS, JOBSETS, KUEUE_GROUP, KUEUE_VERSION, Resource
-from extender.kube.snapshot import Snapshot, load, queue_order
+from extender.kube.api.resources import JOBS, JOBSETS, KUEUE_GROUP, KUEUE_VERSION, Resource
+from extender.kube.api.snapshot import Snapshot, load, queue_order
 from extender.sim.forecast import Duration, duration_of, forecast, runtimes
 
 Obj = dict[str, Any]

@@ -15,10 +15,10 @@ import time
 from collections.abc import Callable
 
 from extender.core.cycle import Admit, CycleResult, Evict
-from extender.kube.client import KubeError
-from extender.kube.context import Context
-from extender.kube.workloads import WorkloadReconciler
-from extender.kube.workqueue import Backoff
+from extender.kube.api.client import KubeError
+from extender.kube.api.workqueue import Backoff
+from extender.kube.controller.context import Context
+from extender.kube.controller.workloads import WorkloadReconciler
 
 log = logging.getLogger("tower.scheduling")
 

@@ -11,10 +11,10 @@ import logging
 import threading
 from dataclasses import dataclass
 
-from extender.kube.client import ApiError, KubeClient, KubeError
-from extender.kube.config import CONFIG
-from extender.kube.lease import SetupError
-from extender.kube.resources import (
+from extender.kube.api.client import ApiError, KubeClient, KubeError
+from extender.kube.api.lease import SetupError
+from extender.kube.api.resources import (
+    CONFIG,
     JOBS,
     JOBSETS,
     KUEUE_GROUP,
@@ -24,7 +24,7 @@ from extender.kube.resources import (
     WORKLOADS,
     Resource,
 )
-from extender.kube.workqueue import Backoff
+from extender.kube.api.workqueue import Backoff
 
 log = logging.getLogger("tower.preflight")
 

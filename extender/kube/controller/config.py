@@ -16,10 +16,10 @@ from typing import Any
 from extender.core import parse
 from extender.core.cycle import INADMISSIBLE, PendingStatus
 from extender.core.parse import ManifestError
-from extender.kube.context import Context, Ref
-from extender.kube.resources import (
+from extender.kube.api.resources import (
     CLUSTER_QUEUES,
     COHORTS,
+    CONFIG,
     LOCAL_QUEUES,
     NAMESPACES,
     PRIORITY_CLASSES,
@@ -27,18 +27,10 @@ from extender.kube.resources import (
     WORKLOAD_PRIORITY_CLASSES,
     Resource,
 )
+from extender.kube.controller.context import Context, Ref
 
 log = logging.getLogger("tower.config")
 
-CONFIG: tuple[Resource, ...] = (
-    RESOURCE_FLAVORS,
-    CLUSTER_QUEUES,
-    COHORTS,
-    LOCAL_QUEUES,
-    WORKLOAD_PRIORITY_CLASSES,
-    PRIORITY_CLASSES,
-    NAMESPACES,
-)
 BY_PLURAL = {r.plural: r for r in CONFIG}
 
 # Kinds applied through ClusterState.configure: (its argument, parser).

@@ -13,11 +13,11 @@ from typing import Any
 from extender.core.jobs import resolve_priority, workload_for
 from extender.core.parse import ManifestError
 from extender.core.workloads import creation_seconds
-from extender.kube import objects as o
-from extender.kube.client import ApiError
-from extender.kube.context import Context, Ref, workload_key
-from extender.kube.resources import JOBS, JOBSETS, WORKLOADS, Resource
-from extender.kube.trim import JobView
+from extender.kube.api import objects as o
+from extender.kube.api.client import ApiError
+from extender.kube.api.resources import JOBS, JOBSETS, WORKLOADS, Resource
+from extender.kube.api.trim import JobView, workload_key
+from extender.kube.controller.context import Context, Ref
 
 log = logging.getLogger("tower.jobs")
 

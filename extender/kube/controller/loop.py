@@ -23,20 +23,20 @@ from collections.abc import Callable, Hashable
 from typing import Any, TypeVar
 
 from extender.core.cycle import ClusterState
-from extender.kube.cache import Cache
-from extender.kube.client import ApiError, KubeClient, KubeError, NotLeaderError
-from extender.kube.config import CONFIG, ConfigReconciler
-from extender.kube.context import Context, Queues, Settings, workload_key
-from extender.kube.events import Recorder
-from extender.kube.jobs import JobReconciler
-from extender.kube.lease import Fence, Unfenced
-from extender.kube.metrics import Metrics
-from extender.kube.queue_status import QueueStatusReconciler
-from extender.kube.resources import WORKLOADS, Resource
-from extender.kube.scheduling import Scheduler
-from extender.kube.trim import JobView
-from extender.kube.workloads import WorkloadReconciler
-from extender.kube.workqueue import WorkQueue, wait
+from extender.kube.api.cache import Cache
+from extender.kube.api.client import ApiError, KubeClient, KubeError, NotLeaderError
+from extender.kube.api.events import Recorder
+from extender.kube.api.lease import Fence, Unfenced
+from extender.kube.api.metrics import Metrics
+from extender.kube.api.resources import CONFIG, WORKLOADS, Resource
+from extender.kube.api.trim import JobView, workload_key
+from extender.kube.api.workqueue import WorkQueue, wait
+from extender.kube.controller.config import ConfigReconciler
+from extender.kube.controller.context import Context, Queues, Settings
+from extender.kube.controller.jobs import JobReconciler
+from extender.kube.controller.queue_status import QueueStatusReconciler
+from extender.kube.controller.scheduling import Scheduler
+from extender.kube.controller.workloads import WorkloadReconciler
 
 log = logging.getLogger("tower.controller")
 

@@ -62,6 +62,18 @@ WORKLOAD_PRIORITY_CLASSES = Resource(
 )
 
 
+# The queues' configuration: every kind the core's state is configured from.
+CONFIG: tuple[Resource, ...] = (
+    RESOURCE_FLAVORS,
+    CLUSTER_QUEUES,
+    COHORTS,
+    LOCAL_QUEUES,
+    WORKLOAD_PRIORITY_CLASSES,
+    PRIORITY_CLASSES,
+    NAMESPACES,
+)
+
+
 def object_key(obj: dict[str, object]) -> str:
     """`namespace/name` for a namespaced object, `name` for a cluster-scoped one."""
     meta = obj.get("metadata") or {}

@@ -24,8 +24,8 @@ import orjson
 from extender.core.jobs import pod_requests
 from extender.core.models import WORKLOAD_ANNOTATION
 from extender.core.parse import ManifestError
-from extender.kube import objects as o
-from extender.kube.placement import Placement
+from extender.kube.api import objects as o
+from extender.kube.api.placement import Placement
 
 log = logging.getLogger("tower.scheduler_extender")
 

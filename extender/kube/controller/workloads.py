@@ -21,13 +21,13 @@ from extender.core.parse import ManifestError
 from extender.core.placement import Plan
 from extender.core.workloads import creation_seconds
 from extender.core.workloads import workload as parse_workload
-from extender.kube import objects as o
-from extender.kube.client import ApiError, KubeError, RequestBudget
-from extender.kube.context import Context
-from extender.kube.jobs import stop_job
-from extender.kube.placement import annotation
-from extender.kube.resources import JOBSETS, WORKLOADS
-from extender.kube.trim import JobView
+from extender.kube.api import objects as o
+from extender.kube.api.client import ApiError, KubeError, RequestBudget
+from extender.kube.api.placement import annotation
+from extender.kube.api.resources import JOBSETS, WORKLOADS
+from extender.kube.api.trim import JobView
+from extender.kube.controller.context import Context
+from extender.kube.controller.jobs import stop_job
 
 log = logging.getLogger("tower.workloads")
 

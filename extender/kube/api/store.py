@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from extender.kube.resources import Resource, object_key
+from extender.kube.api.resources import Resource, object_key
 
 log = logging.getLogger("tower.store")
 

@@ -16,11 +16,15 @@ from typing import Any
 
 from extender.core.models import FlavorResource
 from extender.core.quantity import MILLI_RESOURCES
-from extender.kube import objects as o
-from extender.kube.client import ApiError, KubeError, RequestBudget
-from extender.kube.context import Context
-from extender.kube.resources import CLUSTER_QUEUES, LOCAL_QUEUES, Resource
-from extender.kube.status import cluster_queue_status, cluster_queue_usage, local_queue_status
+from extender.kube.api import objects as o
+from extender.kube.api.client import ApiError, KubeError, RequestBudget
+from extender.kube.api.resources import CLUSTER_QUEUES, LOCAL_QUEUES, Resource
+from extender.kube.controller.context import Context
+from extender.kube.controller.status import (
+    cluster_queue_status,
+    cluster_queue_usage,
+    local_queue_status,
+)
 
 log = logging.getLogger("tower.queue_status")
 

@@ -13,10 +13,10 @@ import logging
 import threading
 from collections.abc import Callable, Sequence
 
-from extender.kube.client import ApiError, KubeClient, KubeError
-from extender.kube.resources import Resource
-from extender.kube.store import Store
-from extender.kube.workqueue import Backoff
+from extender.kube.api.client import ApiError, KubeClient, KubeError
+from extender.kube.api.resources import Resource
+from extender.kube.api.store import Store
+from extender.kube.api.workqueue import Backoff
 
 log = logging.getLogger("tower.informer")
 

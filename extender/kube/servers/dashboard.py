@@ -20,12 +20,11 @@ from typing import Any
 import orjson
 
 from extender.core.quantity import format_amount
-from extender.kube import objects as o
-from extender.kube.config import CONFIG
-from extender.kube.resources import WORKLOADS, Resource
-from extender.kube.snapshot import Snapshot, load, queue_order
-from extender.kube.store import Store
-from extender.kube.trim import FinishedWorkload
+from extender.kube.api import objects as o
+from extender.kube.api.resources import CONFIG, WORKLOADS, Resource
+from extender.kube.api.snapshot import Snapshot, load, queue_order
+from extender.kube.api.store import Store
+from extender.kube.api.trim import FinishedWorkload
 
 PAGE = Path(__file__).with_name("dashboard.html")
 HISTORY = 3600.0  # seconds of admissions, evictions and finishes shown

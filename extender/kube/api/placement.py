@@ -31,9 +31,9 @@ from extender.core.placement import (
     is_extended_resource,
     node_of,
 )
-from extender.kube import objects as o
-from extender.kube.resources import NODES, PODS, RESOURCE_FLAVORS, WORKLOADS
-from extender.kube.store import Store
+from extender.kube.api import objects as o
+from extender.kube.api.resources import NODES, PODS, RESOURCE_FLAVORS, WORKLOADS
+from extender.kube.api.store import Store
 
 log = logging.getLogger("tower.placement")
 

@@ -11,16 +11,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from extender.core.cycle import ClusterState
-from extender.core.jobs import JOB_GROUP, JOBSET_GROUP, workload_name
 from extender.core.models import PriorityClass, WorkloadPriorityClass
-from extender.kube.client import ApiError, KubeClient, KubeError
-from extender.kube.events import Recorder
-from extender.kube.metrics import Metrics
-from extender.kube.placement import Placement
-from extender.kube.resources import JOBS, JOBSETS, WORKLOADS, Resource
-from extender.kube.store import Store
-from extender.kube.trim import JobView
-from extender.kube.workqueue import WorkQueue
+from extender.kube.api.client import ApiError, KubeClient, KubeError
+from extender.kube.api.events import Recorder
+from extender.kube.api.metrics import Metrics
+from extender.kube.api.placement import Placement
+from extender.kube.api.resources import JOBS, JOBSETS, WORKLOADS, Resource
+from extender.kube.api.store import Store
+from extender.kube.api.trim import JobView
+from extender.kube.api.workqueue import WorkQueue
 
 log = logging.getLogger("tower.controller")
 
@@ -182,19 +181,3 @@ class Context:
             return None
         assert isinstance(job, JobView)
         return job
-
-
-def workload_key(job: JobView) -> str:
-    """The key of the Workload Kueue names for a Job or JobSet."""
-    group = JOBSET_GROUP if job.kind == JOBSETS.kind else JOB_GROUP
-    return f"{job.namespace}/{workload_name(job.kind, group, job.name, job.uid)}"
-
-
-def owner_index(workload: Any) -> list[str]:
-    """Index Workloads by the Job or JobSet that controls them ("Job/ns/name")."""
-    meta = workload.get("metadata") or {} if isinstance(workload, dict) else {}
-    return [
-        f"{owner.get('kind')}/{meta.get('namespace')}/{owner.get('name')}"
-        for owner in meta.get("ownerReferences") or []
-        if isinstance(owner, dict) and owner.get("controller")
-    ]

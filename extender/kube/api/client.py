@@ -31,7 +31,7 @@ import yaml
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
-from extender.kube.resources import Resource
+from extender.kube.api.resources import Resource
 
 MERGE = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"

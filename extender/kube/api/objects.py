@@ -23,7 +23,7 @@ from extender.core.models import (
 )
 from extender.core.parse import ManifestError, as_map
 from extender.core.quantity import QuantityError, format_amount, to_amount
-from extender.kube.resources import JOBS, JOBSETS, KUEUE_GROUP, WORKLOADS
+from extender.kube.api.resources import JOBS, JOBSETS, KUEUE_GROUP, WORKLOADS
 
 Obj = dict[str, Any]
 

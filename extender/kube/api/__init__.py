@@ -1,0 +1,1 @@
+"""Kubernetes I/O: the API client, watch caches, trimmed views, objects and patches, the lease."""

@@ -1,0 +1,1 @@
+"""Generated artefacts: Kueue's CRDs and the fields page, from the one API description."""

@@ -1,0 +1,1 @@
+"""`kubectl tower`: the plugin that explains queues and pending jobs."""

@@ -1,0 +1,1 @@
+"""The HTTP servers of the extender process: the scheduler extender and the dashboard."""
