@@ -288,7 +288,8 @@ def controller_over(
     """A controller whose cache holds what `fake` holds (no informers: the test plays the
     watch by calling `watch_event`), rebuilt and ready."""
     clock = clock or Clock()
-    cache = Cache(fake, jobsets=True)  # type: ignore[arg-type]
+    cache = Cache(fake)  # type: ignore[arg-type]
+    cache.discover_kinds()  # the fake serves every kind
     for resource in cache.resources:
         items = [
             cache.store.transform(resource, copy.deepcopy(o))

@@ -6,6 +6,8 @@ import hashlib
 from collections.abc import Mapping
 from typing import Any
 
+from extender.core.jobframework import registry
+from extender.core.jobframework.adapter import JobAdapter
 from extender.core.models import (
     ORIGINAL_SUSPEND_ANNOTATION,
     PRIORITY_CLASS_LABEL,
@@ -21,7 +23,6 @@ from extender.core.unacted import blocking
 
 JOB_GROUP, JOB_KIND = "batch", "Job"
 JOBSET_GROUP, JOBSET_KIND = "jobset.x-k8s.io", "JobSet"
-MIN_PARALLELISM_ANNOTATION = "kueue.x-k8s.io/job-min-parallelism"
 WORKLOAD_PRIORITY_SOURCE = "kueue.x-k8s.io/workloadpriorityclass"
 POD_PRIORITY_SOURCE = "scheduling.k8s.io/priorityclass"
 _MAX_PREFIX = 252 - 5
@@ -130,22 +131,6 @@ def pod_set(
     )
 
 
-def _int_field(spec: Obj, key: str, path: str, default: int | None) -> int | None:
-    value = spec.get(key)
-    if value is None:
-        return default
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ManifestError(f"{path}.{key}", f"must be a non-negative integer, got {value!r}")
-    return value
-
-
-def _count(spec: Obj, path: str) -> int:
-    parallelism = _int_field(spec, "parallelism", path, 1)
-    completions = _int_field(spec, "completions", path, None)
-    assert parallelism is not None
-    return parallelism if completions is None else min(parallelism, completions)
-
-
 def resolve_priority(
     labels: Mapping[str, str],
     pod_priority_class: str | None,
@@ -191,9 +176,15 @@ def workload_for(
     creation_time: float,
     workload_priority_classes: Mapping[str, WorkloadPriorityClass] | None = None,
     priority_classes: Mapping[str, PriorityClass] | None = None,
+    adapter: JobAdapter | None = None,
 ) -> Workload:
-    """The Workload Kueue would create for a Job (batch/v1) or JobSet (jobset.x-k8s.io)."""
+    """The Workload Kueue would create for a job of a managed kind (its adapter reads the
+    podSets; by default the adapter of the object's apiVersion and kind)."""
     kind = obj.get("kind")
+    adapter = adapter or registry.for_object(obj)
+    if adapter is None:
+        kinds = ", ".join(sorted(a.kind for a in registry.ADAPTERS.values()))
+        raise ManifestError("kind", f"must be a kind Tower manages ({kinds}), got {kind!r}")
     meta = as_map(obj.get("metadata"), "metadata")
     name = meta.get("name")
     if not name or not isinstance(name, str):
@@ -203,50 +194,11 @@ def workload_for(
     queue = queue_name_of(obj)
     if queue is None:
         raise ManifestError(f'metadata.labels["{QUEUE_NAME_LABEL}"]', "is required")
-    spec = as_map(obj.get("spec"), "spec")
-    if kind == JOB_KIND:
-        group = JOB_GROUP
-        template = as_map(spec.get("template"), "spec.template")
-        annotations = as_map(meta.get("annotations"), "metadata.annotations")
-        min_count = None
-        if MIN_PARALLELISM_ANNOTATION in annotations:
-            try:
-                min_count = int(annotations[MIN_PARALLELISM_ANNOTATION])
-            except (TypeError, ValueError):
-                raise ManifestError(
-                    f'metadata.annotations["{MIN_PARALLELISM_ANNOTATION}"]',
-                    f"must be an integer, got {annotations[MIN_PARALLELISM_ANNOTATION]!r}",
-                ) from None
-        pod_sets: tuple[PodSet, ...] = (
-            pod_set("main", template, _count(spec, "spec"), "spec.template", min_count),
-        )
-        pod_priority = as_map(template.get("spec"), "spec.template.spec").get("priorityClassName")
-    elif kind == JOBSET_KIND:
-        group = JOBSET_GROUP
-        replicated = as_list(spec.get("replicatedJobs"), "spec.replicatedJobs")
-        if not replicated:
-            raise ManifestError("spec.replicatedJobs", "must list at least one replicatedJob")
-        sets = []
-        pod_priority = None
-        for i, rjob in enumerate(replicated):
-            path = f"spec.replicatedJobs[{i}]"
-            rjob = as_map(rjob, path)
-            rname = rjob.get("name")
-            if not rname or not isinstance(rname, str):
-                raise ManifestError(f"{path}.name", "is required")
-            replicas = _int_field(rjob, "replicas", path, 1)
-            job_template = as_map(rjob.get("template"), f"{path}.template")
-            job_spec = as_map(job_template.get("spec"), f"{path}.template.spec")
-            template = as_map(job_spec.get("template"), f"{path}.template.spec.template")
-            assert replicas is not None
-            count = replicas * _count(job_spec, f"{path}.template.spec")
-            template_path = f"{path}.template.spec.template"
-            sets.append(pod_set(rname.lower(), template, count, template_path))
-            pod_spec = as_map(template.get("spec"), f"{template_path}.spec")
-            pod_priority = pod_priority or pod_spec.get("priorityClassName")
-        pod_sets = tuple(sets)
-    else:
-        raise ManifestError("kind", f"must be Job or JobSet, got {kind!r}")
+    as_map(obj.get("spec"), "spec")
+    pod_sets = tuple(
+        pod_set(t.name, t.template, t.count, t.path, t.min_count) for t in adapter.pod_sets(obj)
+    )
+    pod_priority = adapter.pod_priority_class(obj)
     if pod_priority is not None and not isinstance(pod_priority, str):
         raise ManifestError("spec.template.spec.priorityClassName", "must be a string")
     priority, class_name, source = resolve_priority(
@@ -255,7 +207,7 @@ def workload_for(
     return Workload(
         unacted=blocking(str(kind), obj),
         namespace=str(namespace),
-        name=workload_name(str(kind), group, name, uid),
+        name=workload_name(str(kind), adapter.group, name, uid),
         uid=uid,
         queue_name=queue,
         pod_sets=pod_sets,

@@ -18,16 +18,17 @@ from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from extender.core.jobframework import registry
 from extender.core.placement import checked_resources
 from extender.gc_tuning import tune_for_scheduling
-from extender.kube.api.cache import Cache
+from extender.kube.api.cache import Cache, watch_for_kinds
 from extender.kube.api.client import ConfigError, RequestBudget, RestClient, load_api_client
 from extender.kube.api.events import Recorder
 from extender.kube.api.lease import LeaderElector, SetupError
 from extender.kube.api.metrics import Metrics
 from extender.kube.api.placement import Placement
 from extender.kube.api.preflight import preflight
-from extender.kube.api.resources import NODES, PODS, WORKLOADS
+from extender.kube.api.resources import NODES, PODS, WORKLOADS, resource_of
 from extender.kube.controller.context import Settings
 from extender.kube.controller.loop import Controller
 from extender.kube.servers.dashboard import Dashboard
@@ -135,6 +136,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--scheduler-extender-tls-cert-file", default=None)
     parser.add_argument("--scheduler-extender-tls-private-key-file", default=None)
+    parser.add_argument(
+        "--integrations",
+        type=_integrations,
+        default=env("TOWER_INTEGRATIONS"),
+        help="comma-separated kinds of job to manage, by Kueue's integration names "
+        "(batch/job, jobset.x-k8s.io/jobset, ...; default: Kueue's default set, of which "
+        "Tower manages " + ", ".join(a.framework for a in registry.enabled()) + ") "
+        "[TOWER_INTEGRATIONS]",
+    )
     parser.add_argument("--log-format", choices=("text", "json"), default="text")
     parser.add_argument(
         "--log-level",
@@ -205,6 +215,20 @@ def check_arguments(args: argparse.Namespace) -> str | None:
 
 def _no_placement(args: argparse.Namespace) -> bool:
     return str(args.physical_resources or "").strip().lower() == "none"
+
+
+def _integrations(value: str | None) -> tuple[str, ...] | None:
+    """--integrations: Kueue's names, comma-separated; a name no one knows is refused."""
+    if value is None:
+        return None
+    names = tuple(n.strip() for n in value.split(",") if n.strip())
+    unknown = registry.unknown(names)
+    if unknown:
+        known = ", ".join(registry.KUEUE_FRAMEWORKS)
+        raise argparse.ArgumentTypeError(
+            f"{', '.join(unknown)}: no such integration (Kueue's are {known})"
+        )
+    return names
 
 
 def _host_port(value: str) -> str:
@@ -356,12 +380,29 @@ def _serve(
     )
     # About thirty small reviews, once per start: at 5 per second they held the caches (and a
     # standby's takeover) back by four seconds; a retry loop after a failure is still paced.
+    adapters = registry.enabled(args.integrations)  # Settings.integrations, for the cache
+    unmanaged = registry.unmanaged(args.integrations)
+    if unmanaged:
+        log.info(
+            "integrations Tower has no adapter for yet (their jobs are not queued): %s",
+            ", ".join(unmanaged),
+        )
     setup = preflight(
-        base.with_budget(RequestBudget(5, 40), fenced=False), stop, placement=placement is not None
+        base.with_budget(RequestBudget(5, 40), fenced=False),
+        stop,
+        placement=placement is not None,
+        jobs=tuple(map(resource_of, adapters)),
     )
     if setup is None:
         return 0
-    cache = Cache(base, jobsets=setup.jobsets, on_error=None, placement=placement)
+    cache = Cache(base, adapters=adapters, on_error=None, placement=placement)
+    cache.discover_kinds()
+    missing = cache.missing_kinds()
+    if missing:
+        log.info(
+            "integrations whose CRD is not installed, managed once it is: %s", ", ".join(missing)
+        )
+        watch_for_kinds(cache, stop)
     dashboard_server = None
     if args.dashboard_address:
         try:
@@ -383,6 +424,7 @@ def _serve(
         status_interval=args.status_interval,
         pending_status_qps=args.pending_status_qps,
         scheduler_name=args.scheduler_name or None,
+        integrations=args.integrations,
     )
     try:
         while not stop.is_set():

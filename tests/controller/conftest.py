@@ -15,6 +15,7 @@ import pytest
 from kubernetes import config as k8s_config
 
 from certs import kube as certs_kube
+from extender.core.jobframework import registry
 from extender.kube.api import resources as r
 from extender.kube.api.cache import Cache
 from extender.kube.api.client import RequestBudget, RestClient
@@ -148,7 +149,8 @@ class Running:
 
     def __init__(self, client: RestClient, settings: Settings) -> None:
         self.stop = threading.Event()
-        self.cache = Cache(client, jobsets=client.discover(r.JOBSETS.api_version))
+        self.cache = Cache(client, adapters=registry.enabled(settings.integrations))
+        self.cache.discover_kinds()
         self.cache.start(self.stop)
         self.recorder = Recorder(client)
         self.controller = Controller(client, self.cache, settings=settings, recorder=self.recorder)

@@ -68,7 +68,7 @@ def preempting():
         fake.add(obj)
     fake.add(workload("low", 1, "2026-01-01T00:00:00Z"))
     ctl, _ = controller_over(fake)
-    ctl.scheduler.run()
+    ctl.schedule()
     assert "default/low" in ctl.state.admitted
     fake.add(workload("high", 100, "2026-01-01T00:00:01Z"))
     watch_event(ctl, fake, r.WORKLOADS, "default/high")
@@ -92,7 +92,7 @@ def dropped(ctl) -> float | None:
 
 def test_the_eviction_is_written_when_nothing_happened_meanwhile():
     ctl, fake = preempting()
-    ctl.scheduler.run()
+    ctl.schedule()
     assert evicted(fake) == ["low"]
     assert dropped(ctl) == 0
     ctl.turn()  # the bare Workload was requeued in the same write: its quota is free
@@ -104,7 +104,7 @@ def test_a_victim_that_finished_while_its_eviction_waited_is_not_evicted():
     # The runner reported `low` finished while the cycle's writes waited for the budget.
     finish(fake, "default/low")
     watch_event(ctl, fake, r.WORKLOADS, "default/low")
-    ctl.scheduler.run()
+    ctl.schedule()
     assert evicted(fake) == []
     assert dropped(ctl) == 1
     ctl.turn()
@@ -115,7 +115,7 @@ def test_a_victim_stays_when_its_preemptor_was_deleted_meanwhile():
     ctl, fake = preempting()
     fake.objects.pop(("workloads", "default/high"))
     watch_event(ctl, fake, r.WORKLOADS, "default/high")
-    ctl.scheduler.run()
+    ctl.schedule()
     assert evicted(fake) == []
     assert dropped(ctl) == 1
     assert ctl.state.admitted["default/low"].evicting is False  # may be chosen again

@@ -1,41 +1,55 @@
 """The controller's view of the cluster: one store, kept in sync by one informer per kind.
 
 It runs on every replica, leader or not, so a standby that takes over (or serves the
-scheduler extender) starts from warm caches. Jobs are watched with a label selector on
-`kueue.x-k8s.io/queue-name`: Jobs Tower does not queue are never cached.
+scheduler extender) starts from warm caches. Jobs of every enabled kind are watched with a
+label selector on `kueue.x-k8s.io/queue-name`: jobs Tower does not queue are never cached.
+An enabled kind whose CRD the API server does not serve is said once, at INFO, and watched
+from the moment the CRD appears (`discover_kinds`).
 """
 
 from __future__ import annotations
 
+import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
+from extender.core.jobframework import registry
+from extender.core.jobframework.adapter import JobAdapter
 from extender.core.models import QUEUE_NAME_LABEL
 from extender.kube.api.client import KubeClient, KubeError
 from extender.kube.api.informer import Informer
 from extender.kube.api.placement import Placement, node_view, pod_transform
-from extender.kube.api.resources import CONFIG, JOBS, JOBSETS, NODES, PODS, WORKLOADS, Resource
+from extender.kube.api.resources import CONFIG, NODES, PODS, WORKLOADS, Resource, resource_of
 from extender.kube.api.store import Store
 from extender.kube.api.trim import job_view, owner_index, trim, workload_key
 from extender.kube.api.trim import workload as trimmed_workload
 
+log = logging.getLogger("tower.cache")
+
 
 class Cache:
-    """Informers for the configuration, Workloads, Jobs (and JobSets where served)."""
+    """Informers for the configuration, Workloads, the jobs of every enabled kind whose CRD
+    is served (and nodes and pods for placement)."""
 
     def __init__(
         self,
         client: KubeClient,
         *,
-        jobsets: bool = False,
+        adapters: Iterable[JobAdapter] | None = None,
         watch_timeout: int = 300,
         on_error: Callable[[Resource, KubeError], None] | None = None,
         placement: Placement | None = None,
     ) -> None:
         self.client = client
         self.store = Store()
-        self.job_resources: tuple[Resource, ...] = (JOBS, JOBSETS) if jobsets else (JOBS,)
+        self.adapters: tuple[JobAdapter, ...] = tuple(
+            registry.enabled() if adapters is None else adapters
+        )
+        # Every enabled kind's resource, served or not: the controller listens to all of them,
+        # and a kind whose CRD appears later starts sending at once.
+        self.job_resources: tuple[Resource, ...] = tuple(map(resource_of, self.adapters))
+        self.served_jobs: list[Resource] = []
         # Nodes and pods, for physical fit: pods keep only their node, phase, checked
         # requests and owner.
         self.placement = placement
@@ -43,47 +57,88 @@ class Cache:
         self.watch_timeout = watch_timeout
         self.on_error = on_error
         self.informers: list[Informer] = []
+        self._stop: threading.Event | None = None
+        self._lock = threading.Lock()
         store = self.store
         for resource in CONFIG:
             store.register(resource, trim)
         store.register(WORKLOADS, trimmed_workload)
-        for resource in self.job_resources:
-            store.register(resource, self._job_transform)
+        for adapter, resource in zip(self.adapters, self.job_resources, strict=True):
+            store.register(resource, self._job_transform(adapter))
         store.add_index(WORKLOADS, "owner", owner_index)
         if placement is not None:
             store.register(NODES, node_view)
             store.register(PODS, pod_transform(placement.inventory.is_checked))
             placement.attach(store)
 
-    def _job_transform(self, obj: dict[str, Any]) -> Any:
-        """A Job keeps its whole template only while no Workload was made from it."""
-        view = job_view(obj, keep_source=False)
-        if view is None or view.queue_name is None or view.finished is not None:
-            return view
-        if self.store.get(WORKLOADS, workload_key(view)) is not None:
-            return view
-        return job_view(obj, keep_source=True)
+    def _job_transform(self, adapter: JobAdapter) -> Callable[[dict[str, Any]], Any]:
+        def transform(obj: dict[str, Any]) -> Any:
+            """A job keeps its whole template only while no Workload was made from it."""
+            view = job_view(obj, keep_source=False, adapter=adapter)
+            if view is None or view.queue_name is None or view.finished is not None:
+                return view
+            if self.store.get(WORKLOADS, workload_key(view)) is not None:
+                return view
+            return job_view(obj, keep_source=True, adapter=adapter)
+
+        return transform
 
     @property
     def resources(self) -> tuple[Resource, ...]:
-        return (*CONFIG, WORKLOADS, *self.job_resources, *self.node_resources)
+        """The kinds watched now."""
+        return (*CONFIG, WORKLOADS, *self.served_jobs, *self.node_resources)
+
+    def discover_kinds(self) -> list[Resource]:
+        """Which enabled kinds of job the API server serves now that were not watched yet;
+        each found is watched from now on (once started). Said once per kind, at INFO."""
+        found = []
+        for adapter, resource in zip(self.adapters, self.job_resources, strict=True):
+            if resource in self.served_jobs:
+                continue
+            served = self.client.served(resource.api_version)
+            if served is None or resource.plural not in served:
+                continue
+            found.append(resource)
+            log.info(
+                "%s CRD found: %s (%s) are managed",
+                resource.kind,
+                resource.qualified,
+                adapter.framework,
+            )
+            with self._lock:
+                self.served_jobs.append(resource)
+                if self._stop is not None:
+                    self._start(resource, self._stop)
+        return found
+
+    def missing_kinds(self) -> list[str]:
+        """The enabled integrations whose CRD is not served (yet)."""
+        return [
+            a.framework
+            for a, r in zip(self.adapters, self.job_resources, strict=True)
+            if r not in self.served_jobs
+        ]
 
     def start(self, stop: threading.Event) -> None:
-        workloads_synced = self.store.synced(WORKLOADS)
-        for resource in self.resources:
-            is_job = resource in self.job_resources
-            informer = Informer(
-                self.client,
-                self.store,
-                resource,
-                stop=stop,
-                label_selector=QUEUE_NAME_LABEL if is_job else None,
-                timeout_seconds=self.watch_timeout,
-                after=(workloads_synced,) if is_job else (),
-                on_error=self.on_error,
-            )
-            self.informers.append(informer)
-            informer.start()
+        with self._lock:
+            self._stop = stop
+            for resource in self.resources:
+                self._start(resource, stop)
+
+    def _start(self, resource: Resource, stop: threading.Event) -> None:
+        is_job = resource in self.job_resources
+        informer = Informer(
+            self.client,
+            self.store,
+            resource,
+            stop=stop,
+            label_selector=QUEUE_NAME_LABEL if is_job else None,
+            timeout_seconds=self.watch_timeout,
+            after=(self.store.synced(WORKLOADS),) if is_job else (),
+            on_error=self.on_error,
+        )
+        self.informers.append(informer)
+        informer.start()
 
     def synced(self) -> bool:
         return all(self.store.synced(r).is_set() for r in self.resources)
@@ -97,3 +152,19 @@ class Cache:
             if stop.wait(poll):
                 return False
         return True
+
+
+def watch_for_kinds(cache: Cache, stop: threading.Event, every: float = 30.0) -> threading.Thread:
+    """Look for the CRDs of enabled kinds that are missing, every `every` seconds, until all
+    are served or stopped: a CRD installed after Tower is taken up without a restart."""
+
+    def run() -> None:
+        while cache.missing_kinds() and not stop.wait(every):
+            try:
+                cache.discover_kinds()
+            except KubeError as err:  # the next look tries again
+                log.debug("looking for job CRDs: %s", err)
+
+    thread = threading.Thread(target=run, daemon=True, name="kind-discovery")
+    thread.start()
+    return thread

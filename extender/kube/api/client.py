@@ -515,9 +515,11 @@ class RestClient:
 
     def served(self, group_version: str) -> frozenset[str] | None:
         """The resources (plurals) a group/version serves; None when it serves none."""
-        probe = Resource(group_version.split("/")[0], group_version.split("/")[1], "", "", False)
+        group, _, version = group_version.rpartition("/")
+        probe = Resource(group, version, "", "", False)
+        path = f"/apis/{group_version}" if group else f"/api/{version}"  # the core group
         try:
-            answer = self._request("GET", probe, f"/apis/{group_version}")
+            answer = self._request("GET", probe, path)
         except ApiError as err:
             if err.status == 404:
                 return None

@@ -7,10 +7,12 @@ controller's business.
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from extender.core.jobframework import registry
+from extender.core.jobframework.adapter import JobAdapter, PodSetInfo, merge
 from extender.core.labels import Toleration
 from extender.core.models import (
     PRIORITY_CLASS_LABEL,
@@ -23,7 +25,7 @@ from extender.core.models import (
 )
 from extender.core.parse import ManifestError, as_map
 from extender.core.quantity import QuantityError, format_amount, to_amount
-from extender.kube.api.resources import JOBS, JOBSETS, KUEUE_GROUP, WORKLOADS
+from extender.kube.api.resources import KUEUE_GROUP, WORKLOADS
 
 Obj = dict[str, Any]
 
@@ -111,28 +113,30 @@ def with_conditions(
     return out
 
 
-# ----- Jobs and JobSets -----------------------------------------------------------------
+# ----- jobs of every managed kind (each read and written by its adapter) -------------------
+
+
+def adapter_of(job: Mapping[str, Any]) -> JobAdapter:
+    """The adapter of a job object (by apiVersion and kind; a bare kind is looked up too)."""
+    adapter = registry.for_object(job)
+    if adapter is None:
+        kind = job.get("kind") or "Job"  # a bare manifest reads as a batch/v1 Job
+        adapter = next((a for a in registry.ADAPTERS.values() if a.kind == kind), None)
+    if adapter is None:
+        raise ManifestError("kind", f"{job.get('kind')!r} is no kind Tower manages")
+    return adapter
 
 
 def pod_templates(job: Mapping[str, Any]) -> list[tuple[str, Obj]]:
-    """(podSet name, pod template) of a Job (one, `main`) or JobSet (one per replicatedJob)."""
-    spec = _m(job.get("spec"))
-    if job.get("kind") == JOBSETS.kind:
-        return [
-            (
-                str(r.get("name", "")).lower(),
-                dict(_m(_m(_m(r.get("template")).get("spec")).get("template"))),
-            )
-            for r in _l(spec.get("replicatedJobs"))
-            if isinstance(r, Mapping)
-        ]
-    return [("main", dict(_m(spec.get("template"))))]
+    """(podSet name, pod template) of a job, as its adapter reads them."""
+    return [(name, dict(t)) for name, t in adapter_of(job).templates(job).items()]
 
 
 def workload_manifest(job: Mapping[str, Any], workload: Workload) -> Obj:
-    """The Workload object Kueue creates for a Job: owned by it, holding its pod templates."""
+    """The Workload object Kueue creates for a job: owned by it, holding its pod templates."""
     meta = job["metadata"]
-    templates = dict(pod_templates(job))
+    adapter = adapter_of(job)
+    templates = adapter.templates(job)
     pod_sets = []
     for pod_set in workload.pod_sets:
         entry: Obj = {
@@ -143,7 +147,6 @@ def workload_manifest(job: Mapping[str, Any], workload: Workload) -> Obj:
         if pod_set.min_count is not None:
             entry["minCount"] = pod_set.min_count
         pod_sets.append(entry)
-    api_version = JOBSETS.api_version if job.get("kind") == JOBSETS.kind else JOBS.api_version
     spec: Obj = {
         "queueName": workload.queue_name,
         "priority": workload.priority,
@@ -176,8 +179,8 @@ def workload_manifest(job: Mapping[str, Any], workload: Workload) -> Obj:
             "labels": labels,
             "ownerReferences": [
                 {
-                    "apiVersion": api_version,
-                    "kind": str(job.get("kind")),
+                    "apiVersion": adapter.api_version,
+                    "kind": adapter.kind,
                     "name": meta["name"],
                     "uid": meta.get("uid", ""),
                     "controller": True,
@@ -213,32 +216,64 @@ def toleration_dict(toleration: Toleration) -> Obj:
 
 
 def is_finished(job: Mapping[str, Any]) -> tuple[bool, str, str]:
-    """(finished, Succeeded|Failed, message) from a Job's or JobSet's conditions."""
-    for kind, reason in (
-        ("Complete", "Succeeded"),
-        ("Completed", "Succeeded"),
-        ("Failed", "Failed"),
-    ):
-        entry = condition(job, kind)
-        if entry is not None and entry.get("status") == "True":
-            message = str(
-                entry.get("message")
-                or ("Job finished successfully" if reason == "Succeeded" else "Job failed")
-            )
-            return True, reason, message
-    return False, "", ""
+    """(finished, Succeeded|Failed, message), as the job's adapter reads it."""
+    finished = adapter_of(job).finished(job)
+    return (False, "", "") if finished is None else (True, *finished)
 
 
 def is_suspended(job: Mapping[str, Any]) -> bool:
-    return _m(job.get("spec")).get("suspend") is True
+    return adapter_of(job).is_suspended(job)
 
 
 def is_active(job: Mapping[str, Any]) -> bool:
     """Whether pods may still run: Kueue waits for this before it releases evicted quota."""
-    status = job.get("status") or {}
-    if job.get("kind") == JOBSETS.kind:
-        return any((r.get("active") or 0) > 0 for r in status.get("replicatedJobsStatus") or [])
-    return bool(status.get("active"))
+    return adapter_of(job).is_active(job)
+
+
+def pod_set_infos(
+    pod_set_names: Iterable[str],
+    admission: Admission,
+    flavors: Mapping[str, ResourceFlavor],
+    local_queue: str,
+    *,
+    workload: str | None = None,
+    scheduler_name: str | None = None,
+) -> dict[str, PodSetInfo]:
+    """What an admission sets on each podSet's pods (Kueue's PodSetInfo).
+
+    nodeSelector gains the union of the assigned flavors' nodeLabels, tolerations the
+    flavors' tolerations; pod labels name the podSet and the queues (Kueue's
+    AssignQueueLabelsForPods). A workload with a placement plan names itself on its pods
+    (annotation kueue.x-k8s.io/workload), so the scheduler extender finds their plan, and
+    goes to the scheduler that calls the extender when one is named.
+    """
+    by_pod_set = {psa.name: psa for psa in admission.pod_set_assignments}
+    infos = {}
+    for name in pod_set_names:
+        psa = by_pod_set.get(name)
+        selector: dict[str, str] = {}
+        tolerations: list[Obj] = []
+        for flavor_name in dict.fromkeys(psa.flavors.values()) if psa is not None else ():
+            flavor = flavors.get(flavor_name)
+            if flavor is None:
+                continue
+            selector.update(flavor.node_labels)
+            for toleration in map(toleration_dict, flavor.tolerations):
+                if toleration not in tolerations:
+                    tolerations.append(toleration)
+        infos[name] = PodSetInfo(
+            count=psa.count if psa is not None else 0,
+            node_selector=selector,
+            tolerations=tolerations,
+            labels={
+                PODSET_LABEL: name,
+                LOCAL_QUEUE_LABEL: local_queue,
+                CLUSTER_QUEUE_LABEL: admission.cluster_queue,
+            },
+            annotations={WORKLOAD_ANNOTATION: workload} if workload is not None else {},
+            scheduler_name=scheduler_name,
+        )
+    return infos
 
 
 def start_patch(
@@ -250,128 +285,32 @@ def start_patch(
     workload: str | None = None,
     scheduler_name: str | None = None,
 ) -> Obj:
-    """The one merge patch that starts an admitted Job: unsuspend, and place its pods.
-
-    nodeSelector gains the union of the assigned flavors' nodeLabels, tolerations the
-    flavors' tolerations; pod labels name the podSet and the queues (Kueue's
-    AssignQueueLabelsForPods). A workload with a placement plan names itself on its pods
-    (annotation kueue.x-k8s.io/workload), so the scheduler extender finds their plan, and
-    goes to the scheduler that calls the extender when one is named.
-    """
-    by_pod_set = {psa.name: psa for psa in admission.pod_set_assignments}
+    """The one merge patch that starts an admitted job: unsuspended, its pods placed, and
+    the ClusterQueue that admitted it noted (so a stop knows to restore)."""
+    adapter = adapter_of(job)
+    infos = pod_set_infos(
+        adapter.templates(job),
+        admission,
+        flavors,
+        local_queue,
+        workload=workload,
+        scheduler_name=scheduler_name,
+    )
     annotations = {CLUSTER_QUEUE_ANNOTATION: admission.cluster_queue}
-
-    def placed(name: str, template: Mapping[str, Any]) -> Obj:
-        out = copy.deepcopy(dict(template))
-        psa = by_pod_set.get(name)
-        pod = out.setdefault("spec", {})
-        labels = out.setdefault("metadata", {}).setdefault("labels", {})
-        labels[PODSET_LABEL] = name
-        labels[LOCAL_QUEUE_LABEL] = local_queue
-        labels[CLUSTER_QUEUE_LABEL] = admission.cluster_queue
-        if workload is not None:
-            out["metadata"].setdefault("annotations", {})[WORKLOAD_ANNOTATION] = workload
-        if scheduler_name is not None:
-            pod["schedulerName"] = scheduler_name
-        if psa is None:
-            return out
-        selector = dict(pod.get("nodeSelector") or {})
-        tolerations = list(pod.get("tolerations") or [])
-        for flavor_name in dict.fromkeys(psa.flavors.values()):
-            flavor = flavors.get(flavor_name)
-            if flavor is None:
-                continue
-            selector.update(flavor.node_labels)
-            for toleration in map(toleration_dict, flavor.tolerations):
-                if toleration not in tolerations:
-                    tolerations.append(toleration)
-        if selector:
-            pod["nodeSelector"] = selector
-        if tolerations:
-            pod["tolerations"] = tolerations
-        return out
-
-    spec = job.get("spec") or {}
-    if job.get("kind") == JOBSETS.kind:
-        replicated = copy.deepcopy(spec.get("replicatedJobs") or [])
-        for rjob in replicated:
-            job_spec = rjob.setdefault("template", {}).setdefault("spec", {})
-            job_spec["template"] = placed(
-                str(rjob.get("name", "")).lower(), job_spec.get("template") or {}
-            )
-        return {
-            "metadata": {"annotations": annotations},
-            "spec": {"suspend": False, "replicatedJobs": replicated},
-        }
-    current = spec.get("template") or {}
-    return {
-        "metadata": {"annotations": annotations},
-        "spec": {
-            "suspend": False,
-            "template": _replace_maps(current, placed("main", current)),
-        },
-    }
+    return merge({"metadata": {"annotations": annotations}}, adapter.start_patch(job, infos))
 
 
 def restore_patch(job: Mapping[str, Any], workload_obj: Mapping[str, Any]) -> Obj:
     """Put back the pod templates stored in the Workload (the pre-admission ones)."""
-    originals = {
-        str(ps.get("name")): ps.get("template") or {}
+    pod_sets = [
+        ps
         for ps in (workload_obj.get("spec") or {}).get("podSets") or []
-    }
-
-    def restored(name: str, current: Mapping[str, Any]) -> Obj:
-        original = originals.get(name)
-        out = copy.deepcopy(dict(current))
-        if original is None:
-            return out
-        meta = out.setdefault("metadata", {})
-        for part in ("labels", "annotations"):
-            wanted = dict((original.get("metadata") or {}).get(part) or {})
-            if wanted:
-                meta[part] = wanted
-            else:
-                meta.pop(part, None)
-        pod = out.setdefault("spec", {})
-        for part in ("nodeSelector", "tolerations", "schedulingGates", "schedulerName"):
-            wanted_value = (original.get("spec") or {}).get(part)
-            if wanted_value:
-                pod[part] = copy.deepcopy(wanted_value)
-            else:
-                pod.pop(part, None)
-        return out
-
-    spec = job.get("spec") or {}
-    remove_annotation: Obj = {"annotations": {CLUSTER_QUEUE_ANNOTATION: None}}
-    if job.get("kind") == JOBSETS.kind:
-        replicated = copy.deepcopy(spec.get("replicatedJobs") or [])
-        for rjob in replicated:
-            job_spec = rjob.setdefault("template", {}).setdefault("spec", {})
-            job_spec["template"] = restored(
-                str(rjob.get("name", "")).lower(), job_spec.get("template") or {}
-            )
-        return {"metadata": remove_annotation, "spec": {"replicatedJobs": replicated}}
-    template = restored("main", spec.get("template") or {})
-    current = spec.get("template") or {}
-    return {
-        "metadata": remove_annotation,
-        "spec": {"template": _replace_maps(current, template)},
-    }
-
-
-def _replace_maps(current: Mapping[str, Any], wanted: Mapping[str, Any]) -> Obj:
-    """A merge patch turning `current` into `wanted` (null for keys that must go)."""
-    out: Obj = {}
-    for key in set(current) | set(wanted):
-        if key not in wanted:
-            out[key] = None
-        elif isinstance(wanted[key], Mapping) and isinstance(current.get(key), Mapping):
-            sub = _replace_maps(current[key], wanted[key])
-            if sub:
-                out[key] = sub
-        elif current.get(key) != wanted[key]:
-            out[key] = copy.deepcopy(wanted[key])
-    return out
+        if isinstance(ps, Mapping)
+    ]
+    originals = {str(ps.get("name")): ps.get("template") or {} for ps in pod_sets}
+    counts = {str(ps.get("name")): int(ps.get("count") or 0) for ps in pod_sets}
+    remove_annotation: Obj = {"metadata": {"annotations": {CLUSTER_QUEUE_ANNOTATION: None}}}
+    return merge(remove_annotation, adapter_of(job).restore_patch(job, originals, counts))
 
 
 # ----- Workload status ------------------------------------------------------------------

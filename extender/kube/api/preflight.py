@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from extender.kube.api.client import ApiError, KubeClient, KubeError
@@ -16,7 +17,6 @@ from extender.kube.api.lease import SetupError
 from extender.kube.api.resources import (
     CONFIG,
     JOBS,
-    JOBSETS,
     KUEUE_GROUP,
     KUEUE_VERSION,
     NODES,
@@ -40,28 +40,36 @@ RBAC_FIX = "apply deploy/rbac/controller.yaml (or bind the ClusterRole tower-con
 @dataclass(frozen=True, slots=True)
 class Setup:
     username: str | None  # None on a server without SelfSubjectReview (before 1.28)
-    jobsets: bool
+    jobs: tuple[Resource, ...]  # the enabled kinds of job whose CRD is served
 
 
-def needed(jobsets: bool, placement: bool = True) -> list[tuple[str, Resource, str]]:
+def needed(
+    jobs: Sequence[Resource] = (JOBS,), placement: bool = True
+) -> list[tuple[str, Resource, str]]:
     """(verb, resource, subresource) the controller cannot work without."""
     out = [(verb, r, "") for r in CONFIG for verb in ("list", "watch")]
     out += [(verb, WORKLOADS, "") for verb in ("list", "watch", "create", "delete", "patch")]
     if placement:  # physical fit: nodes, and the pods bound to them
         out += [(verb, r, "") for r in (NODES, PODS) for verb in ("list", "watch")]
     out += [("patch", WORKLOADS, "status")]
-    for resource in (JOBS, JOBSETS) if jobsets else (JOBS,):
+    for resource in jobs:
         out += [(verb, resource, "") for verb in ("list", "watch", "patch")]
     return out
 
 
-def preflight(client: KubeClient, stop: threading.Event, *, placement: bool = True) -> Setup | None:
+def preflight(
+    client: KubeClient,
+    stop: threading.Event,
+    *,
+    placement: bool = True,
+    jobs: Sequence[Resource] = (JOBS,),
+) -> Setup | None:
     """The answers, once the API server answers; None if stopped first."""
     backoff = Backoff(base=0.5, cap=10.0)
     failures = 0
     while not stop.is_set():
         try:
-            return _check(client, placement)
+            return _check(client, placement, jobs)
         except SetupError:
             raise
         except KubeError as err:
@@ -73,7 +81,7 @@ def preflight(client: KubeClient, stop: threading.Event, *, placement: bool = Tr
     return None
 
 
-def _check(client: KubeClient, placement: bool = True) -> Setup:
+def _check(client: KubeClient, placement: bool, jobs: Sequence[Resource]) -> Setup:
     served = client.served(f"{KUEUE_GROUP}/{KUEUE_VERSION}")
     if served is None:
         raise SetupError(
@@ -88,15 +96,17 @@ def _check(client: KubeClient, placement: bool = True) -> Setup:
             "Kueue's CRDs are only partly installed: the API server does not serve "
             f"{', '.join(absent)}; apply them with kubectl apply -f deploy/crds/"
         )
-    jobsets = client.discover(JOBSETS.api_version)
-    if jobsets:
-        log.info("JobSet CRD found: JobSets are managed")
+    served_jobs = []
+    for resource in jobs:
+        plurals = client.served(resource.api_version)
+        if plurals is not None and resource.plural in plurals:
+            served_jobs.append(resource)
     username = whoami(client)
     if username is not None:
         log.info("running as %s", username)
     refused = [
         (verb, resource, sub)
-        for verb, resource, sub in needed(jobsets, placement)
+        for verb, resource, sub in needed(served_jobs, placement)
         if not allowed(client, verb, resource, sub)
     ]
     if refused:
@@ -107,7 +117,7 @@ def _check(client: KubeClient, placement: bool = True) -> Setup:
             # An RBAC from before placement: say how to run without it, too.
             fix += ", or run without accelerator placement: --physical-resources=none"
         raise SetupError(f"{who} may not {missing}: {fix}")
-    return Setup(username, jobsets)
+    return Setup(username, tuple(served_jobs))
 
 
 def whoami(client: KubeClient) -> str | None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from urllib.parse import quote
 
+from extender.core.jobframework.adapter import JobAdapter
+
 KUEUE_GROUP = "kueue.x-k8s.io"
 KUEUE_VERSION = "v1beta2"
 
@@ -45,6 +47,22 @@ class Resource:
 
 JOBS = Resource("batch", "v1", "jobs", "Job", True)
 JOBSETS = Resource("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet", True)
+
+
+def resource_of(adapter: JobAdapter) -> Resource:
+    """The API resource of a kind of job (every managed kind is namespaced); one object per
+    resource, so it compares by identity as the constants above do."""
+    known = _BY_ADAPTER.get(adapter)
+    if known is None:
+        resource = Resource(adapter.group, adapter.version, adapter.plural, adapter.kind, True)
+        known = _BY_ADAPTER[adapter] = _JOB_RESOURCES.setdefault(resource, resource)
+    return known
+
+
+_JOB_RESOURCES: dict[Resource, Resource] = {JOBS: JOBS, JOBSETS: JOBSETS}
+_BY_ADAPTER: dict[JobAdapter, Resource] = {}
+
+
 NAMESPACES = Resource("", "v1", "namespaces", "Namespace", False)
 NODES = Resource("", "v1", "nodes", "Node", False)
 PODS = Resource("", "v1", "pods", "Pod", True)

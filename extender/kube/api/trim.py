@@ -14,10 +14,12 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from extender.core.jobs import JOB_GROUP, JOBSET_GROUP, workload_name
+from extender.core.jobframework import registry
+from extender.core.jobframework.adapter import JobAdapter
+from extender.core.jobs import workload_name
 from extender.core.models import PRIORITY_CLASS_LABEL, QUEUE_NAME_LABEL
-from extender.kube.api.objects import CLUSTER_QUEUE_ANNOTATION, condition
-from extender.kube.api.resources import JOBS, JOBSETS
+from extender.kube.api.objects import CLUSTER_QUEUE_ANNOTATION
+from extender.kube.api.resources import Resource, resource_of
 
 Obj = dict[str, Any]
 
@@ -175,9 +177,11 @@ def trim(obj: Obj) -> Obj:
 
 @dataclass(frozen=True, slots=True)
 class JobView:
-    """What the controller reads of a Job or JobSet (about a tenth of the object)."""
+    """What the controller reads of a job of any managed kind (about a tenth of the object):
+    its identity, its state as its adapter reads it, and the parts of its pod templates that
+    a start sets and a stop restores."""
 
-    kind: str
+    adapter: JobAdapter
     namespace: str
     name: str
     uid: str
@@ -185,13 +189,17 @@ class JobView:
     queue_name: str | None  # the kueue.x-k8s.io/queue-name label
     priority_class: str | None  # the kueue.x-k8s.io/priority-class label
     cluster_queue: str | None  # the tower.dev/cluster-queue annotation (set when started)
-    controlled_by_jobset: bool
+    is_child: bool  # created and queued by a managed parent (a JobSet's Job)
     suspended: bool
-    active: bool  # pods may still run (status.active)
-    started: bool  # status.startTime is set
+    active: bool  # pods may still run
+    started: bool  # its own controller counts it started (a Job's status.startTime)
     finished: tuple[str, str] | None  # (Succeeded or Failed, message)
-    templates: Obj  # Job: {"template": placement fields}; JobSet: {"replicatedJobs": [...]}
+    templates: Obj  # the spec's pod templates, trimmed to placement, in the kind's shape
     source: Obj | None = None  # the whole object, while its Workload must be created
+
+    @property
+    def kind(self) -> str:
+        return self.adapter.kind
 
     @property
     def key(self) -> str:
@@ -208,17 +216,17 @@ class JobView:
         return out
 
     @property
-    def resource(self) -> Any:
-        return JOBSETS if self.kind == JOBSETS.kind else JOBS
+    def resource(self) -> Resource:
+        return resource_of(self.adapter)
 
     def without_source(self) -> JobView:
         return self if self.source is None else replace(self, source=None)
 
     def as_object(self) -> Obj:
-        """A Job-shaped dict of the kept fields, for the patch builders and Events."""
+        """A job-shaped dict of the kept fields, for the adapters' patch builders and Events."""
         annotations = {CLUSTER_QUEUE_ANNOTATION: self.cluster_queue} if self.cluster_queue else {}
         return {
-            "apiVersion": self.resource.api_version,
+            "apiVersion": self.adapter.api_version,
             "kind": self.kind,
             "metadata": {
                 "name": self.name,
@@ -228,71 +236,38 @@ class JobView:
                 "labels": self.labels,
                 "annotations": annotations,
             },
-            "spec": {"suspend": self.suspended, **self.templates},
+            "spec": {**self.adapter.suspend_patch(self.suspended)["spec"], **self.templates},
         }
 
 
-def _placement(template: Any) -> Obj:
-    """The parts of a pod template that admission sets and eviction restores."""
-    if not isinstance(template, Mapping):
-        return {}
-    out: Obj = {}
-    meta = template.get("metadata")
-    if isinstance(meta, Mapping):
-        kept = {k: meta[k] for k in ("labels", "annotations") if meta.get(k)}
-        if kept:
-            out["metadata"] = kept
-    spec = template.get("spec")
-    if isinstance(spec, Mapping):
-        kept = {k: spec[k] for k in ("nodeSelector", "tolerations", "schedulingGates") if k in spec}
-        if kept:
-            out["spec"] = kept
-    return out
-
-
-def job_view(obj: Obj, *, keep_source: bool) -> JobView | None:
-    """A Job or JobSet as the cache keeps it; None for an object without a name."""
+def job_view(obj: Obj, *, keep_source: bool, adapter: JobAdapter | None = None) -> JobView | None:
+    """A job as the cache keeps it; None for an object without a name or of no managed kind."""
     meta = obj.get("metadata")
     if not isinstance(meta, Mapping):
         return None
     name, namespace = meta.get("name"), meta.get("namespace")
     if not isinstance(name, str) or not isinstance(namespace, str):
         return None
-    kind = str(obj.get("kind") or JOBS.kind)
-    spec = _mapping(obj.get("spec"))
-    status = _mapping(obj.get("status"))
+    if adapter is None:
+        adapter = registry.for_object(obj) or (
+            None if obj.get("kind") else registry.ADAPTERS["batch/job"]
+        )
+        if adapter is None:
+            return None
     labels = _mapping(meta.get("labels"))
     cluster_queue = _mapping(meta.get("annotations")).get(CLUSTER_QUEUE_ANNOTATION)
-    owners = meta.get("ownerReferences")
-    if not isinstance(owners, list):
-        owners = []
-    if kind == JOBSETS.kind:
-        active = any(
-            isinstance(r, Mapping) and (r.get("active") or 0) > 0
-            for r in status.get("replicatedJobsStatus") or []
-        )
-        templates: Obj = {"replicatedJobs": spec.get("replicatedJobs") or []}
-    else:
-        active = bool(status.get("active"))
-        templates = {"template": _placement(spec.get("template"))}
-    finished = None
-    for kind_name, reason in (("Complete", "Succeeded"), ("Completed", "Succeeded")):
-        entry = condition(obj, kind_name)
-        if entry is not None and entry.get("status") == "True":
-            message = str(entry.get("message") or "Job finished successfully")
-            finished = (reason, sys.intern(message))  # the same few messages, 100,000 times
-            break
-    else:
-        entry = condition(obj, "Failed")
-        if entry is not None and entry.get("status") == "True":
-            finished = ("Failed", sys.intern(str(entry.get("message") or "Job failed")))
+    finished = adapter.finished(obj)
+    if finished is not None:
+        finished = (finished[0], sys.intern(finished[1]))  # the same few messages, 100,000 times
     source = None
     if finished is not None:
-        templates = _NO_TEMPLATES  # a finished Job is never started or stopped again
-    elif keep_source:
-        source = {k: v for k, v in trim(obj).items() if k != "status"}
+        templates = _NO_TEMPLATES  # a finished job is never started or stopped again
+    else:
+        templates = adapter.kept(obj)
+        if keep_source:
+            source = {k: v for k, v in trim(obj).items() if k != "status"}
     return JobView(
-        kind=sys.intern(kind),
+        adapter=adapter,
         namespace=sys.intern(namespace),
         name=name,
         uid=str(meta.get("uid") or ""),
@@ -300,13 +275,10 @@ def job_view(obj: Obj, *, keep_source: bool) -> JobView | None:
         queue_name=_label(labels, QUEUE_NAME_LABEL),
         priority_class=_label(labels, PRIORITY_CLASS_LABEL),
         cluster_queue=str(cluster_queue) if cluster_queue else None,
-        controlled_by_jobset=any(
-            isinstance(o, Mapping) and o.get("controller") and o.get("kind") == JOBSETS.kind
-            for o in owners
-        ),
-        suspended=spec.get("suspend") is True,
-        active=active,
-        started=bool(status.get("startTime")),
+        is_child=adapter.is_child(obj),
+        suspended=adapter.is_suspended(obj),
+        active=adapter.is_active(obj),
+        started=adapter.is_started(obj),
         finished=finished,
         templates=templates,
         source=source,
@@ -324,9 +296,8 @@ def _label(labels: Mapping[str, Any], key: str) -> str | None:
 
 
 def workload_key(job: JobView) -> str:
-    """The key of the Workload Kueue names for a Job or JobSet."""
-    group = JOBSET_GROUP if job.kind == JOBSETS.kind else JOB_GROUP
-    return f"{job.namespace}/{workload_name(job.kind, group, job.name, job.uid)}"
+    """The key of the Workload Kueue names for a job."""
+    return f"{job.namespace}/{workload_name(job.kind, job.adapter.group, job.name, job.uid)}"
 
 
 def owner_index(workload: Any) -> list[str]:

@@ -86,16 +86,18 @@ class ConfigReconciler:
                     log.warning("%s %s ignored: %s: %s", resource.kind, key, err.path, err.message)
         if upserts:
             state.configure(**upserts)
-            for cq in upserts.get("cluster_queues", ()):
-                ctx.touched_cqs.add(cq.name)
-            for lq in upserts.get("local_queues", ()):
-                ctx.touched_lqs.add(lq.key)
-                ctx.touched_cqs.add(lq.cluster_queue)
+            ctx.touch_queues(
+                local_queues=(lq.key for lq in upserts.get("local_queues", ())),
+                cluster_queues=(
+                    *(cq.name for cq in upserts.get("cluster_queues", ())),
+                    *(lq.cluster_queue for lq in upserts.get("local_queues", ())),
+                ),
+            )
             if "flavors" in upserts or "cohorts" in upserts:
-                ctx.touched_cqs.update(state.cluster_queues)
+                ctx.touch_queues(cluster_queues=state.cluster_queues)
         if changed:
             self.remark_inadmissible()
-            ctx.dirty = True
+            ctx.reschedule()
 
     def _delete(self, resource: Resource, key: str) -> None:
         ctx = self.ctx
@@ -103,19 +105,19 @@ class ConfigReconciler:
         self._failed.discard(f"{resource.plural}/{key}")
         if resource is RESOURCE_FLAVORS:
             state.delete_flavor(key)
-            ctx.touched_cqs.update(state.cluster_queues)
+            ctx.touch_queues(cluster_queues=state.cluster_queues)
         elif resource is CLUSTER_QUEUES:
             state.delete_cluster_queue(key)
             self.on_queue_deleted(f"cq:{key}")
         elif resource is COHORTS:
             state.delete_cohort(key)
-            ctx.touched_cqs.update(state.cluster_queues)
+            ctx.touch_queues(cluster_queues=state.cluster_queues)
         elif resource is LOCAL_QUEUES:
             lq = state.local_queues.get(key)
             state.delete_local_queue(key)
             self.on_queue_deleted(f"lq:{key}")
             if lq is not None:
-                ctx.touched_cqs.add(lq.cluster_queue)
+                ctx.touch_queues(cluster_queues=(lq.cluster_queue,))
         elif resource is WORKLOAD_PRIORITY_CLASSES:
             ctx.wpcs.pop(key, None)
         elif resource is PRIORITY_CLASSES:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,7 +16,7 @@ from extender.kube.api.client import ApiError, KubeClient, KubeError
 from extender.kube.api.events import Recorder
 from extender.kube.api.metrics import Metrics
 from extender.kube.api.placement import Placement
-from extender.kube.api.resources import JOBS, JOBSETS, WORKLOADS, Resource
+from extender.kube.api.resources import WORKLOADS, Resource
 from extender.kube.api.store import Store
 from extender.kube.api.trim import JobView
 from extender.kube.api.workqueue import WorkQueue
@@ -42,18 +42,25 @@ class Settings:
     start_refused_retry_cap: float = 300.0
     # Set on the pods of workloads placed on nodes (a second kube-scheduler with the extender).
     scheduler_name: str | None = None
+    # The kinds of job managed, by Kueue's integration names (None: Kueue's default set).
+    integrations: tuple[str, ...] | None = None
 
 
 @dataclass(slots=True)
 class Queues:
-    """The controller's work queues; one wakeup event lets the loop sleep on all of them."""
+    """The controller's work queues: reconcilers tell each other what to look at by adding
+    keys here, never through shared flags. One wakeup event lets the loop sleep on all."""
 
     config: WorkQueue[Ref]
     workloads: WorkQueue[str]
     jobs: WorkQueue[Ref]
-    creations: WorkQueue[Ref]  # Jobs whose Workload must be created, by priority
+    creations: WorkQueue[Ref]  # jobs whose Workload must be created, by priority
     pending: WorkQueue[str]  # QuotaReserved=False reasons to write, with spare budget
-    status: WorkQueue[str]  # "cq:NAME" / "lq:NS/NAME" to write
+    status: WorkQueue[str]  # "cq:NAME" / "lq:NS/NAME" whose status may have changed
+    schedule: WorkQueue[str]  # CYCLE when the state changed: a scheduling cycle is due
+
+
+CYCLE = "cycle"  # the one key of Queues.schedule
 
 
 class Told:
@@ -91,14 +98,11 @@ class Context:
     clock: Callable[[], float] = time.time  # wall time, for timestamps written to the API
     monotonic: Callable[[], float] = time.monotonic  # for waits and rates
     recorder: Recorder | None = None
-    job_resources: tuple[Resource, ...] = (JOBS,)
     wpcs: dict[str, WorkloadPriorityClass] = field(default_factory=dict)
     pcs: dict[str, PriorityClass] = field(default_factory=dict)
     username: str | None = None  # who this controller is to the API server (SelfSubjectReview)
     placement: Placement | None = None  # physical fit on nodes, when nodes and pods are watched
-    dirty: bool = False  # the state changed: the scheduler should run a cycle
-    touched_cqs: set[str] = field(default_factory=set)
-    touched_lqs: set[str] = field(default_factory=set)
+    job_resources: tuple[Resource, ...] = ()  # every enabled kind of job
     told: Told = field(default_factory=Told)
 
     # ----- writes -----------------------------------------------------------------------
@@ -133,15 +137,29 @@ class Context:
     # ----- what changed ----------------------------------------------------------------
 
     def touch(self, namespace: str, queue_name: str, cluster_queue: str | None = None) -> None:
-        """A workload of this LocalQueue (and ClusterQueue) changed: their status may too."""
+        """A workload of this LocalQueue (and ClusterQueue) changed: their status may have,
+        and a scheduling cycle is due."""
         lq_key = f"{namespace}/{queue_name}"
-        self.touched_lqs.add(lq_key)
         if cluster_queue is None:
             lq = self.state.local_queues.get(lq_key)
             cluster_queue = lq.cluster_queue if lq is not None else None
-        if cluster_queue is not None:
-            self.touched_cqs.add(cluster_queue)
-        self.dirty = True
+        self.touch_queues(local_queues=(lq_key,), cluster_queues=(cluster_queue,))
+        self.reschedule()
+
+    def touch_queues(
+        self, *, local_queues: Iterable[str] = (), cluster_queues: Iterable[str | None] = ()
+    ) -> None:
+        """These queues' status may have changed (written at the next status round)."""
+        status = self.queues.status
+        for key in local_queues:
+            status.add(f"lq:{key}")
+        for name in cluster_queues:
+            if name is not None:
+                status.add(f"cq:{name}")
+
+    def reschedule(self) -> None:
+        """The state changed: a scheduling cycle is due."""
+        self.queues.schedule.add(CYCLE)
 
     # ----- telling ---------------------------------------------------------------------
 
@@ -162,16 +180,22 @@ class Context:
     # ----- relations -------------------------------------------------------------------
 
     def owner_of(self, workload: Obj) -> tuple[Resource, str, str] | None:
-        """(resource, Job key, uid) of the Job or JobSet that controls a Workload."""
+        """(resource, job key, uid) of the job of a managed kind that controls a Workload."""
         meta = workload.get("metadata") or {}
         for owner in meta.get("ownerReferences") or []:
-            if owner.get("controller") and owner.get("kind") in (JOBS.kind, JOBSETS.kind):
-                resource = JOBS if owner["kind"] == JOBS.kind else JOBSETS
+            if not owner.get("controller"):
+                continue
+            resource = self._by_kind.get(owner.get("kind"))
+            if resource is not None:
                 return resource, f"{meta.get('namespace')}/{owner.get('name')}", owner.get("uid")
         return None
 
+    @property
+    def _by_kind(self) -> dict[str, Resource]:
+        return {r.kind: r for r in self.job_resources}
+
     def job_of(self, workload: Obj) -> JobView | None:
-        """The Job of a Workload as the store has it (None if none, or another with its name)."""
+        """The job of a Workload as the store has it (None if none, or another with its name)."""
         owner = self.owner_of(workload)
         if owner is None:
             return None

@@ -1,8 +1,9 @@
-"""Jobs and JobSets ⇄ Workloads: create the Workload, record that it finished, and suspend a
-queued Job that runs without an admission (the backstop for a webhook that was down).
+"""The generic job reconciler: one job of any managed kind ⇄ its Workload.
 
-`reconcile(ref)` reads the Job as the store has it now; it never remembers events. Starting
-and stopping an admitted Job belong to the Workload's lifecycle (workloads.py).
+`reconcile(ref)` reads the job as the store has it now, never remembered events, and does
+what its adapter and its Workload call for: create the Workload, record that the job
+finished, suspend a queued job that runs without an admission (the backstop for a webhook
+that was down), start it once admitted and stop it once evicted (job_start.py).
 """
 
 from __future__ import annotations
@@ -15,14 +16,15 @@ from extender.core.parse import ManifestError
 from extender.core.workloads import creation_seconds
 from extender.kube.api import objects as o
 from extender.kube.api.client import ApiError
-from extender.kube.api.resources import JOBS, JOBSETS, WORKLOADS, Resource
+from extender.kube.api.resources import WORKLOADS, Resource
 from extender.kube.api.trim import JobView, workload_key
 from extender.kube.controller.context import Context, Ref
+from extender.kube.controller.job_start import JobStarter, patch_job, stop_job
+from extender.kube.controller.workload_status import patch_status, record
 
 log = logging.getLogger("tower.jobs")
 
 Obj = dict[str, Any]
-RESOURCES = {JOBS.plural: JOBS, JOBSETS.plural: JOBSETS}
 CREATE_WAIT = 5.0  # a created Workload the watch has not shown yet is looked for again
 
 
@@ -34,56 +36,21 @@ def holds_quota(workload: Obj | None) -> bool:
     return workload is not None and o.is_true(workload, o.QUOTA_RESERVED)
 
 
-def stop_job(ctx: Context, job: JobView, workload: Obj | None) -> JobView:
-    """Suspend a Job, clear its startTime (so its template may change) and put back the pod
-    templates its Workload recorded. Each step is skipped when already done, and each is
-    conditional on the version it saw: a patch that arrives late never undoes a newer one.
-    A conflict reads the Job again and is raised, for a retry on what it now is."""
-    current = job
-    if not current.suspended:
-        current = _patch_job(ctx, current, {"spec": {"suspend": True}})
-    if current.started:
-        current = _patch_job(ctx, current, {"status": {"startTime": None}}, subresource="status")
-    if workload is not None and current.cluster_queue:  # started by Tower, not yet restored
-        current = _patch_job(ctx, current, o.restore_patch(current.as_object(), workload))
-    return current
-
-
-def _patch_job(ctx: Context, job: JobView, patch: Obj, subresource: str = "") -> JobView:
-    resource = job.resource
-    body = o.conditional(patch, job.as_object())
-    verb = "patch-status" if subresource else "patch"
-    try:
-        answer = ctx.write(
-            resource,
-            verb,
-            lambda: ctx.client.patch(
-                resource, job.name, body, job.namespace, subresource=subresource
-            ),
-        )
-    except ApiError as err:
-        if err.conflict:
-            ctx.refresh(resource, job.key)
-        raise
-    current = ctx.store.record(resource, answer)
-    assert isinstance(current, JobView)
-    return current
-
-
 class JobReconciler:
-    """One Job or JobSet, as it is now."""
+    """One job, as it is now, following its Workload."""
 
-    def __init__(self, ctx: Context) -> None:
+    def __init__(self, ctx: Context, starter: JobStarter) -> None:
         self.ctx = ctx
+        self.starter = starter
+        self.resources = {r.plural: r for r in ctx.job_resources}
         self.created = 0  # Workloads created since the loop last looked
         self._creating: dict[str, float] = {}  # Workload key -> when its create was sent
 
     def priority(self, job: JobView) -> int:
-        """The priority a Job's Workload will have (new Workloads are created highest first)."""
+        """The priority a job's Workload will have (new Workloads are created highest first)."""
         pod_class = None
-        if job.source is not None and job.kind == JOBS.kind:
-            pod = _m(_m(_m(job.source.get("spec")).get("template")).get("spec"))
-            value = pod.get("priorityClassName")
+        if job.source is not None:
+            value = job.adapter.pod_priority_class(job.source)
             pod_class = value if isinstance(value, str) else None
         try:
             return resolve_priority(job.labels, pod_class, self.ctx.wpcs, self.ctx.pcs)[0]
@@ -91,26 +58,31 @@ class JobReconciler:
             return 0
 
     def needs_attention(self, job: JobView) -> bool:
-        """Whether reconciling this Job could do anything (the rebuild skips the others): it
-        is queued and either runs without quota, or finished while its Workload did not."""
-        if job.queue_name is None or job.controlled_by_jobset:
+        """Whether reconciling this job could do anything (the rebuild skips the others): it
+        is queued and its Workload is missing; it finished while its Workload did not; it
+        runs without quota; or its Workload is admitted while it waits, or evicted."""
+        if job.queue_name is None or job.is_child:
             return False
         workload = self.ctx.store.get(WORKLOADS, workload_key(job))
         if workload is None:
             return True
         if job.finished is not None:
             return not o.is_true(workload, o.FINISHED)
-        return (not job.suspended or job.started) and not holds_quota(workload)
+        if holds_quota(workload):
+            return o.is_true(workload, o.EVICTED) or (
+                job.suspended and o.is_true(workload, o.ADMITTED)
+            )
+        return not job.suspended or job.started
 
     def reconcile(self, ref: Ref) -> float | None:
         ctx = self.ctx
-        resource = RESOURCES[ref[0]]
+        resource = self.resources[ref[0]]
         job = ctx.store.get(resource, ref[1])
         if job is None:
             self._gone(resource, ref[1])
             return None
         assert isinstance(job, JobView)
-        if job.queue_name is None or job.controlled_by_jobset:
+        if job.queue_name is None or job.is_child:
             return None  # not queued (a JobSet's child Jobs are queued as the JobSet)
         wl_key = workload_key(job)
         workload = ctx.store.get(WORKLOADS, wl_key)
@@ -130,7 +102,7 @@ class JobReconciler:
         if not job.suspended and not holds_quota(workload):
             # The backstop: the webhook was down or bypassed when this Job was created.
             log.info("%s %s runs without an admission: suspending it", job.kind, job.key)
-            job = _patch_job(ctx, job, {"spec": {"suspend": True}})
+            job = patch_job(ctx, job, job.adapter.suspend_patch(True))
             ctx.event(
                 job.as_object(),
                 "Warning",
@@ -138,12 +110,28 @@ class JobReconciler:
                 "Suspended by Tower: the Job was not admitted by its queue yet",
             )
         if job.started and not holds_quota(workload):
-            job = stop_job(ctx, job, workload)  # finish stopping it (its startTime goes)
+            job = stop_job(ctx, job, workload)  # finish stopping it (its start is cleared)
         if workload is None:
             return self._create(resource, job, wl_key)
         self._creating.pop(wl_key, None)
         if job.source is not None:
             ctx.store.put(resource, job.key, job.without_source())  # the template is recorded
+        return self._follow(wl_key, workload, job)
+
+    def _follow(self, wl_key: str, workload: Obj, job: JobView) -> float | None:
+        """The job follows its Workload: started once admitted, stopped once evicted. Only
+        once the core holds the admission too (the Workload's reconcile comes first)."""
+        if not holds_quota(workload) or wl_key not in self.ctx.state.admitted:
+            return None
+        if o.is_true(workload, o.EVICTED):
+            self.starter.stop_evicted(wl_key, workload, job)
+            return None
+        if (workload.get("spec") or {}).get("active") is False:
+            return None  # being deactivated: its eviction is written first
+        if job.suspended and o.is_true(workload, o.ADMITTED):
+            admission = o.admission_of(workload)
+            if admission is not None:
+                return self.starter.start(wl_key, workload, admission, job)
         return None
 
     def _gone(self, resource: Resource, key: str) -> None:
@@ -154,22 +142,16 @@ class JobReconciler:
             ctx.queues.workloads.add(wl_key)
 
     def _finish(self, wl_key: str, workload: Obj, reason: str, message: str) -> None:
-        """The Job finished: Finished on its Workload; the quota is free once that is
+        """The job finished: Finished on its Workload; the quota is free once that is
         written (until then the API still shows it held, and so does the core)."""
         ctx = self.ctx
-        namespace, name = wl_key.split("/", 1)
         patch = o.conditional(o.finish_patch(workload, reason, message, ctx.clock()), workload)
         try:
-            answer = ctx.write(
-                WORKLOADS,
-                "status-finish",
-                lambda: ctx.client.patch(WORKLOADS, name, patch, namespace, subresource="status"),
-            )
+            patch_status(ctx, wl_key, patch, "finish")
         except ApiError as err:
             if err.conflict:
                 ctx.refresh(WORKLOADS, wl_key)  # the retry patches the version it reads
             raise
-        ctx.store.record(WORKLOADS, answer)
         if wl_key in ctx.state.workloads or wl_key in ctx.state.admitted:
             self._touch(wl_key)
             ctx.state.finish(wl_key)
@@ -199,11 +181,12 @@ class JobReconciler:
             job = ctx.store.record(resource, fresh)
             if job.source is None:
                 return None
-        source = job.source
-        assert source is not None
+        assert job.source is not None
+        source = {**job.source, "kind": job.kind, "apiVersion": job.adapter.api_version}
         try:
             model = workload_for(
-                {**source, "kind": job.kind},
+                source,
+                adapter=job.adapter,
                 uid=job.uid,
                 creation_time=creation_seconds(
                     (source.get("metadata") or {}).get("creationTimestamp")
@@ -218,7 +201,7 @@ class JobReconciler:
                 )
                 ctx.event(job.as_object(), "Warning", "InvalidSpec", f"{err.path}: {err.message}")
             return None
-        body = o.workload_manifest({**source, "kind": job.kind}, model)
+        body = o.workload_manifest(source, model)
         self._creating[wl_key] = ctx.monotonic()
         self.created += 1
         try:
@@ -232,9 +215,7 @@ class JobReconciler:
                 return None
             self._creating.pop(wl_key, None)
             raise
-        created.setdefault("kind", WORKLOADS.kind)
-        created.setdefault("apiVersion", WORKLOADS.api_version)
-        ctx.store.record(WORKLOADS, created)
+        record(ctx, created)
         ctx.store.put(resource, job.key, job.without_source())
         ctx.queues.workloads.add(wl_key)
         ctx.event(job.as_object(), "Normal", "CreatedWorkload", f"Created Workload: {wl_key}")

@@ -1,11 +1,14 @@
 """The controller for one term as leader: the core's state rebuilt from the cache, the
 reconcilers, and the loop that runs them.
 
-Watches only enqueue keys (store handlers below). The loop, on one thread, in order:
+Watches only enqueue keys (store handlers below); reconcilers tell each other what to look
+at by enqueueing keys too (context.Queues). The loop, on one thread, in order:
 1. configuration keys, applied in one batch;
-2. Workload keys: each Workload mirrored into the core, its Job started or stopped;
-3. scheduling cycles while anything moves, their decisions written;
-4. Workloads created for new Jobs, a few per turn, highest priority first;
+2. Workload keys (each mirrored into the core), then job keys (each job created a Workload
+   for, finished, started or stopped by the generic job reconciler);
+3. scheduling cycles while one is due: the core decides, the admissions are written, then
+   each eviction after taking in what happened meanwhile;
+4. Workloads created for new jobs, a few per turn, highest priority first;
 5. pending reasons and queue status, with spare budget only;
 then it sleeps until a key is due. A reconcile that fails is retried with backoff; the
 loop itself never ends on an error. It ends when stopped, or at once when the fence says
@@ -22,7 +25,7 @@ import time
 from collections.abc import Callable, Hashable
 from typing import Any, TypeVar
 
-from extender.core.cycle import ClusterState
+from extender.core.cycle import ClusterState, CycleResult
 from extender.kube.api.cache import Cache
 from extender.kube.api.client import ApiError, KubeClient, KubeError, NotLeaderError
 from extender.kube.api.events import Recorder
@@ -31,11 +34,14 @@ from extender.kube.api.metrics import Metrics
 from extender.kube.api.resources import CONFIG, WORKLOADS, Resource
 from extender.kube.api.trim import JobView, workload_key
 from extender.kube.api.workqueue import WorkQueue, wait
+from extender.kube.controller.admission import AdmissionWriter
 from extender.kube.controller.config import ConfigReconciler
 from extender.kube.controller.context import Context, Queues, Settings
+from extender.kube.controller.job_start import JobStarter
 from extender.kube.controller.jobs import JobReconciler
+from extender.kube.controller.pending import PendingReasons
 from extender.kube.controller.queue_status import QueueStatusReconciler
-from extender.kube.controller.scheduling import Scheduler
+from extender.kube.controller.scheduling import MAX_CYCLES, Scheduler
 from extender.kube.controller.workloads import WorkloadReconciler
 
 log = logging.getLogger("tower.controller")
@@ -88,6 +94,7 @@ class Controller:
                 creations=queue(),
                 pending=queue(),
                 status=queue(),
+                schedule=queue(),
             ),
             settings=settings,
             metrics=metrics or Metrics(),
@@ -100,13 +107,18 @@ class Controller:
         )
         if cache.placement is not None:
             cache.placement.new_term(ctx.state)
-        self.workloads = WorkloadReconciler(ctx)
-        self.jobs = JobReconciler(ctx)
+        self.admission = AdmissionWriter(ctx)
+        self.pending = PendingReasons(ctx)
+        self.starter = JobStarter(ctx)
+        self.workloads = WorkloadReconciler(
+            ctx, self.admission, self.pending, on_dropped=self.starter.forget
+        )
+        self.jobs = JobReconciler(ctx, self.starter)
         self.queue_status = QueueStatusReconciler(ctx)
         self.config = ConfigReconciler(
-            ctx, on_queue_deleted=self.queue_status.forget, mark_pending=self.workloads.mark_pending
+            ctx, on_queue_deleted=self.queue_status.forget, mark_pending=self.pending.mark
         )
-        self.scheduler = Scheduler(ctx, self.workloads, take_in=self.take_in, monotonic=monotonic)
+        self.scheduler = Scheduler(ctx, monotonic=monotonic)
         self.ready = threading.Event()
         self._handlers: list[tuple[Resource, Callable[[str, Any, Any], None]]] = []
 
@@ -198,17 +210,17 @@ class Controller:
             for key, view in store.items(resource):
                 if view.source is not None:
                     ctx.queues.creations.add((resource.plural, key), self.jobs.priority(view))
-                elif self.jobs.needs_attention(view):  # most Jobs of a cluster are done
+                elif self.jobs.needs_attention(view):  # most jobs of a cluster are done
                     ctx.queues.jobs.add((resource.plural, key))
-        ctx.dirty = True
+        ctx.reschedule()
 
     def turn(self) -> None:
         """One turn of the loop's work (see the module's docstring), without waiting."""
         self.take_in()
         self._placement()
-        self.scheduler.run()
+        self.schedule()
         self._create_workloads()
-        self.workloads.flush_pending()
+        self.pending.flush()
         self.queue_status.run(self.monotonic())
 
     def step(self) -> None:
@@ -272,15 +284,65 @@ class Controller:
             return
         requeue, disturbed = placement.take_changes()
         if requeue and self.state.requeue_inadmissible(requeue):
-            self.ctx.dirty = True
+            self.ctx.reschedule()
         for key in sorted(disturbed):
             try:
-                self.workloads.replan(key)
+                self.admission.replan(key)
             except NotLeaderError:
                 raise
             except KubeError as err:
                 log.warning("placement of %s not redone yet: %s", key, err)
                 placement.disturb(key)
+
+    def schedule(self) -> None:
+        """Cycles while one is due: each cycle's decisions written, and what happened
+        meanwhile taken in before the next (finished workloads free quota)."""
+        for _ in range(MAX_CYCLES):
+            if not self.scheduler.take_due():
+                return
+            result = self.scheduler.decide()
+            written = self._write(result)
+            self.take_in()
+            if not written:
+                return
+            if result.progressed:
+                self.ctx.reschedule()
+
+    def _write(self, result: CycleResult) -> bool:
+        """Write a cycle's decisions; False when a write was refused or failed (the rest is
+        undone, and the scheduler decides again on fresh state or after a backoff)."""
+        ctx = self.ctx
+        all_written = True
+        for i, decision in enumerate(result.admitted):
+            try:
+                all_written &= self.admission.admit(decision)
+            except KubeError as err:
+                self.scheduler.abandon(result.admitted[i + 1 :], result.evicted, err)
+                return False
+        budget = ctx.client.budget
+        for i, eviction in enumerate(result.evicted):
+            # An eviction waits for its turn in the budget behind the cycle's other writes.
+            # Take in what happened meanwhile: a victim that finished, a preemptor that went
+            # away or a queue that was resumed costs no write (and no 409 Conflict).
+            budget.acquire()
+            self.take_in()
+            if not ctx.state.still_needed(eviction):
+                budget.give_back()
+                ctx.state.keep(eviction.workload.key)
+                ctx.metrics.evictions_dropped.inc()
+                continue
+            try:
+                all_written &= self.admission.evict(eviction, paced=False)
+            except KubeError as err:
+                self.scheduler.abandon((), result.evicted[i + 1 :], err)
+                return False
+        for workload, status in result.pending:
+            self.pending.mark(workload.key, status)
+        if all_written:
+            self.scheduler.written()
+        else:
+            self.scheduler.refused()
+        return all_written
 
     def _create_workloads(self) -> None:
         """Workloads for new Jobs, a few per turn: a thousand new Jobs share the budget with

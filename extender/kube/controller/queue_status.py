@@ -1,7 +1,7 @@
 """ClusterQueue and LocalQueue status: what `kubectl get cq,lq -o wide` shows, kept current.
 
-Only queues something happened to are looked at (`Context.touch`), at most once per status
-interval each; one pass over a ClusterQueue's own workloads counts it and all its
+Only queues something happened to are looked at (their keys, from `Context.touch`), at most
+once per status interval each; one pass over a ClusterQueue's own workloads counts it and all its
 LocalQueues. The status in the store is compared with the wanted one, so nothing is written
 twice; each write is conditional on the version it read, so a late one never overwrites a
 newer status. Writes use spare budget only: admissions never wait behind a status; when the budget
@@ -48,20 +48,11 @@ class QueueStatusReconciler:
             self.ctx.metrics.forget_cluster_queue(key[3:])
 
     def run(self, now: float) -> None:
-        """Once per status interval: take the touched queues, and write what changed."""
+        """Once per status interval: the queues whose keys are due, written where they changed."""
         ctx = self.ctx
         if now - self._last_round < ctx.settings.status_interval:
             return
         self._last_round = now
-        touched_lqs, ctx.touched_lqs = ctx.touched_lqs, set()
-        touched_cqs, ctx.touched_cqs = ctx.touched_cqs, set()
-        for key in touched_lqs:
-            lq = ctx.state.local_queues.get(key)
-            if lq is not None:
-                touched_cqs.add(lq.cluster_queue)
-                ctx.queues.status.add(f"lq:{key}")
-        for name in touched_cqs:
-            ctx.queues.status.add(f"cq:{name}")
         counted: dict[str, _Counts] = {}
         while (due := ctx.queues.status.pop()) is not None:
             if not self._write(due, now, counted):

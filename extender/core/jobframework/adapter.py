@@ -1,0 +1,291 @@
+"""What every kind of job tells Tower: its podSets, whether it runs or finished, how to start
+and stop it.
+
+An adapter is pure: it reads and writes dicts shaped as the API server sends them. The
+controller, the webhook, the simulator and the cache all ask the same adapter, so a kind is
+described once. The generic parts (a pod template placed on an admission's flavors, the
+Workload's name) live here, beside the interface they serve.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+Obj = dict[str, Any]
+
+
+def as_mapping(value: Any) -> Mapping[str, Any]:
+    """A field that should be an object, or an empty one (watched objects are not trusted)."""
+    return value if isinstance(value, Mapping) else {}
+
+
+def as_sequence(value: Any) -> Sequence[Any]:
+    return value if isinstance(value, list) else []
+
+
+@dataclass(frozen=True, slots=True)
+class PodSetTemplate:
+    """One podSet as a job declares it: Kueue's name, how many pods, and their template."""
+
+    name: str
+    count: int
+    template: Mapping[str, Any]
+    path: str  # where the template is in the job, for errors ("spec.template")
+    min_count: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PodSetInfo:
+    """What an admission sets on one podSet's pods when the job starts (Kueue's PodSetInfo)."""
+
+    count: int
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    tolerations: Sequence[Mapping[str, Any]] = ()
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    scheduling_gates: Sequence[Mapping[str, Any]] = ()
+    scheduler_name: str | None = None
+
+
+# The parts of a pod template that a start sets and a stop puts back.
+PLACEMENT_FIELDS = ("nodeSelector", "tolerations", "schedulingGates", "schedulerName")
+
+
+def placed(template: Mapping[str, Any], info: PodSetInfo) -> Obj:
+    """A pod template with an admission's PodSetInfo merged in: the flavors' node labels and
+    tolerations added to the pod's own, labels and annotations set, gates appended."""
+    out = copy.deepcopy(dict(template))
+    meta = out.setdefault("metadata", {})
+    if info.labels:
+        meta.setdefault("labels", {}).update(info.labels)
+    if info.annotations:
+        meta.setdefault("annotations", {}).update(info.annotations)
+    pod = out.setdefault("spec", {})
+    if info.node_selector:
+        pod["nodeSelector"] = {**(pod.get("nodeSelector") or {}), **info.node_selector}
+    tolerations = list(pod.get("tolerations") or [])
+    for toleration in info.tolerations:
+        if toleration not in tolerations:
+            tolerations.append(dict(toleration))
+    if tolerations:
+        pod["tolerations"] = tolerations
+    gates = list(pod.get("schedulingGates") or [])
+    for gate in info.scheduling_gates:
+        if gate not in gates:
+            gates.append(dict(gate))
+    if gates:
+        pod["schedulingGates"] = gates
+    if info.scheduler_name is not None:
+        pod["schedulerName"] = info.scheduler_name
+    return out
+
+
+def restored(current: Mapping[str, Any], original: Mapping[str, Any] | None) -> Obj:
+    """A pod template with what a start changed put back from the original (the one the
+    Workload recorded when it was created)."""
+    out = copy.deepcopy(dict(current))
+    if original is None:
+        return out
+    meta = out.setdefault("metadata", {})
+    for part in ("labels", "annotations"):
+        wanted = dict(as_mapping(as_mapping(original.get("metadata")).get(part)))
+        if wanted:
+            meta[part] = wanted
+        else:
+            meta.pop(part, None)
+    pod = out.setdefault("spec", {})
+    for part in PLACEMENT_FIELDS:
+        wanted_value = as_mapping(original.get("spec")).get(part)
+        if wanted_value:
+            pod[part] = copy.deepcopy(wanted_value)
+        else:
+            pod.pop(part, None)
+    return out
+
+
+def template_placement(template: Any) -> Obj:
+    """What of a pod template a start sets and a stop restores (all a cache keeps of it)."""
+    if not isinstance(template, Mapping):
+        return {}
+    out: Obj = {}
+    meta = template.get("metadata")
+    if isinstance(meta, Mapping):
+        kept = {k: meta[k] for k in ("labels", "annotations") if meta.get(k)}
+        if kept:
+            out["metadata"] = kept
+    spec = template.get("spec")
+    if isinstance(spec, Mapping):
+        kept = {k: spec[k] for k in PLACEMENT_FIELDS[:3] if k in spec}
+        if kept:
+            out["spec"] = kept
+    return out
+
+
+def condition_true(obj: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None:
+    """The condition of this type when its status is True."""
+    for entry in as_sequence(as_mapping(obj.get("status")).get("conditions")):
+        if isinstance(entry, Mapping) and entry.get("type") == kind:
+            return entry if entry.get("status") == "True" else None
+    return None
+
+
+class JobAdapter:
+    """One kind of job, as Kueue's GenericJob describes it. Subclasses set the class
+    attributes and implement the reading and the writing of their pod templates; the rest
+    has the behaviour most kinds share."""
+
+    framework: ClassVar[str]  # Kueue's integration name, e.g. "batch/job"
+    group: ClassVar[str]
+    version: ClassVar[str]
+    kind: ClassVar[str]
+    plural: ClassVar[str]
+    # Kinds whose objects this one creates and queues itself (a JobSet's Jobs): such a
+    # child is never queued on its own.
+    children: ClassVar[tuple[tuple[str, str], ...]] = ()
+    # Where the kind says it is suspended (MPIJob: spec.runPolicy.suspend); Tower owns it.
+    suspend_path: ClassVar[tuple[str, ...]] = ("spec", "suspend")
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    # ----- reading ------------------------------------------------------------------------
+
+    def pod_sets(self, obj: Mapping[str, Any]) -> list[PodSetTemplate]:
+        """The podSets, in Kueue's order; ManifestError names a field that is wrong."""
+        raise NotImplementedError
+
+    def templates(self, obj: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+        """podSet name -> its pod template, read leniently (for writing, never raises)."""
+        raise NotImplementedError
+
+    def pod_priority_class(self, obj: Mapping[str, Any]) -> Any:
+        """The first priorityClassName among the pod templates (Kueue's fallback priority)."""
+        for template in self.templates(obj).values():
+            value = as_mapping(template.get("spec")).get("priorityClassName")
+            if value is not None:
+                return value
+        return None
+
+    def is_suspended(self, obj: Mapping[str, Any]) -> bool:
+        value: Any = obj
+        for part in self.suspend_path:
+            value = as_mapping(value).get(part)
+        return value is True
+
+    def is_started(self, obj: Mapping[str, Any]) -> bool:
+        """Whether the job's own controller still counts it as started (a Job's startTime:
+        the API refuses changes to its template until it is cleared)."""
+        return False
+
+    def is_active(self, obj: Mapping[str, Any]) -> bool:
+        """Whether pods may still run: evicted quota is given back only once none do."""
+        raise NotImplementedError
+
+    def finished(self, obj: Mapping[str, Any]) -> tuple[str, str] | None:
+        """(Succeeded or Failed, message) once the job is done; None while it is not."""
+        raise NotImplementedError
+
+    def pods_ready(self, obj: Mapping[str, Any]) -> bool:
+        """Whether every pod the admission started is ready (Kueue's PodsReady)."""
+        return False
+
+    def is_child(self, obj: Mapping[str, Any]) -> bool:
+        """A child another managed kind created: its parent is the one queued."""
+        for owner in as_sequence(as_mapping(obj.get("metadata")).get("ownerReferences")):
+            if not isinstance(owner, Mapping) or owner.get("controller") is not True:
+                continue
+            group = str(owner.get("apiVersion", "")).rpartition("/")[0]
+            if (group, owner.get("kind")) in _PARENTS.get((self.group, self.kind), ()):
+                return True
+        return False
+
+    # ----- writing ------------------------------------------------------------------------
+
+    def suspend_patch(self, suspend: bool) -> Obj:
+        patch: Obj = {self.suspend_path[-1]: suspend}
+        for part in reversed(self.suspend_path[:-1]):
+            patch = {part: patch}
+        return patch
+
+    def templates_patch(self, obj: Mapping[str, Any], wanted: Mapping[str, Obj]) -> Obj:
+        """The merge patch that sets these podSets' pod templates (a podSet not named keeps
+        its own)."""
+        raise NotImplementedError
+
+    def counts_patch(self, obj: Mapping[str, Any], counts: Mapping[str, int]) -> Obj:
+        """The merge patch that sets these podSets' pod counts (partial admission); kinds
+        that cannot run with fewer pods keep theirs."""
+        return {}
+
+    def start_patch(self, obj: Mapping[str, Any], infos: Mapping[str, PodSetInfo]) -> Obj:
+        """The one patch that starts the job with an admission: unsuspended, every podSet's
+        pods placed as the admission says."""
+        templates = self.templates(obj)
+        wanted = {
+            name: placed(templates[name], info) for name, info in infos.items() if name in templates
+        }
+        counts = {name: info.count for name, info in infos.items()}
+        return merge(
+            self.suspend_patch(False),
+            self.templates_patch(obj, wanted),
+            self.counts_patch(obj, counts),
+        )
+
+    def restore_patch(
+        self,
+        obj: Mapping[str, Any],
+        originals: Mapping[str, Mapping[str, Any]],
+        counts: Mapping[str, int],
+    ) -> Obj:
+        """The patch that puts back what a start changed, from the Workload's podSets."""
+        templates = self.templates(obj)
+        wanted = {
+            name: restored(template, originals.get(name)) for name, template in templates.items()
+        }
+        return merge(self.templates_patch(obj, wanted), self.counts_patch(obj, counts))
+
+    def kept(self, obj: Mapping[str, Any]) -> Obj:
+        """What the watch cache keeps of the spec to start and stop the job later: its
+        pod templates trimmed to their placement, in the object's own shape."""
+        raise NotImplementedError
+
+
+# (group, kind) of a child -> the (group, kind) of parents that queue it instead; filled by
+# the registry from each adapter's `children`.
+_PARENTS: dict[tuple[str, str], tuple[tuple[str, str], ...]] = {}
+
+
+def register_parent(parent: JobAdapter) -> None:
+    for child in parent.children:
+        _PARENTS[child] = (*_PARENTS.get(child, ()), (parent.group, parent.kind))
+
+
+def merge(*patches: Mapping[str, Any]) -> Obj:
+    """Merge patches into one, deeper keys combined (the later wins on a leaf)."""
+    out: Obj = {}
+    for patch in patches:
+        for key, value in patch.items():
+            if isinstance(value, Mapping) and isinstance(out.get(key), dict):
+                out[key] = merge(out[key], value)
+            else:
+                out[key] = copy.deepcopy(value) if isinstance(value, (dict, list)) else value
+    return out
+
+
+def replace_maps(current: Mapping[str, Any], wanted: Mapping[str, Any]) -> Obj:
+    """A merge patch turning `current` into `wanted` (null for keys that must go)."""
+    out: Obj = {}
+    for key in set(current) | set(wanted):
+        if key not in wanted:
+            out[key] = None
+        elif isinstance(wanted[key], Mapping) and isinstance(current.get(key), Mapping):
+            sub = replace_maps(current[key], wanted[key])
+            if sub:
+                out[key] = sub
+        elif current.get(key) != wanted[key]:
+            out[key] = copy.deepcopy(wanted[key])
+    return out

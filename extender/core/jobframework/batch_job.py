@@ -1,0 +1,98 @@
+"""batch/v1 Job: one podSet, `main`, of min(parallelism, completions) pods."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from extender.core.jobframework.adapter import (
+    JobAdapter,
+    Obj,
+    PodSetTemplate,
+    as_mapping,
+    condition_true,
+    replace_maps,
+    template_placement,
+)
+from extender.core.parse import ManifestError, as_map
+
+MIN_PARALLELISM_ANNOTATION = "kueue.x-k8s.io/job-min-parallelism"
+
+
+def non_negative(spec: Mapping[str, Any], key: str, path: str, default: int | None) -> int | None:
+    """An integer field of a spec that must not be negative (None or the default if unset)."""
+    value = spec.get(key)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ManifestError(f"{path}.{key}", f"must be a non-negative integer, got {value!r}")
+    return value
+
+
+def job_pod_count(spec: Mapping[str, Any], path: str) -> int:
+    """The pods a Job runs at once: its parallelism, capped by its completions."""
+    parallelism = non_negative(spec, "parallelism", path, 1)
+    completions = non_negative(spec, "completions", path, None)
+    assert parallelism is not None
+    return parallelism if completions is None else min(parallelism, completions)
+
+
+def job_finished(obj: Mapping[str, Any]) -> tuple[str, str] | None:
+    """A Job's (or JobSet's) Complete/Completed or Failed condition, as Kueue reads it."""
+    for kind in ("Complete", "Completed"):
+        entry = condition_true(obj, kind)
+        if entry is not None:
+            return "Succeeded", str(entry.get("message") or "Job finished successfully")
+    entry = condition_true(obj, "Failed")
+    if entry is not None:
+        return "Failed", str(entry.get("message") or "Job failed")
+    return None
+
+
+class BatchJob(JobAdapter):
+    framework = "batch/job"
+    group, version, kind, plural = "batch", "v1", "Job", "jobs"
+
+    def pod_sets(self, obj: Mapping[str, Any]) -> list[PodSetTemplate]:
+        spec = as_map(obj.get("spec"), "spec")
+        template = as_map(spec.get("template"), "spec.template")
+        annotations = as_map(
+            as_mapping(obj.get("metadata")).get("annotations"), "metadata.annotations"
+        )
+        min_count = None
+        if MIN_PARALLELISM_ANNOTATION in annotations:
+            try:
+                min_count = int(annotations[MIN_PARALLELISM_ANNOTATION])
+            except (TypeError, ValueError):
+                raise ManifestError(
+                    f'metadata.annotations["{MIN_PARALLELISM_ANNOTATION}"]',
+                    f"must be an integer, got {annotations[MIN_PARALLELISM_ANNOTATION]!r}",
+                ) from None
+        count = job_pod_count(spec, "spec")
+        return [PodSetTemplate("main", count, template, "spec.template", min_count)]
+
+    def templates(self, obj: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+        return {"main": as_mapping(as_mapping(obj.get("spec")).get("template"))}
+
+    def is_started(self, obj: Mapping[str, Any]) -> bool:
+        return bool(as_mapping(obj.get("status")).get("startTime"))
+
+    def is_active(self, obj: Mapping[str, Any]) -> bool:
+        return bool(as_mapping(obj.get("status")).get("active"))
+
+    def finished(self, obj: Mapping[str, Any]) -> tuple[str, str] | None:
+        return job_finished(obj)
+
+    def pods_ready(self, obj: Mapping[str, Any]) -> bool:
+        status = as_mapping(obj.get("status"))
+        ready = (status.get("ready") or 0) + (status.get("succeeded") or 0)
+        return ready >= job_pod_count(as_mapping(obj.get("spec")), "spec")
+
+    def templates_patch(self, obj: Mapping[str, Any], wanted: Mapping[str, Obj]) -> Obj:
+        if "main" not in wanted:
+            return {}
+        current = self.templates(obj)["main"]
+        return {"spec": {"template": replace_maps(current, wanted["main"])}}
+
+    def kept(self, obj: Mapping[str, Any]) -> Obj:
+        return {"template": template_placement(as_mapping(obj.get("spec")).get("template"))}

@@ -1,0 +1,88 @@
+"""The kinds of job Tower can manage, under Kueue's integration names, and which are on.
+
+Adding a kind is one adapter module and one row in `ADAPTERS`. The webhook's paths and
+configurations, the controller's RBAC and watches, and the simulator all read this table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from extender.core.jobframework.adapter import JobAdapter, register_parent
+from extender.core.jobframework.batch_job import BatchJob
+from extender.core.jobframework.jobset import JobSetAdapter
+
+# Every integration of Kueue v0.19.2 (its `integrations.frameworks` values); the ones with
+# an adapter are managed, the others are refused by name (see `unknown`).
+KUEUE_FRAMEWORKS: tuple[str, ...] = (
+    "batch/job",
+    "kubeflow.org/mpijob",
+    "ray.io/rayjob",
+    "ray.io/raycluster",
+    "ray.io/rayservice",
+    "jobset.x-k8s.io/jobset",
+    "workload.codeflare.dev/appwrapper",
+    "trainer.kubeflow.org/trainjob",
+    "pod",
+    "deployment",
+    "statefulset",
+    "leaderworkerset.x-k8s.io/leaderworkerset",
+    "kubeflow.org/pytorchjob",
+    "kubeflow.org/tfjob",
+    "kubeflow.org/xgboostjob",
+    "kubeflow.org/paddlejob",
+    "kubeflow.org/jaxjob",
+)
+
+# Kueue v0.19.2's default `integrations.frameworks` (the Kubeflow v1 jobs are off).
+DEFAULT_FRAMEWORKS: tuple[str, ...] = KUEUE_FRAMEWORKS[:12]
+
+ADAPTERS: dict[str, JobAdapter] = {}
+
+
+def register(adapter: JobAdapter) -> JobAdapter:
+    """Add a kind under its framework name (a test's toy kind comes in the same way)."""
+    ADAPTERS[adapter.framework] = adapter
+    register_parent(adapter)
+    return adapter
+
+
+for _adapter in (BatchJob(), JobSetAdapter()):
+    register(_adapter)
+
+
+def enabled(frameworks: Iterable[str] | None = None) -> tuple[JobAdapter, ...]:
+    """The adapters of these integrations (Kueue's default when None), in the order given;
+    names Tower has no adapter for yet are left out (see `unmanaged`)."""
+    names = DEFAULT_FRAMEWORKS if frameworks is None else tuple(frameworks)
+    return tuple(ADAPTERS[name] for name in dict.fromkeys(names) if name in ADAPTERS)
+
+
+def unmanaged(frameworks: Iterable[str] | None = None) -> tuple[str, ...]:
+    """Integrations asked for that Kueue knows and Tower does not manage yet."""
+    names = DEFAULT_FRAMEWORKS if frameworks is None else tuple(frameworks)
+    return tuple(n for n in dict.fromkeys(names) if n not in ADAPTERS and n in KUEUE_FRAMEWORKS)
+
+
+def unknown(frameworks: Iterable[str]) -> tuple[str, ...]:
+    """Names that are no integration of Kueue's nor of Tower's."""
+    return tuple(n for n in frameworks if n not in ADAPTERS and n not in KUEUE_FRAMEWORKS)
+
+
+def by_kind(adapters: Iterable[JobAdapter] | None = None) -> Mapping[tuple[str, str], JobAdapter]:
+    """(group, kind) -> adapter, over these adapters (every registered one when None)."""
+    pool = ADAPTERS.values() if adapters is None else adapters
+    return {(a.group, a.kind): a for a in pool}
+
+
+def for_object(obj: Mapping[str, object]) -> JobAdapter | None:
+    """The adapter of an object by its apiVersion and kind (None for no managed kind)."""
+    group = str(obj.get("apiVersion") or "").rpartition("/")[0]
+    return by_kind().get((group, str(obj.get("kind") or "")))
+
+
+def webhook_path(adapter: JobAdapter, verb: str) -> str:
+    """Kueue's webhook path for a kind: /mutate-batch-v1-job, /validate-…."""
+    group = adapter.group.replace(".", "-")
+    prefix = f"{group}-" if group else "-"
+    return f"/{verb}-{prefix}{adapter.version}-{adapter.kind.lower()}"

@@ -1,0 +1,221 @@
+"""The scheduler's decisions written: admissions (with their placement plan) and evictions.
+
+Owned by the scheduling loop. An admission the cycle assumed is written as one conditional
+status patch; a failure that certainly left the Workload unchanged undoes the assumption,
+and an ambiguous one (the connection dropped, or the server answered 500/504) keeps the
+quota held in `unsettled` until a repeat of the same conditional write, or a read, says
+what happened. Nothing here starts or stops a job: an admitted Workload's job key is put on
+the jobs' queue, and the job reconciler starts it.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from extender.core.cycle import Admit, Evict
+from extender.core.models import PLACEMENT_ANNOTATION
+from extender.core.placement import Plan
+from extender.core.workloads import creation_seconds
+from extender.kube.api import objects as o
+from extender.kube.api.client import ApiError, KubeError
+from extender.kube.api.placement import annotation
+from extender.kube.api.resources import WORKLOADS
+from extender.kube.controller.context import Context
+from extender.kube.controller.workload_status import patch_status, record
+
+log = logging.getLogger("tower.admission")
+
+Obj = dict[str, Any]
+NODE_FAILURES = "NodeFailures"  # Kueue's Evicted reason when the nodes of a placement fail
+
+
+class AdmissionWriter:
+    """Writes admissions and evictions the cycle decided, and settles ambiguous ones."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self.unsettled: dict[str, Obj] = {}  # key -> the admission patch, outcome unknown
+
+    def is_unsettled(self, key: str) -> bool:
+        return key in self.unsettled
+
+    def forget(self, key: str) -> None:
+        self.unsettled.pop(key, None)
+
+    # ----- admissions -------------------------------------------------------------------
+
+    def admit(self, decision: Admit) -> bool:
+        """Write an admission the cycle assumed. True when written. On a failure that
+        certainly left the Workload unchanged the assumption is undone; on an ambiguous one
+        the quota stays held until settled. Retriable failures are re-raised (the caller
+        backs off), after that bookkeeping."""
+        ctx = self.ctx
+        key = decision.workload.key
+        obj = ctx.store.get(WORKLOADS, key)
+        if obj is None:
+            ctx.state.forget(key)
+            return False
+        now = ctx.clock()
+        plan = ctx.placement.plan_of(key) if ctx.placement is not None else None
+        if plan is not None and plan.pod_sets:
+            try:
+                obj = self._write_plan(key, obj, plan)
+            except KubeError as err:
+                # Nothing holds quota yet: whatever happened to the annotation is harmless.
+                return self._not_admitted(decision, err, "placement")
+        patch = o.conditional(o.admit_patch(obj, decision.admission, now), obj)
+        try:
+            answer = patch_status(ctx, key, patch, "admit")
+        except KubeError as err:
+            if err.ambiguous:
+                log.warning("admission of %s: %s; the quota stays held until settled", key, err)
+                self.unsettled[key] = patch
+                ctx.queues.workloads.retry(key, err.retry_after or 0.0)
+                raise
+            return self._not_admitted(decision, err, "admission")
+        self._admitted(key, obj, answer, decision, now)
+        return True
+
+    def _not_admitted(self, decision: Admit, err: KubeError, what: str) -> bool:
+        """A write of an admission certainly failed: the quota it held is free again, and the
+        Workload is read again on a conflict. Retriable failures are re-raised."""
+        ctx = self.ctx
+        key = decision.workload.key
+        ctx.state.forget(key)
+        ctx.touch(decision.workload.namespace, decision.workload.queue_name)
+        if isinstance(err, ApiError) and err.conflict:
+            ctx.refresh(WORKLOADS, key)
+            ctx.queues.workloads.add(key)
+            return False
+        if isinstance(err, ApiError) and err.not_found:
+            ctx.store.forget(WORKLOADS, key)
+            return False
+        if err.retriable:
+            raise err
+        log.warning("%s of %s not written: %s", what, key, err)
+        return False
+
+    def _admitted(self, key: str, obj: Obj, recorded: Obj, decision: Admit, now: float) -> None:
+        ctx = self.ctx
+        cq = decision.admission.cluster_queue
+        log.info("admitted %s in ClusterQueue %s", key, cq)
+        ctx.metrics.admitted_total.labels(cq).inc()
+        created = creation_seconds((obj.get("metadata") or {}).get("creationTimestamp"))
+        ctx.metrics.wait_time.labels(cq).observe(max(0.0, now - created))
+        ctx.touch(decision.workload.namespace, decision.workload.queue_name, cq)
+        ctx.told.forget(f"pending:{key}")
+        ctx.story(key, "Normal", "QuotaReserved", f"Quota reserved in ClusterQueue {cq}")
+        ctx.story(key, "Normal", "Admitted", f"Admitted by ClusterQueue {cq}")
+        owner = ctx.owner_of(recorded)
+        if owner is not None:
+            ctx.queues.jobs.add((owner[0].plural, owner[1]))  # the job reconciler starts it
+
+    def settle(self, key: str) -> None:
+        """An admission write whose outcome is unknown: repeat it, conditional on the same
+        version. Either it lands now (and the first never can), or the version moved on (409)
+        and a read shows whether that was the first write landing."""
+        ctx = self.ctx
+        try:
+            patch_status(ctx, key, self.unsettled[key], "admit")
+        except ApiError as err:
+            if err.conflict:
+                ctx.refresh(WORKLOADS, key)  # reconcile then follows what the read shows
+            elif err.not_found:
+                ctx.store.forget(WORKLOADS, key)
+            else:
+                raise
+        del self.unsettled[key]
+        log.info("admission of %s settled", key)
+
+    # ----- placement --------------------------------------------------------------------
+
+    def _write_plan(self, key: str, obj: Obj, plan: Plan) -> Obj:
+        """Record the plan on the Workload (so every replica's extender enforces it), on the
+        version decided on; the answer is the version the admission is then written on."""
+        ctx = self.ctx
+        namespace, name = key.split("/", 1)
+        annotations = {PLACEMENT_ANNOTATION: annotation(plan)}
+        patch = o.conditional({"metadata": {"annotations": annotations}}, obj)
+        answer = ctx.write(
+            WORKLOADS, "placement", lambda: ctx.client.patch(WORKLOADS, name, patch, namespace)
+        )
+        return record(ctx, answer)
+
+    def replan(self, key: str) -> None:
+        """A node of an admitted workload's plan died or was cordoned: place its pods again,
+        keeping those where they are; when no node has room, evict it (it is requeued and
+        admitted again once a plan exists)."""
+        ctx = self.ctx
+        holder = ctx.state.admitted.get(key)
+        placement = ctx.placement
+        obj = ctx.store.get(WORKLOADS, key)
+        if holder is None or holder.evicting or placement is None or not isinstance(obj, dict):
+            return
+        old = placement.plan_of(key)
+        if old is None:
+            return
+        plan = placement.replan(holder.workload, holder.admission, old)
+        if isinstance(plan, Plan):
+            if plan == old:
+                return
+            try:
+                self._write_plan(key, obj, plan)
+            except KubeError as err:
+                log.warning("new placement of %s not written (%s); trying again", key, err)
+                placement.disturb(key)
+                return
+            log.info("placement of %s redone: %s", key, annotation(plan))
+            ctx.story(key, "Normal", "Replanned", f"Pods placed again: {annotation(plan)}")
+            return
+        holder.evicting = True
+        message = f"A node of its placement failed, and no other node has room: {plan}"
+        if not self.evict(Evict(holder.workload, NODE_FAILURES, None, message)):
+            holder.evicting = False
+            placement.disturb(key)
+
+    # ----- evictions --------------------------------------------------------------------
+
+    def evict(self, decision: Evict, *, paced: bool = True) -> bool:
+        """Write an eviction the cycle decided: Evicted (and Preempted), the durable intent.
+        A Workload no job owns is requeued in the same write. False if not written (the
+        victim keeps its quota, and a later cycle may choose it again)."""
+        ctx = self.ctx
+        state = ctx.state
+        key = decision.workload.key
+        obj = ctx.store.get(WORKLOADS, key)
+        holder = state.admitted.get(key)
+        if obj is None or holder is None:
+            return False
+        now = ctx.clock()
+        patch = o.evict_patch(
+            obj, decision.reason, decision.preemption_reason, decision.message, now
+        )
+        if ctx.owner_of(obj) is None:
+            requeue = o.requeue_patch(
+                {"status": patch["status"]}, decision.reason, decision.message, now
+            )
+            patch["status"] = requeue["status"]
+        patch = o.conditional(patch, obj)
+        try:
+            patch_status(ctx, key, patch, "evict", paced=paced)
+        except KubeError as err:
+            state.keep(key)  # if the write landed after all, its watch event says so
+            if isinstance(err, ApiError) and err.conflict:
+                ctx.refresh(WORKLOADS, key)
+                ctx.queues.workloads.add(key)
+                return False
+            if err.retriable:
+                raise
+            log.warning("eviction of %s not written: %s", key, err)
+            return False
+        cq = holder.admission.cluster_queue
+        log.info("evicted %s from ClusterQueue %s: %s", key, cq, decision.message)
+        ctx.metrics.evicted_total.labels(cq, decision.reason).inc()
+        if decision.preemption_reason:
+            ctx.metrics.preempted_total.labels(cq, decision.preemption_reason).inc()
+        ctx.story(key, "Normal", decision.reason, decision.message)
+        # The Workload's reconcile gives back the quota of one requeued in this write; for
+        # the others, the job reconciler stops the job and then requeues it.
+        ctx.queues.workloads.add(key)
+        return True

@@ -1,0 +1,200 @@
+"""Starting and stopping a job of any kind: the one place a job is unsuspended, and the
+stop that puts back what the start changed. Each kind's adapter says how.
+
+A start is one conditional patch on the version the store has: unsuspended, its pods placed
+on the admitted flavors. A stop suspends, clears what the job's own controller counts as
+started, and restores the pod templates the Workload recorded; each step is skipped when
+already done, and a conflict reads the job again and is raised, for a retry on what it is.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from extender.core.models import Admission
+from extender.kube.api import objects as o
+from extender.kube.api.client import ApiError, KubeError
+from extender.kube.api.resources import WORKLOADS
+from extender.kube.api.trim import JobView
+from extender.kube.controller.context import Context
+from extender.kube.controller.workload_status import write_status
+
+log = logging.getLogger("tower.jobs")
+
+Obj = dict[str, Any]
+
+
+def stop_job(ctx: Context, job: JobView, workload: Obj | None) -> JobView:
+    """Suspend a job, clear what its controller counts as started (so its template may
+    change) and put back the pod templates its Workload recorded."""
+    adapter = job.adapter
+    current = job
+    if not current.suspended:
+        current = patch_job(ctx, current, adapter.suspend_patch(True))
+    if current.started:
+        current = patch_job(ctx, current, {"status": {"startTime": None}}, subresource="status")
+    if workload is not None and current.cluster_queue:  # started by Tower, not yet restored
+        current = patch_job(ctx, current, o.restore_patch(current.as_object(), workload))
+    return current
+
+
+def patch_job(ctx: Context, job: JobView, patch: Obj, subresource: str = "") -> JobView:
+    """One conditional patch of a job; a conflict reads it again and is raised."""
+    resource = job.resource
+    body = o.conditional(patch, job.as_object())
+    verb = "patch-status" if subresource else "patch"
+    try:
+        answer = ctx.write(
+            resource,
+            verb,
+            lambda: ctx.client.patch(
+                resource, job.name, body, job.namespace, subresource=subresource
+            ),
+        )
+    except ApiError as err:
+        if err.conflict:
+            ctx.refresh(resource, job.key)
+        raise
+    current = ctx.store.record(resource, answer)
+    assert isinstance(current, JobView)
+    return current
+
+
+class JobStarter:
+    """Starts admitted jobs, stops evicted ones and then gives their quota back."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        # Workload key -> (when the webhook kept its job suspended, how long until the next try)
+        self.start_refused: dict[str, tuple[float, float]] = {}
+
+    def forget(self, wl_key: str) -> None:
+        self.start_refused.pop(wl_key, None)
+
+    def start(self, wl_key: str, workload: Obj, admission: Admission, job: JobView) -> float | None:
+        """Start the admitted job; the seconds until it should be looked at again, if any."""
+        ctx = self.ctx
+        refused = self.start_refused.get(wl_key)
+        if refused is not None:
+            wait = refused[0] + refused[1] - ctx.monotonic()
+            if wait > 0:
+                return wait
+        if job.started:
+            # Suspended with its start still counted (stopped by someone else): the API
+            # refuses the template change until that is cleared through /status.
+            job = stop_job(ctx, job, None)
+        planned = ctx.placement is not None and ctx.placement.plan_of(wl_key) is not None
+        meta = workload.get("metadata") or {}
+        queue_name = str((workload.get("spec") or {}).get("queueName") or "")
+        patch = o.conditional(  # started as decided, or 409
+            o.start_patch(
+                job.as_object(),
+                admission,
+                ctx.state.flavors,
+                queue_name,
+                workload=str(meta.get("name")) if planned else None,
+                scheduler_name=ctx.settings.scheduler_name if planned else None,
+            ),
+            job.as_object(),
+        )
+        resource = job.resource
+        try:
+            answer = ctx.write(
+                resource,
+                "patch",
+                lambda: ctx.client.patch(resource, job.name, patch, job.namespace),
+            )
+        except ApiError as err:
+            if err.conflict:
+                ctx.refresh(resource, job.key)
+                return 0.0  # decide again on the version just read
+            raise
+        started = ctx.store.record(resource, answer)
+        if isinstance(started, JobView) and started.suspended:
+            return self._kept_suspended(wl_key, started)
+        self.start_refused.pop(wl_key, None)
+        self._say_why_not_running(wl_key, None)  # it runs now: an earlier explanation goes
+        ctx.event(
+            started.as_object() if isinstance(started, JobView) else job.as_object(),
+            "Normal",
+            "Started",
+            f"Admitted by clusterQueue {admission.cluster_queue}",
+        )
+        return None
+
+    def _kept_suspended(self, wl_key: str, job: JobView) -> float:
+        """The API server answered the start with the job still suspended: an admission
+        webhook kept it so (Tower's guard lets only the controller's own identity unsuspend).
+        Said once, loudly; tried again only after a long wait, never in a loop."""
+        ctx = self.ctx
+        settings = ctx.settings
+        previous = self.start_refused.get(wl_key)
+        first = previous is None
+        wait = (
+            settings.start_refused_retry
+            if previous is None
+            else min(settings.start_refused_retry_cap, previous[1] * 2)
+        )
+        self.start_refused[wl_key] = (ctx.monotonic(), wait)
+        ctx.metrics.start_refused.inc()
+        if first:
+            who = ctx.username or "this controller's username"
+            message = (
+                f"the admission webhook kept {job.kind} {job.key} suspended although its "
+                f"Workload is admitted: start the webhook with --controller-username {who} "
+                f"(the identity this controller runs as); Tower tries again in {wait:.0f}s"
+            )
+            if ctx.told.first("start-refused", "logged"):
+                log.error("%s", message)
+            else:
+                log.warning("%s", message)
+            ctx.story(wl_key, "Warning", "JobStartRefused", message)
+            self._say_why_not_running(wl_key, message)
+        return wait
+
+    def _say_why_not_running(self, wl_key: str, message: str | None) -> None:
+        """Admitted, but its job does not run: said on the Workload as Kueue's PodsReady=False
+        (reason WaitForStart) says it, so `kubectl describe workload` does not mislead;
+        removed (message None) once the job starts."""
+        ctx = self.ctx
+        obj = ctx.store.get(WORKLOADS, wl_key)
+        if obj is None:
+            return
+        if message is None:
+            if o.condition(obj, o.PODS_READY) is None:
+                return
+            conditions = [
+                c
+                for c in (obj.get("status") or {}).get("conditions") or []
+                if c.get("type") != o.PODS_READY
+            ]
+            patch: Obj = {"status": {"conditions": conditions}}
+        else:
+            patch = {
+                "status": {
+                    "conditions": o.with_conditions(
+                        obj, ctx.clock(), (o.PODS_READY, "False", "WaitForStart", message)
+                    )
+                }
+            }
+        try:
+            write_status(ctx, wl_key, o.conditional(patch, obj), "pods-ready")
+        except KubeError as err:  # said in the log and Events already; best effort
+            log.debug("Workload %s: PodsReady not written: %s", wl_key, err)
+
+    def stop_evicted(self, wl_key: str, workload: Obj, job: JobView | None) -> None:
+        """Evicted=True: stop the job; once it has no active pods, requeue the Workload (its
+        admission cleared). The Workload's reconcile then gives the quota back."""
+        ctx = self.ctx
+        if job is not None:
+            if not job.suspended or job.started or job.cluster_queue:
+                job = stop_job(ctx, job, workload)
+            if job.active:
+                return  # its pods are stopping; the job's next change brings us back
+        evicted = o.condition(workload, o.EVICTED) or {}
+        reason = str(evicted.get("reason") or "Preempted")
+        message = str(evicted.get("message") or f"Evicted: {reason}")
+        patch = o.conditional(o.requeue_patch(workload, reason, message, ctx.clock()), workload)
+        if write_status(ctx, wl_key, patch, "requeue") is not None:
+            ctx.queues.workloads.add(wl_key)

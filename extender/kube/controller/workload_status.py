@@ -1,0 +1,50 @@
+"""The one way a Workload's status is written: a counted patch whose answer the store keeps."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from extender.kube.api.client import ApiError
+from extender.kube.api.resources import WORKLOADS
+from extender.kube.controller.context import Context
+
+Obj = dict[str, Any]
+
+
+def patch_status(ctx: Context, key: str, patch: Obj, purpose: str, *, paced: bool = True) -> Obj:
+    """Write a (conditional) status patch and record the answer; failures are raised."""
+    namespace, name = key.split("/", 1)
+    answer = ctx.write(
+        WORKLOADS,
+        f"status-{purpose}",
+        lambda: ctx.client.patch(
+            WORKLOADS, name, patch, namespace, subresource="status", paced=paced
+        ),
+    )
+    return record(ctx, answer)
+
+
+def record(ctx: Context, answer: Obj) -> Obj:
+    """Keep the API's answer to a Workload write in the store (the answer is the record)."""
+    answer.setdefault("kind", WORKLOADS.kind)
+    answer.setdefault("apiVersion", WORKLOADS.api_version)
+    recorded: Obj = ctx.store.record(WORKLOADS, answer)
+    return recorded
+
+
+def write_status(
+    ctx: Context, key: str, patch: Obj, purpose: str, *, paced: bool = True
+) -> Obj | None:
+    """As patch_status; None when the Workload moved on (it is read again and reconciled)
+    or is gone. Other failures are raised, for a retry."""
+    try:
+        return patch_status(ctx, key, patch, purpose, paced=paced)
+    except ApiError as err:
+        if err.conflict:
+            ctx.refresh(WORKLOADS, key)
+            ctx.queues.workloads.add(key)
+            return None
+        if err.not_found:
+            ctx.store.forget(WORKLOADS, key)
+            return None
+        raise
