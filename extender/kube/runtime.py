@@ -397,12 +397,7 @@ def _serve(
         return 0
     cache = Cache(base, adapters=adapters, on_error=None, placement=placement)
     cache.discover_kinds()
-    missing = cache.missing_kinds()
-    if missing:
-        log.info(
-            "integrations whose CRD is not installed, managed once it is: %s", ", ".join(missing)
-        )
-        watch_for_kinds(cache, stop)
+    watch_for_kinds(cache, stop)
     dashboard_server = None
     if args.dashboard_address:
         try:

@@ -13,7 +13,9 @@ import jsonpatch
 import yaml
 
 from extender.core import parse, unacted
-from extender.core.jobs import JOB_KIND, JOBSET_KIND, queue_mutation
+from extender.core.jobframework import registry
+from extender.core.jobframework.adapter import JobAdapter
+from extender.core.jobs import queue_mutation
 from extender.core.models import (
     ClusterQueue,
     Cohort,
@@ -43,10 +45,15 @@ KINDS = (
     "PriorityClass",
     "Namespace",
     "Node",
-    "Job",
-    "JobSet",
     "Workload",
+    # ...and every kind of job the job framework manages (`job_kinds`).
 )
+
+
+def job_kinds() -> dict[str, JobAdapter]:
+    """Kind -> adapter of every kind of job the controller can manage: the simulator reads
+    each of them as the controller does."""
+    return {a.kind: a for a in registry.ADAPTERS.values()}
 
 
 class LoadError(Exception):
@@ -213,11 +220,12 @@ class Loader:
                 f"metadata.annotations[{ARRIVAL_ANNOTATION}]",
             )
             s.nodes.append((arrival, node))
-        elif kind in (JOB_KIND, JOBSET_KIND, "Workload"):
+        elif kind == "Workload" or kind in job_kinds():
             s.jobs.append(self._job(doc, source))
         else:
+            kinds = ", ".join((*KINDS, *job_kinds()))
             raise ManifestError(
-                "kind", f"{kind!r} is not a kind the simulator reads (one of {', '.join(KINDS)})"
+                "kind", f"{kind!r} is not a kind the simulator reads (one of {kinds})"
             )
 
     def _job(self, doc: Mapping[str, Any], source: str) -> SimJob:
@@ -226,7 +234,7 @@ class Loader:
             parse.check_version(doc, kind)
             expected = str(doc["apiVersion"])
         else:
-            expected = "batch/v1" if kind == JOB_KIND else "jobset.x-k8s.io/v1alpha2"
+            expected = job_kinds()[kind].api_version
         if doc.get("apiVersion") != expected:
             raise ManifestError(
                 "apiVersion", f"{kind} must be {expected}, got {doc.get('apiVersion')!r}"

@@ -17,7 +17,7 @@ from kubernetes import config as k8s_config
 from certs import kube as certs_kube
 from extender.core.jobframework import registry
 from extender.kube.api import resources as r
-from extender.kube.api.cache import Cache
+from extender.kube.api.cache import Cache, watch_for_kinds
 from extender.kube.api.client import RequestBudget, RestClient
 from extender.kube.api.events import Recorder
 from extender.kube.controller.context import Settings
@@ -151,6 +151,7 @@ class Running:
         self.stop = threading.Event()
         self.cache = Cache(client, adapters=registry.enabled(settings.integrations))
         self.cache.discover_kinds()
+        watch_for_kinds(self.cache, self.stop, every=0.2)  # a CRD installed later is taken up
         self.cache.start(self.stop)
         self.recorder = Recorder(client)
         self.controller = Controller(client, self.cache, settings=settings, recorder=self.recorder)

@@ -155,3 +155,40 @@ def test_a_preempted_jobset_is_suspended_and_its_templates_restored(cluster, sta
     assert low["spec"]["suspend"] is True
     pod = low["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
     assert "nodeSelector" not in pod
+
+
+def test_a_jobset_crd_installed_after_the_controller_started_is_taken_up(
+    cluster, start_controller, caplog
+):
+    caplog.set_level("INFO", logger="tower.cache")
+    cluster.apply(
+        flavor("pool-a", {"pool": "a"}), cluster_queue("cq", 8), local_queue("user-queue", "cq")
+    )
+    start_controller()
+    said = [r.getMessage() for r in caplog.records if r.name == "tower.cache"]
+    assert said == [
+        "managing Job (batch/job): the API server serves jobs.batch",
+        "integrations enabled whose CRD is not installed, managed once it is: "
+        "jobset.x-k8s.io/jobset",
+    ]
+    cluster.admin.create(CRDS, JOBSET_CRD)
+    created = cluster.admin.create(
+        r.JOBSETS,
+        {
+            "apiVersion": "jobset.x-k8s.io/v1alpha2",
+            "kind": "JobSet",
+            "metadata": {"name": "late", "labels": {"kueue.x-k8s.io/queue-name": "user-queue"}},
+            "spec": {"replicatedJobs": [replicated("workers", 1, "1")]},
+        },
+        "default",
+    )
+
+    def running():
+        return cluster.get("jobsets", "late", "default")["spec"]["suspend"] is False
+
+    eventually(running, what="the JobSet created after its CRD appeared to start")
+    assert cluster.workload_of(created)["metadata"]["name"].startswith("jobset-late-")
+    found = (
+        "managing JobSet (jobset.x-k8s.io/jobset): the API server serves jobsets.jobset.x-k8s.io"
+    )
+    assert found in [r.getMessage() for r in caplog.records]

@@ -100,10 +100,10 @@ class Cache:
                 continue
             found.append(resource)
             log.info(
-                "%s CRD found: %s (%s) are managed",
+                "managing %s (%s): the API server serves %s",
                 resource.kind,
-                resource.qualified,
                 adapter.framework,
+                resource.qualified,
             )
             with self._lock:
                 self.served_jobs.append(resource)
@@ -154,9 +154,17 @@ class Cache:
         return True
 
 
-def watch_for_kinds(cache: Cache, stop: threading.Event, every: float = 30.0) -> threading.Thread:
-    """Look for the CRDs of enabled kinds that are missing, every `every` seconds, until all
-    are served or stopped: a CRD installed after Tower is taken up without a restart."""
+def watch_for_kinds(cache: Cache, stop: threading.Event, every: float = 30.0) -> None:
+    """Say in one INFO line which enabled kinds' CRDs are not installed, and look for them
+    every `every` seconds until all are served or stopped: a CRD installed after Tower is
+    taken up without a restart."""
+    missing = cache.missing_kinds()
+    if not missing:
+        return
+    log.info(
+        "integrations enabled whose CRD is not installed, managed once it is: %s",
+        ", ".join(missing),
+    )
 
     def run() -> None:
         while cache.missing_kinds() and not stop.wait(every):
@@ -165,6 +173,4 @@ def watch_for_kinds(cache: Cache, stop: threading.Event, every: float = 30.0) ->
             except KubeError as err:  # the next look tries again
                 log.debug("looking for job CRDs: %s", err)
 
-    thread = threading.Thread(target=run, daemon=True, name="kind-discovery")
-    thread.start()
-    return thread
+    threading.Thread(target=run, daemon=True, name="kind-discovery").start()
