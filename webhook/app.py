@@ -10,9 +10,11 @@ from typing import Any
 import orjson
 from flask import Flask, Response, request
 
+from extender.core.jobframework import registry
+from extender.core.jobframework.adapter import JobAdapter
 from webhook import metrics
 from webhook.convert import convert
-from webhook.mutate import JOB, JOBSET, mutate
+from webhook.mutate import mutate
 from webhook.reviews import ReviewError, allow, request_of, review
 from webhook.settings import Settings
 from webhook.validate import KUEUE_PARSERS, validate_job, validate_kueue
@@ -27,16 +29,30 @@ JSON = "application/json"
 
 
 def admission_routes(settings: Settings) -> dict[str, Handler]:
-    """Path → pure function over the AdmissionReview request (Kueue's webhook paths)."""
-    routes: dict[str, Handler] = {
-        "/mutate-batch-v1-job": lambda r: mutate(r, settings, JOB),
-        "/validate-batch-v1-job": lambda r: validate_job(r, JOB),
-        "/mutate-jobset-x-k8s-io-v1alpha2-jobset": lambda r: mutate(r, settings, JOBSET),
-        "/validate-jobset-x-k8s-io-v1alpha2-jobset": lambda r: validate_job(r, JOBSET),
-    }
+    """Path → pure function over the AdmissionReview request (Kueue's webhook paths): a
+    mutating and a validating path for every kind of job the registry knows, then Kueue's
+    own objects. A kind whose integration is not enabled is answered with a plain allow, as
+    Kueue's no-op webhooks do, so a configuration that still names it never blocks it."""
+    routes: dict[str, Handler] = {}
+    for adapter in registry.ADAPTERS.values():
+        enabled = settings.manages(adapter.framework)
+        for verb in ("mutate", "validate"):
+            path = registry.webhook_path(adapter, verb)
+            routes[path] = _job_handler(verb, adapter, settings) if enabled else _allow
     for kind in KUEUE_PARSERS:
         routes[f"/validate-kueue-x-k8s-io-v1beta2-{kind.lower()}"] = _kueue_validator(kind)
     return routes
+
+
+def _job_handler(verb: str, adapter: JobAdapter, settings: Settings) -> Handler:
+    # The functions are looked up when called (a test replaces them to make one fail).
+    if verb == "mutate":
+        return lambda request: mutate(request, settings, adapter)
+    return lambda request: validate_job(request, adapter)
+
+
+def _allow(request: Mapping[str, Any]) -> Any:
+    return allow(str(request["uid"]))
 
 
 def _kueue_validator(kind: str) -> Handler:

@@ -1,4 +1,5 @@
-"""Mutation of Jobs and JobSets: queue them on CREATE, keep them queued on UPDATE."""
+"""Mutation of every kind of job the registry knows: queue it on CREATE, keep it queued on
+UPDATE, at the suspend field its adapter names."""
 
 from __future__ import annotations
 
@@ -6,15 +7,24 @@ from collections.abc import Mapping
 from typing import Any
 
 from extender.core import unacted
-from extender.core.jobs import queue_mutation, queue_name_of
+from extender.core.jobframework import registry
+from extender.core.jobframework.adapter import JobAdapter, as_mapping
+from extender.core.jobframework.webhooks import queue_patch, resuspend_patch, suspend_field
+from extender.core.jobs import queue_name_of
 from extender.core.models import CLUSTER_QUEUE_ANNOTATION
 from webhook.reviews import Response, allow, deny
 from webhook.settings import Settings
 from webhook.shape import request_problem
 
-JOB = ("batch", "Job")
-JOBSET = ("jobset.x-k8s.io", "JobSet")
-_JOBSET_API_PREFIX = "jobset.x-k8s.io/"
+JOB = registry.ADAPTERS["batch/job"]
+JOBSET = registry.ADAPTERS["jobset.x-k8s.io/jobset"]
+
+
+def adapter_of(kind: JobAdapter | tuple[str, str]) -> JobAdapter:
+    """The adapter itself, or the registered one of a (group, kind)."""
+    if isinstance(kind, JobAdapter):
+        return kind
+    return registry.by_kind()[kind]
 
 
 def check_kind(request: Mapping[str, Any], expect: tuple[str, str]) -> str | None:
@@ -28,52 +38,41 @@ def check_kind(request: Mapping[str, Any], expect: tuple[str, str]) -> str | Non
         return "request.kind is missing"
     got = (kind.get("group"), kind.get("kind"))
     if got != expect:
-        return f"this endpoint handles {expect[1]}.{expect[0]}, got {got[1]}.{got[0] or 'core'}"
+        return (
+            f"this endpoint handles {expect[1]}.{expect[0] or 'core'}, "
+            f"got {got[1]}.{got[0] or 'core'}"
+        )
     if not isinstance(request.get("object"), Mapping) and request.get("operation") != "DELETE":
         return "request.object is missing"
     return None
 
 
-def owned_by_jobset(obj: Mapping[str, Any]) -> bool:
-    """A Job that a JobSet controls: its parent is the one that is queued."""
-    for owner in (obj.get("metadata") or {}).get("ownerReferences") or ():
-        if (
-            isinstance(owner, Mapping)
-            and owner.get("kind") == "JobSet"
-            and str(owner.get("apiVersion", "")).startswith(_JOBSET_API_PREFIX)
-            and owner.get("controller") is True
-        ):
-            return True
-    return False
-
-
-def mutate(request: Mapping[str, Any], settings: Settings, expect: tuple[str, str]) -> Response:
-    """The AdmissionResponse for a Job or JobSet on /mutate-…."""
+def mutate(
+    request: Mapping[str, Any], settings: Settings, kind: JobAdapter | tuple[str, str]
+) -> Response:
+    """The AdmissionResponse for a job of the adapter's kind on /mutate-…."""
+    adapter = adapter_of(kind)
     uid = str(request["uid"])
-    problem = check_kind(request, expect)
+    problem = check_kind(request, (adapter.group, adapter.kind))
     if problem is not None:
         return deny(uid, problem, code=400)
     obj: Mapping[str, Any] = request["object"]
     operation = request.get("operation")
     meta = obj.get("metadata") or {}
-    if meta.get("deletionTimestamp") or (expect == JOB and owned_by_jobset(obj)):
-        return allow(uid)
+    if meta.get("deletionTimestamp") or adapter.is_child(obj):
+        return allow(uid)  # a managed parent's child: the parent is the one queued
     if operation == "CREATE":
         namespace = str(request.get("namespace") or meta.get("namespace") or "")
         default = "default" if settings.manages_unlabelled(namespace) else None
-        patch = queue_mutation(obj, default)
+        patch = queue_patch(obj, adapter, default)
         warnings = None
         if patch:  # queued: say at once what Tower will not act on
             name = f"{namespace}/{meta.get('name') or meta.get('generateName') or '?'}"
-            warnings = unacted.warnings(expect[1], obj, name) or None
+            warnings = unacted.warnings(adapter.kind, obj, name) or None
         return allow(uid, patch, warnings)
     if operation == "UPDATE":
-        return _keep_suspended(uid, request, obj, settings, expect[1])
+        return _keep_suspended(uid, request, obj, settings, adapter)
     return allow(uid)
-
-
-def is_suspended(obj: Any) -> bool:
-    return isinstance(obj, Mapping) and (obj.get("spec") or {}).get("suspend") is True
 
 
 def _keep_suspended(
@@ -81,11 +80,11 @@ def _keep_suspended(
     request: Mapping[str, Any],
     obj: Mapping[str, Any],
     settings: Settings,
-    kind: str,
+    adapter: JobAdapter,
 ) -> Response:
     old = request.get("oldObject")
     queue = queue_name_of(obj)
-    if queue is None or not is_suspended(old) or is_suspended(obj):
+    if queue is None or not adapter.is_suspended(as_mapping(old)) or adapter.is_suspended(obj):
         return allow(uid)
     username = str((request.get("userInfo") or {}).get("username", ""))
     if username in settings.controller_usernames:
@@ -102,10 +101,8 @@ def _keep_suspended(
     name = f"{meta.get('namespace') or request.get('namespace', '')}/{meta.get('name', '')}"
     allowed = ", ".join(sorted(settings.controller_usernames))
     warning = (
-        f"{kind} {name} is queued: it waits in {where} and starts when Tower admits it; "
-        f"spec.suspend stays true (only {allowed} may unsuspend it, the webhook's "
+        f"{adapter.kind} {name} is queued: it waits in {where} and starts when Tower admits it; "
+        f"{suspend_field(adapter)} stays true (only {allowed} may unsuspend it, the webhook's "
         f"--controller-username; this request came from {username or 'an unknown user'})"
     )
-    spec_has_suspend = "suspend" in (obj.get("spec") or {})
-    op = "replace" if spec_has_suspend else "add"
-    return allow(uid, [{"op": op, "path": "/spec/suspend", "value": True}], [warning])
+    return allow(uid, resuspend_patch(obj, adapter), [warning])

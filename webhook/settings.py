@@ -7,6 +7,8 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from extender.core.jobframework import registry, webhooks
+
 DEFAULT_CONTROLLER = "system:serviceaccount:tower-system:tower-controller"
 DEFAULT_MAX_BODY = 3 * 1024 * 1024  # kube-apiserver's own request body limit
 
@@ -27,6 +29,16 @@ class Settings:
     workers: int = 4
     threads: int = 4
     bind_address: str = "0.0.0.0"
+    # The kinds of job to queue, by Kueue's integration names (None: Kueue's default set).
+    integrations: tuple[str, ...] | None = None
+
+    def __post_init__(self) -> None:
+        if self.integrations is not None:
+            webhooks.integrations(",".join(self.integrations))  # ValueError names the unknown
+
+    def manages(self, framework: str) -> bool:
+        """Whether jobs of this integration are queued (its adapter among the enabled)."""
+        return any(a.framework == framework for a in registry.enabled(self.integrations))
 
     def manages_unlabelled(self, namespace: str) -> bool:
         """Whether a Job without a queue-name label in this namespace is queued anyway."""
@@ -61,12 +73,21 @@ def _positive_int(flag: str, most: int | None = None) -> Callable[[str], int]:
     return convert
 
 
+def _integrations(value: str) -> tuple[str, ...]:
+    """--integrations: Kueue's names, comma-separated; a name no one knows is refused."""
+    try:
+        return webhooks.integrations(value)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(f"{err} (--integrations or TOWER_INTEGRATIONS)") from None
+
+
 def _csv(value: str) -> frozenset[str]:
     return frozenset(v.strip() for v in value.split(",") if v.strip())
 
 
 def parser() -> argparse.ArgumentParser:
-    """The command line of `python -m webhook`; every flag also reads TOWER_WEBHOOK_<FLAG>."""
+    """The command line of `python -m webhook`; every flag also reads TOWER_WEBHOOK_<FLAG>,
+    but --integrations reads TOWER_INTEGRATIONS, the controller's, so both manage the same."""
     env = os.environ.get
 
     def default(name: str, fallback: str) -> str:
@@ -74,9 +95,10 @@ def parser() -> argparse.ArgumentParser:
 
     p = argparse.ArgumentParser(
         prog="python -m webhook",
-        description="Tower's admission webhook: queues Jobs and JobSets (suspend + queue "
-        "metadata), validates Kueue objects, converts v1beta1/v1beta2. Serves HTTPS with "
-        "gunicorn. Each flag can also be set by the environment variable in brackets.",
+        description="Tower's admission webhook: queues jobs of every kind it integrates "
+        "(suspend + queue metadata), validates Kueue objects, converts v1beta1/v1beta2. "
+        "Serves HTTPS with gunicorn. Each flag can also be set by the environment variable "
+        "in brackets.",
     )
     p.add_argument(
         "--port",
@@ -137,6 +159,16 @@ def parser() -> argparse.ArgumentParser:
         default=default("max-body-bytes", str(DEFAULT_MAX_BODY)),
         help="largest request body accepted [TOWER_WEBHOOK_MAX_BODY_BYTES] (3 MiB)",
     )
+    p.add_argument(
+        "--integrations",
+        type=_integrations,
+        default=env("TOWER_INTEGRATIONS"),
+        help="comma-separated kinds of job to queue, by Kueue's integration names "
+        "(batch/job, jobset.x-k8s.io/jobset, ...), as the controller's --integrations; "
+        "default: Kueue's default set, of which Tower manages "
+        + ", ".join(a.framework for a in registry.enabled())
+        + " [TOWER_INTEGRATIONS]",
+    )
     return p
 
 
@@ -157,4 +189,5 @@ def from_args(argv: Sequence[str] | None = None) -> Settings:
         workers=args.workers,
         threads=args.threads,
         bind_address=args.bind_address,
+        integrations=args.integrations,
     )

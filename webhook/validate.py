@@ -1,4 +1,5 @@
-"""Validation of Jobs, JobSets and Kueue's objects, with the core's parsers and rules."""
+"""Validation of every kind of job the registry knows and of Kueue's objects, with the core's
+parsers and rules."""
 
 from __future__ import annotations
 
@@ -6,10 +7,11 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from extender.core import parse, unacted
+from extender.core.jobframework.adapter import JobAdapter, as_mapping
 from extender.core.jobs import queue_name_of
 from extender.core.models import QUEUE_NAME_LABEL
 from extender.core.workloads import workload
-from webhook.mutate import check_kind, is_suspended
+from webhook.mutate import adapter_of, check_kind
 from webhook.reviews import Response, allow, deny
 
 _LABEL_PATH = f'metadata.labels["{QUEUE_NAME_LABEL}"]'
@@ -23,10 +25,11 @@ KUEUE_PARSERS: dict[str, Callable[[Mapping[str, Any]], object]] = {
 }
 
 
-def validate_job(request: Mapping[str, Any], expect: tuple[str, str]) -> Response:
-    """Queue-name rules for a Job or JobSet on /validate-…."""
+def validate_job(request: Mapping[str, Any], kind: JobAdapter | tuple[str, str]) -> Response:
+    """Queue-name rules for a job of the adapter's kind on /validate-…."""
+    adapter = adapter_of(kind)
     uid = str(request["uid"])
-    problem = check_kind(request, expect)
+    problem = check_kind(request, (adapter.group, adapter.kind))
     if problem is not None:
         return deny(uid, problem, code=400)
     if request.get("operation") not in ("CREATE", "UPDATE"):
@@ -44,11 +47,11 @@ def validate_job(request: Mapping[str, Any], expect: tuple[str, str]) -> Respons
     if request.get("operation") == "UPDATE":
         old = request.get("oldObject")
         old_queue = queue_name_of(old) if isinstance(old, Mapping) else None
-        if old_queue != queue and not is_suspended(old):
+        if old_queue != queue and not adapter.is_suspended(as_mapping(old)):
             return deny(
                 uid,
                 f"{_LABEL_PATH}: cannot change from {old_queue!r} to {queue!r} while the "
-                f"{expect[1]} is running (not suspended)",
+                f"{adapter.kind} is running (not suspended)",
             )
     return allow(uid)
 
