@@ -29,6 +29,7 @@ def _parser() -> argparse.ArgumentParser:
     inst.add_argument(
         "--certs-dir", default="certs-out", help="where `generate` wrote ca.crt (default certs-out)"
     )
+    _integrations_flag(inst)
     boot = commands.add_parser(
         "bootstrap",
         help="in the cluster: keep the webhook's Secret current and inject its caBundle",
@@ -45,7 +46,35 @@ def _parser() -> argparse.ArgumentParser:
         "manifests", help="write the webhook configurations for the in-cluster Service"
     )
     manifests.add_argument("--out", required=True, help="the YAML file to write")
+    manifests.add_argument(
+        "--helm",
+        action="store_true",
+        help="write the Helm chart's template instead (templates/webhooks.yaml)",
+    )
+    _integrations_flag(manifests)
     return parser
+
+
+def _integrations_flag(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--integrations",
+        default=None,
+        help="comma-separated kinds of job whose webhooks to configure, by Kueue's "
+        "integration names, as the webhook's and the controller's --integrations "
+        "(default: Kueue's default set)",
+    )
+
+
+def _integrations(value: str | None) -> tuple[str, ...] | None:
+    """--integrations as names; a ValueError (one line) names the ones no one knows."""
+    if value is None:
+        return None
+    from extender.core.jobframework.webhooks import integrations
+
+    try:
+        return integrations(value)
+    except ValueError as err:
+        raise ValueError(f"--integrations {err}") from None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -73,11 +102,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from extender.kube.api.client import load_api_client
 
         if args.command == "manifests":
-            from extender.kube.api import yaml_text
-
-            documents = kube.webhook_configurations(None, service=kube.SERVICE)
-            text = yaml_text.dump_all(documents, sort_keys=False)
-            Path(args.out).write_text(f"{kube.GENERATED}\n{text}")
+            text = kube.manifests(_integrations(args.integrations), helm=args.helm)
+            Path(args.out).write_text(text)
             print(f"wrote {args.out}")
             return 0
         if args.command == "bootstrap":
@@ -92,6 +118,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(line)
             return 0
 
+        integrations = _integrations(args.integrations)
         ca_path = Path(args.certs_dir) / "ca.crt"
         if not ca_path.is_file():
             raise ValueError(
@@ -99,7 +126,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
         ca = ca_path.read_bytes()
         api_client = load_api_client(args.kubeconfig)  # a ConfigError is a ValueError
-        for name in kube.install(api_client, args.url, ca):
+        for name in kube.install(api_client, args.url, ca, integrations):
             print(f"configured {name} -> {args.url}")
         return 0
     except (ValueError, OSError) as err:
