@@ -8,8 +8,8 @@ from typing import Any
 
 from extender.core.jobframework import registry
 from extender.core.jobframework.adapter import JobAdapter
+from extender.core.jobframework.webhooks import queue_patch
 from extender.core.models import (
-    ORIGINAL_SUSPEND_ANNOTATION,
     PRIORITY_CLASS_LABEL,
     QUEUE_NAME_LABEL,
     PodSet,
@@ -220,66 +220,10 @@ def workload_for(
     )
 
 
-def _pointer(*parts: str) -> str:
-    return "/" + "/".join(p.replace("~", "~0").replace("/", "~1") for p in parts)
-
-
-def queue_mutation(obj: Obj, default_queue: str | None = None) -> list[dict[str, Any]]:
-    """The JSON patch that queues a Job or JobSet: suspend it and record queue metadata.
-
-    Returns [] for an object that is not queued. Applying the patch twice gives the same
-    object, because the API server may call a mutating webhook more than once.
-    """
-    meta = obj.get("metadata") or {}
-    labels = meta.get("labels")
-    annotations = meta.get("annotations")
-    queue = queue_name_of(obj)
-    ops: list[dict[str, Any]] = []
-    if queue is None:
-        # Kueue before 0.15 read the queue from an annotation; such manifests keep working
-        # because the label is written from it.
-        legacy = (annotations or {}).get(QUEUE_NAME_LABEL)
-        queue = legacy if isinstance(legacy, str) and legacy else default_queue
-        if queue is None:
-            return []
-    if not meta:
-        ops.append({"op": "add", "path": "/metadata", "value": {}})
-    if not labels or labels.get(QUEUE_NAME_LABEL) != queue:
-        if labels is None:
-            ops.append(
-                {"op": "add", "path": "/metadata/labels", "value": {QUEUE_NAME_LABEL: queue}}
-            )
-        else:
-            ops.append(
-                {
-                    "op": "add",
-                    "path": _pointer("metadata", "labels", QUEUE_NAME_LABEL),
-                    "value": queue,
-                }
-            )
-    spec = obj.get("spec") or {}
-    suspended = spec.get("suspend") is True
-    if annotations is None or ORIGINAL_SUSPEND_ANNOTATION not in annotations:
-        original = "true" if suspended else "false"
-        if annotations is None:
-            ops.append(
-                {
-                    "op": "add",
-                    "path": "/metadata/annotations",
-                    "value": {ORIGINAL_SUSPEND_ANNOTATION: original},
-                }
-            )
-        else:
-            ops.append(
-                {
-                    "op": "add",
-                    "path": _pointer("metadata", "annotations", ORIGINAL_SUSPEND_ANNOTATION),
-                    "value": original,
-                }
-            )
-    if not suspended:
-        if "spec" not in obj:
-            ops.append({"op": "add", "path": "/spec", "value": {"suspend": True}})
-        else:
-            ops.append({"op": "add", "path": "/spec/suspend", "value": True})
-    return ops
+def queue_mutation(
+    obj: Obj, default_queue: str | None = None, adapter: JobAdapter | None = None
+) -> list[dict[str, Any]]:
+    """The JSON patch that queues a job: suspend it and record queue metadata, at its kind's
+    suspend field (a bare manifest reads as a batch/v1 Job). [] for an object not queued."""
+    adapter = adapter or registry.for_object(obj) or registry.ADAPTERS["batch/job"]
+    return queue_patch(obj, adapter, default_queue)

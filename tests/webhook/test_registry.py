@@ -17,7 +17,6 @@ import pytest
 
 from extender.core.jobframework import registry
 from extender.core.jobframework.webhooks import queue_patch, set_op
-from extender.core.jobs import queue_mutation
 from tests.webhook import toy
 from webhook.app import admission_routes, create_app
 from webhook.mutate import JOB, JOBSET, mutate
@@ -362,12 +361,20 @@ def _objects():
 @pytest.mark.parametrize("default_queue", [None, "default"])
 @pytest.mark.parametrize("adapter", [JOB, JOBSET], ids=lambda a: a.kind)
 @pytest.mark.parametrize(("case", "obj"), list(_objects()), ids=[c for c, _ in _objects()])
-def test_the_patch_for_spec_suspend_is_the_cores_queue_mutation(case, obj, adapter, default_queue):
-    if case == "spec null":  # a patch the API server could not apply before: the parent now
-        assert queue_patch(obj, adapter, default_queue)[-1] == {
-            "op": "add", "path": "/spec", "value": {"suspend": True}}  # fmt: skip
+def test_a_queued_job_comes_out_suspended_labelled_and_the_patch_is_idempotent(
+    case, obj, adapter, default_queue
+):
+    patch = queue_patch(obj, adapter, default_queue)
+    queued = jsonpatch.apply_patch(copy.deepcopy(obj), patch)
+    labels = (queued.get("metadata") or {}).get("labels") or {}
+    if not labels.get(QUEUE):  # nothing asks for a queue: left as it is
+        assert patch == []
+        assert default_queue is None
         return
-    assert queue_patch(obj, adapter, default_queue) == queue_mutation(obj, default_queue)
+    assert adapter.is_suspended(queued)
+    assert labels[QUEUE] in ("q", default_queue)
+    assert ORIGINAL in queued["metadata"]["annotations"]
+    assert queue_patch(queued, adapter, default_queue) == []  # the API server may call twice
 
 
 @pytest.mark.parametrize(

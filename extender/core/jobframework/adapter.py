@@ -147,6 +147,9 @@ class JobAdapter:
     children: ClassVar[tuple[tuple[str, str], ...]] = ()
     # Where the kind says it is suspended (MPIJob: spec.runPolicy.suspend); Tower owns it.
     suspend_path: ClassVar[tuple[str, ...]] = ("spec", "suspend")
+    # A status field by which the kind's own controller counts it started, and which a stop
+    # must clear through /status before the pod templates may change (a Job's startTime).
+    started_path: ClassVar[tuple[str, ...] | None] = None
 
     @property
     def api_version(self) -> str:
@@ -177,9 +180,22 @@ class JobAdapter:
         return value is True
 
     def is_started(self, obj: Mapping[str, Any]) -> bool:
-        """Whether the job's own controller still counts it as started (a Job's startTime:
-        the API refuses changes to its template until it is cleared)."""
-        return False
+        """Whether the job's own controller still counts it as started (`started_path`)."""
+        if self.started_path is None:
+            return False
+        value: Any = obj
+        for part in self.started_path:
+            value = as_mapping(value).get(part)
+        return bool(value)
+
+    def unstart_patch(self) -> Obj:
+        """The /status patch that clears `started_path` ({} for a kind without one)."""
+        if self.started_path is None:
+            return {}
+        patch: Obj = {self.started_path[-1]: None}
+        for part in reversed(self.started_path[:-1]):
+            patch = {part: patch}
+        return patch
 
     def is_active(self, obj: Mapping[str, Any]) -> bool:
         """Whether pods may still run: evicted quota is given back only once none do."""

@@ -52,6 +52,8 @@ def job_finished(obj: Mapping[str, Any]) -> tuple[str, str] | None:
 class BatchJob(JobAdapter):
     framework = "batch/job"
     group, version, kind, plural = "batch", "v1", "Job", "jobs"
+    # kube-apiserver refuses a change to a Job's template while status.startTime is set.
+    started_path = ("status", "startTime")
 
     def pod_sets(self, obj: Mapping[str, Any]) -> list[PodSetTemplate]:
         spec = as_map(obj.get("spec"), "spec")
@@ -73,9 +75,6 @@ class BatchJob(JobAdapter):
 
     def templates(self, obj: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
         return {"main": as_mapping(as_mapping(obj.get("spec")).get("template"))}
-
-    def is_started(self, obj: Mapping[str, Any]) -> bool:
-        return bool(as_mapping(obj.get("status")).get("startTime"))
 
     def is_active(self, obj: Mapping[str, Any]) -> bool:
         return bool(as_mapping(obj.get("status")).get("active"))

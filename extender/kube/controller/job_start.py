@@ -33,7 +33,7 @@ def stop_job(ctx: Context, job: JobView, workload: Obj | None) -> JobView:
     if not current.suspended:
         current = patch_job(ctx, current, adapter.suspend_patch(True))
     if current.started:
-        current = patch_job(ctx, current, {"status": {"startTime": None}}, subresource="status")
+        current = patch_job(ctx, current, adapter.unstart_patch(), subresource="status")
     if workload is not None and current.cluster_queue:  # started by Tower, not yet restored
         current = patch_job(ctx, current, o.restore_patch(current.as_object(), workload))
     return current

@@ -30,7 +30,7 @@ JOB_VERBS = ("get", "list", "watch", "patch")
 def patches_status(adapter: JobAdapter) -> bool:
     """Whether the controller patches the kind's status: a kind that can count as started
     (a Job's startTime) has it cleared on stop, through the status subresource."""
-    return type(adapter).is_started is not JobAdapter.is_started
+    return adapter.started_path is not None
 
 
 def job_rules(adapters: Iterable[JobAdapter] | None = None) -> list[dict[str, Any]]:
