@@ -16,112 +16,36 @@ from __future__ import annotations
 
 import bisect
 import math
-import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
-from extender.core.labels import NodeSelectorTerm, Taint, Toleration, tolerated
+from extender.core.labels import Toleration, tolerated
 from extender.core.models import Admission, PodSet, ResourceFlavor, Workload
-from extender.core.quantity import QuantityError, format_amount, to_amount
+from extender.core.placement_model import (
+    Node,
+    Plan,
+    PlannedPodSet,
+    Pod,
+    checked_resources,
+    is_extended_resource,
+    matches_affinity,
+    node_of,
+)
+from extender.core.quantity import format_amount
+
+__all__ = [
+    "Inventory",
+    "Node",
+    "PlacementCheck",
+    "Plan",
+    "PlannedPodSet",
+    "Pod",
+    "checked_resources",
+    "is_extended_resource",
+    "node_of",
+]
 
 _SHOWN_NODES = 5  # nodes named in a refusal message
-
-
-def is_extended_resource(name: str) -> bool:
-    """Kubernetes' extended resources: a domain-prefixed name outside kubernetes.io (GPUs,
-    TPUs, RDMA devices); cpu, memory, hugepages and storage are not."""
-    if "/" not in name or name.startswith("hugepages-"):
-        return False
-    domain = name.split("/", 1)[0]
-    return not (domain == "kubernetes.io" or domain.endswith(".kubernetes.io"))
-
-
-def checked_resources(names: str | None) -> Callable[[str], bool]:
-    """`--physical-resources`: a comma-separated list, or every extended resource when unset."""
-    if names is None or not names.strip():
-        return is_extended_resource
-    chosen = frozenset(n.strip() for n in names.split(",") if n.strip())
-    return chosen.__contains__
-
-
-@dataclass(frozen=True, slots=True)
-class Node:
-    """What placement needs of a Node."""
-
-    name: str
-    labels: Mapping[str, str] = field(default_factory=dict)
-    taints: tuple[Taint, ...] = ()
-    allocatable: Mapping[str, int] = field(default_factory=dict)
-    unschedulable: bool = False
-    ready: bool = True
-
-    @property
-    def usable(self) -> bool:
-        return self.ready and not self.unschedulable
-
-
-def node_of(obj: Mapping[str, Any]) -> Node:
-    """A v1 Node manifest as placement reads it (an unreadable amount counts as none)."""
-
-    def m(value: Any) -> Mapping[str, Any]:
-        return value if isinstance(value, Mapping) else {}
-
-    meta, spec, status = m(obj.get("metadata")), m(obj.get("spec")), m(obj.get("status"))
-    allocatable: dict[str, int] = {}
-    for resource, value in m(status.get("allocatable")).items():
-        try:
-            allocatable[sys.intern(str(resource))] = to_amount(str(resource), value)
-        except (QuantityError, ValueError, TypeError):
-            continue
-    taints = tuple(
-        Taint(str(t.get("key") or ""), str(t.get("value") or ""), str(t.get("effect") or ""))
-        for t in spec.get("taints") or ()
-        if isinstance(t, Mapping)
-    )
-    ready = any(
-        isinstance(c, Mapping) and c.get("type") == "Ready" and c.get("status") == "True"
-        for c in status.get("conditions") or ()
-    )
-    labels = {sys.intern(str(k)): sys.intern(str(v)) for k, v in m(meta.get("labels")).items()}
-    name = str(meta.get("name") or "")
-    return Node(name, labels, taints, allocatable, bool(spec.get("unschedulable")), ready)
-
-
-@dataclass(frozen=True, slots=True)
-class Pod:
-    """A non-terminal pod bound to a node: its checked requests, and its Tower workload."""
-
-    key: str  # namespace/name
-    node: str
-    requests: Mapping[str, int]
-    workload: str | None = None  # namespace/name of the Workload it belongs to
-    pod_set: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class PlannedPodSet:
-    """One podSet's part of a plan: each pod's checked requests, and pods per node."""
-
-    requests: Mapping[str, int]
-    nodes: Mapping[str, int]
-    flavors: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class Plan:
-    """Where the pods of one admitted workload go."""
-
-    workload: str
-    pod_sets: Mapping[str, PlannedPodSet]
-
-    def as_annotation(self) -> dict[str, dict[str, int]]:
-        """podSet -> node -> pods, the JSON kept on the Workload."""
-        return {name: dict(sorted(ps.nodes.items())) for name, ps in sorted(self.pod_sets.items())}
-
-    def nodes(self) -> Iterator[str]:
-        for ps in self.pod_sets.values():
-            yield from ps.nodes
 
 
 class _FreeIndex:
@@ -694,7 +618,7 @@ class Inventory:
                 continue
             if constrained and not (
                 all(node.labels.get(k) == v for k, v in ps.node_selector.items())
-                and _affinity(ps.required_terms, node.labels)
+                and matches_affinity(ps.required_terms, node.labels)
             ):
                 continue
             fits = free // need
@@ -755,7 +679,7 @@ class Inventory:
             labels.get(k) != v for k, v in pod_set.node_selector.items()
         ):
             return False
-        return not pod_set.required_terms or _affinity(pod_set.required_terms, labels)
+        return not pod_set.required_terms or matches_affinity(pod_set.required_terms, labels)
 
     def _candidates(self, group: _Group) -> _FreeIndex:
         """The flavor's nodes by free amount of the group's primary resource."""
@@ -1025,12 +949,6 @@ def _score(node: Node, free: Mapping[str, int]) -> int:
 def _chain(first: Iterable[str], rest: Iterable[str]) -> Iterator[str]:
     yield from list(first)
     yield from rest
-
-
-def _affinity(terms: tuple[NodeSelectorTerm, ...], labels: Mapping[str, str]) -> bool:
-    if not terms:
-        return True
-    return any(all(r.matches(labels) for r in term.match_expressions) for term in terms)
 
 
 class PlacementCheck:
