@@ -98,12 +98,13 @@ def forecast(
 ) -> dict[str, Estimate]:
     """Run the simulator forward from now: `running` are admitted Workloads (object,
     admission, seconds since admitted, duration), `pending` the queued ones."""
+    config = state.configuration()
     scenario = Scenario(
-        flavors=list(state.flavors.values()),
-        cluster_queues=list(state.cluster_queues.values()),
-        cohorts=list(state.cohorts.values()),
-        local_queues=list(state.local_queues.values()),
-        namespaces=list(state.namespaces.values()),
+        flavors=config.flavors,
+        cluster_queues=config.cluster_queues,
+        cohorts=config.cohorts,
+        local_queues=config.local_queues,
+        namespaces=config.namespaces,
     )
     durations: dict[str, Duration] = {}
 
