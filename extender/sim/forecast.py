@@ -98,14 +98,7 @@ def forecast(
 ) -> dict[str, Estimate]:
     """Run the simulator forward from now: `running` are admitted Workloads (object,
     admission, seconds since admitted, duration), `pending` the queued ones."""
-    config = state.configuration()
-    scenario = Scenario(
-        flavors=config.flavors,
-        cluster_queues=config.cluster_queues,
-        cohorts=config.cohorts,
-        local_queues=config.local_queues,
-        namespaces=config.namespaces,
-    )
+    scenario = Scenario(config=state.configuration())
     durations: dict[str, Duration] = {}
 
     def sim_job(obj: Obj, duration: Duration) -> SimJob:
