@@ -70,7 +70,7 @@ NODE_ACCELERATORS = 8
 
 def build(spec: dict[str, Any], burst: bool, nodes: int = 0) -> Scenario:
     scenario = Scenario()
-    scenario.flavors.append(ResourceFlavor("default"))
+    scenario.config.flavors.append(ResourceFlavor("default"))
     for i in range(nodes):
         node = Node(
             f"node-{i:05d}",
@@ -85,7 +85,7 @@ def build(spec: dict[str, Any], burst: bool, nodes: int = 0) -> Scenario:
             if nodes:
                 quotas.append(ResourceQuota(ACCELERATOR, 20, borrowing_limit=100))
             covered = tuple(q.name for q in quotas)
-            scenario.cluster_queues.append(
+            scenario.config.cluster_queues.append(
                 ClusterQueue(
                     name=name,
                     cohort=f"cohort-{c}",
@@ -98,7 +98,7 @@ def build(spec: dict[str, Any], burst: bool, nodes: int = 0) -> Scenario:
                     ),
                 )
             )
-            scenario.local_queues.append(LocalQueue("default", name, name))
+            scenario.config.local_queues.append(LocalQueue("default", name, name))
             for cls, (count, interval, runtime, _priority, cpu) in spec["classes"].items():
                 requests = {"cpu": str(cpu)}
                 if nodes:
@@ -127,7 +127,7 @@ def build(spec: dict[str, Any], burst: bool, nodes: int = 0) -> Scenario:
                         )
                     )
     for value, cls in PRIORITY_CLASS_BY_VALUE.items():
-        scenario.priority_classes[cls] = PriorityClass(cls, value)
+        scenario.config.priority_classes[cls] = PriorityClass(cls, value)
     return scenario
 
 
@@ -169,7 +169,7 @@ def run(name: str, burst: bool, nodes: int = 0, quota_only: bool = False) -> dic
             used[cq] += (e["time"] - start) * amount
             evictions += e["event"] == "Evicted"
     span = max(e["time"] for e in sim.events) - min(e["time"] for e in sim.events)
-    usage = [100 * used[cq.name] / (20 * span) for cq in scenario.cluster_queues]
+    usage = [100 * used[cq.name] / (20 * span) for cq in scenario.config.cluster_queues]
     tta = defaultdict(list)
     for key, when in first_admitted.items():
         tta[cls_of[key]].append(when - created[key])
@@ -181,7 +181,7 @@ def run(name: str, burst: bool, nodes: int = 0, quota_only: bool = False) -> dic
         + ("-quota-only" if quota_only else ""),
         "nodes": nodes,
         "workloads": len(scenario.jobs),
-        "cluster_queues": len(scenario.cluster_queues),
+        "cluster_queues": len(scenario.config.cluster_queues),
         "admissions": admissions,
         "evictions": evictions,
         "never_admitted": len(created) - len(first_admitted),

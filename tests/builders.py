@@ -206,7 +206,7 @@ def admit(state: ClusterState, workload: Workload, now: float = 0.0) -> None:
     state.add_workload(workload)
     for _ in range(10):
         result = state.schedule(now)
-        if workload.key in state.admitted:
+        if state.is_admitted(workload.key):
             return
         if not result.progressed:
             break

@@ -1,4 +1,8 @@
-"""Workload objects (kueue.x-k8s.io v1beta2 and v1beta1) into core models."""
+"""Workload objects (kueue.x-k8s.io v1beta2 and v1beta1) into core models.
+
+The spec becomes a `Workload`; the status says whether it holds quota (its `QuotaReserved`
+condition and `status.admission`) and whether it finished.
+"""
 
 from __future__ import annotations
 
@@ -7,11 +11,16 @@ from datetime import datetime
 from typing import Any
 
 from extender.core.jobs import pod_set
-from extender.core.models import Workload
-from extender.core.parse import ManifestError, check_version, name_of
+from extender.core.models import Admission, PodSetAssignment, Workload
+from extender.core.parse import ManifestError, as_map, check_version, name_of
+from extender.core.quantity import QuantityError, to_amount
 from extender.core.unacted import blocking
 
 _MAX_POD_SETS = 18
+
+# Workload condition types (Kueue's).
+QUOTA_RESERVED = "QuotaReserved"
+FINISHED = "Finished"
 
 
 def creation_seconds(value: Any, path: str = "metadata.creationTimestamp") -> float:
@@ -91,3 +100,53 @@ def workload(obj: Mapping[str, Any], *, creation_time: float | None = None) -> W
         owner_name=str(owner.get("name") or ""),
         unacted=blocking("Workload", obj),
     )
+
+
+def condition(obj: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None:
+    """One status condition of an object, by type (a malformed status has none)."""
+    status = obj.get("status")
+    conditions = status.get("conditions") if isinstance(status, Mapping) else None
+    for entry in conditions if isinstance(conditions, list) else ():
+        if isinstance(entry, Mapping) and entry.get("type") == kind:
+            return entry
+    return None
+
+
+def is_true(obj: Mapping[str, Any], kind: str) -> bool:
+    """Whether a status condition is True."""
+    entry = condition(obj, kind)
+    return entry is not None and entry.get("status") == "True"
+
+
+def condition_time(obj: Mapping[str, Any], kind: str, default: float) -> float:
+    """When a status condition last changed (seconds since the epoch), else `default`."""
+    entry = condition(obj, kind)
+    if entry is None or not entry.get("lastTransitionTime"):
+        return default
+    return creation_seconds(entry["lastTransitionTime"], f"status.conditions[{kind}]")
+
+
+def admission_of(obj: Mapping[str, Any]) -> Admission | None:
+    """status.admission as an Admission (None when there is none or it is broken)."""
+    status = obj.get("status")
+    raw = status.get("admission") if isinstance(status, Mapping) else None
+    if not isinstance(raw, Mapping) or not raw.get("clusterQueue"):
+        return None
+    try:
+        assignments = []
+        for entry in raw.get("podSetAssignments") or []:
+            entry = as_map(entry, "status.admission.podSetAssignments[]")
+            usage = {
+                str(r): to_amount(str(r), v) for r, v in (entry.get("resourceUsage") or {}).items()
+            }
+            assignments.append(
+                PodSetAssignment(
+                    str(entry.get("name", "main")),
+                    {str(r): str(f) for r, f in (entry.get("flavors") or {}).items()},
+                    usage,
+                    int(entry.get("count") or 0),
+                )
+            )
+    except (ManifestError, QuantityError, TypeError, ValueError, AttributeError):
+        return None
+    return Admission(str(raw["clusterQueue"]), tuple(assignments))

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, TypeVar
 
+from extender.core.builder import StateBuilder
 from extender.core.cycle import Admit, ClusterState, CycleResult, Evict, PendingStatus
 from extender.core.jobs import workload_for
 from extender.core.models import Admission, Workload
@@ -45,13 +46,7 @@ class Simulation:
 def build_state(scenario: Scenario, *, fair_sharing: bool = False) -> ClusterState:
     """A ClusterState holding the scenario's configuration (no workloads yet)."""
     state = ClusterState(fair_sharing=fair_sharing)
-    state.configure(
-        flavors=scenario.flavors,
-        cluster_queues=scenario.cluster_queues,
-        cohorts=scenario.cohorts,
-        local_queues=scenario.local_queues,
-        namespaces=scenario.namespaces,
-    )
+    StateBuilder(state).configure(scenario.config)
     return state
 
 
@@ -75,19 +70,21 @@ class Simulator:
         self._running = list(running)
         self._creation_times = creation_times
         self.state = build_state(scenario, fair_sharing=fair_sharing)
+        self._workload_priority_classes = self.state.workload_priority_classes()
+        self._priority_classes = self.state.priority_classes()
         # Nodes in the scenario: a workload that uses an extended resource is admitted only
         # with a plan (its pods bind at once in virtual time; the plan holds until it ends).
         self.inventory: Inventory | None = None
         self._placement: PlacementCheck | None = None
         if scenario.nodes:
             self.inventory = Inventory()
-            self.inventory.set_flavors(scenario.flavors)
+            self.inventory.set_flavors(scenario.config.flavors)
             for arrival, node in scenario.nodes:
                 if arrival <= 0:
                     self.inventory.set_node(node)
             self._placement = PlacementCheck(self.inventory)
-            self.state.admission_checks = (self._placement,)
-            self.state.release_hooks.append(self.inventory.forget)
+            self.state.add_admission_check(self._placement)
+            self.state.on_release(self.inventory.forget)
         self._timer = timer
         self._cpu_timer = cpu_timer
         self.core_cpu_seconds = 0.0
@@ -182,8 +179,8 @@ class Simulator:
                     job.obj,
                     uid=job.uid,
                     creation_time=now,
-                    workload_priority_classes=self.scenario.workload_priority_classes,
-                    priority_classes=self.scenario.priority_classes,
+                    workload_priority_classes=self._workload_priority_classes,
+                    priority_classes=self._priority_classes,
                 )
         except ManifestError as err:
             raise LoadError(
@@ -220,7 +217,7 @@ class Simulator:
                 break
         # Report each workload's settled status once per instant, not every attempt.
         for key, workload in touched.items():
-            if key in self.state.admitted or key not in self.state.workloads:
+            if self.state.pending_workload(key) is None:
                 continue
             status = self.state.pending_status(key)
             if self._last_status.get(key) != status:

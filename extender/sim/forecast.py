@@ -98,13 +98,7 @@ def forecast(
 ) -> dict[str, Estimate]:
     """Run the simulator forward from now: `running` are admitted Workloads (object,
     admission, seconds since admitted, duration), `pending` the queued ones."""
-    scenario = Scenario(
-        flavors=list(state.flavors.values()),
-        cluster_queues=list(state.cluster_queues.values()),
-        cohorts=list(state.cohorts.values()),
-        local_queues=list(state.local_queues.values()),
-        namespaces=list(state.namespaces.values()),
-    )
+    scenario = Scenario(config=state.configuration())
     durations: dict[str, Duration] = {}
 
     def sim_job(obj: Obj, duration: Duration) -> SimJob:

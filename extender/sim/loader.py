@@ -13,18 +13,11 @@ import jsonpatch
 import yaml
 
 from extender.core import parse, unacted
+from extender.core.builder import CONFIG_KINDS, parse_config
+from extender.core.cache import Configuration
 from extender.core.jobframework import registry
 from extender.core.jobframework.adapter import JobAdapter
 from extender.core.jobs import queue_mutation
-from extender.core.models import (
-    ClusterQueue,
-    Cohort,
-    LocalQueue,
-    Namespace,
-    PriorityClass,
-    ResourceFlavor,
-    WorkloadPriorityClass,
-)
 from extender.core.parse import ManifestError
 from extender.core.placement import Node, node_of
 
@@ -79,13 +72,8 @@ class SimJob:
 class Scenario:
     """Everything read from the files, in the order it was given."""
 
-    flavors: list[ResourceFlavor] = field(default_factory=list)
-    cluster_queues: list[ClusterQueue] = field(default_factory=list)
-    cohorts: list[Cohort] = field(default_factory=list)
-    local_queues: list[LocalQueue] = field(default_factory=list)
-    workload_priority_classes: dict[str, WorkloadPriorityClass] = field(default_factory=dict)
-    priority_classes: dict[str, PriorityClass] = field(default_factory=dict)
-    namespaces: list[Namespace] = field(default_factory=list)
+    # ResourceFlavors, ClusterQueues, Cohorts, LocalQueues, Namespaces, priority classes.
+    config: Configuration = field(default_factory=Configuration)
     # With nodes, physical fit is checked; each joins at its arrival (virtual seconds).
     nodes: list[tuple[float, Node]] = field(default_factory=list)
     jobs: list[SimJob] = field(default_factory=list)
@@ -194,22 +182,8 @@ class Loader:
             meta: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
             name = "/".join(str(p) for p in (meta.get("namespace"), meta.get("name")) if p)
             s.not_acted_on.extend(f.message(name or "?") for f in unacted.used(kind, doc))
-        if kind == "ResourceFlavor":
-            s.flavors.append(parse.resource_flavor(doc))
-        elif kind == "ClusterQueue":
-            s.cluster_queues.append(parse.cluster_queue(doc))
-        elif kind == "Cohort":
-            s.cohorts.append(parse.cohort(doc))
-        elif kind == "LocalQueue":
-            s.local_queues.append(parse.local_queue(doc))
-        elif kind == "WorkloadPriorityClass":
-            wpc = parse.workload_priority_class(doc)
-            s.workload_priority_classes[wpc.name] = wpc
-        elif kind == "PriorityClass":
-            pc = parse.priority_class(doc)
-            s.priority_classes[pc.name] = pc
-        elif kind == "Namespace":
-            s.namespaces.append(parse.namespace(doc))
+        if kind in CONFIG_KINDS:
+            s.config.add(parse_config(doc))
         elif kind == "Node":
             node = node_of(doc)
             if not node.name:

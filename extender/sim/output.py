@@ -61,8 +61,9 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
 def cluster_queue_rows(state: ClusterState) -> list[list[Any]]:
     """`kubectl get clusterqueue -o wide`: NAME COHORT STRATEGY PENDING ADMITTED."""
     rows = []
-    for name in sorted(state.cluster_queues):
-        cq = state.cluster_queues[name]
+    for name in state.cluster_queue_names():
+        cq = state.cluster_queue(name)
+        assert cq is not None
         active, inadmissible = state.pending_in(name)
         admitted = sum(1 for _ in state.admitted_in(name))
         rows.append(
@@ -91,10 +92,9 @@ def workload_rows(sim: Simulation, namespace: str) -> list[list[Any]]:
             finished.add(name)
     for key, job in sim.jobs.items():
         if job.namespace == namespace:
+            workload = sim.state.workload(key)
             queue[key.split("/", 1)[1]] = (
-                sim.state.workloads[key].queue_name
-                if (key in sim.state.workloads)
-                else _queue_label(job.obj)
+                workload.queue_name if workload is not None else _queue_label(job.obj)
             )
     rows = []
     for name in sorted(created):

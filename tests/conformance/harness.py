@@ -102,7 +102,8 @@ class Scenario:
                 usage = {r: to_amount(r, v) for r, v in held.items()}
             assignments.append(PodSetAssignment(pod_set.name, chosen, usage, pod_set.count))
         self.state.assume(workload, Admission(cluster_queue, tuple(assignments)), at)
-        self.state.admitted[workload.key].evicting = evicted
+        if evicted:
+            self.state.mark_evicting(workload.key)
         return self
 
     def pending(self, *wls: WL | Workload) -> Scenario:
@@ -122,17 +123,17 @@ class Scenario:
     def outcome(self) -> Outcome:
         state = self.state
         assignments: Assignments = {
-            key: (
+            held.workload.key: (
                 held.admission.cluster_queue,
                 {psa.name: dict(psa.flavors) for psa in held.admission.pod_set_assignments},
             )
-            for key, held in state.admitted.items()
+            for held in state.admitted_workloads()
         }
         left: dict[str, set[str]] = {}
         inadmissible: dict[str, set[str]] = {}
         reasons: dict[str, str] = {}
         messages: dict[str, str] = {}
-        for name in state.cluster_queues:
+        for name in state.cluster_queue_names():
             for workload in state.pending_workloads_in(name):
                 where = inadmissible if state.queue_is_inadmissible(name, workload.key) else left
                 where.setdefault(name, set()).add(workload.key)
@@ -140,8 +141,8 @@ class Scenario:
             reasons[workload.key] = status.reason
             messages[workload.key] = status.message
         counts = {
-            key: {psa.name: psa.count for psa in held.admission.pod_set_assignments}
-            for key, held in state.admitted.items()
+            held.workload.key: {psa.name: psa.count for psa in held.admission.pod_set_assignments}
+            for held in state.admitted_workloads()
         }
         return Outcome(assignments, {}, left, inadmissible, reasons, messages, counts)
 

@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from tests.controller.conftest import controller_process, eventually
+from tests.controller.test_seed import complete_job
 from tests.servers import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -75,7 +76,9 @@ def test_the_dashboard_shows_the_queue_and_updates_when_a_job_finishes(cluster, 
     port = free_port()
     proc = controller_process(cluster, "--dashboard-address", f"127.0.0.1:{port}")
     try:
-        first = cluster.job("first", "3", duration="8s")
+        # The first Job runs until the page has been checked with the second waiting (a
+        # fixed run time would race the browser on a loaded machine).
+        first = cluster.job("first", "3", duration="600s")
         eventually(lambda: cluster.get("jobs", "first", "default")["spec"]["suspend"] is False)
         cluster.job("second", "3", duration="1s")
         url = f"http://127.0.0.1:{port}/"
@@ -90,6 +93,7 @@ def test_the_dashboard_shows_the_queue_and_updates_when_a_job_finishes(cluster, 
         assert bars == "3 / 4"
         browser.save_screenshot(str(tmp_path / "dashboard-pending.png"))
         # Job 1 finishes: the page, polling, shows the second admitted and the queue empty.
+        complete_job(cluster, "first")
         eventually(lambda: "nothing pending" in text_of(browser, section), 40,
                    "the page to show the queue empty")  # fmt: skip
         events = text_of(browser, "#events .event")

@@ -13,6 +13,7 @@ from extender.kube.api.resources import JOBS, Resource
 from tests.apidouble import Fault
 from tests.controller.conftest import controller_process, eventually
 from tests.controller.test_seed import CQ, FLAVOR, LQ
+from tests.waiting import event_reasons, wait_until
 
 
 def running(cluster, name):
@@ -56,9 +57,13 @@ def test_killed_between_the_status_write_and_the_job_patch(cluster):
     try:
         eventually(lambda: running(cluster, name), timeout=20, what="the restart to start the Job")
         other = cluster.job("other-", "3", duration="600s", generate=True)
-        eventually(lambda: cluster.workload_of(other) is not None, what="a second workload")
-        time.sleep(1.0)
-        # The quota held across the crash: the second 3-cpu Job is not admitted.
+        # The quota held across the crash: the second 3-cpu Job is not admitted. Its pending
+        # reason says the controller has looked at it (a fixed pause may end before it did).
+        wait_until(
+            lambda: cluster.workload_of(other),
+            lambda wl: _quota_reserved(wl).get("status") == "False",
+            what="the second Workload's pending reason",
+        )
         assert not admitted(cluster.workload_of(other))
         assert cluster.get("jobs", other["metadata"]["name"], "default")["spec"]["suspend"]
         assert set(admissions) == {cluster.workload_of(job)["metadata"]["name"]}
@@ -119,9 +124,11 @@ def test_the_webhook_down_the_backstop_suspends(cluster, start_controller):
     job = cluster.job("escaped", "3", duration="1s")
     assert job["spec"]["suspend"] is False  # the webhook never saw it
     eventually(lambda: _finished(cluster.workload_of(job)), timeout=15, what="the job to finish")
-    events = cluster.api.list("events", "default")
-    assert any(
-        e["reason"] == "Suspended" and e["involvedObject"]["name"] == "escaped" for e in events
+    # Sent by the recorder's own thread: not ordered with the Workload's writes.
+    wait_until(
+        lambda: {reason for _, name, reason in event_reasons(cluster.api) if name == "escaped"},
+        lambda reasons: "Suspended" in reasons,
+        what="the Suspended Event on Job escaped",
     )
     wl = cluster.workload_of(job)
     assert wl["status"]["conditions"]
@@ -165,6 +172,13 @@ def ready(port):
             return answer.status, answer.read().decode()
     except urllib.error.HTTPError as err:
         return err.code, err.read().decode()
+
+
+def _quota_reserved(workload):
+    for condition in ((workload or {}).get("status") or {}).get("conditions") or []:
+        if condition["type"] == "QuotaReserved":
+            return condition
+    return {}
 
 
 def _finished(workload):

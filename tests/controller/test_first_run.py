@@ -21,6 +21,7 @@ from tests.controller.conftest import (
 from tests.controller.test_faults import ready, running, stop
 from tests.controller.test_rbac import BASIC_USER, documents
 from tests.controller.test_seed import CQ, FLAVOR, LQ
+from tests.waiting import event_reasons, wait_until
 
 
 def controller_exit(kubeconfig: str, *extra: str) -> subprocess.CompletedProcess[str]:
@@ -223,19 +224,23 @@ def test_the_controller_running_as_another_identity_than_the_webhook_allows(clus
     try:
         port = int(proc.stdout.readline().decode().split()[-1])
         job = cluster.job("first", "3", duration="600s")
-        workload = eventually(
+        workload = wait_until(
             lambda: _pods_ready(cluster.workload_of(job)), what="the Workload to say why"
         )
         assert workload["status"] == "False"
         assert workload["reason"] == "WaitForStart"
         assert not running(cluster, "first")
-        events = {
-            (e["involvedObject"]["kind"], e["reason"])
-            for e in cluster.api.list("events", "default")
-        }
-        assert {("Job", "JobStartRefused"), ("Workload", "JobStartRefused")} <= events
-        metrics = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics").read().decode()
-        assert "tower_job_start_refused_total 1.0" in metrics
+        # The Events are sent by the recorder's own thread: they may land after the condition.
+        wait_until(
+            lambda: {(kind, reason) for kind, _, reason in event_reasons(cluster.api)},
+            lambda events: {("Job", "JobStartRefused"), ("Workload", "JobStartRefused")} <= events,
+            what="the JobStartRefused Events on the Job and on its Workload",
+        )
+        wait_until(
+            lambda: metric_lines(port, "tower_job_start_refused_total"),
+            lambda lines: "tower_job_start_refused_total 1.0" in lines,
+            what="tower_job_start_refused_total 1.0",
+        )
     finally:
         log = stop(proc)
     errors = [line for line in log.splitlines() if " ERROR " in line]
@@ -247,6 +252,13 @@ def test_the_controller_running_as_another_identity_than_the_webhook_allows(clus
     assert len(errors) == 1, errors
     assert errors[0].endswith(want)
     assert workload["message"] == want
+
+
+def metric_lines(port: int, name: str) -> list[str]:
+    """The samples of one metric, as the controller's /metrics serves them now."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as answer:
+        text = answer.read().decode()
+    return [line for line in text.splitlines() if line.startswith(name)]
 
 
 def _pods_ready(workload):

@@ -16,6 +16,8 @@ import pytest
 import yaml
 
 from tests.controller.conftest import eventually
+from tests.controller.test_seed import complete_job
+from tests.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = str(Path(sys.executable).parent)
@@ -121,7 +123,17 @@ def test_the_queue_is_the_order_the_controller_admits_in(cluster, start_controll
                        "nominalQuota": "36Gi"}]}]}]}}  # fmt: skip
     cluster.apply(FLAVOR, cq, LQ)
     start_controller()
-    cluster.job("blocker", "1", duration="8s")
+    started: list[str] = []  # Jobs in the order their start is committed
+
+    def record_start(event: str, kind: Any, obj: dict[str, Any]) -> None:
+        name = obj["metadata"]["name"]
+        if kind.plural == "jobs" and obj["spec"].get("suspend") is False and name not in started:
+            started.append(name)
+
+    cluster.api.hooks.append(record_start)
+    # The blocker runs until the queue has been read (a fixed run time would race the
+    # creations and the plugin's start on a loaded machine).
+    cluster.job("blocker", "1", duration="600s")
     eventually(lambda: cluster.get("jobs", "blocker", "default")["spec"]["suspend"] is False)
     jobs = {}
     for name, klass in [("a", "low"), ("b", "high"), ("c", "mid"), ("d", "high"), ("e", "low")]:
@@ -134,17 +146,16 @@ def test_the_queue_is_the_order_the_controller_admits_in(cluster, start_controll
     order = [by_workload[row["workload"]] for row in listed]
     assert [row["positionInClusterQueue"] for row in listed] == [1, 2, 3, 4, 5]
     assert order == ["b", "d", "c", "a", "e"]  # priority, then creation
-    # Now watch the controller admit them, one at a time as each frees the only cpu.
-    admitted: list[str] = []
-    deadline = time.monotonic() + 60
-    while len(admitted) < len(jobs) and time.monotonic() < deadline:
-        for name in jobs:
-            if (
-                name not in admitted
-                and cluster.get("jobs", name, "default")["spec"]["suspend"] is False
-            ):
-                admitted.append(name)
-        time.sleep(0.02)
+    assert started == ["blocker"]
+    # Now the controller admits them, one at a time as each frees the only cpu: the order of
+    # the starts as the API server committed them (not as a poll happened to see them).
+    complete_job(cluster, "blocker")
+    admitted = wait_until(
+        lambda: [name for name in started if name in jobs],
+        lambda names: len(names) == len(jobs),
+        what="every queued Job to start",
+        timeout=60,
+    )
     assert admitted == order
 
 

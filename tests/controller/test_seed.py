@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from extender.kube.api import resources as r
+from tests.apidouble.store import now_rfc3339
 from tests.controller.conftest import eventually
 
 # The seed's own manifests (shared/seed/), applied unchanged.
@@ -28,7 +29,9 @@ def counts(cluster, kind, name, namespace=""):
 def test_seed_quick_start(cluster, start_controller):
     cluster.apply(FLAVOR, CQ, LQ)
     start_controller()
-    job1 = cluster.job("sample-job-", "3", duration="4s", generate=True)
+    # Job 1 runs until the test has looked at the queue with job 2 waiting behind it (a
+    # fixed run time would race the checks below on a loaded machine).
+    job1 = cluster.job("sample-job-", "3", duration="600s", generate=True)
     # The webhook suspended it on create and recorded the original suspend value.
     assert job1["spec"]["suspend"] is True
     assert job1["metadata"]["annotations"]["tower.dev/original-suspend"] == "false"
@@ -87,6 +90,7 @@ def test_seed_quick_start(cluster, start_controller):
     assert wl1["metadata"]["ownerReferences"][0]["uid"] == job1["metadata"]["uid"]
 
     # Job 1 completes; its quota goes back and job 2 runs, then completes.
+    complete_job(cluster, name1)
     eventually(lambda: _finished(cluster, job1), what="workload 1 finished")
     eventually(
         lambda: cluster.get("jobs", name2, "default")["spec"]["suspend"] is False,
@@ -110,6 +114,36 @@ def test_seed_quick_start(cluster, start_controller):
     cq = cluster.get("clusterqueues", "cluster-queue")
     active = cq["status"]["conditions"][0]
     assert (active["type"], active["status"], active["reason"]) == ("Active", "True", "Ready")
+
+
+def complete_job(cluster, name, namespace="default"):
+    """Job `name` succeeds now, written as the Job controller writes it once its pods
+    succeeded: for a Job that a test lets run (a long tower.dev/sim-duration) until it has
+    checked what holds while the Job runs."""
+    job = cluster.get("jobs", name, namespace)
+    assert job is not None, f"no Job {name}"
+    assert job["spec"]["suspend"] is False, f"Job {name} is not running"
+    completions = int(job["spec"].get("completions") or 1)
+
+    def succeed(status):
+        stamp = now_rfc3339()
+        status.pop("active", None)
+        status["succeeded"] = completions
+        status["completionTime"] = stamp
+        conditions = status.setdefault("conditions", [])
+        for kind in ("SuccessCriteriaMet", "Complete"):
+            conditions.append(
+                {
+                    "type": kind,
+                    "status": "True",
+                    "lastProbeTime": stamp,
+                    "lastTransitionTime": stamp,
+                    "reason": "CompletionsReached",
+                    "message": "Reached expected number of succeeded pods",
+                }
+            )
+
+    assert cluster.api.update_status("jobs", namespace, name, succeed) is not None
 
 
 def kubectl(cluster, *args):

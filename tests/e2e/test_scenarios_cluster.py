@@ -27,6 +27,7 @@ from kubernetes import client, watch
 
 from tests.e2e.conftest import KUBECONFIG, job_manifest, kubectl, wait, webhook_host_port
 from tests.servers import free_port
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]
@@ -290,6 +291,7 @@ def test_the_leader_killed_mid_admission_admits_nothing_twice(tower, api_client)
     leader = wait(lambda: tower.leader(coordination), what="a leader")
     admissions: dict[str, int] = {}
     holding: set[str] = set()
+    finished: set[str] = set()  # Workloads whose Finished the watch has delivered
     over: list[int] = []
     first_admission = threading.Event()
     stop = threading.Event()
@@ -317,6 +319,8 @@ def test_the_leader_killed_mid_admission_admits_nothing_twice(tower, api_client)
                 admissions[name] = admissions.get(name, 0) + 1
                 first_admission.set()
             (holding.add if holds else holding.discard)(name)
+            if condition(wl, "Finished").get("status") == "True":
+                finished.add(name)
             if len(holding) > 4:  # each asks for 1 cpu of the 4 `steady` has
                 over.append(len(holding))
 
@@ -334,6 +338,10 @@ def test_the_leader_killed_mid_admission_admits_nothing_twice(tower, api_client)
     assert new is not leader
     wait(lambda: all(succeeded(api_client, n) for n in names), timeout=300,
          what="every Job to complete under the new leader")  # fmt: skip
+    # The watch delivers on its own time: what it recorded is complete only once it has
+    # delivered every Workload's Finished (each admission comes before it).
+    wait_until(lambda: sorted(finished), lambda seen: len(seen) == len(names), timeout=60,
+               interval=0.5, what="the watch to deliver every Workload's Finished")  # fmt: skip
     stop.set()
     assert over == []
     assert sorted(admissions.values()) == [1] * len(names), admissions

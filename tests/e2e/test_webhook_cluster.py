@@ -7,9 +7,9 @@ to the cluster with the real kubernetes client. Cleans up what it creates.
 import ipaddress
 import json
 import os
+import socket
 import subprocess
 import sys
-import time
 import urllib.parse
 import uuid
 from pathlib import Path
@@ -18,6 +18,7 @@ import pytest
 from kubernetes import client, config
 
 from tests.e2e.conftest import KUBECONFIG, WEBHOOK_URL, job_manifest, kubectl, webhook_host_port
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]
@@ -53,7 +54,16 @@ def cluster(tmp_path_factory):
         ],
         cwd=ROOT,
     )
-    time.sleep(2)
+    # Registered only once it listens: a create sent to it before would fail (a fixed pause
+    # may end before a loaded machine has started it).
+    wait_until(
+        lambda: (server.poll(), listening(host, port)),
+        lambda seen: seen[0] is not None or seen[1],
+        what=f"the webhook to listen on {host}:{port}",
+        timeout=60,
+        interval=0.2,
+    )
+    assert server.poll() is None, f"the webhook exited with {server.returncode}"
     subprocess.run(
         [
             sys.executable,
@@ -81,6 +91,14 @@ def cluster(tmp_path_factory):
     admission.delete_validating_webhook_configuration("tower-validating-webhook")
     server.terminate()
     server.wait(timeout=20)
+
+
+def listening(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=1):
+            return True
+    except OSError:
+        return False
 
 
 def seed_job(labels):

@@ -31,7 +31,7 @@ def test_seed_quick_start_admits_one_and_explains_the_other():
     assert status.message == "needs 3 cpu in flavor default; 1 of 4 free in cluster-queue"
     state.finish(job1.key)
     assert names(run_until_quiet(state, now=30)) == ["job2"]
-    assert state.admitted[job2.key].admission.pod_set_assignments[0].flavors == {
+    assert state.admitted_workload(job2.key).admission.pod_set_assignments[0].flavors == {
         "cpu": "default",
         "memory": "default",
     }
@@ -100,7 +100,7 @@ def test_flavor_assignment(cq, wl, flavors, want):
     state = state_with(built, flavors=all_flavors)
     workload = wl.obj()
     admit(state, workload)
-    assert state.admitted[workload.key].admission.pod_set_assignments[0].flavors == want
+    assert state.admitted_workload(workload.key).admission.pod_set_assignments[0].flavors == want
 
 
 def test_no_matching_flavor_says_which_flavor_and_why():
@@ -158,7 +158,7 @@ def test_fungibility_when_can_borrow(fungibility, want):
     state = two_flavor_cohort(fungibility)
     wl = WL("w").queue("lq-a").request("cpu", "3").obj()
     admit(state, wl)
-    assert state.admitted[wl.key].admission.pod_set_assignments[0].flavors == {"cpu": want}
+    assert state.admitted_workload(wl.key).admission.pod_set_assignments[0].flavors == {"cpu": want}
 
 
 def test_namespace_selector_null_selects_nothing_and_says_so():
@@ -330,11 +330,10 @@ def test_forget_rolls_an_assumed_admission_back():
     state = state_with(CQ("cq").group(("default", {"cpu": "4"})).obj())
     wl = WL("w").request("cpu", "3").obj()
     admit(state, wl)
-    node = state.tree.cluster_queues["cq"]
-    assert node.usage[("default", "cpu")] == 3000
+    assert state.quota_usage("cq")[("default", "cpu")] == 3000
     state.forget(wl.key)
-    assert node.usage[("default", "cpu")] == 0
-    assert wl.key not in state.admitted
+    assert state.quota_usage("cq")[("default", "cpu")] == 0
+    assert not state.is_admitted(wl.key)
     assert names(run_until_quiet(state)) == ["w"]
 
 
@@ -343,7 +342,7 @@ def test_deleting_an_admitted_workload_frees_its_quota():
     wl = WL("w").request("cpu", "3").obj()
     admit(state, wl)
     state.delete_workload(wl.key)
-    assert state.tree.cluster_queues["cq"].usage[("default", "cpu")] == 0
+    assert state.quota_usage("cq")[("default", "cpu")] == 0
     assert list(state.pending()) == []
 
 
@@ -407,9 +406,9 @@ def test_a_lender_with_pending_work_keeps_its_unused_quota_from_borrowers():
     status = state.pending_status("default/b1")
     assert "kept by ClusterQueue a for its own pending workloads" in status.message
     assert names(run_until_quiet(state)) == ["a2"]
-    assert "default/b1" not in state.admitted
+    assert not state.is_admitted("default/b1")
     # The hold lasts a cycle only: the quota in the tree is exactly what is admitted.
-    assert state.tree.cohorts["c"].usage == {("default", "cpu"): 8_000}
+    assert state.cache.tree.cohorts["c"].usage == {("default", "cpu"): 8_000}
     state.finish("default/a1")
     assert names(run_until_quiet(state)) == ["b1"]
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from extender.core.cycle import _net_within_own
+from extender.core.cycle_quota import net_within_own
 from extender.core.models import Admission, ClusterQueue, Cohort, PodSetAssignment, Workload
 from extender.core.preemption import AdmittedWorkload, fits
 from extender.core.quota import QuotaTree, add_usage
@@ -61,7 +61,7 @@ def test_the_shortcut_never_says_fits_when_removing_the_victims_would_not(case, 
     victims = [a for a in admitted if a.node is node and data.draw(st.booleans())]
     request = {FR: data.draw(st.integers(0, 12)) * 1000}
 
-    net = _net_within_own(node, request, victims)
+    net = net_within_own(node, request, victims)
     event(f"shortcut says fits: {net is not None}")
     for victim in victims:
         add_usage(victim.node, victim.usage, -1)

@@ -393,7 +393,7 @@ def test_a_workload_without_a_plan_waits_and_is_admitted_when_a_node_frees() -> 
     check = PlacementCheck(inv)
     cq = CQ("cq").group(("a100", {"cpu": "64", GPU: "12"})).obj()
     state = state_with(cq, flavors=[A100], admission_checks=[check])
-    state.release_hooks.append(inv.forget)
+    state.on_release(inv.forget)
     wl = workload(("main", 1, 8))
     state.add_workload(wl)
     result = state.schedule(0.0)

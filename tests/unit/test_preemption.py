@@ -140,11 +140,11 @@ def test_dominant_resource_share_and_weighted_share():
         CQ("b").cohort("c").group(("default", {"cpu": "4"})).obj(),
     )
     admit(state, WL("w").queue("lq-a").request("cpu", "6").obj())
-    a = state.tree.cluster_queues["a"]
+    a = state.cache.tree.cluster_queues["a"]
     # borrowed 2 of the 8 the cohort could ever lend: 2 * 1000 / 8 = 250
     assert dominant_resource_share(a) == 250.0
     assert weighted_share(a) == 250
-    assert dominant_resource_share(state.tree.cluster_queues["b"]) == 0.0
+    assert dominant_resource_share(state.cache.tree.cluster_queues["b"]) == 0.0
 
 
 def test_fair_sharing_orders_the_lower_share_first():
@@ -189,4 +189,4 @@ def test_a_preemptor_keeps_the_room_it_makes_no_livelock():
     decisions = run_until_quiet(state, now=3)
     evicted = [d.workload.name for d in decisions if hasattr(d, "reason")]
     assert evicted == ["b2"]
-    assert owner.key in state.admitted
+    assert state.is_admitted(owner.key)

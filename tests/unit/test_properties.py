@@ -82,14 +82,14 @@ def build_state(cqs, fair_sharing):
 
 def check_quota_invariants(state):
     # Never over quota or limits: every ClusterQueue still has a non-negative availability.
-    for node in state.tree.cluster_queues.values():
+    for node in state.cache.tree.cluster_queues.values():
         for fr in set(node.subtree) | set(node.usage):
             assert available(node, fr) >= 0, (node.name, fr)
     # The incremental usage equals usage recomputed from the admitted workloads.
-    fresh = QuotaTree.build(state.cluster_queues.values(), state.cohorts.values())
-    for admitted in state.admitted.values():
+    fresh = QuotaTree.build(state.cache.cluster_queues.values(), state.cache.cohorts.values())
+    for admitted in state.admitted_workloads():
         add_usage(fresh.cluster_queues[admitted.admission.cluster_queue], admitted.usage)
-    for name, node in {**state.tree.cluster_queues, **state.tree.cohorts}.items():
+    for name, node in {**state.cache.tree.cluster_queues, **state.cache.tree.cohorts}.items():
         other = {**fresh.cluster_queues, **fresh.cohorts}[name]
         assert {k: v for k, v in node.usage.items() if v} == {
             k: v for k, v in other.usage.items() if v
@@ -126,11 +126,11 @@ def test_random_sequences_keep_every_invariant(cqs, ops, fair_sharing):
                 .request("cpu", str(cpu))
                 .obj()
             )
-        elif op[0] == "finish" and state.admitted:
-            keys = sorted(state.admitted)
+        elif op[0] == "finish" and state.admitted_count():
+            keys = sorted(a.workload.key for a in state.admitted_workloads())
             key = keys[op[1] % len(keys)]
-            held = state.admitted[key].usage
-            node = state.admitted[key].node
+            holder = state.admitted_workload(key)
+            held, node = holder.usage, holder.node
             before = dict(node.usage)
             state.finish(key)
             # A finished workload releases exactly what it held.
@@ -139,22 +139,18 @@ def test_random_sequences_keep_every_invariant(cqs, ops, fair_sharing):
             check_tree_requeued(state, node)
         else:
             pending_before = {
-                name: [
-                    w
-                    for w in state.workloads.values()
-                    if w.key not in state.admitted and state._queue_of.get(w.key) == name
-                ]
-                for name in state.cluster_queues
+                name: [w for w, _ in state.pending() if state.queued_in(w.key) == name]
+                for name in state.cluster_queue_names()
             }
             result = state.schedule(now)
             for decision in result.admitted:
-                cq = state.cluster_queues[decision.admission.cluster_queue]
+                cq = state.cluster_queue(decision.admission.cluster_queue)
                 if cq.queueing_strategy is QueueingStrategy.STRICT_FIFO:
                     # StrictFIFO never admits past a blocked head.
                     first = min(pending_before[cq.name], key=order_key)
                     assert first.key == decision.workload.key
             for eviction in result.evicted:
-                node = state.admitted[eviction.workload.key].node
+                node = state.admitted_workload(eviction.workload.key).node
                 state.release(eviction.workload.key)
                 check_tree_requeued(state, node)
         check_quota_invariants(state)
@@ -163,8 +159,8 @@ def test_random_sequences_keep_every_invariant(cqs, ops, fair_sharing):
 
 def check_candidate_precheck(state):
     # may_have_candidates answers False only where candidates() finds nobody to preempt.
-    for name, cq in state.cluster_queues.items():
-        node = state.tree.cluster_queues[name]
+    for name in state.cluster_queue_names():
+        cq, node = state.cluster_queue(name), state.cache.tree.cluster_queues[name]
         for priority, created in itertools.product(range(4), (-1.0, 1e9)):
             preemptor = WL("p").priority(priority).created(created).obj()
             for need in ({("f1", "cpu")}, {("f2", "cpu")}, {("f1", "cpu"), ("f2", "cpu")}):
@@ -216,9 +212,9 @@ def test_a_preemption_set_is_minimal(case):
     result = state.schedule(100)
     if not result.evicted:
         return
-    node = state.tree.cluster_queues["cq"]
+    node = state.cache.tree.cluster_queues["cq"]
     want = {("f1", "cpu"): request * 1000}
-    victims = [state.admitted[e.workload.key] for e in result.evicted]
+    victims = [state.admitted_workload(e.workload.key) for e in result.evicted]
     assert all(v.priority < 9 for v in victims)
     for victim in victims:
         add_usage(victim.node, victim.usage, -1)

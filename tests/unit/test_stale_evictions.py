@@ -69,7 +69,7 @@ def preempting():
     fake.add(workload("low", 1, "2026-01-01T00:00:00Z"))
     ctl, _ = controller_over(fake)
     ctl.schedule()
-    assert "default/low" in ctl.state.admitted
+    assert ctl.state.is_admitted("default/low")
     fake.add(workload("high", 100, "2026-01-01T00:00:01Z"))
     watch_event(ctl, fake, r.WORKLOADS, "default/high")
     ctl.take_in()
@@ -96,7 +96,7 @@ def test_the_eviction_is_written_when_nothing_happened_meanwhile():
     assert evicted(fake) == ["low"]
     assert dropped(ctl) == 0
     ctl.turn()  # the bare Workload was requeued in the same write: its quota is free
-    assert "default/high" in ctl.state.admitted
+    assert ctl.state.is_admitted("default/high")
 
 
 def test_a_victim_that_finished_while_its_eviction_waited_is_not_evicted():
@@ -108,7 +108,7 @@ def test_a_victim_that_finished_while_its_eviction_waited_is_not_evicted():
     assert evicted(fake) == []
     assert dropped(ctl) == 1
     ctl.turn()
-    assert "default/high" in ctl.state.admitted  # the quota `low` gave back is high's
+    assert ctl.state.is_admitted("default/high")  # the quota `low` gave back is high's
 
 
 def test_a_victim_stays_when_its_preemptor_was_deleted_meanwhile():
@@ -118,11 +118,11 @@ def test_a_victim_stays_when_its_preemptor_was_deleted_meanwhile():
     ctl.schedule()
     assert evicted(fake) == []
     assert dropped(ctl) == 1
-    assert ctl.state.admitted["default/low"].evicting is False  # may be chosen again
+    assert ctl.state.admitted_workload("default/low").evicting is False  # may be chosen again
     # A later preemptor does: the victim is evictable again.
     fake.add(workload("again", 100, "2026-01-01T00:00:02Z"))
     watch_event(ctl, fake, r.WORKLOADS, "default/again")
     ctl.turn()
     assert evicted(fake) == ["low"]
     ctl.turn()
-    assert "default/again" in ctl.state.admitted
+    assert ctl.state.is_admitted("default/again")

@@ -1,6 +1,6 @@
 """The cluster's queues read once, into the core's state, for `kubectl tower` (read-only).
 
-The same parsers and the same ClusterState the controller decides with: configuration
+The same builder and the same ClusterState the controller decides with: configuration
 first, then every Workload (an admitted one holds its quota, a pending one is queued). No
 cycle is run and nothing is written.
 """
@@ -11,12 +11,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from extender.core import parse
+from extender.core.builder import StateBuilder
 from extender.core.cycle import ClusterState
 from extender.core.models import Workload
-from extender.core.parse import ManifestError
-from extender.core.workloads import creation_seconds
-from extender.core.workloads import workload as parse_workload
 from extender.kube.api import objects as o
 from extender.kube.api.client import KubeClient
 from extender.kube.api.resources import (
@@ -31,6 +28,18 @@ from extender.kube.api.resources import (
 )
 
 Obj = dict[str, Any]
+
+# What is read, in this order: configuration, then Workloads.
+_READ = (
+    RESOURCE_FLAVORS,
+    CLUSTER_QUEUES,
+    COHORTS,
+    LOCAL_QUEUES,
+    NAMESPACES,
+    WORKLOAD_PRIORITY_CLASSES,
+    PRIORITY_CLASSES,
+    WORKLOADS,
+)
 
 
 @dataclass
@@ -69,33 +78,18 @@ def _reason(snapshot: Snapshot, key: str) -> tuple[str, str] | None:
 def load(client: KubeClient, now: float) -> Snapshot:
     """Read the configuration and the Workloads (list only: needs read access)."""
     state = ClusterState()
-    snapshot = Snapshot(state)
 
     def items(resource: Any) -> list[Obj]:
         listed, _ = client.list(resource)
         # List items come without kind and apiVersion (as kube-apiserver sends them).
         return [{"apiVersion": resource.api_version, "kind": resource.kind, **i} for i in listed]
 
-    def parsed(resource: Any, parser: Any) -> list[Any]:
-        out = []
-        for obj in items(resource):
-            try:
-                out.append(parser(obj))
-            except ManifestError as err:
-                name = (obj.get("metadata") or {}).get("name")
-                snapshot.invalid[f"{resource.kind}/{name}"] = f"{err.path}: {err.message}"
-        return out
-
-    state.configure(
-        flavors=parsed(RESOURCE_FLAVORS, parse.resource_flavor),
-        cluster_queues=parsed(CLUSTER_QUEUES, parse.cluster_queue),
-        cohorts=parsed(COHORTS, parse.cohort),
-        local_queues=parsed(LOCAL_QUEUES, parse.local_queue),
-        namespaces=parsed(NAMESPACES, parse.namespace),
-    )
-    parsed(WORKLOAD_PRIORITY_CLASSES, parse.workload_priority_class)
-    parsed(PRIORITY_CLASSES, parse.priority_class)
-    for obj in items(WORKLOADS):
+    objects = [obj for resource in _READ for obj in items(resource)]
+    built = StateBuilder(state).build(objects, now)
+    snapshot = Snapshot(state, built.workloads, built.finished, invalid=built.invalid)
+    for obj in objects:
+        if obj["kind"] != WORKLOADS.kind:
+            continue
         meta = obj.get("metadata") or {}
         key = f"{meta.get('namespace')}/{meta.get('name')}"
         job_uid = (meta.get("labels") or {}).get(o.JOB_UID_LABEL)
@@ -104,30 +98,7 @@ def load(client: KubeClient, now: float) -> Snapshot:
         for ref in meta.get("ownerReferences") or []:
             if isinstance(ref, Mapping) and ref.get("controller") and ref.get("uid"):
                 snapshot.by_job_uid[str(ref["uid"])] = key
-        if o.is_true(obj, o.FINISHED):
-            snapshot.finished[key] = obj
-            continue
-        if meta.get("deletionTimestamp") or (obj.get("spec") or {}).get("active") is False:
-            continue
-        try:
-            model = parse_workload(obj)
-        except ManifestError as err:
-            snapshot.invalid[f"Workload/{key}"] = f"{err.path}: {err.message}"
-            continue
-        snapshot.objects[key] = obj
-        admission = o.admission_of(obj) if o.is_true(obj, o.QUOTA_RESERVED) else None
-        if admission is not None and admission.cluster_queue in state.tree.cluster_queues:
-            state.assume(model, admission, _since(obj, o.QUOTA_RESERVED, now))
-        else:
-            state.add_workload(model)
     return snapshot
-
-
-def _since(obj: Obj, kind: str, default: float) -> float:
-    for condition in (obj.get("status") or {}).get("conditions") or []:
-        if condition.get("type") == kind and condition.get("lastTransitionTime"):
-            return creation_seconds(condition["lastTransitionTime"])
-    return default
 
 
 def queue_order(state: ClusterState, cq_name: str) -> list[Workload]:

@@ -1,9 +1,9 @@
 """The queues' configuration into the core: ResourceFlavors, ClusterQueues, Cohorts,
 LocalQueues, priority classes and Namespaces, as the store has them now.
 
-Keys are reconciled in batches: what changed in one turn of the loop is applied to the
-core in one `configure` call, so a thousand ClusterQueues listed at once rebuild the quota
-tree once, not a thousand times. An object that does not parse keeps the last good version
+Keys are reconciled in batches: what changed in one turn of the loop is applied through the
+core's builder inside one `batch`, so a thousand ClusterQueues listed at once rebuild the
+quota tree once, not a thousand times. An object that does not parse keeps the last good version
 in force and is reported once.
 """
 
@@ -11,17 +11,24 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable
-from typing import Any
 
-from extender.core import parse
+from extender.core.builder import StateBuilder
+from extender.core.cache import ConfigModel
 from extender.core.cycle import INADMISSIBLE, PendingStatus
+from extender.core.models import (
+    ClusterQueue,
+    Cohort,
+    LocalQueue,
+    PriorityClass,
+    ResourceFlavor,
+    WorkloadPriorityClass,
+)
 from extender.core.parse import ManifestError
 from extender.kube.api.resources import (
     CLUSTER_QUEUES,
     COHORTS,
     CONFIG,
     LOCAL_QUEUES,
-    NAMESPACES,
     PRIORITY_CLASSES,
     RESOURCE_FLAVORS,
     WORKLOAD_PRIORITY_CLASSES,
@@ -33,18 +40,9 @@ log = logging.getLogger("tower.config")
 
 BY_PLURAL = {r.plural: r for r in CONFIG}
 
-# Kinds applied through ClusterState.configure: (its argument, parser).
-_CONFIGURE: dict[str, tuple[str, Callable[[Any], Any]]] = {
-    RESOURCE_FLAVORS.plural: ("flavors", parse.resource_flavor),
-    CLUSTER_QUEUES.plural: ("cluster_queues", parse.cluster_queue),
-    COHORTS.plural: ("cohorts", parse.cohort),
-    LOCAL_QUEUES.plural: ("local_queues", parse.local_queue),
-    NAMESPACES.plural: ("namespaces", parse.namespace),
-}
-
 
 class ConfigReconciler:
-    """Applies configuration keys to the core's state."""
+    """Applies configuration keys to the core's state, through the core's builder."""
 
     def __init__(
         self,
@@ -56,73 +54,67 @@ class ConfigReconciler:
         self.ctx = ctx
         self.on_queue_deleted = on_queue_deleted
         self.mark_pending = mark_pending
+        self.builder = StateBuilder(ctx.state)
         self._failed: set[str] = set()
 
     def reconcile_batch(self, refs: Iterable[Ref]) -> None:
         ctx = self.ctx
-        state = ctx.state
-        upserts: dict[str, list[Any]] = {}
         changed = False
-        for plural, key in dict.fromkeys(refs):
-            resource = BY_PLURAL[plural]
-            obj = ctx.store.get(resource, key)
-            if obj is None:
-                self._delete(resource, key)
-                changed = True
-                continue
-            try:
-                if plural in _CONFIGURE:
-                    argument, parser = _CONFIGURE[plural]
-                    upserts.setdefault(argument, []).append(parser(obj))
-                elif resource is WORKLOAD_PRIORITY_CLASSES:
-                    ctx.wpcs[key] = parse.workload_priority_class(obj)
-                else:
-                    ctx.pcs[key] = parse.priority_class(obj)
+        with self.builder.batch():
+            for plural, key in dict.fromkeys(refs):
+                resource = BY_PLURAL[plural]
+                obj = ctx.store.get(resource, key)
+                if obj is None:
+                    self._delete(resource, key)
+                    changed = True
+                    continue
+                try:
+                    model = self.builder.apply(obj, resource.kind)
+                except ManifestError as err:
+                    if f"{plural}/{key}" not in self._failed:
+                        self._failed.add(f"{plural}/{key}")
+                        log.warning(
+                            "%s %s ignored: %s: %s", resource.kind, key, err.path, err.message
+                        )
+                    continue
                 self._failed.discard(f"{plural}/{key}")
+                self._touched(model, key)
                 changed = True
-            except ManifestError as err:
-                if f"{plural}/{key}" not in self._failed:
-                    self._failed.add(f"{plural}/{key}")
-                    log.warning("%s %s ignored: %s: %s", resource.kind, key, err.path, err.message)
-        if upserts:
-            state.configure(**upserts)
-            ctx.touch_queues(
-                local_queues=(lq.key for lq in upserts.get("local_queues", ())),
-                cluster_queues=(
-                    *(cq.name for cq in upserts.get("cluster_queues", ())),
-                    *(lq.cluster_queue for lq in upserts.get("local_queues", ())),
-                ),
-            )
-            if "flavors" in upserts or "cohorts" in upserts:
-                ctx.touch_queues(cluster_queues=state.cluster_queues)
         if changed:
             self.remark_inadmissible()
             ctx.reschedule()
 
+    def _touched(self, model: ConfigModel, key: str) -> None:
+        """What status an applied object may change (priority classes: none, but the Job
+        reconciler reads them from the context)."""
+        ctx = self.ctx
+        if isinstance(model, ClusterQueue):
+            ctx.touch_queues(cluster_queues=(model.name,))
+        elif isinstance(model, LocalQueue):
+            ctx.touch_queues(local_queues=(model.key,), cluster_queues=(model.cluster_queue,))
+        elif isinstance(model, ResourceFlavor | Cohort):
+            ctx.touch_queues(cluster_queues=ctx.state.cluster_queue_names())
+        elif isinstance(model, WorkloadPriorityClass):
+            ctx.wpcs[key] = model
+        elif isinstance(model, PriorityClass):
+            ctx.pcs[key] = model
+
     def _delete(self, resource: Resource, key: str) -> None:
         ctx = self.ctx
-        state = ctx.state
         self._failed.discard(f"{resource.plural}/{key}")
-        if resource is RESOURCE_FLAVORS:
-            state.delete_flavor(key)
-            ctx.touch_queues(cluster_queues=state.cluster_queues)
+        old = self.builder.delete(resource.kind, key)
+        if resource in (RESOURCE_FLAVORS, COHORTS):
+            ctx.touch_queues(cluster_queues=ctx.state.cluster_queue_names())
         elif resource is CLUSTER_QUEUES:
-            state.delete_cluster_queue(key)
             self.on_queue_deleted(f"cq:{key}")
-        elif resource is COHORTS:
-            state.delete_cohort(key)
-            ctx.touch_queues(cluster_queues=state.cluster_queues)
         elif resource is LOCAL_QUEUES:
-            lq = state.local_queues.get(key)
-            state.delete_local_queue(key)
             self.on_queue_deleted(f"lq:{key}")
-            if lq is not None:
-                ctx.touch_queues(cluster_queues=(lq.cluster_queue,))
+            if isinstance(old, LocalQueue):
+                ctx.touch_queues(cluster_queues=(old.cluster_queue,))
         elif resource is WORKLOAD_PRIORITY_CLASSES:
             ctx.wpcs.pop(key, None)
         elif resource is PRIORITY_CLASSES:
             ctx.pcs.pop(key, None)
-        # A deleted namespace takes its workloads with it; its labels no longer matter.
 
     def remark_inadmissible(self) -> None:
         """Workloads that cannot become a head (no LocalQueue, an inactive ClusterQueue) are

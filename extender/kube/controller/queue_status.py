@@ -69,7 +69,7 @@ class QueueStatusReconciler:
         state = ctx.state
         if key.startswith("cq:"):
             name = key[3:]
-            if name not in state.cluster_queues:
+            if not state.cluster_queue_known(name):
                 return True
             counts = self._counts(name, counted)
             status = cluster_queue_status(state, name, counts.pending, counts.used, counts.held)
@@ -78,7 +78,7 @@ class QueueStatusReconciler:
             obj_key = name
         else:
             obj_key = key[3:]
-            lq = state.local_queues.get(obj_key)
+            lq = state.local_queue(obj_key)
             if lq is None:
                 return True
             counts = self._counts(lq.cluster_queue, counted)
@@ -148,7 +148,8 @@ class QueueStatusReconciler:
         metrics.pending.labels(name, "inadmissible").set(inadmissible)
         metrics.reserving.labels(name).set(status["reservingWorkloads"])
         metrics.admitted_active.labels(name).set(status["admittedWorkloads"])
-        for (flavor, resource_name), quota in ctx.state.cluster_queues[name].quotas.items():
+        cq = ctx.state.cluster_queue(name)
+        for (flavor, resource_name), quota in cq.quotas.items() if cq is not None else ():
             scale = 1000 if resource_name in MILLI_RESOURCES else 1
             labels = (name, flavor, resource_name)
             metrics.resource_usage.labels(*labels).set(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
 from typing import Any
 
 from extender.core.cycle import ClusterState
@@ -28,35 +27,6 @@ def _usage_list(cq: ClusterQueue, used: Counter[FlavorResource], with_borrowed: 
     return out
 
 
-@dataclass(slots=True)
-class QueueCounts:
-    """Pending and admitted workloads per queue, counted in one pass over the state."""
-
-    pending_cq: Counter[str] = field(default_factory=Counter)
-    pending_lq: Counter[str] = field(default_factory=Counter)
-    admitted_lq: Counter[str] = field(default_factory=Counter)
-    usage_lq: dict[str, Counter[FlavorResource]] = field(default_factory=dict)
-
-
-def queue_counts(state: ClusterState) -> QueueCounts:
-    """One pass over the workloads (done at most once per status interval)."""
-    counts = QueueCounts()
-    for workload in state.workloads.values():
-        if workload.key in state.admitted:
-            continue
-        lq_key = f"{workload.namespace}/{workload.queue_name}"
-        counts.pending_lq[lq_key] += 1
-        lq = state.local_queues.get(lq_key)
-        if lq is not None:
-            counts.pending_cq[lq.cluster_queue] += 1
-    for admitted in state.admitted.values():
-        workload = admitted.workload
-        lq_key = f"{workload.namespace}/{workload.queue_name}"
-        counts.admitted_lq[lq_key] += 1
-        counts.usage_lq.setdefault(lq_key, Counter()).update(admitted.usage)
-    return counts
-
-
 def cluster_queue_usage(state: ClusterState, name: str) -> tuple[Counter[FlavorResource], int]:
     """Quota held in a ClusterQueue per (flavor, resource), and by how many workloads."""
     used: Counter[FlavorResource] = Counter()
@@ -72,7 +42,8 @@ def cluster_queue_status(
 ) -> Obj:
     """What `kubectl get clusterqueue -o wide` and `describe` show, given the quota held
     (`cluster_queue_usage`)."""
-    cq = state.cluster_queues[name]
+    cq = state.cluster_queue(name)
+    assert cq is not None, name
     active, reason, message = state.cluster_queue_active(name)
     return {
         "pendingWorkloads": pending,
@@ -98,8 +69,9 @@ def local_queue_status(
     admitted: int,
     used: Counter[FlavorResource],
 ) -> Obj:
-    lq = state.local_queues[key]
-    cq = state.cluster_queues.get(lq.cluster_queue)
+    lq = state.local_queue(key)
+    assert lq is not None, key
+    cq = state.cluster_queue(lq.cluster_queue)
     if cq is None:
         active, reason, message = (
             False,

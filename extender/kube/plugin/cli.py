@@ -21,7 +21,6 @@ from typing import Any
 
 from extender.core.models import QUEUE_NAME_LABEL, ClusterQueue, Workload
 from extender.core.quantity import format_amount
-from extender.core.quota import available
 from extender.kube.api import yaml_text
 from extender.kube.api.client import (
     ApiError,
@@ -116,7 +115,7 @@ def queue_rows(snapshot: Snapshot, cq_name: str, now: float) -> list[dict[str, A
 def command_queue(snapshot: Snapshot, args: argparse.Namespace, now: float) -> Any:
     state = snapshot.state
     if args.namespace and args.name:
-        lq = state.local_queues.get(f"{args.namespace}/{args.name}")
+        lq = state.local_queue(f"{args.namespace}/{args.name}")
         if lq is None:
             raise CliError(f"LocalQueue {args.name} not found in namespace {args.namespace}")
         rows = [
@@ -125,11 +124,11 @@ def command_queue(snapshot: Snapshot, args: argparse.Namespace, now: float) -> A
             if r["namespace"] == lq.namespace and r["localQueue"] == lq.name
         ]
     elif args.name:
-        if args.name not in state.cluster_queues:
+        if not state.cluster_queue_known(args.name):
             raise CliError(f"ClusterQueue {args.name} not found")
         rows = queue_rows(snapshot, args.name, now)
     else:
-        rows = [r for name in sorted(state.cluster_queues) for r in queue_rows(snapshot, name, now)]
+        rows = [r for name in state.cluster_queue_names() for r in queue_rows(snapshot, name, now)]
     return rows
 
 
@@ -204,13 +203,13 @@ def why(client: KubeClient, snapshot: Snapshot, args: argparse.Namespace, now: f
     if key in snapshot.finished:
         answer["state"] = "Finished"
         return answer
-    if key in state.admitted:
-        holder = state.admitted[key]
+    holder = state.admitted_workload(key)
+    if holder is not None:
         answer["state"] = "Admitted"
         answer["clusterQueue"] = holder.admission.cluster_queue
         answer["reason"] = f"admitted in ClusterQueue {holder.admission.cluster_queue}"
         return answer
-    workload = state.workloads.get(key)
+    workload = state.pending_workload(key)
     if workload is None:
         answer["state"] = "Unknown"
         answer["reason"] = snapshot.invalid.get(f"Workload/{key}", "its Workload is not readable")
@@ -220,10 +219,10 @@ def why(client: KubeClient, snapshot: Snapshot, args: argparse.Namespace, now: f
     reason, message = written if written else (status.reason, status.message)
     answer.update(state="Pending", reason=reason, message=message)
     lq = state.local_queue_of(workload)
-    if lq is None or lq.cluster_queue not in state.cluster_queues:
+    cq = state.cluster_queue(lq.cluster_queue) if lq is not None else None
+    if lq is None or cq is None:
         answer["message"] = status.message  # the core's: the LocalQueue or its CQ is missing
         return answer
-    cq = state.cluster_queues[lq.cluster_queue]
     answer["clusterQueue"] = cq.name
     rows = queue_rows(snapshot, cq.name, now)
     mine = next(
@@ -249,14 +248,13 @@ def _holders(snapshot: Snapshot, cq: ClusterQueue, workload: Workload) -> list[O
     """The admitted workloads of its ClusterQueue that would have to finish (or be preempted)
     before it fits, lowest priority and newest first, until the shortfall is covered."""
     state = snapshot.state
-    node = state.tree.cluster_queues[cq.name]
     short: dict[Any, int] = {}
     for resource, need in _totals(workload).items():
         group = cq.group_of.get(resource)
         if group is None or not need:
             continue
         frs = [(f.name, resource) for f in cq.resource_groups[group].flavors]
-        lacking = [need - available(node, fr) for fr in frs]
+        lacking = [need - state.available_quota(cq.name, fr) for fr in frs]
         if min(lacking) > 0:  # it fits no flavor of the group: the first flavor's shortfall
             short[frs[0]] = lacking[0]
     holders = sorted(state.admitted_in(cq.name), key=lambda h: (h.priority, -h.reserved_at))
@@ -309,7 +307,8 @@ def _preemption(snapshot: Snapshot, cq: ClusterQueue, workload: Workload) -> str
 def _borrowing(snapshot: Snapshot, cq: ClusterQueue, workload: Workload) -> str:
     if cq.cohort is None:
         return f"cannot help: ClusterQueue {cq.name} is in no cohort"
-    node = snapshot.state.tree.cluster_queues[cq.name]
+    state = snapshot.state
+    usage = state.quota_usage(cq.name)
     parts = []
     for resource, need in sorted(_totals(workload).items()):
         group = cq.group_of.get(resource)
@@ -318,8 +317,8 @@ def _borrowing(snapshot: Snapshot, cq: ClusterQueue, workload: Workload) -> str:
         flavor = cq.resource_groups[group].flavors[0].name
         fr = (flavor, resource)
         quota = cq.quotas.get(fr)
-        own = max(0, (quota.nominal if quota else 0) - node.usage.get(fr, 0))
-        usable = max(0, available(node, fr))  # its own unused quota and what it may borrow
+        own = max(0, (quota.nominal if quota else 0) - usage.get(fr, 0))
+        usable = max(0, state.available_quota(cq.name, fr))  # its own and what it may borrow
         lent = max(0, usable - own)
         parts.append(
             f"{format_amount(resource, lent)} {resource} of {flavor} from cohort {cq.cohort} "
@@ -384,10 +383,11 @@ def command_forecast(
         return duration_of(jobs.get(key), queue, history)
 
     running = []
-    for key, holder in state.admitted.items():
+    for holder in state.admitted_workloads():
+        key = holder.workload.key
         elapsed = max(0.0, now - holder.reserved_at)
         running.append((snapshot.objects[key], holder.admission, elapsed, duration(key)))
-    waiting = [key for key in state.workloads if key not in state.admitted]
+    waiting = [workload.key for workload, _ in state.pending()]
     estimates = forecast(state, running, [(snapshot.objects[k], duration(k)) for k in waiting], now)
     only = None
     if args.name:

@@ -107,12 +107,14 @@ class Dashboard:
         snapshot = load(_StoreLister(self.store), now)  # type: ignore[arg-type]
         state = snapshot.state
         queues = []
-        for name in sorted(state.cluster_queues):
-            cq = state.cluster_queues[name]
-            node = state.tree.cluster_queues[name]
+        cluster_queues = [
+            (name, cq) for name in state.cluster_queue_names() if (cq := state.cluster_queue(name))
+        ]
+        for name, cq in cluster_queues:
+            usage = state.quota_usage(name)
             resources = []
             for (flavor, resource), quota in sorted(cq.quotas.items()):
-                used = node.usage.get((flavor, resource), 0)
+                used = usage.get((flavor, resource), 0)
                 resources.append(
                     {
                         "flavor": flavor,
@@ -139,7 +141,7 @@ class Dashboard:
                 }
             )
         cohorts: dict[str, list[str]] = {}
-        for name, cq in sorted(state.cluster_queues.items()):
+        for name, cq in cluster_queues:
             if cq.cohort:
                 cohorts.setdefault(cq.cohort, []).append(name)
         with self._lock:

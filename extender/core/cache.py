@@ -1,0 +1,326 @@
+"""Kueue's cache: what is configured, what is admitted, and the quota tree admissions use.
+
+The configuration (ResourceFlavors, ClusterQueues, Cohorts, LocalQueues, Namespaces, priority
+classes) and the admitted workloads live here, as in Kueue's cache package; the pending ones
+live in the queue manager. Every configuration change rebuilds the quota tree and puts the
+admitted workloads' usage back into it, then says which ClusterQueues are inactive and which
+admitted workloads a stopped queue must give back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+
+from extender.core.models import (
+    Admission,
+    ClusterQueue,
+    Cohort,
+    FlavorResource,
+    LocalQueue,
+    Namespace,
+    PriorityClass,
+    ResourceFlavor,
+    StopPolicy,
+    Workload,
+    WorkloadPriorityClass,
+)
+from extender.core.preemption import AdmittedWorkload
+from extender.core.quota import QuotaNode, QuotaTree, add_usage
+from extender.core.reasons import (
+    CLUSTER_QUEUE_STOPPED,
+    INADMISSIBLE,
+    LOCAL_QUEUE_STOPPED,
+    PendingStatus,
+)
+
+ConfigModel = (
+    ResourceFlavor
+    | ClusterQueue
+    | Cohort
+    | LocalQueue
+    | Namespace
+    | WorkloadPriorityClass
+    | PriorityClass
+)
+
+
+@dataclass(slots=True)
+class Configuration:
+    """Parsed configuration objects, kind by kind: what a cache is configured with."""
+
+    flavors: list[ResourceFlavor] = field(default_factory=list)
+    cluster_queues: list[ClusterQueue] = field(default_factory=list)
+    cohorts: list[Cohort] = field(default_factory=list)
+    local_queues: list[LocalQueue] = field(default_factory=list)
+    namespaces: list[Namespace] = field(default_factory=list)
+    workload_priority_classes: dict[str, WorkloadPriorityClass] = field(default_factory=dict)
+    priority_classes: dict[str, PriorityClass] = field(default_factory=dict)
+
+    def add(self, model: ConfigModel) -> None:
+        """One more object, in the list of its kind."""
+        if isinstance(model, ResourceFlavor):
+            self.flavors.append(model)
+        elif isinstance(model, ClusterQueue):
+            self.cluster_queues.append(model)
+        elif isinstance(model, Cohort):
+            self.cohorts.append(model)
+        elif isinstance(model, LocalQueue):
+            self.local_queues.append(model)
+        elif isinstance(model, Namespace):
+            self.namespaces.append(model)
+        elif isinstance(model, WorkloadPriorityClass):
+            self.workload_priority_classes[model.name] = model
+        else:
+            self.priority_classes[model.name] = model
+
+    def changes_queues(self) -> bool:
+        """Whether it holds anything that changes the queues or the quota tree (priority
+        classes change neither)."""
+        return bool(
+            self.flavors
+            or self.cluster_queues
+            or self.cohorts
+            or self.local_queues
+            or self.namespaces
+        )
+
+
+class Cache:
+    """Kueue's cache: the configuration, the admitted workloads and the quota tree."""
+
+    def __init__(self) -> None:
+        self.flavors: dict[str, ResourceFlavor] = {}
+        self.cluster_queues: dict[str, ClusterQueue] = {}
+        self.cohorts: dict[str, Cohort] = {}
+        self.local_queues: dict[str, LocalQueue] = {}
+        self.namespaces: dict[str, Namespace] = {}
+        self.workload_priority_classes: dict[str, WorkloadPriorityClass] = {}
+        self.priority_classes: dict[str, PriorityClass] = {}
+        self.admitted: dict[str, AdmittedWorkload] = {}
+        self.tree = QuotaTree.build((), ())
+        # Told the key of every workload whose quota is freed (a plan held for it goes too).
+        self.release_hooks: list[Callable[[str], None]] = []
+        self._admitted_by_cq: dict[str, dict[str, AdmittedWorkload]] = {}
+        # How many admitted workloads of each priority a ClusterQueue holds.
+        self._priorities_by_cq: dict[str, dict[int, int]] = {}
+        # Facts derived from the configuration, rebuilt whenever it changes: the inactive
+        # ClusterQueues with why, the admitted workloads a stopped queue must give back
+        # (the next cycle evicts them), namespaceSelector answers, and whether any LocalQueue
+        # is stopped (so a cycle looks up a head's LocalQueue only then).
+        self.inactive: dict[str, PendingStatus] = {}
+        self.to_drain: set[str] = set()
+        self._selected: dict[tuple[str, str], bool] = {}
+        self.stopped_local_queues = False
+
+    # ----- configuration ------------------------------------------------------------
+
+    def update(
+        self,
+        *,
+        flavors: Iterable[ResourceFlavor] = (),
+        cluster_queues: Iterable[ClusterQueue] = (),
+        cohorts: Iterable[Cohort] = (),
+        local_queues: Iterable[LocalQueue] = (),
+        namespaces: Iterable[Namespace] = (),
+    ) -> None:
+        """Create or update objects; `rebuild` makes the change count."""
+        self.flavors.update((f.name, f) for f in flavors)
+        self.cohorts.update((c.name, c) for c in cohorts)
+        self.local_queues.update((lq.key, lq) for lq in local_queues)
+        self.namespaces.update((n.name, n) for n in namespaces)
+        self.cluster_queues.update((cq.name, cq) for cq in cluster_queues)
+
+    def set_priority_classes(self, config: Configuration) -> None:
+        """Create or update WorkloadPriorityClasses and PriorityClasses (read when a job's
+        Workload is made; they change no queue)."""
+        self.workload_priority_classes.update(config.workload_priority_classes)
+        self.priority_classes.update(config.priority_classes)
+
+    def apply_namespace(self, namespace: Namespace) -> None:
+        """Create or update a namespace: only its own namespaceSelector answers change."""
+        self.namespaces[namespace.name] = namespace
+        self._selected = {k: v for k, v in self._selected.items() if k[1] != namespace.name}
+
+    def rebuild(self) -> None:
+        """The configuration changed: a new quota tree holding what is admitted, and the
+        facts derived from the configuration."""
+        self._selected.clear()
+        self.stopped_local_queues = any(
+            lq.stop_policy is not StopPolicy.NONE for lq in self.local_queues.values()
+        )
+        self.tree = QuotaTree.build(self.cluster_queues.values(), self.cohorts.values())
+        for admitted in self.admitted.values():
+            node = self.tree.cluster_queues.get(admitted.admission.cluster_queue)
+            if node is None:
+                # Its ClusterQueue is gone; the quota is accounted nowhere until it finishes.
+                admitted.node = QuotaNode(admitted.admission.cluster_queue, False, {})
+            else:
+                admitted.node = node
+            add_usage(admitted.node, admitted.usage)
+        self.inactive = {
+            name: status
+            for name, cq in self.cluster_queues.items()
+            if (status := self._inactive_status(cq)) is not None
+        }
+        self.to_drain = {
+            key
+            for key, admitted in self.admitted.items()
+            if not admitted.evicting and self.drain_reason(admitted) is not None
+        }
+
+    def _inactive_status(self, cq: ClusterQueue) -> PendingStatus | None:
+        missing = [f for f in cq.flavor_names() if f not in self.flavors]
+        if missing:
+            return PendingStatus(
+                INADMISSIBLE,
+                f"ClusterQueue {cq.name} is inactive (FlavorNotFound): "
+                f"ResourceFlavor {', '.join(missing)} does not exist",
+            )
+        if cq.cohort is not None and cq.cohort in self.tree.cyclic:
+            return PendingStatus(
+                INADMISSIBLE,
+                f"ClusterQueue {cq.name} is inactive: its cohort {cq.cohort} is part of a cycle "
+                "of Cohort parents",
+            )
+        if cq.stop_policy is not StopPolicy.NONE:
+            return PendingStatus(
+                INADMISSIBLE,
+                f"ClusterQueue {cq.name} is stopped (stopPolicy {cq.stop_policy.value})",
+            )
+        unacted = self._unacted(cq)
+        if unacted:
+            return PendingStatus(
+                INADMISSIBLE,
+                f"ClusterQueue {cq.name} is inactive: it uses {'; '.join(unacted)}, which "
+                "Tower does not act on (docs/kueue-fields.md)",
+            )
+        return None
+
+    def _unacted(self, cq: ClusterQueue) -> list[str]:
+        """What the ClusterQueue (or a flavor it names) sets that Tower does not act on."""
+        out = list(cq.unacted)
+        for name in dict.fromkeys(cq.flavor_names()):
+            flavor = self.flavors.get(name)
+            if flavor is not None and flavor.topology_name and flavor.topology_key is None:
+                out.append(f"ResourceFlavor {name}'s spec.topologyName")
+        return out
+
+    def cluster_queue_active(self, name: str) -> tuple[bool, str, str]:
+        """The Active condition of a ClusterQueue: (status, reason, message)."""
+        cq = self.cluster_queues.get(name)
+        if cq is None:
+            return False, "NotFound", f"ClusterQueue {name} does not exist"
+        status = self.inactive.get(name)
+        if status is None:
+            return True, "Ready", "Can admit new workloads"
+        if cq.stop_policy is not StopPolicy.NONE:
+            return False, "Stopped", status.message
+        if any(f not in self.flavors for f in cq.flavor_names()):
+            return False, "FlavorNotFound", status.message
+        if any(p in ("spec.admissionChecksStrategy", "spec.admissionChecks") for p in cq.unacted):
+            return False, "AdmissionCheckNotFound", status.message  # Kueue's reason
+        if self._unacted(cq):
+            return False, "UnsupportedField", status.message
+        return False, "Unknown", status.message
+
+    def configuration(self) -> Configuration:
+        """What the cache is configured with, as lists a new cache can be configured from."""
+        return Configuration(
+            list(self.flavors.values()),
+            list(self.cluster_queues.values()),
+            list(self.cohorts.values()),
+            list(self.local_queues.values()),
+            list(self.namespaces.values()),
+            dict(self.workload_priority_classes),
+            dict(self.priority_classes),
+        )
+
+    # ----- admitted workloads ---------------------------------------------------------
+
+    def assume(
+        self,
+        workload: Workload,
+        admission: Admission,
+        now: float,
+        usage: Mapping[FlavorResource, int] | None = None,
+    ) -> None:
+        """Hold quota for an admission (Kueue's assumeWorkload)."""
+        key = workload.key
+        cq_name = admission.cluster_queue
+        node = self.tree.cluster_queues[cq_name]
+        held = admission.usage() if usage is None else usage
+        admitted = AdmittedWorkload(workload, admission, held, node, now)
+        add_usage(node, held)
+        self.admitted[key] = admitted
+        by_cq = self._admitted_by_cq.get(cq_name)
+        if by_cq is None:
+            by_cq = self._admitted_by_cq[cq_name] = {}
+        by_cq[key] = admitted
+        priorities = self._priorities_by_cq.get(cq_name)
+        if priorities is None:
+            priorities = self._priorities_by_cq[cq_name] = {}
+        priorities[workload.priority] = priorities.get(workload.priority, 0) + 1
+
+    def release(self, key: str) -> AdmittedWorkload:
+        """Free the quota an admitted workload holds; returns what it held."""
+        admitted = self.admitted.pop(key)
+        for hook in self.release_hooks:
+            hook(key)
+        self.to_drain.discard(key)
+        add_usage(admitted.node, admitted.usage, -1)
+        cq_name = admitted.admission.cluster_queue
+        self._admitted_by_cq.get(cq_name, {}).pop(key, None)
+        priorities = self._priorities_by_cq[cq_name]
+        priorities[admitted.workload.priority] -= 1
+        if not priorities[admitted.workload.priority]:
+            del priorities[admitted.workload.priority]
+        return admitted
+
+    def admitted_in(self, cq_name: str) -> Iterable[AdmittedWorkload]:
+        """Admitted workloads of one ClusterQueue."""
+        return self._admitted_by_cq.get(cq_name, {}).values()
+
+    def lowest_priority(self, cq_name: str) -> int | None:
+        """The lowest priority among a ClusterQueue's admitted workloads."""
+        priorities = self._priorities_by_cq.get(cq_name)
+        return min(priorities) if priorities else None
+
+    def drain_reason(self, admitted: AdmittedWorkload) -> tuple[str, str] | None:
+        """Why an admitted workload must give its quota back: (Evicted reason, message)."""
+        cq = self.cluster_queues.get(admitted.admission.cluster_queue)
+        if cq is not None and cq.stop_policy is StopPolicy.HOLD_AND_DRAIN:
+            return CLUSTER_QUEUE_STOPPED, f"ClusterQueue {cq.name} is stopped (HoldAndDrain)"
+        workload = admitted.workload
+        lq = self.local_queue_of(workload)
+        if lq is None:
+            # A deleted LocalQueue stops its workloads for good: nothing can requeue them.
+            return (
+                LOCAL_QUEUE_STOPPED,
+                f"LocalQueue {workload.queue_name} in namespace {workload.namespace} was deleted",
+            )
+        if lq.stop_policy is StopPolicy.HOLD_AND_DRAIN:
+            return LOCAL_QUEUE_STOPPED, f"LocalQueue {lq.key} is stopped (HoldAndDrain)"
+        return None
+
+    # ----- what the configuration says ------------------------------------------------
+
+    def selects(self, cq: ClusterQueue, namespace: str) -> bool:
+        """Whether the ClusterQueue's namespaceSelector admits workloads of the namespace."""
+        key = (cq.name, namespace)
+        selected = self._selected.get(key)
+        if selected is None:
+            selector = cq.namespace_selector
+            selected = selector is not None and selector.matches(self._namespace_labels(namespace))
+            self._selected[key] = selected
+        return selected
+
+    def _namespace_labels(self, name: str) -> dict[str, str]:
+        namespace = self.namespaces.get(name)
+        if namespace is None:
+            return {"kubernetes.io/metadata.name": name}
+        return dict(namespace.labels)
+
+    def local_queue_of(self, workload: Workload) -> LocalQueue | None:
+        """The LocalQueue a workload was submitted to, if it exists."""
+        return self.local_queues.get(f"{workload.namespace}/{workload.queue_name}")

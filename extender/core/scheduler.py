@@ -1,0 +1,425 @@
+"""Kueue's scheduler: one scheduling cycle over the queue manager's heads and the cache.
+
+`Scheduler.schedule(now)` is one cycle in numbered steps: drain, heads, snapshot, nominate,
+order, admit or preempt, requeue. It assumes each admission into the cache before returning
+it (as Kueue assumes into its cache before writing); the caller writes the decisions. Nothing
+here does I/O or reads a clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from extender.core.cache import Cache
+from extender.core.cycle_quota import CycleQuota, Entry, to_reserve
+from extender.core.fairsharing import dominant_resource_share
+from extender.core.flavors import (
+    FIT,
+    NO_CANDIDATES,
+    NO_FIT,
+    PREEMPT,
+    PREEMPTING,
+    RECLAIM,
+    WAITING_FOR_QUOTA,
+    Assignment,
+    Mode,
+    quick_fit,
+    search_flavors,
+)
+from extender.core.models import (
+    RECLAIM_ANY,
+    RECLAIM_NEVER,
+    WITHIN_NEVER,
+    Admission,
+    ClusterQueue,
+    FlavorResource,
+    StopPolicy,
+    Workload,
+)
+from extender.core.preemption import (
+    IN_CLUSTER_QUEUE,
+    IN_COHORT_FAIR_SHARING,
+    IN_COHORT_RECLAIM_WHILE_BORROWING,
+    IN_COHORT_RECLAMATION,
+    Target,
+    classical_targets,
+    fair_sharing_targets,
+    may_have_candidates,
+)
+from extender.core.queue_manager import QueueManager
+from extender.core.queues import ClusterQueueQueue
+from extender.core.quota import QuotaNode, add_usage, available, borrowing_level
+from extender.core.reasons import (
+    INADMISSIBLE,
+    MISCONFIGURED,
+    PREEMPTED,
+    WAITING_FOR_PREEMPTED,
+    PendingStatus,
+)
+
+_PREEMPTION_WHY = {
+    IN_CLUSTER_QUEUE: "prioritization in the ClusterQueue",
+    IN_COHORT_RECLAMATION: "reclamation within the cohort",
+    IN_COHORT_RECLAIM_WHILE_BORROWING: "reclamation within the cohort while borrowing",
+    IN_COHORT_FAIR_SHARING: "fair sharing within the cohort",
+}
+
+AdmissionCheck = Callable[[Workload, Admission], "str | None"]
+"""An extra check after quota fits (e.g. physical fit on nodes): a refusal message, or None."""
+
+
+class Admit(NamedTuple):
+    """Decision: write this admission, then start the job."""
+
+    workload: Workload
+    admission: Admission
+
+
+class Evict(NamedTuple):
+    """Decision: stop this workload's job and give its quota back."""
+
+    workload: Workload
+    reason: str  # Evicted condition reason: Preempted, ClusterQueueStopped, ...
+    preemption_reason: str | None  # Preempted condition reason: InClusterQueue, ...
+    message: str
+    preemptor: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CycleResult:
+    """What one scheduling cycle decided."""
+
+    admitted: tuple[Admit, ...] = ()
+    evicted: tuple[Evict, ...] = ()
+    pending: tuple[tuple[Workload, PendingStatus], ...] = ()
+    heads: int = 0
+    progressed: bool = False
+
+
+@dataclass(slots=True)
+class _Step5:
+    """What step 5 decided so far in one cycle."""
+
+    now: float
+    quota: CycleQuota
+    evicted: list[Evict]
+    admitted: list[Admit] = field(default_factory=list)
+    claimed: set[str] = field(default_factory=set)  # victims of this cycle's preemptors
+    progressed: bool = False
+
+
+class Scheduler:
+    """Kueue's scheduler: decides, cycle by cycle, what is admitted and what is preempted."""
+
+    def __init__(
+        self,
+        cache: Cache,
+        queues: QueueManager,
+        *,
+        fair_sharing: bool = False,
+        admission_checks: Sequence[AdmissionCheck] = (),
+    ) -> None:
+        self._cache = cache
+        self._queues = queues
+        self.fair_sharing = fair_sharing
+        self.admission_checks = tuple(admission_checks)
+
+    def schedule(self, now: float) -> CycleResult:
+        """Run one scheduling cycle at time `now` and return its decisions."""
+        # 0. Drain: stopped queues with HoldAndDrain give back what they admitted.
+        evicted = self._drain()
+
+        # 1. Heads: one workload per active ClusterQueue.
+        heads = self._queues.heads()
+
+        # 2. Snapshot: the quota tree is the snapshot; admissions are assumed into it as
+        #    they happen, so later entries of this cycle see what earlier ones took.
+
+        # 3. Nominate: flavor assignment, and preemption targets where only preemption helps.
+        nominate = self._nominate
+        entries = [nominate(*head) for head in heads]
+
+        # 4. Order: classical (the least borrowing first, then priority, FIFO) or fair-sharing
+        #    tournament.
+        ordered = self._fair_order(entries) if self.fair_sharing else iter(self._classical(entries))
+
+        # 5. Admit or preempt, entry by entry. A preempting entry reserves its quota in the
+        #    snapshot for the rest of the cycle, so what its victims free (and what is free
+        #    now) is not taken by another entry that Kueue ordered after it. Borrowers come
+        #    after every entry that fits its own quota; a lender with pending work that fits
+        #    its unused quota keeps it from them (cycle_quota's lender holds).
+        step = _Step5(now, CycleQuota(classical=not self.fair_sharing), evicted)
+        admit, preempt, leave_pending = self._admit, self._preempt, self._leave_pending
+        for entry in ordered:
+            mode = entry.assignment.mode
+            if mode == FIT:
+                admit(entry, step)
+            elif mode in PREEMPTING and entry.targets:
+                preempt(entry, step)
+            else:
+                leave_pending(entry, step)
+        step.quota.release_holds()
+
+        # 6. Requeue: what was not admitted keeps its place or was parked above; record why.
+        pending = [(e.workload, e.status) for e in entries if e.status is not None]
+        self._queues.record(pending)
+        return CycleResult(
+            tuple(step.admitted), tuple(evicted), tuple(pending), len(heads), step.progressed
+        )
+
+    # ----- step 0 ---------------------------------------------------------------------
+
+    def _drain(self) -> list[Evict]:
+        cache = self._cache
+        evicted: list[Evict] = []
+        for key in sorted(cache.to_drain):
+            holder = cache.admitted[key]
+            why = cache.drain_reason(holder)
+            if why is not None and not holder.evicting:
+                holder.evicting = True
+                evicted.append(Evict(holder.workload, why[0], None, why[1]))
+        cache.to_drain.clear()
+        return evicted
+
+    # ----- step 3 ---------------------------------------------------------------------
+
+    def _nominate(
+        self, cq: ClusterQueue, node: QuotaNode, queue: ClusterQueueQueue, workload: Workload
+    ) -> Entry:
+        cache = self._cache
+        if not cache.selects(cq, workload.namespace):
+            hint = (
+                " (its namespaceSelector is null, which selects no namespace; {} selects all)"
+                if cq.namespace_selector is None
+                else ""
+            )
+            message = (
+                f"namespace {workload.namespace} is not selected by ClusterQueue {cq.name}{hint}"
+            )
+            return Entry(
+                cq, node, queue, workload, Assignment(NO_FIT, reason=MISCONFIGURED, message=message)
+            )
+        lq = cache.local_queue_of(workload) if cache.stopped_local_queues else None
+        if lq is not None and lq.stop_policy is not StopPolicy.NONE:
+            message = f"LocalQueue {lq.key} is stopped (stopPolicy {lq.stop_policy.value})"
+            return Entry(
+                cq, node, queue, workload, Assignment(NO_FIT, reason=INADMISSIBLE, message=message)
+            )
+
+        if len(workload.pod_sets) == 1:
+            quick = quick_fit(workload.pod_sets[0], cq, cache.flavors, node)
+            if quick is not None:
+                return Entry(cq, node, queue, workload, quick)
+
+        found: dict[tuple[object, ...], list[Target]] = {}
+
+        def targets(  # memoised: the oracle and the final nomination may ask the same question
+            request: Mapping[FlavorResource, int], need: frozenset[FlavorResource]
+        ) -> list[Target]:
+            key = (tuple(sorted(request.items())), need)
+            if key not in found:
+                found[key] = self._targets(workload, cq, node, request, need)
+            return found[key]
+
+        may_preempt = cq.preemption.within_cluster_queue is not WITHIN_NEVER or (
+            node.parent is not None and cq.preemption.reclaim_within_cohort is not RECLAIM_NEVER
+        )
+
+        def oracle(fr: FlavorResource, amount: int) -> tuple[Mode, int] | None:
+            # Kueue's preemption oracle: the victims for this one flavor-resource, and how
+            # high the workload would borrow once they are gone.
+            need = frozenset((fr,))
+            victims = (
+                targets({fr: amount}, need)
+                if may_have_candidates(
+                    workload, cq, node, need, cache.lowest_priority, fair_sharing=self.fair_sharing
+                )
+                else []
+            )
+            if not victims:
+                return None
+            own, freed = False, 0
+            for target in victims:
+                if target.victim.node is node:
+                    own = True
+                    freed += target.victim.usage.get(fr, 0)
+            if node.usage.get(fr, 0) - freed + amount <= node.subtree.get(fr, 0):
+                level = 0  # within its own quota once its own victims are gone
+            else:
+                for target in victims:
+                    add_usage(target.victim.node, target.victim.usage, -1)
+                level = borrowing_level(node, fr, amount)
+                for target in victims:
+                    add_usage(target.victim.node, target.victim.usage)
+            return (PREEMPT if own else RECLAIM), level
+
+        assignment = search_flavors(
+            workload,
+            cq,
+            cache.flavors,
+            node,
+            oracle if may_preempt else None,
+            fair_sharing=self.fair_sharing,
+        )
+        entry = Entry(cq, node, queue, workload, assignment)
+        if assignment.mode in PREEMPTING:
+            entry.targets = targets(assignment.usage, assignment.needs_preemption)
+            if not entry.targets:
+                entry.assignment = assignment._replace(mode=NO_CANDIDATES)
+        return entry
+
+    def _targets(
+        self,
+        workload: Workload,
+        cq: ClusterQueue,
+        node: QuotaNode,
+        request: Mapping[FlavorResource, int],
+        need: frozenset[FlavorResource],
+    ) -> list[Target]:
+        find = fair_sharing_targets if self.fair_sharing else classical_targets
+        cache = self._cache
+        return find(workload, cq, node, request, need, cache.admitted_in, cache.lowest_priority)
+
+    def preemption_targets(
+        self,
+        workload: Workload,
+        cq_name: str,
+        flavors: Mapping[str, Mapping[str, str]],
+        need: Iterable[FlavorResource] | None = None,
+    ) -> list[Target]:
+        """Whom preemption would evict for a workload given the flavor of each resource of
+        each pod set, and the flavor-resources that need room (default: those that do not
+        fit now)."""
+        cache = self._cache
+        cq, node = cache.cluster_queues[cq_name], cache.tree.cluster_queues[cq_name]
+        request: dict[FlavorResource, int] = {}
+        for pod_set in workload.pod_sets:
+            chosen = flavors.get(pod_set.name, {})
+            for resource, amount in pod_set.totals.items():
+                if resource in chosen and amount > 0:
+                    fr = (chosen[resource], resource)
+                    request[fr] = request.get(fr, 0) + amount
+        if need is None:
+            wanted = frozenset(fr for fr, amount in request.items() if available(node, fr) < amount)
+        else:
+            wanted = frozenset(need)
+        return self._targets(workload, cq, node, request, wanted) if wanted else []
+
+    # ----- step 4 ---------------------------------------------------------------------
+
+    @staticmethod
+    def _classical(entries: list[Entry]) -> list[Entry]:
+        # Kueue's order: by how high in the cohort tree each must borrow (0: not at all), then
+        # priority, then FIFO.
+        return sorted(entries, key=lambda e: (e.assignment.borrowing_level, e.workload.order))
+
+    def _fair_order(self, entries: list[Entry]) -> Iterator[Entry]:
+        """Kueue's fair-sharing tournament, re-run after every entry (admissions move shares)."""
+        remaining = list(entries)
+        while remaining:
+            best = min(remaining, key=self._fair_key)
+            remaining.remove(best)
+            yield best
+
+    @staticmethod
+    def _fair_key(entry: Entry) -> tuple[object, ...]:
+        # Compare at every level from the root down: first the subtree that would borrow
+        # least after admission, then lower share, then priority and FIFO.
+        path = [entry.node, *entry.node.ancestors()][::-1]
+        shares: list[tuple[bool, float]] = []
+        for child in path[1:]:
+            share = dominant_resource_share(child, entry.assignment.usage)
+            shares.append((share > 0, share))
+        return (path[0].name, tuple(shares), entry.workload.order)
+
+    # ----- step 5, by what nomination found -----------------------------------------
+
+    def _admit(self, entry: Entry, step: _Step5) -> None:
+        """It fits: admitted, unless an entry before it took the quota meanwhile or an
+        admission check refuses it."""
+        workload, assignment = entry.workload, entry.assignment
+        quota = step.quota
+        taken_meanwhile = quota.refusal(entry)
+        if taken_meanwhile is not None:
+            entry.status = PendingStatus(WAITING_FOR_QUOTA, taken_meanwhile)
+            step.progressed = True  # retried at once: not parked as inadmissible
+            return
+        admission = assignment.admission(entry.cq.name, workload)
+        checks = self.admission_checks
+        refusal = (
+            next((m for check in checks if (m := check(workload, admission))), None)
+            if checks
+            else None
+        )
+        if refusal is not None:
+            entry.status = PendingStatus(INADMISSIBLE, refusal)
+            # Progress only if the queue moved (under StrictFIFO the head stays).
+            if self._queues.set_aside(entry.node, entry.queue, workload):
+                step.progressed = True
+            return
+        self._queues.admitted(workload)
+        self._cache.assume(workload, admission, step.now, assignment.usage)
+        quota.admitted(entry)
+        step.admitted.append(Admit(workload, admission))
+        step.progressed = True
+
+    def _preempt(self, entry: Entry, step: _Step5) -> None:
+        """It fits once its targets are gone: they are evicted and it waits for them, unless
+        another preemptor of this cycle claimed them or what earlier entries took leaves no
+        room even then."""
+        workload, assignment = entry.workload, entry.assignment
+        keys = {t.victim.workload.key for t in entry.targets}
+        if keys & step.claimed:
+            entry.status = PendingStatus(
+                WAITING_FOR_QUOTA,
+                f"{assignment.message}; the workloads it would preempt are being "
+                "preempted for another workload",
+            )
+            return
+        no_longer_fits = step.quota.preempt(entry)
+        if no_longer_fits is not None:
+            entry.status = PendingStatus(WAITING_FOR_QUOTA, no_longer_fits)
+            return
+        step.claimed |= keys
+        for target in entry.targets:
+            if target.victim.evicting:
+                continue
+            target.victim.evicting = True
+            step.progressed = True
+            step.evicted.append(
+                Evict(
+                    target.victim.workload,
+                    PREEMPTED,
+                    target.reason,
+                    f"Preempted to accommodate a workload (UID: {workload.uid}) due to "
+                    f"{_PREEMPTION_WHY[target.reason]}",
+                    workload.key,
+                )
+            )
+        names = ", ".join(sorted(keys))
+        entry.status = PendingStatus(
+            WAITING_FOR_PREEMPTED,
+            f"{assignment.message}; waiting for preempted workloads to stop: {names}",
+        )
+
+    def _leave_pending(self, entry: Entry, step: _Step5) -> None:
+        """It does not fit, and preemption does not help: it waits, set aside where its queue
+        lets it step aside."""
+        assignment = entry.assignment
+        entry.status = PendingStatus(assignment.reason, assignment.message)
+        if (
+            assignment.mode == NO_CANDIDATES
+            and entry.cq.preemption.reclaim_within_cohort is not RECLAIM_ANY
+        ):
+            # It could not take its quota back later: what it needs is kept from entries
+            # after it, as Kueue does.
+            step.quota.hold(entry, to_reserve(entry))
+        if self._queues.set_aside(
+            entry.node,
+            entry.queue,
+            entry.workload,
+            even_strict=assignment.reason == MISCONFIGURED,
+        ):
+            step.progressed = True
