@@ -28,7 +28,7 @@ from extender.core.models import (
 )
 from extender.core.preemption import AdmittedWorkload, Target
 from extender.core.queue_manager import QueueManager
-from extender.core.quota import QuotaTree, available
+from extender.core.quota import available
 from extender.core.reasons import (
     CLUSTER_QUEUE_STOPPED,
     INADMISSIBLE,
@@ -403,41 +403,3 @@ class ClusterState:
     def configuration(self) -> Configuration:
         """The configuration objects, as a new state can be configured from."""
         return self.cache.configuration()
-
-    # ----- read-only views for code not yet converted to the questions above -------------
-    # Each names the question that replaces it; remove a view once nothing reads it.
-
-    @property
-    def flavors(self) -> Mapping[str, ResourceFlavor]:
-        """Use `resource_flavors()` / `resource_flavor(name)`."""
-        return self.cache.flavors
-
-    @property
-    def cluster_queues(self) -> Mapping[str, ClusterQueue]:
-        """Use `cluster_queue(name)`, `cluster_queue_known(name)`, `cluster_queue_names()`."""
-        return self.cache.cluster_queues
-
-    @property
-    def local_queues(self) -> Mapping[str, LocalQueue]:
-        """Use `local_queue(key)`."""
-        return self.cache.local_queues
-
-    @property
-    def workloads(self) -> Mapping[str, Workload]:
-        """Use `workload(key)`, `pending_workload(key)`, `workload_count()`."""
-        return self.queues.workloads
-
-    @property
-    def admitted(self) -> Mapping[str, AdmittedWorkload]:
-        """Use `is_admitted(key)`, `admitted_workload(key)`, `admitted_workloads()`."""
-        return self.cache.admitted
-
-    @property
-    def tree(self) -> QuotaTree:
-        """Use `cluster_queue_known(name)`, `quota_usage(name)`, `available_quota(...)`."""
-        return self.cache.tree
-
-    @property
-    def release_hooks(self) -> list[Callable[[str], None]]:
-        """Use `on_release(hook)`."""
-        return self.cache.release_hooks

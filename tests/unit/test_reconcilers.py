@@ -171,7 +171,7 @@ def test_a_queued_job_running_without_an_admission_is_suspended():
     ctl, fake, _ = cluster(job("escaped", "8", suspend=False))  # more than the quota
     run(ctl, fake)
     assert not started(fake, "escaped")
-    assert ctl.ctx.state.admitted == {}
+    assert ctl.ctx.state.admitted_count() == 0
 
 
 def test_a_workload_whose_job_is_gone_is_deleted():
@@ -182,7 +182,7 @@ def test_a_workload_whose_job_is_gone_is_deleted():
     watch_event(ctl, fake, r.JOBS, "default/a")
     run(ctl, fake)
     assert fake.current(r.WORKLOADS, key) is None
-    assert ctl.ctx.state.admitted == {}
+    assert ctl.ctx.state.admitted_count() == 0
 
 
 # ----- writes that fail ------------------------------------------------------------------
@@ -211,7 +211,7 @@ def test_an_admission_that_landed_but_whose_answer_was_lost_keeps_its_quota(erro
     fake.fail_next(Failure("patch", "workloads", error, subresource="status", after=True))
     settle(ctl, 1)
     assert len(admitted_keys(fake)) == 1  # the write landed...
-    assert len(ctl.ctx.state.admitted) == 1  # ...and its quota is still held here
+    assert ctl.ctx.state.admitted_count() == 1  # ...and its quota is still held here
     for _ in range(6):  # backoff passes, the watch is slow: the other never fits
         clock.advance(1.0)
         settle(ctl, 1)
@@ -230,7 +230,7 @@ def test_an_admission_lost_before_it_landed_is_written_again_not_forgotten():
     fake.fail_next(Failure("patch", "workloads", error, subresource="status"))
     settle(ctl, 1)
     assert admitted_keys(fake) == set()
-    assert len(ctl.ctx.state.admitted) == 1  # not known to have failed: quota held
+    assert ctl.ctx.state.admitted_count() == 1  # not known to have failed: quota held
     clock.advance(1.0)
     settle(ctl, 2)  # the same conditional write again
     assert len(admitted_keys(fake)) == 1
@@ -245,7 +245,7 @@ def test_a_refused_admission_is_undone_and_the_scheduler_backs_off():
     fake.fail_next(Failure("patch", "workloads", busy, subresource="status"))
     settle(ctl, 1)
     assert admitted_keys(fake) == set()
-    assert ctl.ctx.state.admitted == {}  # certainly not written: both pending again
+    assert ctl.ctx.state.admitted_count() == 0  # certainly not written: both pending again
     clock.advance(1.0)
     settle(ctl, 1)
     assert admitted_keys(fake) == set()  # the server asked for 2 s

@@ -173,7 +173,7 @@ def run(s: ClusterState, wl: dict[str, Any]) -> None:
 def test_a_cluster_queue_with_admission_checks_is_inactive_and_admits_nothing() -> None:
     s = state(with_spec(CQ, admissionChecksStrategy={"admissionChecks": [{"name": "prov"}]}))
     run(s, WORKLOAD)
-    assert "default/job" not in s.admitted
+    assert not s.is_admitted("default/job")
     active, reason, message = s.cluster_queue_active("team")
     assert (active, reason) == (False, "AdmissionCheckNotFound")
     assert "spec.admissionChecksStrategy" in message
@@ -194,7 +194,7 @@ def test_removing_the_field_lets_the_queue_admit() -> None:
     )
     for _ in range(3):
         s.schedule(0.0)
-    assert "default/job" in s.admitted
+    assert s.is_admitted("default/job")
     assert s.cluster_queue_active("team")[:2] == (True, "Ready")
 
 
@@ -213,7 +213,7 @@ def test_a_flavor_with_a_topology_name_makes_its_queues_inactive_unless_tower_ha
 def test_a_workload_with_preemption_gates_waits_and_says_why() -> None:
     s = state(CQ)
     run(s, with_spec(WORKLOAD, preemptionGates=[{"name": "example.com/gate"}]))
-    assert "default/job" not in s.admitted
+    assert not s.is_admitted("default/job")
     message = s.pending_status("default/job").message
     assert "spec.preemptionGates" in message
     assert "Tower does not act on" in message
@@ -276,7 +276,7 @@ def test_a_job_asking_for_a_topology_waits_and_the_webhook_warns_when_it_queues_
     s = state(CQ)
     s.add_workload(workload)
     s.schedule(0.0)
-    assert workload.key not in s.admitted
+    assert not s.is_admitted(workload.key)
     assert path in s.pending_status(workload.key).message
     request = {"uid": "1", "operation": "CREATE", "namespace": "default",
                "kind": {"group": "batch", "kind": "Job"}, "object": JOB}  # fmt: skip

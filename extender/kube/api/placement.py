@@ -208,7 +208,7 @@ class Placement:
         """Plug the check into a term's state: a plan is needed to admit, and goes with the
         quota."""
         state.admission_checks = (*state.admission_checks, self.check)
-        state.release_hooks.append(self.forget)
+        state.on_release(self.forget)
 
     def new_term(self, state: ClusterState) -> None:
         """A term as leader begins: forget the last term's unwritten plans, and plug in."""

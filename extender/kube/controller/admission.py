@@ -147,7 +147,7 @@ class AdmissionWriter:
         keeping those where they are; when no node has room, evict it (it is requeued and
         admitted again once a plan exists)."""
         ctx = self.ctx
-        holder = ctx.state.admitted.get(key)
+        holder = ctx.state.admitted_workload(key)
         placement = ctx.placement
         obj = ctx.store.get(WORKLOADS, key)
         if holder is None or holder.evicting or placement is None or not isinstance(obj, dict):
@@ -168,10 +168,10 @@ class AdmissionWriter:
             log.info("placement of %s redone: %s", key, annotation(plan))
             ctx.story(key, "Normal", "Replanned", f"Pods placed again: {annotation(plan)}")
             return
-        holder.evicting = True
+        ctx.state.mark_evicting(key)
         message = f"A node of its placement failed, and no other node has room: {plan}"
         if not self.evict(Evict(holder.workload, NODE_FAILURES, None, message)):
-            holder.evicting = False
+            ctx.state.keep(key)
             placement.disturb(key)
 
     # ----- evictions --------------------------------------------------------------------
@@ -184,7 +184,7 @@ class AdmissionWriter:
         state = ctx.state
         key = decision.workload.key
         obj = ctx.store.get(WORKLOADS, key)
-        holder = state.admitted.get(key)
+        holder = state.admitted_workload(key)
         if obj is None or holder is None:
             return False
         now = ctx.clock()

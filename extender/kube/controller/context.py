@@ -141,7 +141,7 @@ class Context:
         and a scheduling cycle is due."""
         lq_key = f"{namespace}/{queue_name}"
         if cluster_queue is None:
-            lq = self.state.local_queues.get(lq_key)
+            lq = self.state.local_queue(lq_key)
             cluster_queue = lq.cluster_queue if lq is not None else None
         self.touch_queues(local_queues=(lq_key,), cluster_queues=(cluster_queue,))
         self.reschedule()

@@ -91,7 +91,7 @@ class JobStarter:
             o.start_patch(
                 job.as_object(),
                 admission,
-                ctx.state.flavors,
+                ctx.state.resource_flavors(),
                 queue_name,
                 workload=str(meta.get("name")) if planned else None,
                 scheduler_name=ctx.settings.scheduler_name if planned else None,

@@ -121,7 +121,7 @@ class JobReconciler:
     def _follow(self, wl_key: str, workload: Obj, job: JobView) -> float | None:
         """The job follows its Workload: started once admitted, stopped once evicted. Only
         once the core holds the admission too (the Workload's reconcile comes first)."""
-        if not holds_quota(workload) or wl_key not in self.ctx.state.admitted:
+        if not holds_quota(workload) or not self.ctx.state.is_admitted(wl_key):
             return None
         if o.is_true(workload, o.EVICTED):
             self.starter.stop_evicted(wl_key, workload, job)
@@ -152,16 +152,16 @@ class JobReconciler:
             if err.conflict:
                 ctx.refresh(WORKLOADS, wl_key)  # the retry patches the version it reads
             raise
-        if wl_key in ctx.state.workloads or wl_key in ctx.state.admitted:
+        if ctx.state.workload(wl_key) is not None or ctx.state.is_admitted(wl_key):
             self._touch(wl_key)
             ctx.state.finish(wl_key)
         ctx.story(wl_key, "Normal", "Finished", f"Workload finished: {message}")
 
     def _touch(self, wl_key: str) -> None:
         ctx = self.ctx
-        model = ctx.state.workloads.get(wl_key)
+        model = ctx.state.workload(wl_key)
         if model is not None:
-            held = ctx.state.admitted.get(wl_key)
+            held = ctx.state.admitted_workload(wl_key)
             ctx.touch(
                 model.namespace,
                 model.queue_name,

@@ -182,8 +182,8 @@ class Controller:
             self.ready.set()
             log.info(
                 "caches synced: %d workloads, %d admitted",
-                len(self.state.workloads),
-                len(self.state.admitted),
+                self.state.workload_count(),
+                self.state.admitted_count(),
             )
             while not stop.is_set() and fence.holds():
                 self.step()

@@ -46,7 +46,7 @@ class PendingReasons:
         queue = ctx.queues.pending
         while (key := queue.pop()) is not None:
             obj = ctx.store.get(WORKLOADS, key)
-            if obj is None or key in ctx.state.admitted or key not in ctx.state.workloads:
+            if obj is None or ctx.state.is_admitted(key) or ctx.state.workload(key) is None:
                 continue
             status = ctx.state.pending_status(key)
             if shows(obj, status):

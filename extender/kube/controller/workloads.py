@@ -80,7 +80,7 @@ class WorkloadReconciler:
             return None
         model = self.model(key, obj)
         if model is None:
-            if key not in state.admitted:
+            if not state.is_admitted(key):
                 self._drop(key)
             return None
         owner = ctx.owner_of(obj)
@@ -94,8 +94,8 @@ class WorkloadReconciler:
         deactivated = (obj.get("spec") or {}).get("active") is False
         admission = o.admission_of(obj) if o.is_true(obj, o.QUOTA_RESERVED) else None
         if admission is not None:
-            if key not in state.admitted:
-                if admission.cluster_queue not in state.tree.cluster_queues:
+            if not state.is_admitted(key):
+                if not state.cluster_queue_known(admission.cluster_queue):
                     if ctx.told.first(f"unknown-cq:{key}", admission.cluster_queue):
                         log.warning(
                             "Workload %s holds quota in unknown ClusterQueue %s",
@@ -106,30 +106,31 @@ class WorkloadReconciler:
                 # The API is the record: an admission seen there holds its quota here.
                 state.assume(model, admission, ctx.clock())
                 ctx.touch(model.namespace, model.queue_name, admission.cluster_queue)
-            holder = state.admitted[key]
+            holder = state.admitted_workload(key)
+            assert holder is not None
             self.pending.forget(key)
             if o.is_true(obj, o.EVICTED):
-                holder.evicting = True
+                state.mark_evicting(key)
                 if job is None:  # nothing to stop: the quota goes back now
                     self._requeue(key, obj)
                 elif owner is not None:
                     ctx.queues.jobs.add((owner[0].plural, owner[1]))
                 return None
             if deactivated and not holder.evicting:
-                holder.evicting = True
+                state.mark_evicting(key)
                 self.admission.evict(
                     Evict(model, "Deactivated", None, "The workload is deactivated")
                 )
             return None
-        if key in state.admitted and not self.admission.is_unsettled(key):
+        held = state.admitted_workload(key)
+        if held is not None and not self.admission.is_unsettled(key):
             # It holds no quota in the API (requeued, or deactivated): nor here.
-            held = state.admitted[key]
             ctx.touch(model.namespace, model.queue_name, held.admission.cluster_queue)
             state.release(key)
         if deactivated:
             self._drop(key)
             return None
-        if state.workloads.get(key) != model and key not in state.admitted:
+        if state.workload(key) != model and not state.is_admitted(key):
             state.add_workload(model)
             ctx.touch(model.namespace, model.queue_name)
             status = state.pending_status(key)
@@ -148,15 +149,15 @@ class WorkloadReconciler:
         self.on_dropped(key)
         self._models.pop(key, None)
         self.pending.forget(key)
-        model = state.workloads.get(key)
+        model = state.workload(key)
         if model is not None:
-            held = state.admitted.get(key)
+            held = state.admitted_workload(key)
             self.ctx.touch(
                 model.namespace,
                 model.queue_name,
                 held.admission.cluster_queue if held is not None else None,
             )
-        if model is not None or key in state.admitted:
+        if model is not None or state.is_admitted(key):
             state.delete_workload(key)
 
     def _delete(self, key: str) -> None:
