@@ -19,12 +19,15 @@ from extender.core.models import (
     QUEUE_NAME_LABEL,
     WORKLOAD_ANNOTATION,
     Admission,
-    PodSetAssignment,
     ResourceFlavor,
     Workload,
 )
-from extender.core.parse import ManifestError, as_map
-from extender.core.quantity import QuantityError, format_amount, to_amount
+from extender.core.parse import ManifestError
+from extender.core.quantity import format_amount
+
+# The core reads a Workload's status the same way: one reading, re-exported for the controller.
+from extender.core.workloads import admission_of as admission_of
+from extender.core.workloads import is_true as is_true
 from extender.kube.api.resources import KUEUE_GROUP, WORKLOADS
 
 Obj = dict[str, Any]
@@ -75,11 +78,6 @@ def condition(obj: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None:
         if isinstance(entry, Mapping) and entry.get("type") == kind:
             return entry
     return None
-
-
-def is_true(obj: Mapping[str, Any], kind: str) -> bool:
-    entry = condition(obj, kind)
-    return entry is not None and entry.get("status") == "True"
 
 
 def with_conditions(
@@ -314,31 +312,6 @@ def restore_patch(job: Mapping[str, Any], workload_obj: Mapping[str, Any]) -> Ob
 
 
 # ----- Workload status ------------------------------------------------------------------
-
-
-def admission_of(obj: Mapping[str, Any]) -> Admission | None:
-    """status.admission as the core's Admission (None when there is none or it is broken)."""
-    raw = _m(obj.get("status")).get("admission")
-    if not isinstance(raw, Mapping) or not raw.get("clusterQueue"):
-        return None
-    try:
-        assignments = []
-        for entry in raw.get("podSetAssignments") or []:
-            entry = as_map(entry, "status.admission.podSetAssignments[]")
-            usage = {
-                str(r): to_amount(str(r), v) for r, v in (entry.get("resourceUsage") or {}).items()
-            }
-            assignments.append(
-                PodSetAssignment(
-                    str(entry.get("name", "main")),
-                    {str(r): str(f) for r, f in (entry.get("flavors") or {}).items()},
-                    usage,
-                    int(entry.get("count") or 0),
-                )
-            )
-    except (ManifestError, QuantityError, TypeError, ValueError):
-        return None
-    return Admission(str(raw["clusterQueue"]), tuple(assignments))
 
 
 def admission_dict(admission: Admission) -> Obj:

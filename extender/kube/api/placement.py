@@ -207,7 +207,7 @@ class Placement:
     def connect(self, state: ClusterState) -> None:
         """Plug the check into a term's state: a plan is needed to admit, and goes with the
         quota."""
-        state.admission_checks = (*state.admission_checks, self.check)
+        state.add_admission_check(self.check)
         state.on_release(self.forget)
 
     def new_term(self, state: ClusterState) -> None:

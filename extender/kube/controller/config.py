@@ -19,9 +19,7 @@ from extender.core.models import (
     ClusterQueue,
     Cohort,
     LocalQueue,
-    PriorityClass,
     ResourceFlavor,
-    WorkloadPriorityClass,
 )
 from extender.core.parse import ManifestError
 from extender.kube.api.resources import (
@@ -29,9 +27,7 @@ from extender.kube.api.resources import (
     COHORTS,
     CONFIG,
     LOCAL_QUEUES,
-    PRIORITY_CLASSES,
     RESOURCE_FLAVORS,
-    WORKLOAD_PRIORITY_CLASSES,
     Resource,
 )
 from extender.kube.controller.context import Context, Ref
@@ -85,8 +81,7 @@ class ConfigReconciler:
             ctx.reschedule()
 
     def _touched(self, model: ConfigModel, key: str) -> None:
-        """What status an applied object may change (priority classes: none, but the Job
-        reconciler reads them from the context)."""
+        """What status an applied object may change (priority classes: none)."""
         ctx = self.ctx
         if isinstance(model, ClusterQueue):
             ctx.touch_queues(cluster_queues=(model.name,))
@@ -94,10 +89,6 @@ class ConfigReconciler:
             ctx.touch_queues(local_queues=(model.key,), cluster_queues=(model.cluster_queue,))
         elif isinstance(model, ResourceFlavor | Cohort):
             ctx.touch_queues(cluster_queues=ctx.state.cluster_queue_names())
-        elif isinstance(model, WorkloadPriorityClass):
-            ctx.wpcs[key] = model
-        elif isinstance(model, PriorityClass):
-            ctx.pcs[key] = model
 
     def _delete(self, resource: Resource, key: str) -> None:
         ctx = self.ctx
@@ -111,10 +102,6 @@ class ConfigReconciler:
             self.on_queue_deleted(f"lq:{key}")
             if isinstance(old, LocalQueue):
                 ctx.touch_queues(cluster_queues=(old.cluster_queue,))
-        elif resource is WORKLOAD_PRIORITY_CLASSES:
-            ctx.wpcs.pop(key, None)
-        elif resource is PRIORITY_CLASSES:
-            ctx.pcs.pop(key, None)
 
     def remark_inadmissible(self) -> None:
         """Workloads that cannot become a head (no LocalQueue, an inactive ClusterQueue) are

@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from extender.core.cycle import ClusterState
-from extender.core.models import PriorityClass, WorkloadPriorityClass
 from extender.kube.api.client import ApiError, KubeClient, KubeError
 from extender.kube.api.events import Recorder
 from extender.kube.api.metrics import Metrics
@@ -98,8 +97,6 @@ class Context:
     clock: Callable[[], float] = time.time  # wall time, for timestamps written to the API
     monotonic: Callable[[], float] = time.monotonic  # for waits and rates
     recorder: Recorder | None = None
-    wpcs: dict[str, WorkloadPriorityClass] = field(default_factory=dict)
-    pcs: dict[str, PriorityClass] = field(default_factory=dict)
     username: str | None = None  # who this controller is to the API server (SelfSubjectReview)
     placement: Placement | None = None  # physical fit on nodes, when nodes and pods are watched
     job_resources: tuple[Resource, ...] = ()  # every enabled kind of job

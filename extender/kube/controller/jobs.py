@@ -53,7 +53,12 @@ class JobReconciler:
             value = job.adapter.pod_priority_class(job.source)
             pod_class = value if isinstance(value, str) else None
         try:
-            return resolve_priority(job.labels, pod_class, self.ctx.wpcs, self.ctx.pcs)[0]
+            return resolve_priority(
+                job.labels,
+                pod_class,
+                self.ctx.state.workload_priority_classes(),
+                self.ctx.state.priority_classes(),
+            )[0]
         except ManifestError:
             return 0
 
@@ -191,8 +196,8 @@ class JobReconciler:
                 creation_time=creation_seconds(
                     (source.get("metadata") or {}).get("creationTimestamp")
                 ),
-                workload_priority_classes=ctx.wpcs,
-                priority_classes=ctx.pcs,
+                workload_priority_classes=ctx.state.workload_priority_classes(),
+                priority_classes=ctx.state.priority_classes(),
             )
         except ManifestError as err:
             if ctx.told.first(f"invalid:{job.uid}", err.message):
