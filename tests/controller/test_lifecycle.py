@@ -17,9 +17,10 @@ from certs import kube as certs_kube
 from extender.kube.api.client import KubeError
 from tests.controller.conftest import controller_process, eventually
 from tests.controller.test_faults import stop
-from tests.controller.test_network_faults import Invariants, finished
+from tests.controller.test_network_faults import Invariants, describe, finished
 from tests.controller.test_preemption import cluster_queue, flavor, local_queue
 from tests.servers import start_webhook
+from tests.waiting import wait_until
 
 LEASE = ["--lease-duration", "4", "--renew-deadline", "3", "--retry-period", "0.5"]
 
@@ -64,6 +65,20 @@ def lease_holder(cluster) -> str:
     return (lease.get("spec") or {}).get("holderIdentity") or ""
 
 
+def every_job_finishes(cluster, jobs, proc, what: str) -> None:
+    """Wait for every Job's Workload to finish; a timeout names the unfinished ones, says
+    how each looks, and ends with the controller's log."""
+    try:
+        wait_until(
+            lambda: [j["metadata"]["name"] for j in jobs if not finished(cluster, j)],
+            lambda unfinished: not unfinished,
+            timeout=60,
+            what=what,
+        )
+    except AssertionError as err:
+        raise AssertionError(f"{err}\n{describe(cluster, jobs)}\n{stop(proc)[-6000:]}") from None
+
+
 def test_rolling_the_webhook_fails_no_create(cluster, webhook, tmp_path):
     """A Deployment rollout with `maxUnavailable: 0`: the new replica is ready and receives
     the traffic (here: the configurations point at it) before the old one gets SIGTERM."""
@@ -87,11 +102,7 @@ def test_rolling_the_webhook_fails_no_create(cluster, webhook, tmp_path):
         assert creator.failed == []
         for job in creator.created:  # each went through a webhook: created suspended
             assert job["spec"]["suspend"] is True, job["metadata"]["name"]
-        eventually(
-            lambda: all(finished(cluster, j) for j in creator.created),
-            timeout=60,
-            what="every Job to finish",
-        )
+        every_job_finishes(cluster, creator.created, proc, "every Job to finish")
     finally:
         creator.finish()
         log = stop(proc)
@@ -139,10 +150,8 @@ def test_upgrading_the_controller_hands_over_without_admitting_twice(cluster):
         eventually(lambda: len(creator.created) >= count + 10, timeout=20, what="Jobs after")
         creator.finish()
         assert creator.failed == []
-        eventually(
-            lambda: all(finished(cluster, j) for j in creator.created),
-            timeout=60,
-            what="every Job to finish under the new leader",
+        every_job_finishes(
+            cluster, creator.created, standby, "every Job to finish under the new leader"
         )
         assert standby.poll() is None
     finally:

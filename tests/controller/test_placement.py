@@ -11,6 +11,7 @@ from typing import Any
 from extender.kube.api import resources as r
 from tests.controller.conftest import controller_process, eventually
 from tests.servers import free_port
+from tests.waiting import wait_until
 
 GPU = "nvidia.com/gpu"
 FLAVOR = {
@@ -216,6 +217,21 @@ def plan_of(cluster: Any, job: dict[str, Any]) -> dict[str, Any] | None:
     return json.loads(raw) if raw else None
 
 
+def workload_summary(cluster: Any, job: dict[str, Any]) -> dict[str, Any]:
+    """The plan and conditions of a Job's Workload, and whether the Job is suspended."""
+    workload = cluster.workload_of(job) or {}
+    current = cluster.get("jobs", job["metadata"]["name"], "default") or {}
+    return {
+        "plan": plan_of(cluster, job),
+        "conditions": [
+            (c["type"], c["status"], c.get("reason"))
+            for c in (workload.get("status") or {}).get("conditions") or []
+        ],
+        "workload": (workload.get("metadata") or {}).get("name"),
+        "suspended": (current.get("spec") or {}).get("suspend"),
+    }
+
+
 def not_ready(cluster: Any, name: str) -> None:
     conditions = [{"type": "Ready", "status": "False", "reason": "KubeletNotReady"}]
     cluster.admin.patch(r.NODES, name, {"status": {"conditions": conditions}}, subresource="status")
@@ -236,7 +252,13 @@ def test_a_failed_node_moves_the_plan_or_evicts_the_workload(cluster: Any) -> No
     proc = controller_process(cluster)
     try:
         job = gpu_job(cluster, "one-pod-of-4", 1, 4)
-        first = eventually(lambda: plan_of(cluster, job), 20, "a plan")
+        seen = wait_until(
+            lambda: workload_summary(cluster, job),
+            lambda seen: seen["plan"],
+            timeout=20,
+            what="a plan on the Workload",
+        )
+        first = seen["plan"]
         (planned,) = first["main"]
         other = "gpu-node-2" if planned == "gpu-node-1" else "gpu-node-1"
         # Its node dies before the pod runs: the pod is planned on the other node.

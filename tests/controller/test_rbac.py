@@ -24,6 +24,7 @@ from tests.controller.conftest import CONTROLLER_USER, CRDS, ROOT, controller_pr
 from tests.controller.test_faults import stop
 from tests.controller.test_jobset import JOBSET_CRD, replicated
 from tests.controller.test_preemption import priority_preemption_setup
+from tests.waiting import wait_until
 
 RBAC = Path(__file__).resolve().parents[2] / "deploy" / "rbac"
 BUNDLE_FILES = ("ca.crt", "tls.crt", "tls.key", "ca.key")
@@ -150,7 +151,11 @@ def test_every_verb_granted_is_used_and_every_verb_used_is_granted(cluster, webh
             what="the preemptor to finish and the preempted job to run again",
         )
         cluster.admin.delete(r.JOBS, "low", "default", propagation="Background")
-        eventually(lambda: cluster.workload_of(low) is None, what="its Workload deleted")
+        wait_until(
+            lambda: conditions_of(cluster.workload_of(low)),
+            lambda conditions: conditions is None,
+            what="the deleted Job's Workload to be deleted by the controller",
+        )
         # A Workload Kueue admitted before a migration, with Kueue's finalizer, deleted.
         cluster.admin.create(r.WORKLOADS, KUEUES_WORKLOAD, "default")
         cluster.admin.delete(r.WORKLOADS, "from-kueue", "default")
@@ -237,6 +242,16 @@ def test_the_rules_on_jobs_are_the_registrys():
         )
     ]
     assert on_jobs == rbac.job_rules(), f"run {rbac.COMMAND}"
+
+
+def conditions_of(workload):
+    """(type, status, reason) of a Workload's conditions; None when there is no Workload."""
+    if workload is None:
+        return None
+    return [
+        (c["type"], c["status"], c.get("reason"))
+        for c in (workload.get("status") or {}).get("conditions") or []
+    ]
 
 
 def test_the_webhook_needs_no_permission_and_mounts_no_token():
