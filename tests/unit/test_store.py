@@ -91,3 +91,20 @@ def test_a_failing_handler_does_not_stop_the_others_or_the_watch():
     store.apply(r.WORKLOADS, "ADDED", wl("a", 1))
     assert seen == ["default/a"]
     assert store.handler_failures == 1
+
+
+def test_the_answer_of_a_write_sent_before_a_deletion_does_not_bring_the_object_back():
+    """A start patch answered at version 7, the object deleted at 8, and the answer read
+    after the DELETED event: the object stays gone (the controller would otherwise hold its
+    Workload for a job that no longer exists)."""
+    store, seen = store_with_log()
+    store.replace(r.WORKLOADS, [wl("a", 5, owner="job")])
+    assert store.apply(r.WORKLOADS, "DELETED", wl("a", 8, owner="job")) == "default/a"
+    seen.clear()
+    assert store.record(r.WORKLOADS, wl("a", 7, owner="job")) is None
+    assert store.get(r.WORKLOADS, "default/a") is None
+    assert store.by_index(r.WORKLOADS, "owner", "Job/default/job") == []
+    assert seen == []
+    # The same name created again is a new object, at a newer version.
+    assert store.record(r.WORKLOADS, wl("a", 9))["metadata"]["resourceVersion"] == "9"
+    assert seen == [("default/a", False)]

@@ -3,7 +3,9 @@
 Informer threads write here (a full list after each (re)list, then every watch event); the
 reconcilers read here, on the controller's thread. The answer of the controller's own write
 goes in too, so it never decides again on the version it just replaced; an older version
-arriving later from the watch is dropped. Handlers are told which keys changed, and only
+arriving later from the watch is dropped. A deleted object leaves a tombstone with its last
+version for a while, so the answer of a write sent before the deletion, arriving after it,
+does not bring the object back. Handlers are told which keys changed, and only
 enqueue them: nothing is decided on the watch threads.
 """
 
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -22,6 +25,9 @@ Handler = Callable[[str, Any, Any], None]
 """Told (key, old, new) after a change; new is None when the object is gone."""
 Transform = Callable[[dict[str, Any]], Any]
 Indexer = Callable[[Any], Iterable[str]]
+
+
+TOMBSTONES = 10_000  # deleted keys remembered, the most recent ones
 
 
 def resource_version(obj: Any) -> int | None:
@@ -61,6 +67,8 @@ class Store:
         self._handlers: dict[str, list[Handler]] = {}
         self._indexers: dict[str, dict[str, Indexer]] = {}
         self._indexes: dict[tuple[str, str], dict[str, set[str]]] = {}
+        # (plural, key) -> the version it was deleted at; the oldest go first past the cap.
+        self._tombstones: OrderedDict[tuple[str, str], int] = OrderedDict()
         self.handler_failures = 0
 
     # ----- configuration --------------------------------------------------------------
@@ -162,6 +170,7 @@ class Store:
             current = self._objects.setdefault(resource.plural, {})
             old = current.get(key)
             if event == "DELETED":
+                self._bury(resource, key, resource_version(obj))
                 if old is None:
                     return None
                 new = None
@@ -188,10 +197,21 @@ class Store:
             version, known = resource_version(obj), resource_version(old)
             if known is not None and version is not None and version <= known:
                 return old
+            buried = self._tombstones.get((resource.plural, key))
+            if old is None and buried is not None and version is not None and version <= buried:
+                return None  # a write answered before the object was deleted: it stays gone
             new = self.transform(resource, obj)
             self._set(resource, key, old, new)
         self._notify(resource, [(key, old, new)])
         return new
+
+    def _bury(self, resource: Resource, key: str, version: int | None) -> None:
+        if version is None:
+            return
+        self._tombstones[(resource.plural, key)] = version
+        self._tombstones.move_to_end((resource.plural, key))
+        while len(self._tombstones) > TOMBSTONES:
+            self._tombstones.popitem(last=False)
 
     def put(self, resource: Resource, key: str, obj: Any) -> None:
         """Replace the stored form of an object by another form of the same version."""

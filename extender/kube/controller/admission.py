@@ -96,7 +96,9 @@ class AdmissionWriter:
         log.warning("%s of %s not written: %s", what, key, err)
         return False
 
-    def _admitted(self, key: str, obj: Obj, recorded: Obj, decision: Admit, now: float) -> None:
+    def _admitted(
+        self, key: str, obj: Obj, recorded: Obj | None, decision: Admit, now: float
+    ) -> None:
         ctx = self.ctx
         cq = decision.admission.cluster_queue
         log.info("admitted %s in ClusterQueue %s", key, cq)
@@ -107,7 +109,7 @@ class AdmissionWriter:
         ctx.told.forget(f"pending:{key}")
         ctx.story(key, "Normal", "QuotaReserved", f"Quota reserved in ClusterQueue {cq}")
         ctx.story(key, "Normal", "Admitted", f"Admitted by ClusterQueue {cq}")
-        owner = ctx.owner_of(recorded)
+        owner = ctx.owner_of(recorded) if recorded is not None else None
         if owner is not None:
             ctx.queues.jobs.add((owner[0].plural, owner[1]))  # the job reconciler starts it
 
@@ -140,7 +142,7 @@ class AdmissionWriter:
         answer = ctx.write(
             WORKLOADS, "placement", lambda: ctx.client.patch(WORKLOADS, name, patch, namespace)
         )
-        return record(ctx, answer)
+        return record(ctx, answer) or answer  # deleted meanwhile: the admission then fails
 
     def replan(self, key: str) -> None:
         """A node of an admitted workload's plan died or was cordoned: place its pods again,

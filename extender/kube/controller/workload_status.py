@@ -11,8 +11,11 @@ from extender.kube.controller.context import Context
 Obj = dict[str, Any]
 
 
-def patch_status(ctx: Context, key: str, patch: Obj, purpose: str, *, paced: bool = True) -> Obj:
-    """Write a (conditional) status patch and record the answer; failures are raised."""
+def patch_status(
+    ctx: Context, key: str, patch: Obj, purpose: str, *, paced: bool = True
+) -> Obj | None:
+    """Write a (conditional) status patch and record the answer (None when the Workload was
+    deleted meanwhile); failures are raised."""
     namespace, name = key.split("/", 1)
     answer = ctx.write(
         WORKLOADS,
@@ -24,11 +27,12 @@ def patch_status(ctx: Context, key: str, patch: Obj, purpose: str, *, paced: boo
     return record(ctx, answer)
 
 
-def record(ctx: Context, answer: Obj) -> Obj:
-    """Keep the API's answer to a Workload write in the store (the answer is the record)."""
+def record(ctx: Context, answer: Obj) -> Obj | None:
+    """Keep the API's answer to a Workload write in the store (the answer is the record);
+    None when the Workload was deleted after the write was answered."""
     answer.setdefault("kind", WORKLOADS.kind)
     answer.setdefault("apiVersion", WORKLOADS.api_version)
-    recorded: Obj = ctx.store.record(WORKLOADS, answer)
+    recorded: Obj | None = ctx.store.record(WORKLOADS, answer)
     return recorded
 
 
