@@ -1,5 +1,6 @@
-"""What every kind of job tells Tower: its podSets, whether it runs or finished, how to start
-and stop it.
+"""The adapter: what every kind of job tells Tower about itself.
+
+Its podSets, whether it runs or finished, how to start and stop it.
 
 An adapter is pure: it reads and writes dicts shaped as the API server sends them. The
 controller, the webhook, the simulator and the cache all ask the same adapter, so a kind is
