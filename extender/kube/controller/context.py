@@ -187,9 +187,9 @@ class Context:
                 return resource, f"{meta.get('namespace')}/{owner.get('name')}", owner.get("uid")
         return None
 
-    @property
-    def _by_kind(self) -> dict[str, Resource]:
-        return {r.kind: r for r in self.job_resources}
+    def __post_init__(self) -> None:
+        # owner_of runs on every Workload event: the kinds are looked up, not rebuilt.
+        self._by_kind: dict[str, Resource] = {r.kind: r for r in self.job_resources}
 
     def job_of(self, workload: Obj) -> JobView | None:
         """The job of a Workload as the store has it (None if none, or another with its name)."""
