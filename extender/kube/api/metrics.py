@@ -4,6 +4,12 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from extender.kube.api.writes import WriteObserver
+
+# Seconds, for a job's way from creation to running: a burst is measured in tenths of a
+# second, a queue that waits for quota in hours.
+_WAIT_BUCKETS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1200, 3600, 14400)
+
 # The series labelled by a ClusterQueue, removed when the ClusterQueue is deleted (as Kueue's
 # ClearClusterQueueMetrics does), so a deleted queue's gauges do not linger forever.
 _BY_CLUSTER_QUEUE: dict[str, tuple[str, ...]] = {
@@ -14,6 +20,8 @@ _BY_CLUSTER_QUEUE: dict[str, tuple[str, ...]] = {
     "evicted_total": ("cluster_queue", "reason"),
     "preempted_total": ("preempting_cluster_queue", "reason"),
     "wait_time": ("cluster_queue",),
+    "start_wait_time": ("cluster_queue",),
+    "admitted_until_start": ("cluster_queue",),
     "resource_usage": ("cluster_queue", "flavor", "resource"),
     "nominal_quota": ("cluster_queue", "flavor", "resource"),
 }
@@ -72,6 +80,38 @@ class Metrics:
             "Time from creation (or requeue) to admission",
             ["cluster_queue"],
             buckets=(1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1200, 3600),
+            registry=r,
+        )
+        self.start_wait_time = Histogram(
+            "tower_start_wait_time_seconds",
+            "Time from a job's creation to its start (unsuspended after admission), per "
+            "ClusterQueue",
+            ["cluster_queue"],
+            buckets=_WAIT_BUCKETS,
+            registry=r,
+        )
+        self.admitted_until_start = Histogram(
+            "tower_admitted_until_start_wait_time_seconds",
+            "Time from a Workload's admission to its job's start, per ClusterQueue",
+            ["cluster_queue"],
+            buckets=_WAIT_BUCKETS,
+            registry=r,
+        )
+        self.writes_queued = Gauge(
+            "tower_kube_api_writes_queued",
+            "Writes waiting to be sent (for a sender, or behind a write to the same object)",
+            registry=r,
+        )
+        self.writes_in_flight = Gauge(
+            "tower_kube_api_writes_in_flight",
+            "Writes sent and not yet answered",
+            registry=r,
+        )
+        self.write_queue_wait = Histogram(
+            "tower_kube_api_write_queue_wait_seconds",
+            "Time a write waited between being decided and being sent (the budget's wait "
+            "is part of the send, not of this)",
+            buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
             registry=r,
         )
         self.attempt_duration = Histogram(
@@ -151,6 +191,10 @@ class Metrics:
             registry=r,
         )
 
+    def write_observer(self) -> WriteObserver:
+        """The write pool's gauges and wait histogram."""
+        return _WriteMetrics(self)
+
     def forget_cluster_queue(self, name: str) -> None:
         """Remove every series of a deleted ClusterQueue."""
         for attribute, names in _BY_CLUSTER_QUEUE.items():
@@ -163,3 +207,17 @@ class Metrics:
             for values in series:
                 if values[0] == name:
                     metric.remove(*values)
+
+
+class _WriteMetrics(WriteObserver):
+    def __init__(self, metrics: Metrics) -> None:
+        self.metrics = metrics
+
+    def queued(self, count: int) -> None:
+        self.metrics.writes_queued.set(count)
+
+    def in_flight(self, count: int) -> None:
+        self.metrics.writes_in_flight.set(count)
+
+    def waited(self, seconds: float) -> None:
+        self.metrics.write_queue_wait.observe(seconds)
