@@ -286,7 +286,9 @@ def controller_over(
     fake: FakeKube, clock: Clock | None = None, **settings: Any
 ) -> tuple[Controller, Clock]:
     """A controller whose cache holds what `fake` holds (no informers: the test plays the
-    watch by calling `watch_event`), rebuilt and ready."""
+    watch by calling `watch_event`), rebuilt and ready. Its writes are sent on the loop's
+    thread (write_concurrency 0), so a test steps through them turn by turn; the write pool
+    is tested on its own (tests/unit/test_write_pool.py) and under every API-double test."""
     clock = clock or Clock()
     cache = Cache(fake)  # type: ignore[arg-type]
     cache.discover_kinds()  # the fake serves every kind
@@ -300,7 +302,7 @@ def controller_over(
     ctl = Controller(
         fake,  # type: ignore[arg-type]
         cache,
-        settings=Settings(**{"status_interval": 0.0, **settings}),
+        settings=Settings(**{"status_interval": 0.0, "write_concurrency": 0, **settings}),
         clock=clock,
         monotonic=clock.monotonic,
     )

@@ -59,6 +59,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="API requests allowed in a burst [TOWER_KUBE_API_BURST] (default 100)",
     )
     parser.add_argument(
+        "--write-concurrency",
+        type=_at_least_zero,
+        default=env("TOWER_WRITE_CONCURRENCY", "8"),
+        help="writes sent to the API server together (besides the loop's own), each "
+        "object's in order, within the budget above (0: one at a time) "
+        "[TOWER_WRITE_CONCURRENCY] (default 8)",
+    )
+    parser.add_argument(
         "--event-qps",
         type=_above_zero,
         default=10.0,
@@ -191,6 +199,12 @@ def _above_zero(value: str) -> float:
 def _at_least_one(value: str) -> int:
     if not value.strip().isdigit() or int(value) < 1:
         raise argparse.ArgumentTypeError(f"{value!r} is not a whole number of at least 1")
+    return int(value)
+
+
+def _at_least_zero(value: str) -> int:
+    if not value.strip().isdigit():
+        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number of at least 0")
     return int(value)
 
 
@@ -420,6 +434,7 @@ def _serve(
         pending_status_qps=args.pending_status_qps,
         scheduler_name=args.scheduler_name or None,
         integrations=args.integrations,
+        write_concurrency=args.write_concurrency,
     )
     try:
         while not stop.is_set():

@@ -11,6 +11,7 @@ import pytest
 from extender.kube.api import resources as r
 from extender.kube.api.client import ApiError, NotLeaderError, TransportError
 from extender.kube.api.trim import workload_key
+from extender.kube.controller.loop import INLINE_CREATE_BATCH
 from tests.fakes import Failure, FakeKube, controller_over, settle, unexpected, watch_event
 
 V2 = "kueue.x-k8s.io/v1beta2"
@@ -145,7 +146,7 @@ def test_higher_priority_jobs_get_their_workloads_first():
     ctl.turn()
     created = [a.body["metadata"]["ownerReferences"][0]["name"] for a in fake.writes("create")]
     assert created[0] == "urgent"
-    assert len(created) == ctl.ctx.settings.create_batch  # a few per turn, then a cycle
+    assert len(created) == INLINE_CREATE_BATCH  # without the pool: a few per turn, then a cycle
 
 
 def test_a_finished_job_finishes_its_workload_and_frees_its_quota():

@@ -1,16 +1,18 @@
 """The scheduler's decisions written: admissions (with their placement plan) and evictions.
 
-Owned by the scheduling loop. An admission the cycle assumed is written as one conditional
-status patch; a failure that certainly left the Workload unchanged undoes the assumption,
-and an ambiguous one (the connection dropped, or the server answered 500/504) keeps the
-quota held in `unsettled` until a repeat of the same conditional write, or a read, says
-what happened. Nothing here starts or stops a job: an admitted Workload's job key is put on
-the jobs' queue, and the job reconciler starts it.
+Owned by the scheduling loop. An admission the cycle assumed is sent in the write pool as one
+conditional status patch (after its placement plan, on the same Workload, in order), and its
+answer is taken in on the loop's thread while later cycles run. A failure that certainly left
+the Workload unchanged undoes the assumption; an ambiguous one (the connection dropped, or the
+server answered 500/504) keeps the quota held in `unsettled` until a repeat of the same
+conditional write, or a read, says what happened. Nothing here starts or stops a job: an
+admitted Workload's job key is put on the jobs' queue, and the job reconciler starts it.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from extender.core.cycle import Admit, Evict
@@ -21,6 +23,7 @@ from extender.kube.api import objects as o
 from extender.kube.api.client import ApiError, KubeError
 from extender.kube.api.placement import annotation
 from extender.kube.api.resources import WORKLOADS
+from extender.kube.api.writes import ADMIT
 from extender.kube.controller.context import Context
 from extender.kube.controller.workload_status import patch_status, record
 
@@ -36,65 +39,113 @@ class AdmissionWriter:
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
         self.unsettled: dict[str, Obj] = {}  # key -> the admission patch, outcome unknown
+        self._admitted_at: dict[str, float] = {}  # key -> when admitted, until its job starts
+        # What the scheduler is told of each admission's answer (the loop wires them).
+        self.on_written: Callable[[], None] = lambda: None
+        self.on_refused: Callable[[], None] = lambda: None  # decide again on fresh state
+        self.on_failed: Callable[[KubeError], None] = lambda err: None  # back off
 
     def is_unsettled(self, key: str) -> bool:
         return key in self.unsettled
 
     def forget(self, key: str) -> None:
         self.unsettled.pop(key, None)
+        self._admitted_at.pop(key, None)
+
+    def take_admitted_at(self, key: str) -> float | None:
+        """When the admission of a Workload with a job was answered (once; for metrics)."""
+        return self._admitted_at.pop(key, None)
 
     # ----- admissions -------------------------------------------------------------------
 
-    def admit(self, decision: Admit) -> bool:
-        """Write an admission the cycle assumed. True when written. On a failure that
-        certainly left the Workload unchanged the assumption is undone; on an ambiguous one
-        the quota stays held until settled. Retriable failures are re-raised (the caller
-        backs off), after that bookkeeping."""
+    def admit(self, decision: Admit) -> None:
+        """Send an admission the cycle assumed (after its placement plan, when it has one);
+        the answer is taken in on the loop's thread. On a failure that certainly left the
+        Workload unchanged the assumption is undone; on an ambiguous one the quota stays
+        held until settled."""
         ctx = self.ctx
         key = decision.workload.key
         obj = ctx.store.get(WORKLOADS, key)
         if obj is None:
             ctx.state.forget(key)
-            return False
+            return
         now = ctx.clock()
         plan = ctx.placement.plan_of(key) if ctx.placement is not None else None
-        if plan is not None and plan.pod_sets:
-            try:
-                obj = self._write_plan(key, obj, plan)
-            except KubeError as err:
+        if plan is None or not plan.pod_sets:
+            self._send_admission(decision, obj, now)
+            return
+        namespace, name = key.split("/", 1)
+        annotations = {PLACEMENT_ANNOTATION: annotation(plan)}
+        patch = o.conditional({"metadata": {"annotations": annotations}}, obj)
+
+        def placed(answer: Obj | None, err: BaseException | None) -> None:
+            if err is not None:
                 # Nothing holds quota yet: whatever happened to the annotation is harmless.
-                return self._not_admitted(decision, err, "placement")
+                self._not_admitted(decision, err, "placement")
+                return
+            assert answer is not None
+            recorded = record(ctx, answer)  # None: deleted meanwhile, and the admission fails
+            self._send_admission(decision, recorded or answer, now)
+
+        ctx.submit(
+            WORKLOADS,
+            "placement",
+            key,
+            lambda: ctx.client.patch(WORKLOADS, name, patch, namespace),
+            placed,
+            priority=ADMIT,
+        )
+
+    def _send_admission(self, decision: Admit, obj: Obj, now: float) -> None:
+        ctx = self.ctx
+        key = decision.workload.key
+        namespace, name = key.split("/", 1)
         patch = o.conditional(o.admit_patch(obj, decision.admission, now), obj)
-        try:
-            answer = patch_status(ctx, key, patch, "admit")
-        except KubeError as err:
-            if err.ambiguous:
+
+        def answered(answer: Obj | None, err: BaseException | None) -> None:
+            if err is None:
+                assert answer is not None
+                self._admitted(key, obj, record(ctx, answer), decision, now)
+                self.on_written()
+            elif isinstance(err, KubeError) and err.ambiguous:
                 log.warning("admission of %s: %s; the quota stays held until settled", key, err)
                 self.unsettled[key] = patch
                 ctx.queues.workloads.retry(key, err.retry_after or 0.0)
-                raise
-            return self._not_admitted(decision, err, "admission")
-        self._admitted(key, obj, answer, decision, now)
-        return True
+                self.on_failed(err)
+            else:
+                self._not_admitted(decision, err, "admission")
 
-    def _not_admitted(self, decision: Admit, err: KubeError, what: str) -> bool:
+        ctx.submit(
+            WORKLOADS,
+            "status-admit",
+            key,
+            lambda: ctx.client.patch(WORKLOADS, name, patch, namespace, subresource="status"),
+            answered,
+            priority=ADMIT,
+        )
+
+    def _not_admitted(self, decision: Admit, err: BaseException, what: str) -> None:
         """A write of an admission certainly failed: the quota it held is free again, and the
-        Workload is read again on a conflict. Retriable failures are re-raised."""
+        Workload is read again on a conflict. A retriable failure backs the scheduler off."""
         ctx = self.ctx
         key = decision.workload.key
         ctx.state.forget(key)
         ctx.touch(decision.workload.namespace, decision.workload.queue_name)
+        if not isinstance(err, KubeError):
+            raise err  # a bug: logged with its traceback by the pool
         if isinstance(err, ApiError) and err.conflict:
             ctx.refresh(WORKLOADS, key)
             ctx.queues.workloads.add(key)
-            return False
+            self.on_refused()
+            return
         if isinstance(err, ApiError) and err.not_found:
             ctx.store.forget(WORKLOADS, key)
-            return False
+            self.on_refused()
+            return
         if err.retriable:
-            raise err
+            self.on_failed(err)
+            return
         log.warning("%s of %s not written: %s", what, key, err)
-        return False
 
     def _admitted(
         self, key: str, obj: Obj, recorded: Obj | None, decision: Admit, now: float
@@ -111,6 +162,7 @@ class AdmissionWriter:
         ctx.story(key, "Normal", "Admitted", f"Admitted by ClusterQueue {cq}")
         owner = ctx.owner_of(recorded) if recorded is not None else None
         if owner is not None:
+            self._admitted_at[key] = ctx.clock()
             ctx.queues.jobs.add((owner[0].plural, owner[1]))  # the job reconciler starts it
 
     def settle(self, key: str) -> None:
@@ -140,7 +192,10 @@ class AdmissionWriter:
         annotations = {PLACEMENT_ANNOTATION: annotation(plan)}
         patch = o.conditional({"metadata": {"annotations": annotations}}, obj)
         answer = ctx.write(
-            WORKLOADS, "placement", lambda: ctx.client.patch(WORKLOADS, name, patch, namespace)
+            WORKLOADS,
+            "placement",
+            lambda: ctx.client.patch(WORKLOADS, name, patch, namespace),
+            key,
         )
         return record(ctx, answer) or answer  # deleted meanwhile: the admission then fails
 

@@ -19,6 +19,7 @@ from extender.kube.api.resources import WORKLOADS, Resource
 from extender.kube.api.store import Store
 from extender.kube.api.trim import JobView
 from extender.kube.api.workqueue import WorkQueue
+from extender.kube.api.writes import ADMIT, Done, WritePool
 
 log = logging.getLogger("tower.controller")
 
@@ -35,7 +36,9 @@ class Settings:
     status_max_age: float = 60.0  # ...and one at least this often even when the budget is busy
     pending_status_qps: float = 5.0  # QuotaReserved=False messages, with spare budget only
     watch_timeout: int = 300
-    create_batch: int = 10  # Workloads created per loop turn, between scheduling rounds
+    # Senders of the write pool: writes in flight together besides the loop's own (0: every
+    # write is sent by the loop, one at a time).
+    write_concurrency: int = 8
     # A start the webhook kept suspended is tried again after this, doubling up to the cap.
     start_refused_retry: float = 30.0
     start_refused_retry_cap: float = 300.0
@@ -101,11 +104,55 @@ class Context:
     placement: Placement | None = None  # physical fit on nodes, when nodes and pods are watched
     job_resources: tuple[Resource, ...] = ()  # every enabled kind of job
     told: Told = field(default_factory=Told)
+    writes: WritePool | None = None  # None: every write is sent on the loop's thread
 
     # ----- writes -----------------------------------------------------------------------
 
-    def write(self, resource: Resource, verb: str, call: Callable[[], Obj]) -> Obj:
-        """Run one write, counting it; failures are counted by HTTP status and re-raised."""
+    def write(
+        self, resource: Resource, verb: str, call: Callable[[], Obj], key: str | None = None
+    ) -> Obj:
+        """Run one write now, on this thread, counting it; failures are counted by HTTP
+        status and re-raised. With the object's `key`, it goes after the writes to that
+        object already submitted (and their answers are taken in first)."""
+        if key is not None and self.writes is not None:
+            result: Obj = self.writes.run(
+                (resource.plural, key), lambda: self._counted(resource, verb, call)
+            )
+            return result
+        return self._counted(resource, verb, call)
+
+    def submit(
+        self,
+        resource: Resource,
+        verb: str,
+        key: str,
+        call: Callable[[], Obj],
+        done: Done,
+        *,
+        priority: int = ADMIT,
+    ) -> None:
+        """Send one write in the pool, after the writes to the same object: `done(answer,
+        None)` or `done(None, error)` runs on the loop's thread once it is answered."""
+        if self.writes is None:
+            try:
+                answer = self._counted(resource, verb, call)
+            except KubeError as err:
+                done(None, err)
+                return
+            done(answer, None)
+            return
+        self.writes.submit(
+            (resource.plural, key),
+            lambda: self._counted(resource, verb, call),
+            done,
+            priority=priority,
+        )
+
+    def busy(self, plural: str, key: str) -> bool:
+        """Whether a write to this object is on its way (its reconcile waits for the answer)."""
+        return self.writes is not None and self.writes.busy((plural, key))
+
+    def _counted(self, resource: Resource, verb: str, call: Callable[[], Obj]) -> Obj:
         try:
             result = call()
         except ApiError as err:

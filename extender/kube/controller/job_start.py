@@ -2,7 +2,8 @@
 stop that puts back what the start changed. Each kind's adapter says how.
 
 A start is one conditional patch on the version the store has: unsuspended, its pods placed
-on the admitted flavors. A stop suspends, clears what the job's own controller counts as
+on the admitted flavors; it is sent in the write pool ahead of other writes, and its answer
+is taken in on the loop's thread. A stop suspends, clears what the job's own controller counts as
 started, and restores the pod templates the Workload recorded; each step is skipped when
 already done, and a conflict reads the job again and is raised, for a retry on what it is.
 """
@@ -10,13 +11,16 @@ already done, and a conflict reads the job again and is raised, for a retry on w
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from extender.core.models import Admission
+from extender.core.workloads import creation_seconds
 from extender.kube.api import objects as o
 from extender.kube.api.client import ApiError, KubeError
 from extender.kube.api.resources import WORKLOADS
 from extender.kube.api.trim import JobView
+from extender.kube.api.writes import START
 from extender.kube.controller.context import Context
 from extender.kube.controller.workload_status import write_status
 
@@ -51,6 +55,7 @@ def patch_job(ctx: Context, job: JobView, patch: Obj, subresource: str = "") -> 
             lambda: ctx.client.patch(
                 resource, job.name, body, job.namespace, subresource=subresource
             ),
+            job.key,
         )
     except ApiError as err:
         if err.conflict:
@@ -64,8 +69,11 @@ def patch_job(ctx: Context, job: JobView, patch: Obj, subresource: str = "") -> 
 class JobStarter:
     """Starts admitted jobs, stops evicted ones and then gives their quota back."""
 
-    def __init__(self, ctx: Context) -> None:
+    def __init__(
+        self, ctx: Context, admitted_at: Callable[[str], float | None] = lambda key: None
+    ) -> None:
         self.ctx = ctx
+        self.admitted_at = admitted_at  # when a Workload's admission was answered (wall time)
         # Workload key -> (when the webhook kept its job suspended, how long until the next try)
         self.start_refused: dict[str, tuple[float, float]] = {}
 
@@ -99,29 +107,56 @@ class JobStarter:
             job.as_object(),
         )
         resource = job.resource
-        try:
-            answer = ctx.write(
-                resource,
-                "patch",
-                lambda: ctx.client.patch(resource, job.name, patch, job.namespace),
-            )
-        except ApiError as err:
-            if err.conflict:
+        ref = (resource.plural, job.key)
+
+        def answered(answer: Obj | None, err: BaseException | None) -> None:
+            if err is None:
+                assert answer is not None
+                self._started(wl_key, job, admission, answer)
+                return
+            if isinstance(err, ApiError) and err.conflict:
                 ctx.refresh(resource, job.key)
-                return 0.0  # decide again on the version just read
-            raise
-        started = ctx.store.record(resource, answer)
+                ctx.queues.jobs.add(ref)  # decide again on the version just read
+                return
+            if not isinstance(err, KubeError):
+                raise err  # a bug: logged with its traceback by the pool
+            delay = ctx.queues.jobs.retry(ref, err.retry_after or 0.0)
+            ctx.metrics.reconcile_errors.labels("jobs", "api").inc()
+            log.warning("start of %s %s: %s (retrying in %.1fs)", job.kind, job.key, err, delay)
+
+        ctx.submit(
+            resource,
+            "patch",
+            job.key,
+            lambda: ctx.client.patch(resource, job.name, patch, job.namespace),
+            answered,
+            priority=START,
+        )
+        return None
+
+    def _started(self, wl_key: str, job: JobView, admission: Admission, answer: Obj) -> None:
+        """The start was answered: the job runs, or a webhook kept it suspended."""
+        ctx = self.ctx
+        created = creation_seconds((answer.get("metadata") or {}).get("creationTimestamp"))
+        started = ctx.store.record(job.resource, answer)
         if isinstance(started, JobView) and started.suspended:
-            return self._kept_suspended(wl_key, started)
+            wait = self._kept_suspended(wl_key, started)
+            ctx.queues.jobs.add_after((job.resource.plural, job.key), wait)
+            return
+        cq = admission.cluster_queue
+        now = ctx.clock()
+        ctx.metrics.start_wait_time.labels(cq).observe(max(0.0, now - created))
+        admitted = self.admitted_at(wl_key)
+        if admitted is not None:
+            ctx.metrics.admitted_until_start.labels(cq).observe(max(0.0, now - admitted))
         self.start_refused.pop(wl_key, None)
         self._say_why_not_running(wl_key, None)  # it runs now: an earlier explanation goes
         ctx.event(
             started.as_object() if isinstance(started, JobView) else job.as_object(),
             "Normal",
             "Started",
-            f"Admitted by clusterQueue {admission.cluster_queue}",
+            f"Admitted by clusterQueue {cq}",
         )
-        return None
 
     def _kept_suspended(self, wl_key: str, job: JobView) -> float:
         """The API server answered the start with the job still suspended: an admission

@@ -15,9 +15,10 @@ from extender.core.jobs import resolve_priority, workload_for
 from extender.core.parse import ManifestError
 from extender.core.workloads import creation_seconds
 from extender.kube.api import objects as o
-from extender.kube.api.client import ApiError
+from extender.kube.api.client import ApiError, KubeError
 from extender.kube.api.resources import WORKLOADS, Resource
 from extender.kube.api.trim import JobView, workload_key
+from extender.kube.api.writes import CREATE
 from extender.kube.controller.context import Context, Ref
 from extender.kube.controller.job_start import JobStarter, patch_job, stop_job
 from extender.kube.controller.workload_status import patch_status, record
@@ -43,7 +44,7 @@ class JobReconciler:
         self.ctx = ctx
         self.starter = starter
         self.resources = {r.plural: r for r in ctx.job_resources}
-        self.created = 0  # Workloads created since the loop last looked
+        self.created = 0  # Workloads sent for creation since the loop last looked
         self._creating: dict[str, float] = {}  # Workload key -> when its create was sent
 
     def priority(self, job: JobView) -> int:
@@ -209,19 +210,41 @@ class JobReconciler:
         body = o.workload_manifest(source, model)
         self._creating[wl_key] = ctx.monotonic()
         self.created += 1
-        try:
-            created = ctx.write(
-                WORKLOADS, "create", lambda: ctx.client.create(WORKLOADS, body, model.namespace)
-            )
-        except ApiError as err:
-            if err.already_exists:
+
+        def answered(created: Obj | None, err: BaseException | None) -> None:
+            if err is None:
+                assert created is not None
+                self._created(resource, job, wl_key, created)
+                return
+            if isinstance(err, ApiError) and err.already_exists:
                 ctx.refresh(WORKLOADS, wl_key)
                 ctx.queues.workloads.add(wl_key)
-                return None
+                return
             self._creating.pop(wl_key, None)
-            raise
+            if not isinstance(err, KubeError):
+                raise err  # a bug: logged with its traceback by the pool
+            ref = (resource.plural, job.key)
+            delay = ctx.queues.creations.retry(ref, err.retry_after or 0.0)
+            ctx.metrics.reconcile_errors.labels("jobs", "api").inc()
+            log.warning("Workload for %s %s: %s (retrying in %.1fs)", job.kind, job.key, err, delay)
+
+        ctx.submit(
+            WORKLOADS,
+            "create",
+            wl_key,
+            lambda: ctx.client.create(WORKLOADS, body, model.namespace),
+            answered,
+            priority=CREATE,
+        )
+        return None
+
+    def _created(self, resource: Resource, job: JobView, wl_key: str, created: Obj) -> None:
+        """The Workload was created: the store keeps it, and the job no longer needs its
+        template (the version the store has now: it may have moved on meanwhile)."""
+        ctx = self.ctx
         record(ctx, created)
-        ctx.store.put(resource, job.key, job.without_source())
+        current = ctx.store.get(resource, job.key)
+        if isinstance(current, JobView) and current.source is not None:
+            ctx.store.put(resource, job.key, current.without_source())
         ctx.queues.workloads.add(wl_key)
         ctx.event(job.as_object(), "Normal", "CreatedWorkload", f"Created Workload: {wl_key}")
-        return None

@@ -2,18 +2,23 @@
 reconcilers, and the loop that runs them.
 
 Watches only enqueue keys (store handlers below); reconcilers tell each other what to look
-at by enqueueing keys too (context.Queues). The loop, on one thread, in order:
-1. configuration keys, applied in one batch;
+at by enqueueing keys too (context.Queues). The hot writes (a Workload created, admitted, its
+job started) are sent in a bounded pool of senders (api/writes.py) and their answers taken
+in on the loop's thread; the others are written by the loop itself, after any write to the
+same object still on its way. The loop, on one thread, in order:
+1. the answers of writes sent in the pool, then configuration keys, applied in one batch;
 2. Workload keys (each mirrored into the core), then job keys (each job created a Workload
-   for, finished, started or stopped by the generic job reconciler);
-3. scheduling cycles while one is due: the core decides, the admissions are written, then
-   each eviction after taking in what happened meanwhile;
-4. Workloads created for new jobs, a few per turn, highest priority first;
+   for, finished, started or stopped by the generic job reconciler); a key whose object has
+   a write on its way waits for the answer;
+3. scheduling cycles while one is due: the core decides on the assumed state, the
+   admissions are sent, then each eviction is written after taking in what happened;
+4. Workloads created for new jobs, highest priority first, as fast as the pool sends them;
 5. pending reasons and queue status, with spare budget only;
-then it sleeps until a key is due. A reconcile that fails is retried with backoff; the
-loop itself never ends on an error. It ends when stopped, or at once when the fence says
-this replica may no longer write: the term's state is then dropped, and the next term
-rebuilds it from the cache (the Workloads' status is the record).
+then it sleeps until a key is due or an answer comes. A reconcile that fails is retried with
+backoff; the loop itself never ends on an error. It ends when stopped, or at once when the
+fence says this replica may no longer write: the term's state is then dropped (and the writes
+not yet sent with it), and the next term rebuilds it from the cache (the Workloads' status is
+the record).
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from extender.kube.api.metrics import Metrics
 from extender.kube.api.resources import CONFIG, WORKLOADS, Resource
 from extender.kube.api.trim import JobView, workload_key
 from extender.kube.api.workqueue import WorkQueue, wait
+from extender.kube.api.writes import WritePool
 from extender.kube.controller.admission import AdmissionWriter
 from extender.kube.controller.config import ConfigReconciler
 from extender.kube.controller.context import Context, Queues, Settings
@@ -51,6 +57,10 @@ K = TypeVar("K", bound=Hashable)
 IDLE = 0.5  # the longest the loop sleeps with nothing due
 GC_EVERY = 5.0  # seconds between collections of the young generations, when idle
 FULL_GC_EVERY = 60  # ... and every this many of those, a full one (about every 5 minutes)
+# Creations waiting in the pool, per sender, before new ones wait in their queue instead (by
+# priority): the pool's queue stays short, and a higher-priority job created later goes first.
+CREATIONS_PER_SENDER = 4
+INLINE_CREATE_BATCH = 10  # without the pool: Workloads created per turn, between cycles
 
 
 class Controller:
@@ -109,7 +119,7 @@ class Controller:
             cache.placement.new_term(ctx.state)
         self.admission = AdmissionWriter(ctx)
         self.pending = PendingReasons(ctx)
-        self.starter = JobStarter(ctx)
+        self.starter = JobStarter(ctx, admitted_at=self.admission.take_admitted_at)
         self.workloads = WorkloadReconciler(
             ctx, self.admission, self.pending, on_dropped=self.starter.forget
         )
@@ -119,6 +129,10 @@ class Controller:
             ctx, on_queue_deleted=self.queue_status.forget, mark_pending=self.pending.mark
         )
         self.scheduler = Scheduler(ctx, monotonic=monotonic)
+        self.admission.on_written = self.scheduler.written
+        self.admission.on_refused = self.scheduler.refused
+        self.admission.on_failed = self.scheduler.failed
+        self._creations_held = False  # the pool has enough creations queued
         self.ready = threading.Event()
         self._handlers: list[tuple[Resource, Callable[[str, Any, Any], None]]] = []
 
@@ -192,9 +206,24 @@ class Controller:
         finally:
             self.ready.clear()
             self._unsubscribe()
+            self.stop_writes()
+
+    def stop_writes(self) -> None:
+        """The term is over: writes not yet sent are abandoned, never sent."""
+        pool = self.ctx.writes
+        if pool is not None:
+            abandoned = pool.stop()
+            if abandoned:
+                log.info("%d writes not yet sent were abandoned", abandoned)
 
     def start(self) -> None:
-        """Listen to the cache, and rebuild the state from it (the cache is synced)."""
+        """Listen to the cache, and rebuild the state from it (the cache is synced); the
+        write pool's senders start."""
+        size = self.ctx.settings.write_concurrency
+        if size > 0 and self.ctx.writes is None:
+            self.ctx.writes = WritePool(
+                size, wakeup=self.wakeup, observer=self.metrics.write_observer()
+            )
         self._subscribe()
         self.rebuild()
 
@@ -238,13 +267,12 @@ class Controller:
             ctx.metrics.reconcile_errors.labels("loop", "unexpected").inc()
             time.sleep(0.1)
         queues = ctx.queues
-        watched: list[WorkQueue[Any]] = [
-            queues.config,
-            queues.workloads,
-            queues.jobs,
-            queues.creations,
-        ]
+        watched: list[WorkQueue[Any]] = [queues.config, queues.workloads, queues.jobs]
+        if not self._creations_held:  # else an answer from the pool wakes the loop
+            watched.append(queues.creations)
         timeout = min(IDLE, ctx.settings.status_interval, self._scheduler_due())
+        if ctx.writes is not None and ctx.writes.has_answers():
+            timeout = 0.0
         if not any(q.next_due() == 0 for q in watched) and timeout > 0:
             self._collect_if_due()
         wait(self.wakeup, watched, timeout)
@@ -263,8 +291,11 @@ class Controller:
         return IDLE if due is None else due
 
     def take_in(self) -> None:
-        """Apply what the watches brought: configuration, Workloads, and Jobs whose Workload
-        exists (a finished Job frees its quota). Creating Workloads waits for step 4."""
+        """Apply what the pool's answers and the watches brought: configuration, Workloads,
+        and Jobs whose Workload exists (a finished Job frees its quota). Creating Workloads
+        waits for step 4."""
+        if self.ctx.writes is not None:
+            self.ctx.writes.complete()
         queues = self.ctx.queues
         refs = []
         while (ref := queues.config.pop()) is not None:
@@ -309,16 +340,14 @@ class Controller:
                 self.ctx.reschedule()
 
     def _write(self, result: CycleResult) -> bool:
-        """Write a cycle's decisions; False when a write was refused or failed (the rest is
-        undone, and the scheduler decides again on fresh state or after a backoff)."""
+        """Send a cycle's admissions (their answers are taken in later, while the next
+        cycles run) and write its evictions; False when an eviction was refused or failed
+        (the rest is kept, and the scheduler decides again on fresh state or after a
+        backoff)."""
         ctx = self.ctx
+        for decision in result.admitted:
+            self.admission.admit(decision)
         all_written = True
-        for i, decision in enumerate(result.admitted):
-            try:
-                all_written &= self.admission.admit(decision)
-            except KubeError as err:
-                self.scheduler.abandon(result.admitted[i + 1 :], result.evicted, err)
-                return False
         budget = ctx.client.budget
         for i, eviction in enumerate(result.evicted):
             # An eviction waits for its turn in the budget behind the cycle's other writes.
@@ -338,18 +367,27 @@ class Controller:
                 return False
         for workload, status in result.pending:
             self.pending.mark(workload.key, status)
-        if all_written:
-            self.scheduler.written()
-        else:
+        if not all_written:
             self.scheduler.refused()
+        elif result.evicted:
+            self.scheduler.written()
         return all_written
 
     def _create_workloads(self) -> None:
-        """Workloads for new Jobs, a few per turn: a thousand new Jobs share the budget with
-        the admissions of those already queued instead of holding them back."""
+        """Workloads for new jobs, highest priority first: sent in the pool while it has
+        room for them (without the pool, a few per turn, so they share the loop with the
+        admissions of jobs already queued)."""
         queues = self.ctx.queues
+        pool = self.ctx.writes
+        self._creations_held = False
         self.jobs.created = 0
-        while self.jobs.created < self.ctx.settings.create_batch:
+        while True:
+            if pool is None:
+                if self.jobs.created >= INLINE_CREATE_BATCH:
+                    return
+            elif pool.queued >= CREATIONS_PER_SENDER * pool.size:
+                self._creations_held = True
+                return
             ref = queues.creations.pop()
             if ref is None:
                 return
@@ -358,7 +396,14 @@ class Controller:
     def _one(
         self, queue: WorkQueue[K], name: str, reconcile: Callable[[K], float | None], key: K
     ) -> None:
-        """Reconcile one key: requeue after what it asks, or with backoff when it failed."""
+        """Reconcile one key: requeue after what it asks, or with backoff when it failed.
+        A key whose object has a write on its way waits for its answer (per-object order)."""
+        pool = self.ctx.writes
+        if pool is not None and name != "config":
+            obj = (WORKLOADS.plural, key) if name == "workloads" else key
+            if pool.busy(obj):
+                pool.when_idle(obj, lambda: queue.add(key))
+                return
         try:
             after = reconcile(key)
         except NotLeaderError:

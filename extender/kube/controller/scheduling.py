@@ -2,10 +2,12 @@
 what the API server refused.
 
 A cycle assumes its admissions in the core before returning them; the controller's loop
-writes them (admission.py). If the API server fails in the middle of writing (refused,
-unreachable, throttled), the rest of the cycle is abandoned: what was not written is rolled
-back, the evictions not written are kept, and the next cycle waits a backoff that doubles
-with each failed round (or the server's Retry-After). A failed write never ends the loop.
+sends them in the write pool (admission.py) and decides again on the assumed state while
+they are in flight, as Kueue does. An admission the API server refused is rolled back alone;
+one it failed (unreachable, throttled, 5xx) also holds the next cycle back for a backoff that
+doubles with each failed round (or the server's Retry-After). Evictions are written in the
+loop; if one fails, the rest of the cycle's evictions are kept. A failed write never ends
+the loop.
 """
 
 from __future__ import annotations
@@ -72,6 +74,26 @@ class Scheduler:
 
     def refused(self) -> None:
         """A write was refused (409, gone): decide again at once on fresh state."""
+        self.ctx.reschedule()
+
+    def failed(self, err: KubeError) -> None:
+        """An admission sent in the pool failed in a way a retry may mend (it was undone, or
+        its quota stays held until settled): no cycle until a backoff has passed. Counted
+        once per round of failures, not once per admission of a cycle."""
+        now = self.monotonic()
+        if now >= self.resume_at:
+            delay = max(err.retry_after or 0.0, self.backoff.delay(self.failures))
+            self.failures += 1
+            self.resume_at = now + delay
+            loud = self.failures <= 3 or self.failures % 10 == 0
+            log.log(
+                logging.WARNING if loud else logging.DEBUG,
+                "an admission was not written (%s); the next cycle in %.1fs",
+                err,
+                delay,
+            )
+        elif err.retry_after:
+            self.resume_at = max(self.resume_at, now + err.retry_after)
         self.ctx.reschedule()
 
     def abandon(

@@ -23,6 +23,7 @@ def patch_status(
         lambda: ctx.client.patch(
             WORKLOADS, name, patch, namespace, subresource="status", paced=paced
         ),
+        key,
     )
     return record(ctx, answer)
 

@@ -164,7 +164,9 @@ class WorkloadReconciler:
         ctx = self.ctx
         namespace, name = key.split("/", 1)
         try:
-            ctx.write(WORKLOADS, "delete", lambda: ctx.client.delete(WORKLOADS, name, namespace))
+            ctx.write(
+                WORKLOADS, "delete", lambda: ctx.client.delete(WORKLOADS, name, namespace), key
+            )
         except ApiError as err:
             if not err.not_found:
                 raise
@@ -192,6 +194,7 @@ class WorkloadReconciler:
                 WORKLOADS,
                 "patch-finalizers",
                 lambda: ctx.client.patch(WORKLOADS, name, patch, namespace),
+                key,
             )
         except ApiError as err:
             if err.conflict:
