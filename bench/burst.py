@@ -181,11 +181,11 @@ def start_controller(kubeconfig: str, args: argparse.Namespace) -> tuple[subproc
         str(args.qps),
         "--kube-api-burst",
         str(args.burst),
-        "--write-concurrency",
-        str(args.write_concurrency),
         "--log-level",
         "WARNING",
     ]
+    if args.write_concurrency is not None:  # None: the controller's default (and older code)
+        command += ["--write-concurrency", str(args.write_concurrency)]
     controller = subprocess.Popen(command, cwd=ROOT, stderr=subprocess.PIPE, text=True)
     assert controller.stderr is not None
     port = int(controller.stderr.readline().split()[-1])
@@ -208,6 +208,7 @@ def start_controller(kubeconfig: str, args: argparse.Namespace) -> tuple[subproc
 def one_run(admin: RestClient, kubeconfig: str, controller_config: str, args: Any, n: int) -> dict:
     namespace = f"burst-{os.getpid()}-{n}"
     for resource, obj in queue_objects(namespace, args.jobs):
+        obj = {"apiVersion": resource.api_version, "kind": resource.kind, **obj}
         try:
             admin.create(resource, obj, obj["metadata"].get("namespace"))
         except ApiError as err:
@@ -260,7 +261,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--qps", type=float, default=1000)
     parser.add_argument("--burst", type=int, default=2000)
-    parser.add_argument("--write-concurrency", type=int, default=8)
+    parser.add_argument("--write-concurrency", type=int, default=None)
     parser.add_argument(
         "--write-latency",
         type=float,

@@ -307,6 +307,8 @@ def scrape_writes(port: int) -> dict[str, int]:
             out[f"failed {code}"] = out.get(f"failed {code}", 0) + int(float(value))
         elif line.startswith("tower_evictions_dropped_total "):
             out["evictions dropped"] = int(float(line.rsplit(" ", 1)[1]))
+        elif line.startswith("kueue_admission_attempts_total{"):
+            out["cycles"] = out.get("cycles", 0) + int(float(line.rsplit(" ", 1)[1]))
     return out
 
 
@@ -495,12 +497,13 @@ def main() -> None:
         "api_restarts": len(args.restart_at),
         "writes_by_kind": dict(writes),
         "workload_status_writes_by_purpose": {
-            k: v for k, v in purposes.items() if not k.startswith(("failed", "evictions"))
+            k: v for k, v in purposes.items() if not k.startswith(("failed", "evictions", "cycles"))
         },
         "write_failures_by_code": {
             k.split()[1]: v for k, v in purposes.items() if k.startswith("failed")
         },
         "evictions_dropped": purposes.get("evictions dropped", 0),
+        "scheduling_cycles_with_heads": purposes.get("cycles", 0),
         "events": events,
         "evictions": runner.evictions,
         "avg_time_to_admission_ms": {k: round(1000 * sum(v) / len(v)) for k, v in tta.items()},

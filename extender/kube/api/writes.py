@@ -26,7 +26,7 @@ import itertools
 import logging
 import threading
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any
@@ -94,6 +94,7 @@ class WritePool:
         self._idle: dict[Hashable, list[Callable[[], None]]] = {}
         self._in_flight = 0
         self._queued = 0
+        self._queued_by_priority: Counter[int] = Counter()
         self._stopped = False
         self.fenced: NotLeaderError | None = None
         self.max_in_flight = 0  # the most writes in flight at once (for tests and benchmarks)
@@ -118,6 +119,7 @@ class WritePool:
             if self._stopped:
                 raise NotLeaderError("the write pool is stopped: this term is over")
             self._queued += 1
+            self._queued_by_priority[priority] += 1
             chain = self._chains.get(key)
             if chain is not None:
                 chain.append(write)
@@ -149,6 +151,11 @@ class WritePool:
     def queued(self) -> int:
         with self._cond:
             return self._queued
+
+    def queued_at(self, priority: int) -> int:
+        """Writes of this priority not yet handed to a sender."""
+        with self._cond:
+            return self._queued_by_priority[priority]
 
     @property
     def in_flight(self) -> int:
@@ -208,6 +215,7 @@ class WritePool:
                     return
                 _, _, write = heapq.heappop(self._ready)
                 self._queued -= 1
+                self._queued_by_priority[write.priority] -= 1
                 self._in_flight += 1
                 self.max_in_flight = max(self.max_in_flight, self._in_flight)
                 queued, in_flight = self._queued, self._in_flight
@@ -269,6 +277,7 @@ class WritePool:
                 chain.pop()
                 dropped += 1
         self._queued = 0
+        self._queued_by_priority.clear()
         self.observer.queued(0)
         return dropped
 

@@ -156,7 +156,12 @@ class AdmissionWriter:
         ctx.metrics.admitted_total.labels(cq).inc()
         created = creation_seconds((obj.get("metadata") or {}).get("creationTimestamp"))
         ctx.metrics.wait_time.labels(cq).observe(max(0.0, now - created))
-        ctx.touch(decision.workload.namespace, decision.workload.queue_name, cq)
+        # The core assumed it when the cycle decided: its queues' status changed, but no new
+        # cycle is due for it (one per answer would cost a cycle per admission).
+        ctx.touch_queues(
+            local_queues=(f"{decision.workload.namespace}/{decision.workload.queue_name}",),
+            cluster_queues=(cq,),
+        )
         ctx.told.forget(f"pending:{key}")
         ctx.story(key, "Normal", "QuotaReserved", f"Quota reserved in ClusterQueue {cq}")
         ctx.story(key, "Normal", "Admitted", f"Admitted by ClusterQueue {cq}")

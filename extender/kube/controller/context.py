@@ -148,6 +148,12 @@ class Context:
             priority=priority,
         )
 
+    def spare(self, keep: float) -> bool:
+        """Take a token of the budget only if more than `keep` would remain after the writes
+        already waiting in the pool took theirs (writes that can wait: status, reasons)."""
+        queued = self.writes.queued if self.writes is not None else 0
+        return self.client.budget.spare(keep + queued)
+
     def busy(self, plural: str, key: str) -> bool:
         """Whether a write to this object is on its way (its reconcile waits for the answer)."""
         return self.writes is not None and self.writes.busy((plural, key))

@@ -354,6 +354,8 @@ class Controller:
             # Take in what happened meanwhile: a victim that finished, a preemptor that went
             # away or a queue that was resumed costs no write (and no 409 Conflict).
             budget.acquire()
+            if ctx.writes is not None:  # a victim whose admission is still on its way
+                ctx.writes.run((WORKLOADS.plural, eviction.workload.key), lambda: None)
             self.take_in()
             if not ctx.state.still_needed(eviction):
                 budget.give_back()

@@ -54,7 +54,7 @@ class PendingReasons:
             if not self._budget.spare(0):
                 queue.add_after(key, 1.0 / ctx.settings.pending_status_qps)
                 return
-            if not budget.spare(min(budget.qps, budget.burst / 2)):
+            if not ctx.spare(min(budget.qps, budget.burst / 2)):
                 self._budget.give_back()
                 queue.add_after(key, 1.0 / budget.qps)
                 return

@@ -100,7 +100,7 @@ class QueueStatusReconciler:
         stale = written is None or now - written > ctx.settings.status_max_age
         # Uncontended: a second of budget (at most half the burst) stays in reserve.
         # Contended: only a stale status is written, within a 1% share of the budget.
-        uncontended = budget.spare(min(budget.qps, budget.burst / 2))
+        uncontended = ctx.spare(min(budget.qps, budget.burst / 2))
         if not uncontended and not (stale and self._share.spare(0)):
             ctx.queues.status.add_after(key, ctx.settings.status_interval)
             return False

@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from extender.core.cycle import Admit, CycleResult, Evict
 from extender.kube.api.client import KubeError
 from extender.kube.api.workqueue import Backoff
+from extender.kube.api.writes import ADMIT
 from extender.kube.controller.context import Context
 
 log = logging.getLogger("tower.scheduling")
@@ -44,17 +45,25 @@ class Scheduler:
         self.resume_at = 0.0  # after a failed write, no cycle before this (the backoff)
 
     def due_in(self) -> float | None:
-        """Seconds until a cycle should run (None when nothing changed)."""
+        """Seconds until a cycle should run (None when nothing changed, or while the last
+        cycle's admissions wait to be sent: an answer wakes the loop)."""
         due = self.ctx.queues.schedule.next_due()
-        if due is None:
+        if due is None or self.held():
             return None
         return max(due, self.resume_at - self.monotonic())
 
     def take_due(self) -> bool:
         """Whether a cycle is due now (and, if so, it is taken)."""
-        if self.monotonic() < self.resume_at:
+        if self.monotonic() < self.resume_at or self.held():
             return False
         return self.ctx.queues.schedule.pop() is not None
+
+    def held(self) -> bool:
+        """Admissions decided wait for a sender (the budget is what limits): the next cycle
+        waits until they are sent, deciding then on fresher state and in one batch, rather
+        than once per event. In flight is not waiting: cycles run while writes are."""
+        pool = self.ctx.writes
+        return pool is not None and pool.queued_at(ADMIT) > 0
 
     def decide(self) -> CycleResult:
         """One cycle of the core, its duration and outcome counted."""
