@@ -202,3 +202,18 @@ def test_a_failing_done_is_logged_and_the_object_is_released(pool, caplog):
     drain(p)
     assert [n for _, n in server.sent] == [0, 1]
     assert "after a write to a" in caplog.text
+
+
+def test_queued_writes_are_counted_by_priority_until_a_sender_takes_them(pool):
+    """The scheduler holds its next cycle while admissions wait for a sender (queued_at)."""
+    p = pool(1)
+    gate = threading.Event()
+    p.submit("blocker", lambda: gate.wait(2), lambda a, e: None, priority=START)
+    time.sleep(0.02)  # the one sender is busy
+    p.submit("a", lambda: None, lambda a, e: None, priority=ADMIT)
+    p.submit("b", lambda: None, lambda a, e: None, priority=ADMIT)
+    p.submit("c", lambda: None, lambda a, e: None, priority=CREATE)
+    assert (p.queued_at(START), p.queued_at(ADMIT), p.queued_at(CREATE)) == (0, 2, 1)
+    gate.set()
+    drain(p)
+    assert (p.queued_at(ADMIT), p.queued_at(CREATE)) == (0, 0)
