@@ -44,6 +44,7 @@ CRDS = r.Resource(
 )
 NAMESPACES = r.Resource("", "v1", "namespaces", "Namespace", False)
 CONTROLLER_USER = "system:serviceaccount:tower-system:tower-controller"
+RUN_LABEL = "tower.dev/burst-run"  # this run's Jobs only (an earlier run's may be terminating)
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -66,7 +67,7 @@ def job_manifest(name: str, namespace: str) -> dict[str, Any]:
         "metadata": {
             "name": name,
             "namespace": namespace,
-            "labels": {"kueue.x-k8s.io/queue-name": "burst"},
+            "labels": {"kueue.x-k8s.io/queue-name": "burst", RUN_LABEL: namespace},
         },
         "spec": {
             "suspend": True,  # as the webhook leaves it (the webhook is not what is measured)
@@ -135,16 +136,21 @@ class Watcher:
         self.ready = threading.Event()
 
     def run(self) -> None:
-        _, version = self.client.list(r.JOBS, self.namespace)
+        selector = f"{RUN_LABEL}={self.namespace}"
+        _, version = self.client.list(r.JOBS, self.namespace, label_selector=selector)
         self.ready.set()
         while not self.done.is_set():
-            for _, obj in self.client.watch(r.JOBS, version, timeout_seconds=60):
+            for _, obj in self.client.watch(
+                r.JOBS, version, label_selector=selector, timeout_seconds=60
+            ):
                 version = obj["metadata"].get("resourceVersion", version)
                 self._see(obj)
                 if self.done.is_set():
                     return
 
     def _see(self, obj: dict[str, Any]) -> None:
+        if obj["metadata"].get("namespace") != self.namespace:
+            return
         name = obj["metadata"]["name"]
         now, mono = time.time(), time.monotonic()
         if name not in self.seen:
@@ -241,6 +247,15 @@ def one_run(admin: RestClient, kubeconfig: str, controller_config: str, args: An
     from_stamp = [watcher.started[x] - watcher.created[x] for x in names]
     from_seen = [watcher.started_mono[x] - watcher.seen[x] for x in names]
     admin.delete(NAMESPACES, namespace)
+    deadline = time.monotonic() + 120  # the next run starts on a quiet API server
+    while time.monotonic() < deadline:
+        try:
+            admin.get(NAMESPACES, namespace)
+        except ApiError as err:
+            if err.not_found:
+                break
+            raise
+        time.sleep(1.0)
     return {
         "jobs": args.jobs,
         "started": len(names),
