@@ -25,6 +25,7 @@ from tests.apidouble import Fault
 from tests.controller.conftest import CONTROLLER_USER, controller_process, eventually
 from tests.controller.test_faults import stop
 from tests.controller.test_preemption import cluster_queue, flavor, local_queue
+from tests.controller.test_write_pool import controller_spans, most_at_once
 
 QUOTA_MILLI = 4000
 PRIORITIES = [
@@ -58,6 +59,7 @@ class Invariants:
     admissions: dict[str, int] = field(default_factory=dict)
     requeues: dict[str, int] = field(default_factory=dict)
     holding: set[str] = field(default_factory=set)
+    quota_milli: int = QUOTA_MILLI
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __call__(self, event, kind, obj):
@@ -96,8 +98,8 @@ class Invariants:
             ):
                 for psa in status["admission"]["podSetAssignments"]:
                     used += milli(psa["resourceUsage"]["cpu"])
-        if used > QUOTA_MILLI:
-            self.broken.append(f"over quota: {used}m of {QUOTA_MILLI}m at {name}")
+        if used > self.quota_milli:
+            self.broken.append(f"over quota: {used}m of {self.quota_milli}m at {name}")
 
     def _job(self, obj):
         if obj["spec"].get("suspend") or is_true(obj, "Complete") or is_true(obj, "Failed"):
@@ -158,16 +160,26 @@ def finished(cluster, job):
     return is_true(cluster.workload_of(job), "Finished")
 
 
-def run_stream(cluster, during, *, jobs: int = 24, seed: int = 7, timeout_after: float = 45.0):
-    """Submit a stream of Jobs while `during()` applies a fault; then stop it and wait until
-    every Job finished. Returns (seconds to drain after the fault stopped, controller log)."""
+def run_stream(
+    cluster,
+    during,
+    *,
+    jobs: int = 24,
+    seed: int = 7,
+    timeout_after: float = 45.0,
+    interval: float = 0.15,
+    cpu: int = 4,
+):
+    """Submit a stream of Jobs (one every `interval` seconds) while `during()` applies a
+    fault; then stop it and wait until every Job finished. Returns (seconds to drain after
+    the fault stopped, controller log)."""
     cluster.apply(
         flavor("pool-a"),
-        cluster_queue("cq", 4, preemption={"withinClusterQueue": "LowerPriority"}),
+        cluster_queue("cq", cpu, preemption={"withinClusterQueue": "LowerPriority"}),
         local_queue("user-queue", "cq"),
         *PRIORITIES,
     )
-    invariants = Invariants(cluster)
+    invariants = Invariants(cluster, quota_milli=cpu * 1000)
     cluster.api.hooks.append(invariants)
     proc = controller_process(
         cluster, "--no-leader-elect", "--kube-api-timeout", "1", "--log-level", "info"
@@ -192,7 +204,7 @@ def run_stream(cluster, during, *, jobs: int = 24, seed: int = 7, timeout_after:
                     labels={"kueue.x-k8s.io/priority-class": priority},
                 )
             )
-            time.sleep(0.15)
+            time.sleep(interval)
         time.sleep(1.0)
         stop_fault()
         stopped_at = time.monotonic()
@@ -248,6 +260,24 @@ def test_a_stream_of_jobs_survives_the_fault(cluster, during):
     drained, _ = run_stream(cluster, during)
     print(f"backlog drained {drained:.1f}s after the fault stopped")
     assert drained < 30
+
+
+@pytest.mark.parametrize(
+    "during",
+    [
+        faults(method="PATCH", plural="*", action="commit-reset", probability=0.25),
+        faults(method="*", plural="*", code=503, probability=0.15),
+    ],
+    ids=["writes committed, answers lost", "503"],
+)
+def test_a_burst_with_writes_in_flight_together_survives_the_fault(cluster, during):
+    """All at once, each write taking 20 ms, so the pool has many writes in flight when
+    answers are lost or refused: still no quota exceeded, nothing admitted twice."""
+    cluster.api.write_latency = 0.02
+    drained, _ = run_stream(cluster, during, jobs=30, interval=0.0, cpu=12)
+    print(f"backlog drained {drained:.1f}s after the fault stopped")
+    assert drained < 30
+    assert most_at_once(controller_spans(cluster)) > 2, "the writes never overlapped"
 
 
 def test_a_stream_of_jobs_survives_api_server_restarts(cluster):
