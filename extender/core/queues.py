@@ -46,6 +46,9 @@ class _Class:
     heap: list[tuple[float, str, int, str]] = field(default_factory=list)
     active: bool = True
     version: int = 0
+    # Opaque to the queue: what the scheduler last found for this class and in what state
+    # (extender/core/verdicts.py), so an unchanged state need not be judged again.
+    verdict: object = None
 
 
 @dataclass(slots=True)
@@ -174,6 +177,18 @@ class ClusterQueueQueue:
         heap = member.klass.heap
         self._drop_stale(heap)
         return heap[0][3] if heap else None
+
+    def class_verdict(self, workload: Workload) -> object:
+        """What the scheduler kept for this workload's equivalence class (None: nothing)."""
+        member = self._members.get(workload.key)
+        return None if member is None else member.klass.verdict
+
+    def keep_class_verdict(self, workload: Workload, verdict: object) -> None:
+        """Keep a verdict for this workload's whole equivalence class (its members are judged
+        alike); it lives as long as the class."""
+        member = self._members.get(workload.key)
+        if member is not None:
+            member.klass.verdict = verdict
 
     def is_inadmissible(self, key: str) -> bool:
         """Whether a pending workload is parked until the next requeue trigger."""

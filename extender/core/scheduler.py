@@ -58,6 +58,7 @@ from extender.core.reasons import (
     WAITING_FOR_PREEMPTED,
     PendingStatus,
 )
+from extender.core.verdicts import Verdict, state_of
 
 _PREEMPTION_WHY = {
     IN_CLUSTER_QUEUE: "prioritization in the ClusterQueue",
@@ -125,6 +126,9 @@ class Scheduler:
         self._queues = queues
         self.fair_sharing = fair_sharing
         self.admission_checks = tuple(admission_checks)
+        # Reuse a class's "does not fit" verdict while its state is unchanged (verdicts.py);
+        # off, every head is judged in full (the tests compare the two).
+        self.reuse_verdicts = True
 
     def schedule(self, now: float) -> CycleResult:
         """Run one scheduling cycle at time `now` and return its decisions."""
@@ -208,6 +212,22 @@ class Scheduler:
                 cq, node, queue, workload, Assignment(NO_FIT, reason=INADMISSIBLE, message=message)
             )
 
+        reuse = self.reuse_verdicts
+        if reuse:
+            kept = queue.class_verdict(workload)
+            if kept is not None:
+                assert isinstance(kept, Verdict)
+                state = state_of(
+                    cq,
+                    node,
+                    workload.priority,
+                    cache.lowest_priority(cq.name),
+                    cache.generation,
+                    self.fair_sharing,
+                )
+                if kept.state == state:
+                    return Entry(cq, node, queue, workload, kept.assignment)
+
         if len(workload.pod_sets) == 1:
             quick = quick_fit(workload.pod_sets[0], cq, cache.flavors, node)
             if quick is not None:
@@ -264,6 +284,18 @@ class Scheduler:
             fair_sharing=self.fair_sharing,
         )
         entry = Entry(cq, node, queue, workload, assignment)
+        if reuse and not found and assignment.mode <= NO_CANDIDATES:
+            # Judged without looking at admitted workloads one by one: the same state gives
+            # the same verdict (the search changed nothing: no targets, no trial removals).
+            state = state_of(
+                cq,
+                node,
+                workload.priority,
+                cache.lowest_priority(cq.name),
+                cache.generation,
+                self.fair_sharing,
+            )
+            queue.keep_class_verdict(workload, Verdict(state, assignment))
         if assignment.mode in PREEMPTING:
             entry.targets = targets(assignment.usage, assignment.needs_preemption)
             if not entry.targets:
