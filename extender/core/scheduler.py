@@ -212,26 +212,27 @@ class Scheduler:
                 cq, node, queue, workload, Assignment(NO_FIT, reason=INADMISSIBLE, message=message)
             )
 
-        reuse = self.reuse_verdicts
-        if reuse:
-            kept = queue.class_verdict(workload)
-            if kept is not None:
-                assert isinstance(kept, Verdict)
-                state = state_of(
-                    cq,
-                    node,
-                    workload.priority,
-                    cache.lowest_priority(cq.name),
-                    cache.generation,
-                    self.fair_sharing,
-                )
-                if kept.state == state:
-                    return Entry(cq, node, queue, workload, kept.assignment)
-
         if len(workload.pod_sets) == 1:
             quick = quick_fit(workload.pod_sets[0], cq, cache.flavors, node)
             if quick is not None:
                 return Entry(cq, node, queue, workload, quick)
+
+        # A head that fits nowhere: judged again only if what decided that changed.
+        state = None
+        if self.reuse_verdicts:
+            state = state_of(
+                cq,
+                node,
+                workload.priority,
+                cache.lowest_priority(cq.name),
+                cache.generation,
+                self.fair_sharing,
+            )
+            kept = queue.class_verdict(workload)
+            if kept is not None:
+                assert isinstance(kept, Verdict)
+                if kept.state == state:
+                    return Entry(cq, node, queue, workload, kept.assignment)
 
         found: dict[tuple[object, ...], list[Target]] = {}
 
@@ -284,17 +285,9 @@ class Scheduler:
             fair_sharing=self.fair_sharing,
         )
         entry = Entry(cq, node, queue, workload, assignment)
-        if reuse and not found and assignment.mode <= NO_CANDIDATES:
+        if state is not None and not found and assignment.mode <= NO_CANDIDATES:
             # Judged without looking at admitted workloads one by one: the same state gives
             # the same verdict (the search changed nothing: no targets, no trial removals).
-            state = state_of(
-                cq,
-                node,
-                workload.priority,
-                cache.lowest_priority(cq.name),
-                cache.generation,
-                self.fair_sharing,
-            )
             queue.keep_class_verdict(workload, Verdict(state, assignment))
         if assignment.mode in PREEMPTING:
             entry.targets = targets(assignment.usage, assignment.needs_preemption)
