@@ -126,9 +126,10 @@ class Scheduler:
         self._queues = queues
         self.fair_sharing = fair_sharing
         self.admission_checks = tuple(admission_checks)
-        # Reuse a class's "does not fit" verdict while its state is unchanged (verdicts.py);
-        # off, every head is judged in full (the tests compare the two).
-        self.reuse_verdicts = True
+        # Reuse what was found for a head's equivalence class: a "does not fit" verdict while
+        # its state is unchanged (verdicts.py), an admission to the same flavors. Off, every
+        # head is judged and admitted from scratch (the tests compare the two).
+        self.reuse_by_class = True
 
     def schedule(self, now: float) -> CycleResult:
         """Run one scheduling cycle at time `now` and return its decisions."""
@@ -219,7 +220,7 @@ class Scheduler:
 
         # A head that fits nowhere: judged again only if what decided that changed.
         state = None
-        if self.reuse_verdicts:
+        if self.reuse_by_class:
             state = state_of(
                 cq,
                 node,
@@ -371,7 +372,7 @@ class Scheduler:
             entry.status = PendingStatus(WAITING_FOR_QUOTA, taken_meanwhile)
             step.progressed = True  # retried at once: not parked as inadmissible
             return
-        admission = assignment.admission(entry.cq.name, workload)
+        admission = self._admission(entry)
         checks = self.admission_checks
         refusal = (
             next((m for check in checks if (m := check(workload, admission))), None)
@@ -389,6 +390,25 @@ class Scheduler:
         quota.admitted(entry)
         step.admitted.append(Admit(workload, admission))
         step.progressed = True
+
+    def _admission(self, entry: Entry) -> Admission:
+        """The admission an entry's assignment amounts to. Members of an equivalence class
+        have equal pod sets, so one admitted to the same flavors gets an equal admission:
+        the last one built for the class is reused (frozen, it is shared safely)."""
+        queue, workload, assignment = entry.queue, entry.workload, entry.assignment
+        kept = queue.class_admission(workload) if self.reuse_by_class else None
+        if kept is not None:
+            assert isinstance(kept, Admission)
+            if kept.cluster_queue == entry.cq.name and all(
+                psa.flavors == flavors
+                for psa, flavors in zip(
+                    kept.pod_set_assignments, assignment.pod_set_flavors, strict=True
+                )
+            ):
+                return kept
+        admission = assignment.admission(entry.cq.name, workload)
+        queue.keep_class_admission(workload, admission)
+        return admission
 
     def _preempt(self, entry: Entry, step: _Step5) -> None:
         """It fits once its targets are gone: they are evicted and it waits for them, unless

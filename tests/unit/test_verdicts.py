@@ -1,7 +1,9 @@
-"""A kept "does not fit" verdict is reused only while its state is unchanged (verdicts.py).
+"""What a cycle keeps per equivalence class is reused only where it is still the answer.
 
-The oracle is the same ClusterState with reuse switched off: every head judged in full. Every
-cycle of both must decide and explain the same, whatever happened between cycles.
+A "does not fit" verdict is reused only while its state is unchanged (verdicts.py); an
+admission only for a member admitted to the same flavors. The oracle is the same ClusterState
+with reuse switched off: every head judged and admitted from scratch. Every cycle of both must
+decide and explain the same, whatever happened between cycles.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from tests.unit.test_properties import FLAVORS, cluster_queues
 def twins(build):
     """Two states built alike: one reuses verdicts, the other judges every head in full."""
     fast, full = build(), build()
-    full.scheduler.reuse_verdicts = False
+    full.scheduler.reuse_by_class = False
     return fast, full
 
 
@@ -187,6 +189,38 @@ def test_the_verdict_lives_on_the_equivalence_class(monkeypatch):
     state.add_workload(other)
     assert queue.class_verdict(twin) is kept
     assert queue.class_verdict(other) is None
+
+
+def test_a_kept_admission_is_reused_only_for_the_same_flavors():
+    def build() -> ClusterState:
+        state = ClusterState()
+        cq = CQ("a").group(("f1", {"cpu": "2"}), ("f2", {"cpu": "4"})).obj()
+        state.configure(
+            flavors=[flavor("f1"), flavor("f2")],
+            cluster_queues=[cq],
+            local_queues=[LocalQueue("default", "lq-a", "a")],
+        )
+        return state
+
+    fast, full = twins(build)
+    members = [
+        WL(f"w{i}").queue("lq-a").created(i).pod_set("x", cpu="1").pod_set("y", cpu="1").obj()
+        for i in range(4)
+    ]
+    flavors = []
+    for state in (fast, full):
+        for workload in members:
+            state.add_workload(workload)
+    for now in range(1, 5):
+        result = fast.schedule(now)
+        assert decided(result) == decided(full.schedule(now))
+        flavors += [
+            [dict(psa.flavors) for psa in a.admission.pod_set_assignments] for a in result.admitted
+        ]
+    # f1 holds the first, f2 the next two; the fourth fits nowhere.
+    assert flavors == [[{"cpu": "f1"}] * 2] + [[{"cpu": "f2"}] * 2] * 2
+    second, third = (fast.admitted_workload(f"default/w{i}").admission for i in (1, 2))
+    assert second is third  # the same flavors: one admission shared
 
 
 # ----- random sequences: reuse never changes a decision or an explanation ---------------
