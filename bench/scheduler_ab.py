@@ -8,7 +8,7 @@ pair, one run of each side (the side that goes first alternates), each in its ow
 under `taskset -c CORE`. Besides bench/scheduler.py's JSON, a run reports its 1,000-head
 cycles by kind: admitting (admits, evicts nothing), idle (nominates heads, admits and evicts
 nothing) and preempting. Prints and stores every run, the per-pair after/before ratios and
-their median and quartiles.
+their median and quartiles; --out keeps one report per scenario in the file.
 """
 
 from __future__ import annotations
@@ -153,9 +153,11 @@ def main() -> None:
         ]
         if flat:
             report[f"{kind}_cycle_median_ms"] = summary(flat, "v")
-    text = json.dumps(report, indent=1)
     if args.out:
-        args.out.write_text(text + "\n")
+        # One file holds a report per scenario: a run of another scenario is added to it.
+        stored = json.loads(args.out.read_text()) if args.out.exists() else {}
+        stored[report["scenario"]] = report
+        args.out.write_text(json.dumps(stored, indent=1) + "\n")
     print(json.dumps({k: v for k, v in report.items() if k != "runs"}, indent=1))
 
 
