@@ -58,7 +58,7 @@ from extender.core.reasons import (
     WAITING_FOR_PREEMPTED,
     PendingStatus,
 )
-from extender.core.verdicts import Verdict, state_of
+from extender.core.verdicts import State, Verdict, state_of
 
 _PREEMPTION_WHY = {
     IN_CLUSTER_QUEUE: "prioritization in the ClusterQueue",
@@ -219,21 +219,14 @@ class Scheduler:
                 return Entry(cq, node, queue, workload, quick)
 
         # A head that fits nowhere: judged again only if what decided that changed.
+        reuse = self.reuse_by_class
         state = None
-        if self.reuse_by_class:
-            state = state_of(
-                cq,
-                node,
-                workload.priority,
-                cache.lowest_priority(cq.name),
-                cache.generation,
-                self.fair_sharing,
-            )
-            kept = queue.class_verdict(workload)
-            if kept is not None:
-                assert isinstance(kept, Verdict)
-                if kept.state == state:
-                    return Entry(cq, node, queue, workload, kept.assignment)
+        kept = queue.class_verdict(workload) if reuse else None
+        if kept is not None:
+            assert isinstance(kept, Verdict)
+            state = self._state(cq, node, workload)
+            if kept.state == state:
+                return Entry(cq, node, queue, workload, kept.assignment)
 
         found: dict[tuple[object, ...], list[Target]] = {}
 
@@ -286,15 +279,28 @@ class Scheduler:
             fair_sharing=self.fair_sharing,
         )
         entry = Entry(cq, node, queue, workload, assignment)
-        if state is not None and not found and assignment.mode <= NO_CANDIDATES:
+        if reuse and not found and assignment.mode <= NO_CANDIDATES:
             # Judged without looking at admitted workloads one by one: the same state gives
             # the same verdict (the search changed nothing: no targets, no trial removals).
+            if state is None:
+                state = self._state(cq, node, workload)
             queue.keep_class_verdict(workload, Verdict(state, assignment))
         if assignment.mode in PREEMPTING:
             entry.targets = targets(assignment.usage, assignment.needs_preemption)
             if not entry.targets:
                 entry.assignment = assignment._replace(mode=NO_CANDIDATES)
         return entry
+
+    def _state(self, cq: ClusterQueue, node: QuotaNode, workload: Workload) -> State:
+        cache = self._cache
+        return state_of(
+            cq,
+            node,
+            workload.priority,
+            cache.lowest_priority(cq.name),
+            cache.generation,
+            self.fair_sharing,
+        )
 
     def _targets(
         self,
