@@ -165,6 +165,37 @@ def test_a_kept_verdict_is_reused_only_while_nothing_it_read_changed(change, mon
     assert reused == (change in UNCHANGED), "reused" if reused else "judged again"
 
 
+def test_usage_within_the_quota_a_queue_never_lends_is_its_own_part_of_the_state(monkeypatch):
+    # a lends at most 2 of its 4: 2 are its own (local), and usage within them does not reach
+    # the cohort. Its head, 8 cpu, fits only once everything is free.
+    def build() -> ClusterState:
+        state = ClusterState()
+        state.configure(
+            flavors=[flavor("default")],
+            cluster_queues=[
+                CQ("a").cohort("all").strict().group(("default", {"cpu": ("4", "4", "2")})).obj(),
+                _cq("b").obj(),
+            ],
+            local_queues=[LocalQueue("default", f"lq-{n}", n) for n in "ab"],
+        )
+        return state
+
+    fast, full = twins(build)
+    for state in (fast, full):
+        _assume(state, "one", "a", "1", 5)
+        state.add_workload(_wl("head", "a", "8", priority=1, created=1).obj())
+    first = fast.schedule(1.0)
+    assert decided(first) == decided(full.schedule(1.0))
+    searches = Searches(monkeypatch)
+    for state in (fast, full):
+        _assume(state, "two", "a", "1", 5)  # still within a's own 2: the cohort sees nothing
+    assert fast.cache.tree.cohorts["all"].usage.get(("default", "cpu"), 0) == 0
+    after = fast.schedule(2.0)
+    assert searches.count == 1  # judged again
+    assert decided(after) == decided(full.schedule(2.0))
+    assert decided(after) != decided(first)  # its message tells the new numbers
+
+
 def test_equal_lowest_priorities_that_answer_alike_keep_the_state_equal():
     state = _build()
     cq, node = state.cluster_queue("a"), state.cache.tree.cluster_queues["a"]
