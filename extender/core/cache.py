@@ -112,6 +112,8 @@ class Cache:
         self.to_drain: set[str] = set()
         self._selected: dict[tuple[str, str], bool] = {}
         self.stopped_local_queues = False
+        # Counts rebuilds: a verdict found under one configuration is not reused under another.
+        self.generation = 0
 
     # ----- configuration ------------------------------------------------------------
 
@@ -145,6 +147,7 @@ class Cache:
     def rebuild(self) -> None:
         """The configuration changed: a new quota tree holding what is admitted, and the
         facts derived from the configuration."""
+        self.generation += 1
         self._selected.clear()
         self.stopped_local_queues = any(
             lq.stop_policy is not StopPolicy.NONE for lq in self.local_queues.values()

@@ -141,9 +141,15 @@ class CycleQuota:
 
     def admitted(self, entry: Entry) -> None:
         """An entry was admitted (its usage is assumed): it may lend what it left unused."""
-        self._take(entry.node.root(), entry.assignment.usage.values())
-        if not entry.assignment.borrowing_level:
-            self.lenders.setdefault(id(entry.node.root()), []).append(entry)
+        assignment = entry.assignment
+        tree = id(entry.node.root())
+        self.taken[tree] = self.taken.get(tree, 0) + sum(assignment.usage.values())
+        if not assignment.borrowing_level:
+            lenders = self.lenders.get(tree)
+            if lenders is None:
+                self.lenders[tree] = [entry]
+            else:
+                lenders.append(entry)
 
     def reserve(self, entry: Entry) -> None:
         """A preemptor keeps what it needs for the rest of the cycle, so what its victims free

@@ -275,9 +275,11 @@ def quick_fit(
                     return None  # preemption or a later flavor: the search decides
                 if slack < 0 or left < slack:
                     slack = left
-                fr_level = borrowing_level(node, fr, amount)
-                if fr_level > group_level:
-                    group_level = fr_level
+                if node.usage.get(fr, 0) + amount > node.subtree.get(fr, 0):
+                    # Beyond its own quota (within it, the level is 0 without asking).
+                    fr_level = borrowing_level(node, fr, amount)
+                    if fr_level > group_level:
+                        group_level = fr_level
             if group_level and not may_stop_borrowing:
                 return None  # a later flavor might fit without borrowing
             for resource, amount in request.items():

@@ -161,6 +161,9 @@ class ClusterQueue:
     unacted: tuple[str, ...] = ()
     quotas: Mapping[FlavorResource, ResourceQuota] = field(init=False, repr=False, compare=False)
     group_of: Mapping[str, int] = field(init=False, repr=False, compare=False)
+    # Every (flavor, resource) a flavor search may look at: each flavor of each group with
+    # each of the group's covered resources.
+    flavor_resources: tuple[FlavorResource, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "quotas", _quota_index(self.resource_groups))
@@ -168,6 +171,16 @@ class ClusterQueue:
             self,
             "group_of",
             {r: i for i, g in enumerate(self.resource_groups) for r in g.covered_resources},
+        )
+        object.__setattr__(
+            self,
+            "flavor_resources",
+            tuple(
+                (f.name, r)
+                for g in self.resource_groups
+                for f in g.flavors
+                for r in g.covered_resources
+            ),
         )
 
     def flavor_names(self) -> tuple[str, ...]:

@@ -106,6 +106,15 @@ def _within_allows(
     return False
 
 
+def may_preempt_within(cq: ClusterQueue, priority: int, lowest: int | None) -> bool:
+    """Cheap test: could the ClusterQueue's own admitted workloads (the lowest of whose
+    priorities is `lowest`) hold a candidate for a preemptor of this priority?"""
+    within = cq.preemption.within_cluster_queue
+    if within is WITHIN_NEVER or lowest is None:
+        return False
+    return lowest < priority or (within is WITHIN_LOWER_OR_NEWER_EQUAL and lowest == priority)
+
+
 def may_have_candidates(
     preemptor: Workload,
     cq: ClusterQueue,
@@ -116,13 +125,7 @@ def may_have_candidates(
     fair_sharing: bool = False,
 ) -> bool:
     """False only when `candidates` is sure to find none: cheap enough for every head."""
-    within = cq.preemption.within_cluster_queue
-    if within is not WITHIN_NEVER and _may_hold_lower(
-        lowest_priority,
-        cq.name,
-        preemptor.priority,
-        within is WITHIN_LOWER_OR_NEWER_EQUAL,
-    ):
+    if may_preempt_within(cq, preemptor.priority, lowest_priority(cq.name)):
         return True
     if node.parent is None or cq.preemption.reclaim_within_cohort is RECLAIM_NEVER:
         return False

@@ -46,6 +46,11 @@ class _Class:
     heap: list[tuple[float, str, int, str]] = field(default_factory=list)
     active: bool = True
     version: int = 0
+    # Opaque to the queue, kept for the scheduler: what it last found for this class and in
+    # what state (extender/core/verdicts.py), so an unchanged state need not be judged
+    # again; and the last admission it built for a member (members are admitted alike).
+    verdict: object = None
+    admission: object = None
 
 
 @dataclass(slots=True)
@@ -174,6 +179,29 @@ class ClusterQueueQueue:
         heap = member.klass.heap
         self._drop_stale(heap)
         return heap[0][3] if heap else None
+
+    def class_verdict(self, workload: Workload) -> object:
+        """What the scheduler kept for this workload's equivalence class (None: nothing)."""
+        member = self._members.get(workload.key)
+        return None if member is None else member.klass.verdict
+
+    def keep_class_verdict(self, workload: Workload, verdict: object) -> None:
+        """Keep a verdict for this workload's whole equivalence class (its members are judged
+        alike); it lives as long as the class."""
+        member = self._members.get(workload.key)
+        if member is not None:
+            member.klass.verdict = verdict
+
+    def class_admission(self, workload: Workload) -> object:
+        """The admission the scheduler kept for this workload's class (None: nothing)."""
+        member = self._members.get(workload.key)
+        return None if member is None else member.klass.admission
+
+    def keep_class_admission(self, workload: Workload, admission: object) -> None:
+        """Keep an admission built for a member of this workload's class."""
+        member = self._members.get(workload.key)
+        if member is not None:
+            member.klass.admission = admission
 
     def is_inadmissible(self, key: str) -> bool:
         """Whether a pending workload is parked until the next requeue trigger."""

@@ -58,6 +58,7 @@ from extender.core.reasons import (
     WAITING_FOR_PREEMPTED,
     PendingStatus,
 )
+from extender.core.verdicts import State, Verdict, state_of
 
 _PREEMPTION_WHY = {
     IN_CLUSTER_QUEUE: "prioritization in the ClusterQueue",
@@ -125,6 +126,10 @@ class Scheduler:
         self._queues = queues
         self.fair_sharing = fair_sharing
         self.admission_checks = tuple(admission_checks)
+        # Reuse what was found for a head's equivalence class: a "does not fit" verdict while
+        # its state is unchanged (verdicts.py), an admission to the same flavors. Off, every
+        # head is judged and admitted from scratch (the tests compare the two).
+        self.reuse_by_class = True
 
     def schedule(self, now: float) -> CycleResult:
         """Run one scheduling cycle at time `now` and return its decisions."""
@@ -213,6 +218,16 @@ class Scheduler:
             if quick is not None:
                 return Entry(cq, node, queue, workload, quick)
 
+        # A head that fits nowhere: judged again only if what decided that changed.
+        reuse = self.reuse_by_class
+        state = None
+        kept = queue.class_verdict(workload) if reuse else None
+        if kept is not None:
+            assert isinstance(kept, Verdict)
+            state = self._state(cq, node, workload)
+            if kept.state == state:
+                return Entry(cq, node, queue, workload, kept.assignment)
+
         found: dict[tuple[object, ...], list[Target]] = {}
 
         def targets(  # memoised: the oracle and the final nomination may ask the same question
@@ -264,11 +279,28 @@ class Scheduler:
             fair_sharing=self.fair_sharing,
         )
         entry = Entry(cq, node, queue, workload, assignment)
+        if reuse and not found and assignment.mode <= NO_CANDIDATES:
+            # Judged without looking at admitted workloads one by one: the same state gives
+            # the same verdict (the search changed nothing: no targets, no trial removals).
+            if state is None:
+                state = self._state(cq, node, workload)
+            queue.keep_class_verdict(workload, Verdict(state, assignment))
         if assignment.mode in PREEMPTING:
             entry.targets = targets(assignment.usage, assignment.needs_preemption)
             if not entry.targets:
                 entry.assignment = assignment._replace(mode=NO_CANDIDATES)
         return entry
+
+    def _state(self, cq: ClusterQueue, node: QuotaNode, workload: Workload) -> State:
+        cache = self._cache
+        return state_of(
+            cq,
+            node,
+            workload.priority,
+            cache.lowest_priority(cq.name),
+            cache.generation,
+            self.fair_sharing,
+        )
 
     def _targets(
         self,
@@ -346,7 +378,7 @@ class Scheduler:
             entry.status = PendingStatus(WAITING_FOR_QUOTA, taken_meanwhile)
             step.progressed = True  # retried at once: not parked as inadmissible
             return
-        admission = assignment.admission(entry.cq.name, workload)
+        admission = self._admission(entry)
         checks = self.admission_checks
         refusal = (
             next((m for check in checks if (m := check(workload, admission))), None)
@@ -364,6 +396,25 @@ class Scheduler:
         quota.admitted(entry)
         step.admitted.append(Admit(workload, admission))
         step.progressed = True
+
+    def _admission(self, entry: Entry) -> Admission:
+        """The admission an entry's assignment amounts to. Members of an equivalence class
+        have equal pod sets, so one admitted to the same flavors gets an equal admission:
+        the last one built for the class is reused (frozen, it is shared safely)."""
+        queue, workload, assignment = entry.queue, entry.workload, entry.assignment
+        kept = queue.class_admission(workload) if self.reuse_by_class else None
+        if kept is not None:
+            assert isinstance(kept, Admission)
+            if kept.cluster_queue == entry.cq.name and all(
+                psa.flavors == flavors
+                for psa, flavors in zip(
+                    kept.pod_set_assignments, assignment.pod_set_flavors, strict=True
+                )
+            ):
+                return kept
+        admission = assignment.admission(entry.cq.name, workload)
+        queue.keep_class_admission(workload, admission)
+        return admission
 
     def _preempt(self, entry: Entry, step: _Step5) -> None:
         """It fits once its targets are gone: they are evicted and it waits for them, unless
