@@ -29,6 +29,7 @@ from extender.kube.api.metrics import Metrics
 from extender.kube.api.placement import Placement
 from extender.kube.api.preflight import preflight
 from extender.kube.api.resources import NODES, PODS, WORKLOADS, resource_of
+from extender.kube.config_file import ConfigFileError, settle
 from extender.kube.controller.context import Settings
 from extender.kube.controller.loop import Controller
 from extender.kube.servers.dashboard import Dashboard
@@ -47,16 +48,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="kubeconfig file (default: in-cluster configuration)",
     )
     parser.add_argument(
+        "--config",
+        metavar="FILE",
+        default=env("TOWER_CONFIG"),
+        help="Kueue's Configuration file (config.kueue.x-k8s.io/v1beta2; v1beta1 is converted), "
+        "as Kueue's manager reads it with the same flag: its clientConnection, leaderElection, "
+        "integrations.frameworks and fairSharing set the flags below, with Kueue's defaults "
+        "where it is silent; a flag given overrides the file; each other field set is one "
+        "warning line at start [TOWER_CONFIG]",
+    )
+    parser.add_argument(
         "--kube-api-qps",
         type=_above_zero,
-        default=env("TOWER_KUBE_API_QPS", "50"),
-        help="average API requests per second (client-go's QPS) [TOWER_KUBE_API_QPS] (default 50)",
+        default=env("TOWER_KUBE_API_QPS"),
+        help="average API requests per second (client-go's QPS) [TOWER_KUBE_API_QPS] "
+        "(default: the file's clientConnection.qps, else 50)",
     )
     parser.add_argument(
         "--kube-api-burst",
         type=_at_least_one,
-        default=env("TOWER_KUBE_API_BURST", "100"),
-        help="API requests allowed in a burst [TOWER_KUBE_API_BURST] (default 100)",
+        default=env("TOWER_KUBE_API_BURST"),
+        help="API requests allowed in a burst [TOWER_KUBE_API_BURST] "
+        "(default: the file's clientConnection.burst, else 100)",
     )
     parser.add_argument(
         "--write-concurrency",
@@ -74,20 +87,41 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--fair-sharing",
-        action="store_true",
-        help="order and preempt by weighted dominant resource share",
+        action=argparse.BooleanOptionalAction,
+        help="order and preempt by weighted dominant resource share (default: on when the "
+        "file has fairSharing, else off)",
     )
     parser.add_argument(
         "--leader-elect",
         action=argparse.BooleanOptionalAction,
-        default=True,
-        help="run active/standby with a coordination.k8s.io Lease (default on)",
+        help="run active/standby with a coordination.k8s.io Lease (default: the file's "
+        "leaderElection.leaderElect, else on)",
     )
-    parser.add_argument("--leader-election-namespace", default=env("POD_NAMESPACE", "tower-system"))
-    parser.add_argument("--leader-election-id", default="tower-controller")
-    parser.add_argument("--lease-duration", type=_above_zero, default=15.0)
-    parser.add_argument("--renew-deadline", type=_above_zero, default=10.0)
-    parser.add_argument("--retry-period", type=_above_zero, default=2.0)
+    parser.add_argument(
+        "--leader-election-namespace",
+        help="the Lease's namespace (default: the file's leaderElection.resourceNamespace, "
+        "else $POD_NAMESPACE, else tower-system)",
+    )
+    parser.add_argument(
+        "--leader-election-id",
+        help="the Lease's name (default: the file's leaderElection.resourceName, Kueue's "
+        "c1f6bfd2.kueue.x-k8s.io when the file is silent; without a file tower-controller)",
+    )
+    parser.add_argument(
+        "--lease-duration",
+        type=_above_zero,
+        help="seconds (default: the file's leaderElection.leaseDuration, else 15)",
+    )
+    parser.add_argument(
+        "--renew-deadline",
+        type=_above_zero,
+        help="seconds (default: the file's leaderElection.renewDeadline, else 10)",
+    )
+    parser.add_argument(
+        "--retry-period",
+        type=_above_zero,
+        help="seconds (default: the file's leaderElection.retryPeriod, else 2)",
+    )
     parser.add_argument(
         "--health-address",
         type=_host_port,
@@ -149,7 +183,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=_integrations,
         default=env("TOWER_INTEGRATIONS"),
         help="comma-separated kinds of job to manage, by Kueue's integration names "
-        "(batch/job, jobset.x-k8s.io/jobset, ...; default: Kueue's default set, of which "
+        "(batch/job, jobset.x-k8s.io/jobset, ...; default: the file's integrations.frameworks "
+        "(batch/job when it is silent), else the set in Kueue's default file, of which "
         "Tower manages " + ", ".join(a.framework for a in registry.enabled()) + ") "
         "[TOWER_INTEGRATIONS]",
     )
@@ -316,11 +351,18 @@ def run(args: argparse.Namespace) -> int:
     """Run the controller until SIGTERM/SIGINT (0). A lost lease, an API server that
     restarts or a dropped connection never ends it; a setup that can never work (no CRDs,
     no permission, no lease namespace) ends it at once with one line and status 2."""
+    try:
+        warnings = settle(args)
+    except ConfigFileError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     problem = check_arguments(args)
     if problem is not None:
         print(f"error: {problem}", file=sys.stderr)
         return 2
     _logging(args.log_format, args.log_level)
+    for line in warnings:
+        log.warning("%s", line)
     try:
         api_client = load_api_client(args.kubeconfig)
     except ConfigError as err:

@@ -79,6 +79,7 @@ BUILTIN = [
     Kind("", ["v1"], "secrets", "Secret", True, False, [], "secret", spec_is_generation=False),
     # Stored as sent, nothing more (enough for kubectl apply -k deploy/default):
     Kind("", ["v1"], "serviceaccounts", "ServiceAccount", True, False, ["sa"], "serviceaccount"),
+    Kind("", ["v1"], "configmaps", "ConfigMap", True, False, ["cm"], "configmap"),
     Kind("", ["v1"], "services", "Service", True, True, ["svc"], "service"),
     Kind("apps", ["v1"], "deployments", "Deployment", True, True, ["deploy"], "deployment"),
     Kind("batch", ["v1"], "cronjobs", "CronJob", True, True, ["cj"], "cronjob"),

@@ -149,3 +149,25 @@ def test_the_controller_keeps_the_certificate_and_the_webhook_serves_it(rendered
     )
     service = one(rendered, "Service", "tower-webhook")
     assert service["spec"]["ports"] == [{"name": "https", "port": 443, "targetPort": "https"}]
+
+
+def test_the_controller_reads_kueues_configuration_from_its_config_map(rendered, tmp_path):
+    from extender.kube.config_file import load
+
+    config_map = one(rendered, "ConfigMap", "tower-manager-config")
+    pod = one(rendered, "Deployment", "tower-controller")["spec"]["template"]["spec"]
+    container = next(c for c in pod["containers"] if c["name"] == "controller")
+    path = container["args"][container["args"].index("--config") + 1]
+    mount = next(m for m in container["volumeMounts"] if path.startswith(m["mountPath"] + "/"))
+    volume = next(v for v in pod["volumes"] if v["name"] == mount["name"])
+    assert volume["configMap"]["name"] == "tower-manager-config"
+    file = tmp_path / path.rsplit("/", 1)[1]
+    file.write_text(config_map["data"][file.name])
+    config = load(str(file))
+    # The Lease and the write budget of a release without the file, so an upgrade keeps both.
+    assert config.leader_election.resource_name == "tower-controller"
+    assert (config.kube_api_qps, config.kube_api_burst) == (50.0, 100)
+    assert len(config.integrations) == 12
+    assert [line.split(": ", 1)[1].split(" ")[0] for line in config.warnings("f")] == [
+        "waitForPodsReady"
+    ]

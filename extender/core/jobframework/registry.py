@@ -32,9 +32,10 @@ KUEUE_FRAMEWORKS: tuple[str, ...] = (
     "kubeflow.org/xgboostjob",
     "kubeflow.org/paddlejob",
     "kubeflow.org/jaxjob",
+    "sparkoperator.k8s.io/sparkapplication",
 )
 
-# Kueue v0.19.2's default `integrations.frameworks` (the Kubeflow v1 jobs are off).
+# Kueue v0.19.2's default file's `integrations.frameworks` (Kubeflow v1 jobs and Spark off).
 DEFAULT_FRAMEWORKS: tuple[str, ...] = KUEUE_FRAMEWORKS[:12]
 
 ADAPTERS: dict[str, JobAdapter] = {}

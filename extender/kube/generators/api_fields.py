@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from extender.core import api
+from extender.core import api, kueue_config
 from extender.core.unacted import UNACTED, Effect
 
 KINDS = api.KINDS  # the page's sections, in this order
@@ -121,4 +121,34 @@ def page() -> str:
     for field in UNACTED:
         if field.kind in ("Job", "JobSet"):
             out.append(f"| {field.kind} `{field.path}` | {status_of(field.kind, field.path)} |")
-    return "\n".join(out) + "\n"
+    return "\n".join(out + _configuration()) + "\n"
+
+
+def _configuration() -> list[str]:
+    """Kueue's Configuration file (`run --config`): what sets a flag, what is only warned."""
+    out = [
+        "",
+        "## Configuration (`python -m extender run --config`)",
+        "",
+        "Kueue v0.19.2's manager Configuration (`config.kueue.x-k8s.io/v1beta2`; v1beta1 is",
+        "converted as Kueue converts it). Every field is checked by type, and Kueue's checks of",
+        "its values apply: an unknown field, a wrong type or an invalid value stops the",
+        "controller with one line naming the field (exit status 2). Where the file is silent",
+        "Kueue's defaults apply; a flag given overrides the file. Each field that is set and not",
+        "acted on is one warning line at start.",
+        "",
+        "| field | in Tower |",
+        "|---|---|",
+    ]
+    for path, flag in kueue_config.ACTED.items():
+        out.append(f"| `{path}` | acted on: {flag} |")
+    for field in kueue_config.UNACTED:
+        if field.path in kueue_config.ACTED:  # said on its acted row
+            continue
+        if field.path == kueue_config.WAIT_BY_DEFAULT.path:
+            field = kueue_config.WAIT_BY_DEFAULT
+        line = f"accepted, warned, not acted on: {field.feature}"
+        out.append(
+            f"| `{field.path}` | {line}" + (f"; {field.advice}" if field.advice else "") + " |"
+        )
+    return out

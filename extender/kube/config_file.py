@@ -1,0 +1,84 @@
+"""`run --config FILE`: reads Kueue's Configuration and settles each flag: flag, file, default."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Any
+
+import yaml
+
+from extender.core.kueue_config import ConfigError, KueueConfig, parse
+
+_Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+# Tower's own defaults, for a flag given neither on the command line nor in a file.
+TOWER_DEFAULTS: dict[str, Any] = {
+    "kube_api_qps": 50.0,
+    "kube_api_burst": 100,
+    "fair_sharing": False,
+    "leader_elect": True,
+    "leader_election_id": "tower-controller",
+    "lease_duration": 15.0,
+    "renew_deadline": 10.0,
+    "retry_period": 2.0,
+    "integrations": None,  # the registry's default set
+}
+
+
+class ConfigFileError(Exception):
+    """A --config file Tower cannot use; its message is the one line to print."""
+
+
+def load(path: str) -> KueueConfig:
+    """The Configuration in the file at `path`, or ConfigFileError naming the field."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            doc = yaml.load(handle, Loader=_Loader)
+    except OSError as err:
+        raise ConfigFileError(f"--config {path}: {err.strerror or err}") from None
+    except yaml.YAMLError as err:
+        where = getattr(err, "problem_mark", None)
+        at = f" (line {where.line + 1})" if where is not None else ""
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise ConfigFileError(f"--config {path}: not YAML: {problem}{at}") from None
+    try:
+        return parse(doc, namespace=os.environ.get("POD_NAMESPACE"))
+    except ConfigError as err:
+        raise ConfigFileError(f"--config {path}: {err}") from None
+
+
+def from_file(config: KueueConfig) -> dict[str, Any]:
+    """The flags' values the file gives, with Kueue's defaults where it is silent."""
+    lease = config.leader_election
+    values: dict[str, Any] = {
+        "kube_api_qps": config.kube_api_qps,
+        "kube_api_burst": config.kube_api_burst,
+        "fair_sharing": config.fair_sharing,
+        "leader_elect": lease.leader_elect,
+        "leader_election_id": lease.resource_name,
+        "lease_duration": lease.lease_duration,
+        "renew_deadline": lease.renew_deadline,
+        "retry_period": lease.retry_period,
+        "integrations": config.integrations,
+    }
+    if lease.resource_namespace is not None:  # else the pod's namespace, as in Kueue
+        values["leader_election_namespace"] = lease.resource_namespace
+    return values
+
+
+def settle(args: argparse.Namespace) -> list[str]:
+    """Fill in every flag left unset (None): from the --config file if there is one, else
+    Tower's default. A flag given (or its environment variable) always wins. Returns the
+    file's warnings, one line each, or raises ConfigFileError."""
+    warnings: list[str] = []
+    fallback: dict[str, Any] = dict(TOWER_DEFAULTS)
+    fallback["leader_election_namespace"] = os.environ.get("POD_NAMESPACE") or "tower-system"
+    if args.config:
+        config = load(args.config)
+        fallback.update(from_file(config))
+        warnings = config.warnings(args.config)
+    for name, value in fallback.items():
+        if getattr(args, name, None) is None:
+            setattr(args, name, value)
+    return warnings
