@@ -158,6 +158,13 @@ class Context:
         """Whether a write to this object is on its way (its reconcile waits for the answer)."""
         return self.writes is not None and self.writes.busy((plural, key))
 
+    def after_writes(self, plural: str, key: str, then: Callable[[], None]) -> None:
+        """Run `then` once the writes to this object on their way are answered (now if none)."""
+        if self.writes is None:
+            then()
+        else:
+            self.writes.when_idle((plural, key), then)
+
     def _counted(self, resource: Resource, verb: str, call: Callable[[], Obj]) -> Obj:
         try:
             result = call()

@@ -129,6 +129,12 @@ class JobReconciler:
         once the core holds the admission too (the Workload's reconcile comes first)."""
         if not holds_quota(workload) or not self.ctx.state.is_admitted(wl_key):
             return None
+        if self.ctx.busy(WORKLOADS.plural, wl_key):
+            # Its admission's answer is on its way (the watch was quicker): the job follows
+            # once it is taken in, so the admission is counted and told before the start.
+            ref = (job.resource.plural, job.key)
+            self.ctx.after_writes(WORKLOADS.plural, wl_key, lambda: self.ctx.queues.jobs.add(ref))
+            return None
         if o.is_true(workload, o.EVICTED):
             self.starter.stop_evicted(wl_key, workload, job)
             return None
