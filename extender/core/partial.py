@@ -35,7 +35,7 @@ def largest_fit(
     """
     full = [ps.count for ps in pod_sets]
     deltas = [
-        ps.count - max(ps.min_count, 0)
+        ps.count - max(ps.min_count, 1)
         if ps.min_count is not None and ps.min_count < ps.count
         else 0
         for ps in pod_sets
