@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
-import pytest
+from pathlib import Path
 
+import pytest
+import yaml
+
+from extender.core import parse
 from extender.core.cycle import ClusterState
 from extender.core.flavors import FIT, Assignment
-from extender.core.models import PodSet, Workload
+from extender.core.jobframework.adapter import merge
+from extender.core.jobs import workload_for
+from extender.core.models import Namespace, PodSet, Workload
 from extender.core.partial import counts_at, largest_fit, may_shrink
+from extender.core.quantity import to_amount
+from extender.kube.api import objects as o
 from tests.builders import CQ, WL, run_until_quiet, state_with
 
 
@@ -31,7 +39,7 @@ def pod_sets(*shape: tuple[int, int | None]) -> tuple[PodSet, ...]:
         pytest.param([(10, 4), (6, None)], 9, None, id="the-fixed-pod-set-leaves-too-little"),
         pytest.param([(10, None)], 5, None, id="no-min-count"),
         pytest.param([(10, 10)], 5, None, id="min-count-equal-to-count"),
-        pytest.param([(3, 0)], 1, (1,), id="min-count-zero"),
+        pytest.param([(3, 0)], 1, (1,), id="never-below-one-pod"),
     ],
 )
 def test_the_largest_counts_that_fit(shape, room, want):
@@ -125,3 +133,39 @@ def test_a_workload_that_may_shrink_is_not_judged_by_one_of_its_shape_that_may_n
     run_until_quiet(state)
     assert counts_of(state, shrinks.key) == [10]
     assert state.pending_status(whole.key).reason == "ExceedsMaxQuota"
+
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "data" / "kueue-v0.19.2" / "examples"
+
+
+def test_kueues_documentation_example_runs_with_9_of_its_20_pods():
+    """Kueue's "Partial admission" example, applied unchanged: "When queued in a ClusterQueue
+    with only 9 CPUs available, it will be admitted with parallelism=9. Note that the number
+    of completions doesn't change." And a stop gives the Job its 20 back."""
+    flavor, cq, lq = yaml.safe_load_all((EXAMPLES / "single-clusterqueue-setup.yaml").read_text())
+    job = yaml.safe_load((EXAMPLES / "sample-job-partial-admission.yaml").read_text())
+    job["metadata"]["uid"] = "uid-1"
+    job["spec"]["suspend"] = True  # as the webhook queues it
+    state = ClusterState()
+    flavors = {"default-flavor": parse.resource_flavor(flavor)}
+    state.configure(
+        flavors=flavors.values(),
+        cluster_queues=[parse.cluster_queue(cq)],
+        local_queues=[parse.local_queue(lq)],
+        namespaces=[Namespace("default")],
+    )
+    workload = workload_for(job, uid="uid-1", creation_time=0.0)
+    state.add_workload(workload)
+    [admitted] = run_until_quiet(state)
+    [main] = admitted.admission.pod_set_assignments
+    assert main.count == 9
+    assert dict(main.resource_usage) == {
+        "cpu": to_amount("cpu", "9"),
+        "memory": to_amount("memory", "1800Mi"),
+    }
+    started = merge(job, o.start_patch(job, admitted.admission, flavors, "user-queue"))
+    assert started["spec"]["suspend"] is False
+    assert started["spec"]["parallelism"] == 9
+    assert started["spec"]["completions"] == 20
+    stopped = merge(started, o.restore_patch(started, o.workload_manifest(job, workload)))
+    assert (stopped["spec"]["parallelism"], stopped["spec"]["completions"]) == (20, 20)
