@@ -86,6 +86,17 @@ def test_pod_sets_in_kueues_order(adapter, obj, want):
             {**job(), "metadata": {"annotations": {"kueue.x-k8s.io/job-min-parallelism": "x"}}},
             'metadata.annotations["kueue.x-k8s.io/job-min-parallelism"]',
         ),
+        *(
+            (
+                JOB,
+                {
+                    **job(parallelism=4),
+                    "metadata": {"annotations": {"kueue.x-k8s.io/job-min-parallelism": value}},
+                },
+                'metadata.annotations["kueue.x-k8s.io/job-min-parallelism"]',
+            )
+            for value in ("0", "4", "5", "-1")  # Kueue: between 0 and the pod count, exclusive
+        ),
         (JOBSET, {**jobset(), "spec": {"replicatedJobs": []}}, "spec.replicatedJobs"),
         (
             JOBSET,

@@ -84,6 +84,12 @@ class BatchJob(JobAdapter):
                     f"must be an integer, got {annotations[MIN_PARALLELISM_ANNOTATION]!r}",
                 ) from None
         count = job_pod_count(spec, "spec")
+        if min_count is not None and not 0 < min_count < count:
+            # Kueue's Job webhook refuses it so; the Workload's schema would refuse it too.
+            raise ManifestError(
+                f'metadata.annotations["{MIN_PARALLELISM_ANNOTATION}"]',
+                f"should be between 0 and {count - 1}, got {min_count}",
+            )
         return [PodSetTemplate("main", count, template, "spec.template", min_count)]
 
     def templates(self, obj: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
