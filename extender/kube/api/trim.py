@@ -3,7 +3,8 @@
 client-go's informers can transform objects before caching them (`SetTransform`); these are
 Tower's transforms. Every object loses `managedFields` and kubectl's last-applied
 annotation. A Job or JobSet becomes a `JobView`: its identity, its state (suspended,
-active, finished) and the parts of its pod templates that admission and eviction patch. The
+active, finished), the parts of its pod templates that admission and eviction patch, and the
+few annotations its adapter reads to start it (a Job's job-min-parallelism). The
 whole object is kept only while its Workload must still be created from it.
 """
 
