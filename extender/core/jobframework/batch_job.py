@@ -23,7 +23,7 @@ COMPLETIONS_EQUAL_PARALLELISM_ANNOTATION = "kueue.x-k8s.io/job-completions-equal
 
 def _shrinks(annotations: Mapping[str, Any]) -> bool:
     """Whether a Job accepts partial admission: its minimum parallelism is an integer (Kueue
-    reads a value that is not as no partial admission)."""
+    takes one that is not as no partial admission)."""
     try:
         int(annotations[MIN_PARALLELISM_ANNOTATION])
     except (KeyError, TypeError, ValueError):
