@@ -23,6 +23,7 @@ from extender.core.models import (
     ResourceFlavor,
     Workload,
 )
+from extender.core.partial import scaled
 from extender.core.quantity import format_amount
 from extender.core.quota import (
     QuotaNode,
@@ -92,11 +93,14 @@ class Assignment(NamedTuple):
     # flavor-resources after the request (-1: not known). Admissions in the same tree take at
     # most what they hold from it, so while they took no more in all, the fit still holds.
     slack: int = -1
+    # Partial admission: the pods admitted of each pod set (empty: all it asks for).
+    counts: tuple[int, ...] = ()
 
     def admission(self, cluster_queue: str, workload: Workload) -> Admission:
         """The Workload.status.admission this assignment amounts to."""
         assignments = []
-        for ps, flavors in zip(workload.pod_sets, self.pod_set_flavors, strict=True):
+        pod_sets = workload.pod_sets if not self.counts else scaled(workload, self.counts).pod_sets
+        for ps, flavors in zip(pod_sets, self.pod_set_flavors, strict=True):
             totals = ps.totals
             # Flavors cover every resource the pod set requests but those it asks none of.
             usage = (

@@ -31,6 +31,7 @@ def equivalence_key(workload: Workload) -> Hashable:
                 tuple(sorted(ps.node_selector.items())),
                 ps.required_terms,
                 ps.tolerations,
+                ps.min_count,  # partial admission can shrink one and not the other
             )
             for ps in workload.pod_sets
         ),

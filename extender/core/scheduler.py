@@ -38,6 +38,7 @@ from extender.core.models import (
     StopPolicy,
     Workload,
 )
+from extender.core.partial import largest_fit, may_shrink, scaled
 from extender.core.preemption import (
     IN_CLUSTER_QUEUE,
     IN_COHORT_FAIR_SHARING,
@@ -130,6 +131,9 @@ class Scheduler:
         # its state is unchanged (verdicts.py), an admission to the same flavors. Off, every
         # head is judged and admitted from scratch (the tests compare the two).
         self.reuse_by_class = True
+        # Kueue's PartialAdmission feature gate (on by default since v0.5): a pod set with
+        # minCount may be admitted with fewer pods when all of them do not fit.
+        self.partial_admission = True
 
     def schedule(self, now: float) -> CycleResult:
         """Run one scheduling cycle at time `now` and return its decisions."""
@@ -270,25 +274,37 @@ class Scheduler:
                     add_usage(target.victim.node, target.victim.usage)
             return (PREEMPT if own else RECLAIM), level
 
-        assignment = search_flavors(
-            workload,
-            cq,
-            cache.flavors,
-            node,
-            oracle if may_preempt else None,
-            fair_sharing=self.fair_sharing,
-        )
+        def search(candidate: Workload) -> Assignment:
+            return search_flavors(
+                candidate,
+                cq,
+                cache.flavors,
+                node,
+                oracle if may_preempt else None,
+                fair_sharing=self.fair_sharing,
+            )
+
+        assignment = search(workload)
         entry = Entry(cq, node, queue, workload, assignment)
-        if reuse and not found and assignment.mode <= NO_CANDIDATES:
+        if assignment.mode in PREEMPTING:
+            entry.targets = targets(assignment.usage, assignment.needs_preemption)
+            if not entry.targets:
+                entry.assignment = assignment._replace(mode=NO_CANDIDATES)
+        if (
+            entry.assignment.mode != FIT
+            and not entry.targets
+            and self.partial_admission
+            and may_shrink(workload)
+        ):
+            # Kueue shrinks a workload only once neither the whole count nor preemption for it
+            # can admit it.
+            _shrink(entry, search, targets)
+        if reuse and not found and entry.assignment.mode <= NO_CANDIDATES:
             # Judged without looking at admitted workloads one by one: the same state gives
             # the same verdict (the search changed nothing: no targets, no trial removals).
             if state is None:
                 state = self._state(cq, node, workload)
             queue.keep_class_verdict(workload, Verdict(state, assignment))
-        if assignment.mode in PREEMPTING:
-            entry.targets = targets(assignment.usage, assignment.needs_preemption)
-            if not entry.targets:
-                entry.assignment = assignment._replace(mode=NO_CANDIDATES)
         return entry
 
     def _state(self, cq: ClusterQueue, node: QuotaNode, workload: Workload) -> State:
@@ -402,6 +418,10 @@ class Scheduler:
         have equal pod sets, so one admitted to the same flavors gets an equal admission:
         the last one built for the class is reused (frozen, it is shared safely)."""
         queue, workload, assignment = entry.queue, entry.workload, entry.assignment
+        if assignment.counts:
+            # Shrunk: an admission of the class's full counts is not this one's, and this
+            # one is not the class's.
+            return assignment.admission(entry.cq.name, workload)
         kept = queue.class_admission(workload) if self.reuse_by_class else None
         if kept is not None:
             assert isinstance(kept, Admission)
@@ -474,3 +494,29 @@ class Scheduler:
             even_strict=assignment.reason == MISCONFIGURED,
         ):
             step.progressed = True
+
+
+def _shrink(
+    entry: Entry,
+    search: Callable[[Workload], Assignment],
+    targets: Callable[[Mapping[FlavorResource, int], frozenset[FlavorResource]], list[Target]],
+) -> None:
+    """Partial admission: the entry takes the largest counts that fit, or that fit once
+    preemption makes room, when there are such counts; otherwise it is left as it is."""
+    workload = entry.workload
+
+    def fits(counts: tuple[int, ...]) -> tuple[Assignment, list[Target]] | None:
+        assignment = search(scaled(workload, counts))
+        if assignment.mode == FIT:
+            return assignment, []
+        if assignment.mode in PREEMPTING:
+            victims = targets(assignment.usage, assignment.needs_preemption)
+            if victims:
+                return assignment, victims
+        return None
+
+    found = largest_fit(workload.pod_sets, fits)
+    if found is not None:
+        counts, (assignment, victims) = found
+        entry.assignment = assignment._replace(counts=counts)
+        entry.targets = victims

@@ -18,7 +18,6 @@ from typing import Any
 class Effect(StrEnum):
     INACTIVE = "makes its ClusterQueue inactive"
     WAITS = "makes the workload wait"
-    WHOLE = "accepted; the workload is admitted with all its pods or not at all"
     HINT = "accepted, not acted on"
 
 
@@ -79,8 +78,6 @@ class Unacted:
             line += "; the ClusterQueue admits nothing while it is set"
         elif self.effect is Effect.WAITS:
             line += "; the workload waits while it is set"
-        elif self.effect is Effect.WHOLE:
-            line += "; the workload is admitted with all its pods or not at all"
         return line + (f"; {self.advice}" if self.advice else "")
 
 
@@ -134,7 +131,6 @@ UNACTED: tuple[Unacted, ...] = (
         "use a flavor annotated tower.dev/topology-key",
         counts=_constrains_topology,
     ),
-    Unacted("Workload", "spec.podSets[].minCount", Effect.WHOLE, "partial admission"),
     Unacted(
         "Workload",
         "spec.preemptionGates",
@@ -162,14 +158,6 @@ _TEMPLATES = {
     "Job": "spec.template.metadata.annotations",
     "JobSet": "spec.replicatedJobs[].template.spec.template.metadata.annotations",
 }
-UNACTED += (
-    Unacted(
-        "Job",
-        'metadata.annotations["kueue.x-k8s.io/job-min-parallelism"]',
-        Effect.WHOLE,
-        "partial admission",
-    ),
-)
 UNACTED += tuple(
     Unacted(
         kind,

@@ -63,6 +63,13 @@ def workload(obj: Mapping[str, Any], *, creation_time: float | None = None) -> W
         if not isinstance(template, Mapping):
             raise ManifestError(f"{path}.template", "is required")
         min_count = raw.get("minCount")
+        if min_count is not None and (
+            isinstance(min_count, bool) or not isinstance(min_count, int) or min_count < 1
+        ):
+            # Kueue's schema says so; the cycle compares it with the count.
+            raise ManifestError(
+                f"{path}.minCount", f"must be a positive integer, got {min_count!r}"
+            )
         sets.append(pod_set(ps_name, template, count, f"{path}.template", min_count))
     queue = spec.get("queueName")
     if not queue:

@@ -66,8 +66,10 @@ class Scenario:
         cohorts: Iterable[Cohort] = (),
         namespaces: Iterable[Namespace] = KUEUE_NAMESPACES,
         fair_sharing: bool = False,
+        partial_admission: bool = True,
     ) -> None:
         self.state = ClusterState(fair_sharing=fair_sharing)
+        self.state.scheduler.partial_admission = partial_admission
         self.state.configure(
             flavors=flavors,
             cluster_queues=cluster_queues,

@@ -15,6 +15,7 @@ import pytest
 
 from extender.core.labels import LabelSelector, Requirement, Taint
 from extender.core.models import ClusterQueue, Cohort, LocalQueue
+from extender.core.quantity import to_amount
 from tests.builders import CQ, WL, flavor
 from tests.conformance.harness import Scenario, assignment, lq
 
@@ -83,8 +84,11 @@ def scenario(
     cluster_queues: Iterable[ClusterQueue] = (),
     local_queues: Iterable[LocalQueue] = (),
     cohorts: Iterable[Cohort] = (),
+    *,
+    partial_admission: bool = True,
 ) -> Scenario:
-    """TestSchedule's shared flavors, ClusterQueues and LocalQueues, plus the case's own."""
+    """TestSchedule's shared flavors, ClusterQueues and LocalQueues, plus the case's own
+    (with Kueue's PartialAdmission feature gate on, as those rows set it, unless said)."""
     extra = list(cluster_queues)
     names = {cq.name for cq in extra}
     return Scenario(
@@ -92,6 +96,7 @@ def scenario(
         cluster_queues=[cq for cq in base_cluster_queues() if cq.name not in names] + extra,
         local_queues=[*BASE_LOCAL_QUEUES, *local_queues],
         cohorts=cohorts,
+        partial_admission=partial_admission,
     )
 
 
@@ -506,19 +511,19 @@ def test_no_overadmission_while_borrowing() -> None:
     assert out.reasons["eng-gamma/new-gamma"] == "WaitingForQuota"
 
 
-PARTIAL = pytest.mark.xfail(
-    strict=True,
-    reason="partial admission: Tower admits a pod set whole or not at all (minCount is "
-    f"accepted and warned about); {UNSUPPORTED}",
-)
+def held(s: Scenario, key: str) -> dict[str, dict[str, int]]:
+    """The quota an admitted workload holds per pod set (status.admission's resourceUsage)."""
+    admitted = next(a for a in s.state.admitted_workloads() if a.workload.key == key)
+    return {psa.name: dict(psa.resource_usage) for psa in admitted.admission.pod_set_assignments}
 
 
-@PARTIAL
 def test_partial_admission_single_variable_pod_set() -> None:
     s = scenario()
     s.pending(WL("new", "sales").queue("main").pod_set("one", 50, cpu="2", min_count=20))
     out = s.cycle()
+    assert out.assignments == {"sales/new": assignment("sales", {"one": {"cpu": "default"}})}
     assert out.counts == {"sales/new": {"one": 25}}
+    assert held(s, "sales/new") == {"one": {"cpu": to_amount("cpu", "50")}}
 
 
 def test_partial_admission_single_variable_pod_set_preempt_first() -> None:
@@ -535,15 +540,13 @@ def test_partial_admission_single_variable_pod_set_preempt_first() -> None:
         {"one": {"example.com/gpu": "model-a"}},
     )
     out = s.cycle()
-    # Kueue preempts for the whole count before it tries a smaller one, so this one holds for
-    # Tower too, which never admits partially.
+    # Kueue preempts for the whole count before it tries a smaller one.
     assert out.preempted == {"eng-beta/old": "InClusterQueue"}
     assert out.left == {"eng-beta": {"eng-beta/new"}}
     assert out.reasons["eng-beta/new"] == "WaitingForPreemptedWorkloads"
     assert out.counts == {"eng-beta/old": {"one": 10}}
 
 
-@PARTIAL
 def test_partial_admission_single_variable_pod_set_preempt_with_partial_admission() -> None:
     s = scenario()
     s.pending(
@@ -561,9 +564,11 @@ def test_partial_admission_single_variable_pod_set_preempt_with_partial_admissio
     assert out.preempted == {"eng-beta/old": "InClusterQueue"}
     assert out.left == {"eng-beta": {"eng-beta/new"}}
     assert out.reasons["eng-beta/new"] == "WaitingForPreemptedWorkloads"
+    # Kueue's message counts 10 more needed: it preempts for 20 of the 30, what fits once
+    # "old" is gone, not for all 30.
+    assert "needs 20 example.com/gpu in flavor model-a" in out.messages["eng-beta/new"]
 
 
-@PARTIAL
 def test_partial_admission_multiple_variable_pod_sets() -> None:
     s = scenario()
     s.pending(
@@ -574,11 +579,17 @@ def test_partial_admission_multiple_variable_pod_sets() -> None:
         .pod_set("three", 15, cpu="1", min_count=5)
     )
     out = s.cycle()
+    assert out.assignments == {
+        "sales/new": assignment("sales", {p: {"cpu": "default"} for p in ("one", "two", "three")})
+    }
     assert out.counts == {"sales/new": {"one": 20, "two": 20, "three": 10}}
+    assert held(s, "sales/new") == {
+        p: {"cpu": to_amount("cpu", n)} for p, n in (("one", "20"), ("two", "20"), ("three", "10"))
+    }
 
 
 def test_partial_admission_disabled_multiple_variable_pod_sets() -> None:
-    s = scenario()
+    s = scenario(partial_admission=False)
     s.pending(
         WL("new", "sales")
         .queue("main")

@@ -86,6 +86,17 @@ def test_pod_sets_in_kueues_order(adapter, obj, want):
             {**job(), "metadata": {"annotations": {"kueue.x-k8s.io/job-min-parallelism": "x"}}},
             'metadata.annotations["kueue.x-k8s.io/job-min-parallelism"]',
         ),
+        *(
+            (
+                JOB,
+                {
+                    **job(parallelism=4),
+                    "metadata": {"annotations": {"kueue.x-k8s.io/job-min-parallelism": value}},
+                },
+                'metadata.annotations["kueue.x-k8s.io/job-min-parallelism"]',
+            )
+            for value in ("0", "4", "5", "-1")  # Kueue: between 0 and the pod count, exclusive
+        ),
         (JOBSET, {**jobset(), "spec": {"replicatedJobs": []}}, "spec.replicatedJobs"),
         (
             JOBSET,
@@ -191,6 +202,38 @@ def test_a_start_places_each_pod_set_and_a_restore_puts_back_the_original():
     for gone in ("tolerations", "schedulingGates", "schedulerName"):
         assert gone not in restored_obj["spec"]["template"]["spec"]
     assert "labels" not in restored_obj["spec"]["template"].get("metadata", {})
+
+
+MIN = "kueue.x-k8s.io/job-min-parallelism"
+FOLLOW = "kueue.x-k8s.io/job-completions-equal-parallelism"
+
+
+@pytest.mark.parametrize(
+    ("annotations", "admitted", "started", "stopped"),
+    [
+        # Kueue's documentation example: 20 asked, at least 5, 9 admitted.
+        pytest.param({MIN: "5"}, 9, (9, 20), (20, 20), id="partially-admitted"),
+        pytest.param({MIN: "5"}, 20, (20, 20), (20, 20), id="admitted-whole"),
+        pytest.param({}, 20, (20, 20), (20, 20), id="no-min-parallelism"),
+        pytest.param({MIN: "five"}, 20, (20, 20), (20, 20), id="min-parallelism-not-a-number"),
+        pytest.param({MIN: "5", FOLLOW: "true"}, 9, (9, 9), (20, 20), id="completions-follow"),
+        pytest.param({MIN: "5", FOLLOW: "false"}, 9, (9, 20), (20, 20), id="completions-stay"),
+    ],
+)
+def test_a_job_runs_with_the_admitted_parallelism_and_a_stop_puts_back_its_own(
+    annotations, admitted, started, stopped
+):
+    obj = job(parallelism=20, completions=20)
+    obj["metadata"]["annotations"] = dict(annotations)
+    running = merge(obj, JOB.start_patch(obj, {"main": PodSetInfo(count=admitted)}))
+    assert running["spec"]["suspend"] is False
+    assert (running["spec"]["parallelism"], running["spec"]["completions"]) == started
+    # The stop restores the count the Workload recorded: the Job's own min(parallelism,
+    # completions), 20.
+    back = merge(
+        running, JOB.restore_patch(running, {"main": obj["spec"]["template"]}, {"main": 20})
+    )
+    assert (back["spec"]["parallelism"], back["spec"]["completions"]) == stopped
 
 
 def test_a_jobset_start_writes_every_replicated_job_and_keeps_their_other_fields():

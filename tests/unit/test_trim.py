@@ -171,6 +171,27 @@ def test_an_object_without_a_name_and_namespace_is_not_kept(broken):
     assert job_view(broken, keep_source=True) is None
 
 
+def test_a_partial_admission_patches_the_same_parallelism_from_the_kept_fields():
+    """The view keeps job-min-parallelism, so its start sets the admitted parallelism as the
+    whole Job's does, and its stop puts the Workload's count back."""
+    suspended = copy.deepcopy(RUNNING)
+    suspended["spec"]["suspend"] = True
+    suspended["spec"]["parallelism"] = 20
+    suspended["spec"]["completions"] = 20
+    suspended["metadata"].setdefault("annotations", {})["kueue.x-k8s.io/job-min-parallelism"] = "5"
+    admission = Admission("cq", (PodSetAssignment("main", {"cpu": "default"}, {"cpu": 9000}, 9),))
+    flavors = {"default": ResourceFlavor("default")}
+    view = job_view(suspended, keep_source=False)
+    from_view = o.start_patch(view.as_object(), admission, flavors, "user-queue")
+    started = merge(suspended, o.start_patch(suspended, admission, flavors, "user-queue"))
+    assert merge(suspended, from_view) == started
+    assert (started["spec"]["parallelism"], started["spec"]["completions"]) == (9, 20)
+    workload = {"spec": {"podSets": [{"name": "main", "count": 20, "template": {}}]}}
+    started_view = job_view(started, keep_source=False)
+    stopped = merge(started, o.restore_patch(started_view.as_object(), workload))
+    assert stopped["spec"]["parallelism"] == 20
+
+
 def test_the_start_patch_from_the_kept_fields_is_the_one_from_the_whole_job():
     """The admission's patch, built from the trimmed view, does to the real Job exactly what
     the patch built from the whole Job does (jsonpatch computes both effects)."""

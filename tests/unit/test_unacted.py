@@ -244,13 +244,12 @@ def test_the_webhook_accepts_the_field_and_warns() -> None:
     assert "warnings" not in validate_kueue(review(lq, "LocalQueue"), "LocalQueue")
 
 
-def test_min_count_is_warned_about_but_the_workload_is_admitted_whole() -> None:
+def test_min_count_is_acted_on_so_not_warned_about() -> None:
     wl = with_pod_set(WORKLOAD, count=4, minCount=2)
-    assert blocking("Workload", wl) == ()
-    assert [f.effect for f in used("Workload", wl)] == [Effect.WHOLE]
+    assert used("Workload", wl) == ()
     answer = validate_kueue(review(wl, "Workload"), "Workload")
     assert answer["allowed"] is True
-    assert "admitted with all its pods or not at all" in answer["warnings"][0]
+    assert "warnings" not in answer
 
 
 JOB: dict[str, Any] = {

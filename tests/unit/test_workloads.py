@@ -76,8 +76,23 @@ def test_v1beta1_workload_names_its_priority_class_directly():
             {"podSets": [{"name": "a", "template": TEMPLATE}, {"name": "a", "template": TEMPLATE}]},
             "spec.podSets[1].name",
         ),
+        (
+            {"podSets": [{"name": "main", "count": 3, "minCount": "2", "template": TEMPLATE}]},
+            "spec.podSets[0].minCount",
+        ),
+        (
+            {"podSets": [{"name": "main", "count": 3, "minCount": 0, "template": TEMPLATE}]},
+            "spec.podSets[0].minCount",
+        ),
     ],
-    ids=["no pod sets", "negative count", "no queue", "duplicate pod set"],
+    ids=[
+        "no pod sets",
+        "negative count",
+        "no queue",
+        "duplicate pod set",
+        "min count a string",
+        "min count zero",
+    ],
 )
 def test_invalid_workloads(spec, want_path):
     with pytest.raises(ManifestError) as err:

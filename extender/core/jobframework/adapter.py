@@ -151,6 +151,9 @@ class JobAdapter:
     # A status field by which the kind's own controller counts it started, and which a stop
     # must clear through /status before the pod templates may change (a Job's startTime).
     started_path: ClassVar[tuple[str, ...] | None] = None
+    # Annotations of the job that its start or stop reads (a Job's job-min-parallelism): the
+    # watch cache keeps these, and only these, of its annotations.
+    kept_annotations: ClassVar[tuple[str, ...]] = ()
 
     @property
     def api_version(self) -> str:

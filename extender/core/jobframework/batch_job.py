@@ -17,6 +17,18 @@ from extender.core.jobframework.adapter import (
 from extender.core.parse import ManifestError, as_map
 
 MIN_PARALLELISM_ANNOTATION = "kueue.x-k8s.io/job-min-parallelism"
+# Kueue's: completions follow parallelism when a partial admission changes it.
+COMPLETIONS_EQUAL_PARALLELISM_ANNOTATION = "kueue.x-k8s.io/job-completions-equal-parallelism"
+
+
+def _shrinks(annotations: Mapping[str, Any]) -> bool:
+    """Whether a Job accepts partial admission: its minimum parallelism is an integer (Kueue
+    takes one that is not as no partial admission)."""
+    try:
+        int(annotations[MIN_PARALLELISM_ANNOTATION])
+    except (KeyError, TypeError, ValueError):
+        return False
+    return True
 
 
 def non_negative(spec: Mapping[str, Any], key: str, path: str, default: int | None) -> int | None:
@@ -54,6 +66,7 @@ class BatchJob(JobAdapter):
     group, version, kind, plural = "batch", "v1", "Job", "jobs"
     # kube-apiserver refuses a change to a Job's template while status.startTime is set.
     started_path = ("status", "startTime")
+    kept_annotations = (MIN_PARALLELISM_ANNOTATION, COMPLETIONS_EQUAL_PARALLELISM_ANNOTATION)
 
     def pod_sets(self, obj: Mapping[str, Any]) -> list[PodSetTemplate]:
         spec = as_map(obj.get("spec"), "spec")
@@ -71,6 +84,12 @@ class BatchJob(JobAdapter):
                     f"must be an integer, got {annotations[MIN_PARALLELISM_ANNOTATION]!r}",
                 ) from None
         count = job_pod_count(spec, "spec")
+        if min_count is not None and not 0 < min_count < count:
+            # Kueue's Job webhook refuses it so; the Workload's schema would refuse it too.
+            raise ManifestError(
+                f'metadata.annotations["{MIN_PARALLELISM_ANNOTATION}"]',
+                f"should be between 0 and {count - 1}, got {min_count}",
+            )
         return [PodSetTemplate("main", count, template, "spec.template", min_count)]
 
     def templates(self, obj: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
@@ -92,6 +111,19 @@ class BatchJob(JobAdapter):
             return {}
         current = self.templates(obj)["main"]
         return {"spec": {"template": replace_maps(current, wanted["main"])}}
+
+    def counts_patch(self, obj: Mapping[str, Any], counts: Mapping[str, int]) -> Obj:
+        """A Job that accepts partial admission runs with parallelism = the admitted count,
+        and a stop puts back the count it asked for; completions change only where the
+        Job asks them to follow parallelism (as Kueue's RunWithPodSetsInfo)."""
+        annotations = as_mapping(as_mapping(obj.get("metadata")).get("annotations"))
+        if "main" not in counts or not _shrinks(annotations):
+            return {}
+        spec: Obj = {"parallelism": counts["main"]}
+        follow = str(annotations.get(COMPLETIONS_EQUAL_PARALLELISM_ANNOTATION, "")).lower()
+        if follow in ("true", "1", "t"):
+            spec["completions"] = counts["main"]
+        return {"spec": spec}
 
     def kept(self, obj: Mapping[str, Any]) -> Obj:
         return {"template": template_placement(as_mapping(obj.get("spec")).get("template"))}

@@ -3,7 +3,8 @@
 client-go's informers can transform objects before caching them (`SetTransform`); these are
 Tower's transforms. Every object loses `managedFields` and kubectl's last-applied
 annotation. A Job or JobSet becomes a `JobView`: its identity, its state (suspended,
-active, finished) and the parts of its pod templates that admission and eviction patch. The
+active, finished), the parts of its pod templates that admission and eviction patch, and the
+few annotations its adapter reads to start it (a Job's job-min-parallelism). The
 whole object is kept only while its Workload must still be created from it.
 """
 
@@ -196,6 +197,8 @@ class JobView:
     finished: tuple[str, str] | None  # (Succeeded or Failed, message)
     templates: Obj  # the spec's pod templates, trimmed to placement, in the kind's shape
     source: Obj | None = None  # the whole object, while its Workload must be created
+    # Those of its adapter's kept_annotations that it has (a Job's job-min-parallelism).
+    annotations: tuple[tuple[str, str], ...] = ()
 
     @property
     def kind(self) -> str:
@@ -224,7 +227,9 @@ class JobView:
 
     def as_object(self) -> Obj:
         """A job-shaped dict of the kept fields, for the adapters' patch builders and Events."""
-        annotations = {CLUSTER_QUEUE_ANNOTATION: self.cluster_queue} if self.cluster_queue else {}
+        annotations = dict(self.annotations)
+        if self.cluster_queue:
+            annotations[CLUSTER_QUEUE_ANNOTATION] = self.cluster_queue
         return {
             "apiVersion": self.adapter.api_version,
             "kind": self.kind,
@@ -255,7 +260,11 @@ def job_view(obj: Obj, *, keep_source: bool, adapter: JobAdapter | None = None) 
         if adapter is None:
             return None
     labels = _mapping(meta.get("labels"))
-    cluster_queue = _mapping(meta.get("annotations")).get(CLUSTER_QUEUE_ANNOTATION)
+    all_annotations = _mapping(meta.get("annotations"))
+    cluster_queue = all_annotations.get(CLUSTER_QUEUE_ANNOTATION)
+    kept_annotations = tuple(
+        (k, str(all_annotations[k])) for k in adapter.kept_annotations if k in all_annotations
+    )
     finished = adapter.finished(obj)
     if finished is not None:
         finished = (finished[0], sys.intern(finished[1]))  # the same few messages, 100,000 times
@@ -282,6 +291,7 @@ def job_view(obj: Obj, *, keep_source: bool, adapter: JobAdapter | None = None) 
         finished=finished,
         templates=templates,
         source=source,
+        annotations=kept_annotations,
     )
 
 

@@ -20,6 +20,10 @@ NOTES = {
     ("ClusterQueue", "spec.fairSharing"): "honoured when fair sharing is on (--fair-sharing)",
     ("Cohort", "spec.fairSharing"): "honoured when fair sharing is on (--fair-sharing)",
     ("ResourceFlavor", "spec.tolerations"): "honoured (flavor fit, and placement on nodes)",
+    ("Workload", "spec.podSets[].minCount"): (
+        "honoured: partial admission, as Kueue's (the largest count down to minCount that "
+        "fits, once the whole count did not fit even with preemption)"
+    ),
     ("Workload", "spec.podSets[].template"): (
         "honoured: the containers' requests, nodeSelector, required node affinity and "
         "tolerations are read; the rest is kept as written"
@@ -91,9 +95,9 @@ def page() -> str:
         "  nothing until the field is removed;",
         "- **makes the workload wait**: the Workload stays pending with a message naming the",
         "  field;",
-        "- in both cases, and for minCount, the webhook's answer carries a warning that",
-        "  `kubectl apply` prints (`Warning: ...`), and `python -m extender simulate` lists the",
-        "  field before its timeline.",
+        "- in both cases, the webhook's answer carries a warning that `kubectl apply` prints",
+        "  (`Warning: ...`), and `python -m extender simulate` lists the field before its",
+        "  timeline.",
         "",
         "Status fields: Tower writes those Kueue writes for what Tower acts on; those of",
         "features it does not have (admission checks, MultiKueue, topology assignments,",
@@ -112,8 +116,12 @@ def page() -> str:
         "## Jobs and JobSets",
         "",
         "Tower reads a Job's or JobSet's pod templates as Kueue does (requests, nodeSelector,",
-        "required node affinity, tolerations, priorityClassName). These of Kueue's",
-        "annotations it does not act on, and the mutating webhook warns when it queues them:",
+        "required node affinity, tolerations, priorityClassName). A Job's",
+        "`kueue.x-k8s.io/job-min-parallelism` is honoured (partial admission: the Job starts",
+        "with `spec.parallelism` set to the admitted count, its completions unchanged unless",
+        "`kueue.x-k8s.io/job-completions-equal-parallelism` is true, and a stop puts its own",
+        "parallelism back). These of Kueue's annotations it does not act on, and the mutating",
+        "webhook warns when it queues them:",
         "",
         "| field | in Tower |",
         "|---|---|",
