@@ -22,6 +22,8 @@ _BY_CLUSTER_QUEUE: dict[str, tuple[str, ...]] = {
     "wait_time": ("cluster_queue",),
     "start_wait_time": ("cluster_queue",),
     "admitted_until_start": ("cluster_queue",),
+    "ready_wait_time": ("cluster_queue",),
+    "admitted_until_ready": ("cluster_queue",),
     "resource_usage": ("cluster_queue", "flavor", "resource"),
     "nominal_quota": ("cluster_queue", "flavor", "resource"),
 }
@@ -93,6 +95,21 @@ class Metrics:
         self.admitted_until_start = Histogram(
             "tower_admitted_until_start_wait_time_seconds",
             "Time from a Workload's admission to its job's start, per ClusterQueue",
+            ["cluster_queue"],
+            buckets=_WAIT_BUCKETS,
+            registry=r,
+        )
+        # WaitForPodsReady's, by Kueue's names: observed once, when PodsReady first turns True.
+        self.ready_wait_time = Histogram(
+            "kueue_ready_wait_time_seconds",
+            "The time between a workload was created or requeued until ready, per 'cluster_queue'",
+            ["cluster_queue"],
+            buckets=_WAIT_BUCKETS,
+            registry=r,
+        )
+        self.admitted_until_ready = Histogram(
+            "kueue_admitted_until_ready_wait_time_seconds",
+            "The time between a workload was admitted until ready, per 'cluster_queue'",
             ["cluster_queue"],
             buckets=_WAIT_BUCKETS,
             registry=r,

@@ -331,26 +331,22 @@ def admission_dict(admission: Admission) -> Obj:
     }
 
 
-def admit_patch(obj: Mapping[str, Any], admission: Admission, now: float) -> Obj:
-    """The admission write: status.admission + QuotaReserved and Admitted, as one patch."""
+def admit_patch(
+    obj: Mapping[str, Any], admission: Admission, now: float, *extra: tuple[str, str, str, str]
+) -> Obj:
+    """The admission write: status.admission + QuotaReserved and Admitted (and `extra`
+    conditions), as one patch."""
     cq = admission.cluster_queue
+    changes = [
+        (QUOTA_RESERVED, "True", "QuotaReserved", f"Quota reserved in ClusterQueue {cq}"),
+        (ADMITTED, "True", "Admitted", "The workload is admitted"),
+    ]
+    if condition(obj, EVICTED) is not None:
+        changes.append((EVICTED, "False", "QuotaReserved", "Previously: evicted"))
     return {
         "status": {
             "admission": admission_dict(admission),
-            "conditions": with_conditions(
-                obj,
-                now,
-                (QUOTA_RESERVED, "True", "QuotaReserved", f"Quota reserved in ClusterQueue {cq}"),
-                (ADMITTED, "True", "Admitted", "The workload is admitted"),
-                (EVICTED, "False", "QuotaReserved", "Previously: evicted"),
-            )
-            if condition(obj, EVICTED) is not None
-            else with_conditions(
-                obj,
-                now,
-                (QUOTA_RESERVED, "True", "QuotaReserved", f"Quota reserved in ClusterQueue {cq}"),
-                (ADMITTED, "True", "Admitted", "The workload is admitted"),
-            ),
+            "conditions": with_conditions(obj, now, *changes, *extra),
         },
     }
 
@@ -376,8 +372,16 @@ def evict_patch(
     }
 
 
-def requeue_patch(obj: Mapping[str, Any], reason: str, message: str, now: float) -> Obj:
-    """Once stopped: no admission, QuotaReserved/Admitted False, Requeued, back in the queue."""
+def requeue_patch(
+    obj: Mapping[str, Any],
+    reason: str,
+    message: str,
+    now: float,
+    *extra: tuple[str, str, str, str],
+    requeued: bool = True,
+) -> Obj:
+    """Once stopped: no admission, QuotaReserved/Admitted False, Requeued, back in the queue.
+    Requeued=False says it waits for something first (a backoff), as Kueue says it."""
     return {
         "status": {
             "admission": None,
@@ -386,7 +390,8 @@ def requeue_patch(obj: Mapping[str, Any], reason: str, message: str, now: float)
                 now,
                 (QUOTA_RESERVED, "False", reason, message),
                 (ADMITTED, "False", "NoReservation", "The workload has no reservation"),
-                (REQUEUED, "True", reason, message),
+                (REQUEUED, "True" if requeued else "False", reason, message),
+                *extra,
             ),
         }
     }

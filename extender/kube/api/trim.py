@@ -199,6 +199,7 @@ class JobView:
     source: Obj | None = None  # the whole object, while its Workload must be created
     # Those of its adapter's kept_annotations that it has (a Job's job-min-parallelism).
     annotations: tuple[tuple[str, str], ...] = ()
+    pods_ready: bool = False  # every pod the admission started is ready (Kueue's PodsReady)
 
     @property
     def kind(self) -> str:
@@ -292,6 +293,7 @@ def job_view(obj: Obj, *, keep_source: bool, adapter: JobAdapter | None = None) 
         templates=templates,
         source=source,
         annotations=kept_annotations,
+        pods_ready=finished is None and adapter.pods_ready(obj),
     )
 
 

@@ -15,6 +15,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from extender.core import pods_ready as ready_policy
 from extender.core.cycle import Admit, Evict
 from extender.core.models import PLACEMENT_ANNOTATION
 from extender.core.placement import Plan
@@ -100,7 +101,13 @@ class AdmissionWriter:
         ctx = self.ctx
         key = decision.workload.key
         namespace, name = key.split("/", 1)
-        patch = o.conditional(o.admit_patch(obj, decision.admission, now), obj)
+        # With WaitForPodsReady, PodsReady=False WaitForStart goes in the admission's write.
+        waiting = (
+            ((o.PODS_READY, "False", ready_policy.WAIT_FOR_START, ready_policy.NOT_READY_MESSAGE),)
+            if ctx.settings.wait_for_pods_ready is not None
+            else ()
+        )
+        patch = o.conditional(o.admit_patch(obj, decision.admission, now, *waiting), obj)
 
         def answered(answer: Obj | None, err: BaseException | None) -> None:
             if err is None:
@@ -238,10 +245,18 @@ class AdmissionWriter:
 
     # ----- evictions --------------------------------------------------------------------
 
-    def evict(self, decision: Evict, *, paced: bool = True) -> bool:
+    def evict(
+        self,
+        decision: Evict,
+        *,
+        paced: bool = True,
+        status: Obj | None = None,
+        drop: tuple[str, ...] = (),
+    ) -> bool:
         """Write an eviction the cycle decided: Evicted (and Preempted), the durable intent.
-        A Workload no job owns is requeued in the same write. False if not written (the
-        victim keeps its quota, and a later cycle may choose it again)."""
+        A Workload no job owns is requeued in the same write. `status` goes in the same
+        write, and conditions of the types in `drop` go. False if not written (the victim
+        keeps its quota, and a later cycle may choose it again)."""
         ctx = self.ctx
         state = ctx.state
         key = decision.workload.key
@@ -255,9 +270,17 @@ class AdmissionWriter:
         )
         if ctx.owner_of(obj) is None:
             requeue = o.requeue_patch(
-                {"status": patch["status"]}, decision.reason, decision.message, now
+                {"status": patch["status"]},
+                decision.reason,
+                decision.message,
+                now,
+                requeued=decision.reason != ready_policy.PODS_READY_TIMEOUT,
             )
             patch["status"] = requeue["status"]
+        if drop:
+            conditions = patch["status"]["conditions"]
+            patch["status"]["conditions"] = [c for c in conditions if c.get("type") not in drop]
+        patch["status"].update(status or {})
         patch = o.conditional(patch, obj)
         try:
             patch_status(ctx, key, patch, "evict", paced=paced)

@@ -4,6 +4,7 @@ metrics, Events, settings and the work queues — built once, passed in, never g
 from __future__ import annotations
 
 import logging
+import random
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
@@ -11,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from extender.core.cycle import ClusterState
+from extender.core.kueue_config import WaitForPodsReady
 from extender.kube.api.client import ApiError, KubeClient, KubeError
 from extender.kube.api.events import Recorder
 from extender.kube.api.metrics import Metrics
@@ -46,6 +48,8 @@ class Settings:
     scheduler_name: str | None = None
     # The kinds of job managed, by Kueue's integration names (None: Kueue's default set).
     integrations: tuple[str, ...] | None = None
+    # Kueue's waitForPodsReady, from the --config file (None: off, as without a file).
+    wait_for_pods_ready: WaitForPodsReady | None = None
 
 
 @dataclass(slots=True)
@@ -105,6 +109,7 @@ class Context:
     job_resources: tuple[Resource, ...] = ()  # every enabled kind of job
     told: Told = field(default_factory=Told)
     writes: WritePool | None = None  # None: every write is sent on the loop's thread
+    jitter: Callable[[], float] = random.random  # in [0, 1), for backoffs
 
     # ----- writes -----------------------------------------------------------------------
 

@@ -14,6 +14,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from extender.core import pods_ready as ready_policy
 from extender.core.models import Admission
 from extender.core.workloads import creation_seconds
 from extender.kube.api import objects as o
@@ -197,8 +198,17 @@ class JobStarter:
         if obj is None:
             return
         if message is None:
-            if o.condition(obj, o.PODS_READY) is None:
+            current = o.condition(obj, o.PODS_READY)
+            if current is None:
                 return
+            if ctx.settings.wait_for_pods_ready is not None:
+                # WaitForPodsReady keeps the condition: Kueue's own words again, if not yet.
+                if current.get("message") == ready_policy.NOT_READY_MESSAGE or (
+                    current.get("reason") != ready_policy.WAIT_FOR_START
+                ):
+                    return
+                message = ready_policy.NOT_READY_MESSAGE
+        if message is None:
             conditions = [
                 c
                 for c in (obj.get("status") or {}).get("conditions") or []
@@ -230,6 +240,26 @@ class JobStarter:
         evicted = o.condition(workload, o.EVICTED) or {}
         reason = str(evicted.get("reason") or "Preempted")
         message = str(evicted.get("message") or f"Evicted: {reason}")
-        patch = o.conditional(o.requeue_patch(workload, reason, message, ctx.clock()), workload)
+        patch = o.conditional(requeue_patch(ctx, workload, reason, message), workload)
         if write_status(ctx, wl_key, patch, "requeue") is not None:
             ctx.queues.workloads.add(wl_key)
+
+
+def requeue_patch(ctx: Context, workload: Obj, reason: str, message: str) -> Obj:
+    """The requeue of an evicted Workload. After a PodsReady timeout it is Requeued=False
+    until its backoff is over, and (with WaitForPodsReady) PodsReady is back to WaitForStart,
+    as Kueue has them."""
+    extra: list[tuple[str, str, str, str]] = []
+    current = o.condition(workload, o.PODS_READY)
+    if ctx.settings.wait_for_pods_ready is not None and current is not None:
+        extra.append(
+            (o.PODS_READY, "False", ready_policy.WAIT_FOR_START, ready_policy.NOT_READY_MESSAGE)
+        )
+    return o.requeue_patch(
+        workload,
+        reason,
+        message,
+        ctx.clock(),
+        *extra,
+        requeued=reason != ready_policy.PODS_READY_TIMEOUT,
+    )

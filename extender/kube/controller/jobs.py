@@ -21,6 +21,7 @@ from extender.kube.api.trim import JobView, workload_key
 from extender.kube.api.writes import CREATE
 from extender.kube.controller.context import Context, Ref
 from extender.kube.controller.job_start import JobStarter, patch_job, stop_job
+from extender.kube.controller.pods_ready import PodsReadyWatch
 from extender.kube.controller.workload_status import patch_status, record
 
 log = logging.getLogger("tower.jobs")
@@ -40,9 +41,12 @@ def holds_quota(workload: Obj | None) -> bool:
 class JobReconciler:
     """One job, as it is now, following its Workload."""
 
-    def __init__(self, ctx: Context, starter: JobStarter) -> None:
+    def __init__(
+        self, ctx: Context, starter: JobStarter, ready: PodsReadyWatch | None = None
+    ) -> None:
         self.ctx = ctx
         self.starter = starter
+        self.ready = ready
         self.resources = {r.plural: r for r in ctx.job_resources}
         self.created = 0  # Workloads sent for creation since the loop last looked
         self._creating: dict[str, float] = {}  # Workload key -> when its create was sent
@@ -75,10 +79,19 @@ class JobReconciler:
         if job.finished is not None:
             return not o.is_true(workload, o.FINISHED)
         if holds_quota(workload):
-            return o.is_true(workload, o.EVICTED) or (
-                job.suspended and o.is_true(workload, o.ADMITTED)
+            return (
+                o.is_true(workload, o.EVICTED)
+                or (job.suspended and o.is_true(workload, o.ADMITTED))
+                or self._readiness_changed(job, workload)
             )
         return not job.suspended or job.started
+
+    def _readiness_changed(self, job: JobView, workload: Obj) -> bool:
+        """WaitForPodsReady is on and a running job's readiness is not what its Workload
+        says (it changed while no controller looked)."""
+        if self.ready is None or self.ready.config is None or job.suspended:
+            return False
+        return o.is_true(workload, o.PODS_READY) != job.pods_ready
 
     def reconcile(self, ref: Ref) -> float | None:
         ctx = self.ctx
@@ -144,6 +157,8 @@ class JobReconciler:
             admission = o.admission_of(workload)
             if admission is not None:
                 return self.starter.start(wl_key, workload, admission, job)
+        elif not job.suspended and self.ready is not None:
+            self.ready.follow(wl_key, workload, job)  # PodsReady, as its adapter reads it
         return None
 
     def _gone(self, resource: Resource, key: str) -> None:

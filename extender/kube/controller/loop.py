@@ -46,6 +46,7 @@ from extender.kube.controller.context import Context, Queues, Settings
 from extender.kube.controller.job_start import JobStarter
 from extender.kube.controller.jobs import JobReconciler
 from extender.kube.controller.pending import PendingReasons
+from extender.kube.controller.pods_ready import PodsReadyWatch
 from extender.kube.controller.queue_status import QueueStatusReconciler
 from extender.kube.controller.scheduling import MAX_CYCLES, Scheduler
 from extender.kube.controller.workloads import WorkloadReconciler
@@ -120,10 +121,11 @@ class Controller:
         self.admission = AdmissionWriter(ctx)
         self.pending = PendingReasons(ctx)
         self.starter = JobStarter(ctx, admitted_at=self.admission.take_admitted_at)
+        ready = PodsReadyWatch(ctx, self.admission)
         self.workloads = WorkloadReconciler(
-            ctx, self.admission, self.pending, on_dropped=self.starter.forget
+            ctx, self.admission, self.pending, on_dropped=self.starter.forget, ready=ready
         )
-        self.jobs = JobReconciler(ctx, self.starter)
+        self.jobs = JobReconciler(ctx, self.starter, ready)
         self.queue_status = QueueStatusReconciler(ctx)
         self.config = ConfigReconciler(
             ctx, on_queue_deleted=self.queue_status.forget, mark_pending=self.pending.mark

@@ -5,7 +5,8 @@ admission seen in the API holds it in the core too, after a restart as much as a
 scheduler's own write); Evicted=True on top of it puts its job's key on the jobs' queue (the
 job reconciler stops the job, then requeues the Workload); Finished=True, deletion or
 deactivation frees it. A Workload whose job is gone is deleted, so its quota is free at
-once. Writing the scheduler's decisions is admission.py's; starting jobs, job_start.py's.
+once. Writing the scheduler's decisions is admission.py's; starting jobs, job_start.py's;
+WaitForPodsReady's timeouts and requeue backoff, pods_ready.py's.
 """
 
 from __future__ import annotations
@@ -17,13 +18,16 @@ from typing import Any
 from extender.core.cycle import INADMISSIBLE, Evict
 from extender.core.models import Workload
 from extender.core.parse import ManifestError
+from extender.core.pods_ready import deactivated as deactivation
 from extender.core.workloads import workload as parse_workload
 from extender.kube.api import objects as o
 from extender.kube.api.client import ApiError
 from extender.kube.api.resources import WORKLOADS, Resource
 from extender.kube.controller.admission import AdmissionWriter
 from extender.kube.controller.context import Context
+from extender.kube.controller.job_start import requeue_patch
 from extender.kube.controller.pending import PendingReasons
+from extender.kube.controller.pods_ready import DEACTIVATION_TARGET, PodsReadyWatch
 from extender.kube.controller.workload_status import record, write_status
 
 log = logging.getLogger("tower.workloads")
@@ -40,10 +44,12 @@ class WorkloadReconciler:
         admission: AdmissionWriter,
         pending: PendingReasons,
         on_dropped: Callable[[str], None] = lambda key: None,
+        ready: PodsReadyWatch | None = None,
     ) -> None:
         self.ctx = ctx
         self.admission = admission
         self.pending = pending
+        self.ready = ready or PodsReadyWatch(ctx, admission)
         self.on_dropped = on_dropped  # others' bookkeeping of a Workload that is gone
         self._models: dict[str, tuple[tuple[Any, ...], Workload]] = {}
 
@@ -91,6 +97,8 @@ class WorkloadReconciler:
         if owner is not None and job is None and self._jobs_known(owner[0]):
             self._delete(key)  # its job is gone: the quota is free now, not when GC runs
             return None
+        if self.ready.deactivate(key, obj):
+            return None  # past its requeuing limit: deactivated first, then evicted
         deactivated = (obj.get("spec") or {}).get("active") is False
         admission = o.admission_of(obj) if o.is_true(obj, o.QUOTA_RESERVED) else None
         if admission is not None:
@@ -116,12 +124,11 @@ class WorkloadReconciler:
                 elif owner is not None:
                     ctx.queues.jobs.add((owner[0].plural, owner[1]))
                 return None
-            if deactivated and not holder.evicting:
-                state.mark_evicting(key)
-                self.admission.evict(
-                    Evict(model, "Deactivated", None, "The workload is deactivated")
-                )
-            return None
+            if deactivated:
+                if not holder.evicting:
+                    self._evict_deactivated(key, obj, model)
+                return None
+            return self.ready.check(key, obj)  # WaitForPodsReady's timeouts
         held = state.admitted_workload(key)
         if held is not None and not self.admission.is_unsettled(key):
             # It holds no quota in the API (requeued, or deactivated): nor here.
@@ -130,6 +137,14 @@ class WorkloadReconciler:
         if deactivated:
             self._drop(key)
             return None
+        backoff = self.ready.backoff(key, obj)
+        if backoff > 0:  # requeued after a PodsReady timeout: not nominated before requeueAt
+            if state.workload(key) is not None:
+                ctx.touch(model.namespace, model.queue_name)
+                state.delete_workload(key)
+            self.pending.forget(key)
+            return backoff
+        model = self.ready.queued(model, obj)
         if state.workload(key) != model and not state.is_admitted(key):
             state.add_workload(model)
             ctx.touch(model.namespace, model.queue_name)
@@ -137,6 +152,19 @@ class WorkloadReconciler:
             if status.reason == INADMISSIBLE:
                 self.pending.mark(key, status)
         return None
+
+    def _evict_deactivated(self, key: str, obj: Obj, model: Workload) -> None:
+        """spec.active: false on an admitted Workload: evicted, with the cause its
+        DeactivationTarget gave (Kueue's DeactivatedDueTo<cause>), which goes in the same
+        write with its requeueState."""
+        target = o.condition(obj, DEACTIVATION_TARGET) or {}
+        cause = target.get("reason") if target.get("status") == "True" else None
+        reason, message = deactivation(cause, target.get("message"))
+        status = {"requeueState": None} if "requeueState" in (obj.get("status") or {}) else {}
+        self.ctx.state.mark_evicting(key)
+        self.admission.evict(
+            Evict(model, reason, None, message), status=status, drop=(DEACTIVATION_TARGET,)
+        )
 
     def _jobs_known(self, resource: Resource) -> bool:
         ctx = self.ctx
@@ -178,7 +206,7 @@ class WorkloadReconciler:
         evicted = o.condition(obj, o.EVICTED) or {}
         reason = str(evicted.get("reason") or "Preempted")
         message = str(evicted.get("message") or f"Evicted: {reason}")
-        patch = o.conditional(o.requeue_patch(obj, reason, message, self.ctx.clock()), obj)
+        patch = o.conditional(requeue_patch(self.ctx, obj, reason, message), obj)
         if write_status(self.ctx, key, patch, "requeue") is not None:
             self.ctx.queues.workloads.add(key)
 

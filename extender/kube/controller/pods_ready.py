@@ -1,0 +1,228 @@
+"""WaitForPodsReady in the controller: PodsReady written from the adapters, timeouts acted on.
+
+The job reconciler hands each running admitted job here: its Workload's PodsReady condition is
+set as Kueue sets it (`follow`). The Workload reconciler asks, for each admitted Workload, when
+its wait runs out (`check`): then it is evicted with PodsReadyTimeout and a new requeueState
+in the same write (the job reconciler stops the job and requeues it, as for any eviction), or
+past backoffLimitCount marked DeactivationTarget, then `spec.active: false` (`deactivate`).
+A requeued Workload is kept out of the core's queues until its requeueAt (`backoff`).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+from typing import Any
+
+from extender.core import pods_ready as policy
+from extender.core.cycle import Evict
+from extender.core.models import Workload
+from extender.core.parse import ManifestError
+from extender.core.pods_ready import ReadyCondition, RequeueState
+from extender.core.workloads import creation_seconds
+from extender.kube.api import objects as o
+from extender.kube.api.client import ApiError
+from extender.kube.api.resources import WORKLOADS
+from extender.kube.api.trim import JobView
+from extender.kube.controller.admission import AdmissionWriter
+from extender.kube.controller.context import Context
+from extender.kube.controller.workload_status import record, write_status
+
+log = logging.getLogger("tower.podsready")
+
+Obj = dict[str, Any]
+DEACTIVATION_TARGET = "DeactivationTarget"
+
+
+def _seconds(value: Any) -> float:
+    try:
+        return creation_seconds(value)
+    except ManifestError:  # the API validates these; a bad one counts as long ago
+        return 0.0
+
+
+def ready_condition(obj: Obj) -> ReadyCondition | None:
+    cond = o.condition(obj, o.PODS_READY)
+    if cond is None:
+        return None
+    return ReadyCondition(
+        cond.get("status") == "True",
+        str(cond.get("reason") or ""),
+        _seconds(cond.get("lastTransitionTime")),
+    )
+
+
+def requeue_state(obj: Obj) -> RequeueState | None:
+    state = (obj.get("status") or {}).get("requeueState")
+    if not isinstance(state, dict):
+        return None
+    at = state.get("requeueAt")
+    count = state.get("count")
+    return RequeueState(count if isinstance(count, int) else 0, _seconds(at) if at else None)
+
+
+def _since(obj: Obj, kind: str) -> float | None:
+    cond = o.condition(obj, kind)
+    if cond is None or cond.get("status") != "True":
+        return None
+    return _seconds(cond.get("lastTransitionTime"))
+
+
+class PodsReadyWatch:
+    """Kueue's WaitForPodsReady for the Workloads of one term (off: every method is a no-op
+    but `backoff`, which a requeueState left by an earlier run still calls for)."""
+
+    def __init__(self, ctx: Context, admission: AdmissionWriter) -> None:
+        self.ctx = ctx
+        self.admission = admission
+        self.config = ctx.settings.wait_for_pods_ready
+
+    # ----- the condition -------------------------------------------------------------------
+
+    def follow(self, wl_key: str, workload: Obj, job: JobView) -> None:
+        """A running job of an admitted Workload: its PodsReady condition as Kueue writes
+        it, once per change of status or reason."""
+        if self.config is None:
+            return
+        ctx = self.ctx
+        current = ready_condition(workload)
+        want = policy.wanted_condition(o.is_true(workload, o.ADMITTED), job.pods_ready, current)
+        if current is not None and (current.status, current.reason) == (want.status, want.reason):
+            return
+        now = ctx.clock()
+        status = "True" if want.status else "False"
+        patch = {
+            "status": {
+                "conditions": o.with_conditions(
+                    workload, now, (o.PODS_READY, status, want.reason, want.message)
+                )
+            }
+        }
+        written = write_status(ctx, wl_key, o.conditional(patch, workload), "pods-ready")
+        if written is None or want.reason != policy.STARTED:
+            return
+        # The first readiness since admission: Kueue's ready-wait metrics.
+        admission = o.admission_of(workload)
+        admitted = _since(workload, o.ADMITTED)
+        if admission is None or admitted is None:
+            return
+        cq = admission.cluster_queue
+        queued = _since(workload, o.REQUEUED) or _seconds(
+            (workload.get("metadata") or {}).get("creationTimestamp")
+        )
+        ctx.metrics.ready_wait_time.labels(cq).observe(max(0.0, now - queued))
+        ctx.metrics.admitted_until_ready.labels(cq).observe(max(0.0, now - admitted))
+
+    # ----- timeouts ------------------------------------------------------------------------
+
+    def check(self, key: str, obj: Obj) -> float | None:
+        """An admitted Workload, neither evicted nor deactivated: the seconds until its wait
+        runs out (to be looked at again then), or None once acted on or nothing to wait for."""
+        config = self.config
+        admitted = _since(obj, o.ADMITTED)
+        if config is None or admitted is None:
+            return None
+        ctx = self.ctx
+        now = ctx.clock()
+        verdict = policy.check(config, admitted, ready_condition(obj), now)
+        if verdict is None:
+            return None
+        if isinstance(verdict, policy.Wait):
+            return verdict.after
+        holder = ctx.state.admitted_workload(key)
+        if holder is None or holder.evicting:
+            return None
+        outcome = policy.on_timeout(config.requeuing, requeue_state(obj), now, ctx.jitter())
+        if isinstance(outcome, policy.Deactivate):
+            log.info("Workload %s: %s", key, outcome.message)
+            patch = {
+                "status": {
+                    "conditions": o.with_conditions(
+                        obj, now, (DEACTIVATION_TARGET, "True", outcome.reason, outcome.message)
+                    )
+                }
+            }
+            write_status(ctx, key, o.conditional(patch, obj), "deactivation-target")
+            return None
+        state = outcome.state
+        requeue = {
+            "count": state.count,
+            "requeueAt": o.rfc3339(state.requeue_at) if state.requeue_at is not None else None,
+        }
+        ctx.state.mark_evicting(key)
+        decision = Evict(
+            holder.workload, policy.PODS_READY_TIMEOUT, None, policy.timeout_message(key)
+        )
+        if not self.admission.evict(decision, status={"requeueState": requeue}):
+            ctx.state.keep(key)
+        return None
+
+    def deactivate(self, key: str, obj: Obj) -> bool:
+        """DeactivationTarget=True on an active Workload: `spec.active: false` (Kueue's
+        step; the Workload reconciler then evicts it as any deactivated one). Whether
+        written."""
+        cond = o.condition(obj, DEACTIVATION_TARGET)
+        if cond is None or cond.get("status") != "True":
+            return False
+        if (obj.get("spec") or {}).get("active") is False:
+            return False
+        ctx = self.ctx
+        namespace, name = key.split("/", 1)
+        patch = o.conditional({"spec": {"active": False}}, obj)
+        try:
+            answer = ctx.write(
+                WORKLOADS,
+                "deactivate",
+                lambda: ctx.client.patch(WORKLOADS, name, patch, namespace),
+                key,
+            )
+        except ApiError as err:
+            if err.conflict:
+                ctx.refresh(WORKLOADS, key)
+                ctx.queues.workloads.add(key)
+                return True
+            if err.not_found:
+                ctx.store.forget(WORKLOADS, key)
+                return True
+            raise
+        record(ctx, answer)
+        ctx.story(key, "Warning", "WorkloadDeactivated", str(cond.get("message") or ""))
+        ctx.queues.workloads.add(key)
+        return True
+
+    def queued(self, model: Workload, obj: Obj) -> Workload:
+        """The model to queue: with requeuingStrategy.timestamp Eviction (Kueue's default),
+        one evicted by a PodsReady timeout waits as if created when it was evicted (Kueue's
+        GetQueueOrderTimestamp); with Creation, in its original place."""
+        config = self.config
+        if config is None or config.requeuing.timestamp != "Eviction":
+            return model
+        evicted = o.condition(obj, o.EVICTED)
+        if evicted is None or evicted.get("status") != "True":
+            return model
+        if evicted.get("reason") != policy.PODS_READY_TIMEOUT:
+            return model
+        return replace(model, creation_time=_seconds(evicted.get("lastTransitionTime")))
+
+    # ----- the backoff ---------------------------------------------------------------------
+
+    def backoff(self, key: str, obj: Obj) -> float:
+        """A Workload with no admission: the seconds it must still wait before it may be
+        queued (0: now). Once the wait is over, Kueue's Requeued=True BackoffFinished is
+        written and requeueAt cleared (the count stays, for the limit)."""
+        ctx = self.ctx
+        state = requeue_state(obj)
+        left = policy.backoff_left(state, ctx.clock())
+        if left > 0 or state is None or state.requeue_at is None:
+            return left
+        requeued = o.condition(obj, o.REQUEUED) or {}
+        changes: list[tuple[str, str, str, str]] = []
+        if requeued.get("status") == "False":
+            changes.append(
+                (o.REQUEUED, "True", policy.BACKOFF_FINISHED, policy.BACKOFF_FINISHED_MESSAGE)
+            )
+        patch: Obj = {"status": {"requeueState": {"requeueAt": None}}}
+        if changes:
+            patch["status"]["conditions"] = o.with_conditions(obj, ctx.clock(), *changes)
+        write_status(ctx, key, o.conditional(patch, obj), "backoff-finished")
+        return 0.0

@@ -1,0 +1,150 @@
+"""WaitForPodsReady through the API double: PodsReady written, timeouts evict, requeue, deactivate."""
+
+from __future__ import annotations
+
+import time
+
+from extender.core.kueue_config import RequeuingStrategy, WaitForPodsReady
+from tests.controller.conftest import eventually
+from tests.controller.test_seed import CQ, FLAVOR, LQ
+
+
+def wait_config(timeout=1.0, limit=None, block=False):
+    return WaitForPodsReady(
+        timeout=timeout,
+        block_admission=block,
+        recovery_timeout=timeout,
+        requeuing=RequeuingStrategy("Eviction", limit, 1, 10),
+    )
+
+
+def condition(cluster, job, kind):
+    wl = cluster.workload_of(job) or {}
+    for c in (wl.get("status") or {}).get("conditions") or []:
+        if c["type"] == kind:
+            return c
+    return None
+
+
+def said(cluster, job, kind, status, reason):
+    c = condition(cluster, job, kind)
+    return c is not None and (c["status"], c["reason"]) == (status, reason) and c
+
+
+def running(cluster, name):
+    return cluster.get("jobs", name, "default")["spec"]["suspend"] is False
+
+
+def set_ready(cluster, name, ready):
+    def update(status):
+        status["ready"] = ready
+
+    assert cluster.api.update_status("jobs", "default", name, update) is not None
+
+
+def test_a_job_never_ready_is_evicted_requeued_with_backoff_then_deactivated(
+    cluster, start_controller
+):
+    cluster.apply(FLAVOR, CQ, LQ)
+    start_controller(wait_for_pods_ready=wait_config(timeout=1.0, limit=1))
+    job = cluster.job("never-ready", "1")
+    eventually(lambda: running(cluster, "never-ready"), what="the job to start")
+    waiting = said(cluster, job, "PodsReady", "False", "WaitForStart")
+    assert waiting, "PodsReady=False WaitForStart is written with the admission"
+    assert waiting["message"] == "Not all pods are ready or succeeded"
+
+    # Not ready within 1 s: evicted with Kueue's reason, stopped, requeued with a backoff.
+    evicted = eventually(
+        lambda: said(cluster, job, "Evicted", "True", "PodsReadyTimeout"), what="the eviction"
+    )
+    wl_name = cluster.workload_of(job)["metadata"]["name"]
+    assert evicted["message"] == f"Exceeded the PodsReady timeout default/{wl_name}"
+    eventually(
+        lambda: said(cluster, job, "Requeued", "False", "PodsReadyTimeout"), what="the requeue"
+    )
+    state = cluster.workload_of(job)["status"]["requeueState"]
+    assert state["count"] == 1
+    assert state["requeueAt"]
+    assert cluster.get("jobs", "never-ready", "default")["spec"]["suspend"] is True
+
+    # The backoff over (1 s), it is admitted and started again.
+    eventually(
+        lambda: said(cluster, job, "Requeued", "True", "BackoffFinished"),
+        what="the backoff to finish",
+    )
+    eventually(lambda: running(cluster, "never-ready"), what="the job to start again")
+
+    # Not ready again: one more requeue would pass backoffLimitCount 1, so it is deactivated.
+    deactivated = eventually(
+        lambda: said(cluster, job, "Evicted", "True", "DeactivatedDueToRequeuingLimitExceeded"),
+        timeout=15,
+        what="the deactivation",
+    )
+    assert deactivated["message"] == (
+        "The workload is deactivated due to exceeding the maximum number of re-queuing retries"
+    )
+    wl = cluster.workload_of(job)
+    assert wl["spec"]["active"] is False
+    assert "requeueState" not in wl["status"]
+    assert condition(cluster, job, "DeactivationTarget") is None
+    eventually(
+        lambda: cluster.get("jobs", "never-ready", "default")["spec"]["suspend"] is True,
+        what="the job to stop",
+    )
+    eventually(
+        lambda: said(
+            cluster, job, "QuotaReserved", "False", "DeactivatedDueToRequeuingLimitExceeded"
+        ),
+        what="its quota to be given back",
+    )
+    time.sleep(1.5)  # and it is not admitted again
+    assert cluster.get("jobs", "never-ready", "default")["spec"]["suspend"] is True
+
+
+def test_a_job_that_gets_ready_is_never_evicted(cluster, start_controller):
+    cluster.apply(FLAVOR, CQ, LQ)
+    controller = start_controller(wait_for_pods_ready=wait_config(timeout=2.0))
+    job = cluster.job("gets-ready", "1")
+    eventually(lambda: running(cluster, "gets-ready"), what="the job to start")
+    set_ready(cluster, "gets-ready", 1)
+    ready = eventually(
+        lambda: said(cluster, job, "PodsReady", "True", "Started"), what="PodsReady=True"
+    )
+    assert ready["message"] == "All pods reached readiness and the workload is running"
+    time.sleep(3.0)  # past the timeout
+    assert condition(cluster, job, "Evicted") is None
+    assert running(cluster, "gets-ready")
+    registry = controller.controller.metrics.registry
+    labels = {"cluster_queue": "cluster-queue"}
+    for name in ("kueue_admitted_until_ready_wait_time_seconds", "kueue_ready_wait_time_seconds"):
+        assert registry.get_sample_value(f"{name}_count", labels) == 1.0, name
+
+
+def test_a_job_that_loses_readiness_is_evicted_after_the_recovery_timeout(
+    cluster, start_controller
+):
+    cluster.apply(FLAVOR, CQ, LQ)
+    start_controller(wait_for_pods_ready=wait_config(timeout=1.0))
+    job = cluster.job("flaky", "1")
+    eventually(lambda: running(cluster, "flaky"), what="the job to start")
+    set_ready(cluster, "flaky", 1)
+    eventually(lambda: said(cluster, job, "PodsReady", "True", "Started"), what="PodsReady=True")
+    set_ready(cluster, "flaky", 0)
+    lost = eventually(
+        lambda: said(cluster, job, "PodsReady", "False", "WaitForRecovery"), what="the loss"
+    )
+    assert lost["message"] == "At least one pod has failed, waiting for recovery"
+    eventually(
+        lambda: said(cluster, job, "Evicted", "True", "PodsReadyTimeout"), what="the eviction"
+    )
+
+
+def test_without_wait_for_pods_ready_a_never_ready_job_keeps_running(cluster, start_controller):
+    cluster.apply(FLAVOR, CQ, LQ)
+    start_controller()
+    job = cluster.job("unwatched", "1")
+    eventually(lambda: running(cluster, "unwatched"), what="the job to start")
+    time.sleep(1.5)
+    assert condition(cluster, job, "PodsReady") is None
+    assert condition(cluster, job, "Evicted") is None
+
