@@ -95,6 +95,27 @@ class ClusterState:
         """Ask this too, after quota fits (physical fit on nodes plugs in here)."""
         self.scheduler.admission_checks = (*self.scheduler.admission_checks, check)
 
+    @property
+    def block_admission(self) -> bool:
+        """WaitForPodsReady's blockAdmission: no admission while one admitted is not ready."""
+        return self.scheduler.block_admission
+
+    @block_admission.setter
+    def block_admission(self, block: bool) -> None:
+        self.scheduler.block_admission = block
+
+    def pods_ready(self, key: str, ready: bool) -> bool:
+        """Whether an admitted workload's pods are all ready (its PodsReady condition), for
+        blockAdmission; True when that lifted the block (a cycle is due)."""
+        not_ready = self.scheduler.not_ready
+        if ready or key not in self.cache.admitted or not self.block_admission:
+            if key not in not_ready:
+                return False
+            not_ready.discard(key)
+            return not not_ready
+        not_ready.add(key)
+        return False
+
     def on_release(self, hook: Callable[[str], None]) -> None:
         """Tell `hook` the key of every workload whose quota is freed."""
         self.cache.release_hooks.append(hook)
@@ -219,6 +240,8 @@ class ClusterState:
         """Hold quota for an admission before it is written (Kueue's assumeWorkload)."""
         self.queues.admitted(workload)
         self.cache.assume(workload, admission, now, usage)
+        if self.block_admission:  # ready once its PodsReady says so (pods_ready)
+            self.scheduler.not_ready.add(workload.key)
 
     def still_needed(self, eviction: Evict) -> bool:
         """Whether an eviction a cycle decided still holds now that time has passed: its

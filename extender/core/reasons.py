@@ -14,6 +14,9 @@ INADMISSIBLE = "Inadmissible"
 MISCONFIGURED = "Misconfigured"
 PENDING = "Pending"
 WAITING_FOR_PREEMPTED = "WaitingForPreemptedWorkloads"
+# WaitForPodsReady's blockAdmission: an admitted workload's pods are not all ready yet.
+WAITING_FOR_PODS_READY = "WaitingForPodsReady"
+PODS_READY_BLOCK_MESSAGE = "waiting for all admitted workloads to be in PodsReady condition"
 
 # Evicted condition reasons.
 PREEMPTED = "Preempted"

@@ -55,7 +55,9 @@ from extender.core.quota import QuotaNode, add_usage, available, borrowing_level
 from extender.core.reasons import (
     INADMISSIBLE,
     MISCONFIGURED,
+    PODS_READY_BLOCK_MESSAGE,
     PREEMPTED,
+    WAITING_FOR_PODS_READY,
     WAITING_FOR_PREEMPTED,
     PendingStatus,
 )
@@ -127,6 +129,11 @@ class Scheduler:
         self._queues = queues
         self.fair_sharing = fair_sharing
         self.admission_checks = tuple(admission_checks)
+        # WaitForPodsReady's blockAdmission: while an admitted workload is not PodsReady, no
+        # other is admitted (Kueue's scheduler waits for them before each admission).
+        self.block_admission = False
+        self.not_ready: set[str] = set()
+        cache.release_hooks.append(self.not_ready.discard)
         # Reuse what was found for a head's equivalence class: a "does not fit" verdict while
         # its state is unchanged (verdicts.py), an admission to the same flavors. Off, every
         # head is judged and admitted from scratch (the tests compare the two).
@@ -394,6 +401,9 @@ class Scheduler:
             entry.status = PendingStatus(WAITING_FOR_QUOTA, taken_meanwhile)
             step.progressed = True  # retried at once: not parked as inadmissible
             return
+        if self.block_admission and self.not_ready:
+            entry.status = PendingStatus(WAITING_FOR_PODS_READY, PODS_READY_BLOCK_MESSAGE)
+            return  # it stays the head; a workload getting ready calls for the next cycle
         admission = self._admission(entry)
         checks = self.admission_checks
         refusal = (
@@ -409,6 +419,8 @@ class Scheduler:
             return
         self._queues.admitted(workload)
         self._cache.assume(workload, admission, step.now, assignment.usage)
+        if self.block_admission:
+            self.not_ready.add(workload.key)
         quota.admitted(entry)
         step.admitted.append(Admit(workload, admission))
         step.progressed = True

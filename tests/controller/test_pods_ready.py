@@ -148,3 +148,19 @@ def test_without_wait_for_pods_ready_a_never_ready_job_keeps_running(cluster, st
     assert condition(cluster, job, "PodsReady") is None
     assert condition(cluster, job, "Evicted") is None
 
+
+def test_block_admission_admits_the_next_job_once_the_first_is_ready(cluster, start_controller):
+    cluster.apply(FLAVOR, CQ, LQ)  # 4 cpu: room for both
+    start_controller(wait_for_pods_ready=wait_config(timeout=30.0, block=True))
+    first = cluster.job("first", "1")
+    eventually(lambda: running(cluster, "first"), what="the first job to start")
+    second = cluster.job("second", "1")
+    blocked = eventually(
+        lambda: said(cluster, second, "QuotaReserved", "False", "WaitingForPodsReady"),
+        what="the second to wait for the first's pods",
+    )
+    assert blocked["message"] == "waiting for all admitted workloads to be in PodsReady condition"
+    assert cluster.get("jobs", "second", "default")["spec"]["suspend"] is True
+    set_ready(cluster, "first", 1)
+    eventually(lambda: said(cluster, first, "PodsReady", "True", "Started"), what="ready")
+    eventually(lambda: running(cluster, "second"), what="the second job to start")

@@ -16,6 +16,7 @@ from extender.core.pods_ready import (
     on_timeout,
     wanted_condition,
 )
+from tests.builders import CQ, WL, run_until_quiet, state_with
 
 
 def strategy(limit=None, base=60, cap=3600):
@@ -168,3 +169,38 @@ def test_a_deactivation_says_its_cause(reason, message, want):
 )
 def test_a_requeued_workload_waits_out_its_backoff(state, now, want):
     assert backoff_left(state, now) == want
+
+
+def blocking_state(block=True):
+    state = state_with(CQ("cq").group(("default", {"cpu": "10"})).obj())
+    state.block_admission = block
+    for i, name in enumerate(("a", "b", "c")):
+        state.add_workload(WL(name).created(i).request("cpu", "1").obj())
+    return state
+
+
+def test_block_admission_admits_one_at_a_time_until_its_pods_are_ready():
+    state = blocking_state()
+    assert [d.workload.name for d in run_until_quiet(state)] == ["a"]
+    status = state.pending_status("default/b")
+    assert (status.reason, status.message) == (
+        "WaitingForPodsReady",
+        "waiting for all admitted workloads to be in PodsReady condition",
+    )
+    assert state.pods_ready("default/a", False) is False  # still not ready: still blocked
+    assert run_until_quiet(state, now=1) == []
+    assert state.pods_ready("default/a", True) is True  # the block is lifted: a cycle is due
+    assert [d.workload.name for d in run_until_quiet(state, now=2)] == ["b"]
+
+
+def test_block_admission_is_lifted_when_the_unready_workload_goes():
+    state = blocking_state()
+    run_until_quiet(state)
+    state.finish("default/a")
+    assert [d.workload.name for d in run_until_quiet(state, now=1)] == ["b"]
+
+
+def test_without_block_admission_readiness_does_not_matter():
+    state = blocking_state(block=False)
+    assert [d.workload.name for d in run_until_quiet(state)] == ["a", "b", "c"]
+    assert state.pods_ready("default/a", False) is False

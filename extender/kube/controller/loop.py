@@ -116,6 +116,8 @@ class Controller:
             username=username,
             placement=cache.placement,
         )
+        wait = settings.wait_for_pods_ready
+        ctx.state.block_admission = wait is not None and wait.block_admission
         if cache.placement is not None:
             cache.placement.new_term(ctx.state)
         self.admission = AdmissionWriter(ctx)

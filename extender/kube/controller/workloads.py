@@ -117,6 +117,8 @@ class WorkloadReconciler:
             holder = state.admitted_workload(key)
             assert holder is not None
             self.pending.forget(key)
+            if state.pods_ready(key, o.is_true(obj, o.PODS_READY)):
+                ctx.reschedule()  # blockAdmission lifted: the next head may be admitted
             if o.is_true(obj, o.EVICTED):
                 state.mark_evicting(key)
                 if job is None:  # nothing to stop: the quota goes back now
