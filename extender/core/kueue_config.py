@@ -289,6 +289,11 @@ ACTED: dict[str, str] = {
         "Kueue's default, LessThanOrEqualToFinalShare then LessThanInitialShare, is what "
         "Tower does; another choice is warned"
     ),
+    "waitForPodsReady": (
+        "all-or-nothing admission with ready pods: timeout, recoveryTimeout, blockAdmission "
+        "and requeuingStrategy as Kueue acts on them; on by v1beta2's default when unset "
+        "(v1beta1: waitForPodsReady.enable), off without --config"
+    ),
 }
 
 _DEFAULT_STRATEGIES = ["LessThanOrEqualToFinalShare", "LessThanInitialShare"]
@@ -318,7 +323,6 @@ UNACTED: tuple[Unacted, ...] = (
         "Kueue's own webhook certificates",
         "Tower's are python -m certs bootstrap, or cert-manager",
     ),
-    _cfg("waitForPodsReady", "all-or-nothing admission with pods ready"),
     _cfg("integrations.externalFrameworks", "jobs managed by external controllers"),
     _cfg("integrations.labelKeysToCopy", "job labels copied to the Workload"),
     _cfg("integrations.podOptions", "pod integration options, dropped in v1beta2"),
@@ -341,11 +345,6 @@ UNACTED: tuple[Unacted, ...] = (
     _cfg("pprofBindAddress", "pprof"),
     _cfg("controller", "controller concurrency and cache sync timeout"),
     _cfg("tls", "TLS options of Kueue's servers"),
-)
-# waitForPodsReady is on by v1beta2's default: a file that says nothing of it asks for it.
-WAIT_BY_DEFAULT = _cfg(
-    "waitForPodsReady",
-    "all-or-nothing admission with pods ready, on by Kueue's v1beta2 default when unset",
 )
 
 
@@ -487,18 +486,10 @@ def parse(doc: Any, namespace: str | None = None) -> KueueConfig:
         # Converted as Kueue converts: a feature is on only when its `enable` says so.
         fair = bool(get("fairSharing.enable"))
         wait_on = bool(get("waitForPodsReady.enable"))
-        unacted = [
-            e
-            for e in unacted
-            if (e.path != "waitForPodsReady" or wait_on)
-            and (e.path != "fairSharing.preemptionStrategies" or fair)
-        ]
+        unacted = [e for e in unacted if e.path != "fairSharing.preemptionStrategies" or fair]
     else:
         fair = get("fairSharing") is not None
-        wait_on = True
-        if get("waitForPodsReady") is None:
-            unacted = [e for e in UNACTED if e in unacted or e.path == "waitForPodsReady"]
-            unacted = [WAIT_BY_DEFAULT if e.path == "waitForPodsReady" else e for e in unacted]
+        wait_on = True  # v1beta2 has no `enable`: a file that says nothing of it asks for it
     ns = get("namespace") or namespace or DEFAULT_NAMESPACE
     frameworks = _frameworks(get)
     _check_fair_sharing(get, fair)

@@ -23,6 +23,7 @@ TOWER_DEFAULTS: dict[str, Any] = {
     "renew_deadline": 10.0,
     "retry_period": 2.0,
     "integrations": None,  # the registry's default set
+    "wait_for_pods_ready": None,  # off: Tower's behaviour without a Configuration
 }
 
 
@@ -61,6 +62,7 @@ def from_file(config: KueueConfig) -> dict[str, Any]:
         "renew_deadline": lease.renew_deadline,
         "retry_period": lease.retry_period,
         "integrations": config.integrations,
+        "wait_for_pods_ready": config.wait_for_pods_ready,
     }
     if lease.resource_namespace is not None:  # else the pod's namespace, as in Kueue
         values["leader_election_namespace"] = lease.resource_namespace

@@ -54,8 +54,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="Kueue's Configuration file (config.kueue.x-k8s.io/v1beta2; v1beta1 is converted), "
         "as Kueue's manager reads it with the same flag: its clientConnection, leaderElection, "
         "integrations.frameworks and fairSharing set the flags below, with Kueue's defaults "
-        "where it is silent; a flag given overrides the file; each other field set is one "
-        "warning line at start [TOWER_CONFIG]",
+        "where it is silent; a flag given overrides the file; its waitForPodsReady is acted "
+        "on as Kueue does (without a file it is off); each other field set is one warning "
+        "line at start [TOWER_CONFIG]",
     )
     parser.add_argument(
         "--kube-api-qps",
@@ -477,6 +478,7 @@ def _serve(
         scheduler_name=args.scheduler_name or None,
         integrations=args.integrations,
         write_concurrency=args.write_concurrency,
+        wait_for_pods_ready=args.wait_for_pods_ready,
     )
     try:
         while not stop.is_set():

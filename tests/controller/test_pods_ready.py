@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 from extender.core.kueue_config import RequeuingStrategy, WaitForPodsReady
-from tests.controller.conftest import eventually
+from tests.controller.conftest import controller_process, eventually
 from tests.controller.test_seed import CQ, FLAVOR, LQ
 
 
@@ -164,3 +164,28 @@ def test_block_admission_admits_the_next_job_once_the_first_is_ready(cluster, st
     set_ready(cluster, "first", 1)
     eventually(lambda: said(cluster, first, "PodsReady", "True", "Started"), what="ready")
     eventually(lambda: running(cluster, "second"), what="the second job to start")
+
+
+def test_the_configuration_file_turns_it_on(cluster, tmp_path):
+    """`run --config` with Kueue's waitForPodsReady: the real process acts on it."""
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        "apiVersion: config.kueue.x-k8s.io/v1beta2\n"
+        "kind: Configuration\n"
+        "waitForPodsReady: {timeout: 1s, requeuingStrategy: {backoffLimitCount: 0}}\n"
+    )
+    cluster.apply(FLAVOR, CQ, LQ)
+    proc = controller_process(cluster, "--no-leader-elect", "--config", str(config))
+    try:
+        job = cluster.job("from-file", "1")
+        eventually(lambda: running(cluster, "from-file"), what="the job to start")
+        # backoffLimitCount 0: the first timeout deactivates it.
+        eventually(
+            lambda: said(cluster, job, "Evicted", "True", "DeactivatedDueToRequeuingLimitExceeded"),
+            timeout=15,
+            what="the deactivation",
+        )
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
+    assert "waitForPodsReady" not in proc.stdout.read().decode()  # acted on: not warned

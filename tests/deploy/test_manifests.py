@@ -168,6 +168,7 @@ def test_the_controller_reads_kueues_configuration_from_its_config_map(rendered,
     assert config.leader_election.resource_name == "tower-controller"
     assert (config.kube_api_qps, config.kube_api_burst) == (50.0, 100)
     assert len(config.integrations) == 12
-    assert [line.split(": ", 1)[1].split(" ")[0] for line in config.warnings("f")] == [
-        "waitForPodsReady"
-    ]
+    assert config.warnings("f") == []
+    # Kueue's v1beta2 turns waitForPodsReady on when the file is silent: 30 minutes.
+    assert config.wait_for_pods_ready is not None
+    assert config.wait_for_pods_ready.timeout == 1800.0

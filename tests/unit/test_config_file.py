@@ -49,8 +49,6 @@ def test_kueues_default_file_sets_the_flags_and_warns_once_per_unacted_field(mon
     assert len(args.integrations) == 12
     name = f"Configuration {KUEUE_DEFAULT}"
     assert warnings == [
-        f"{name}: waitForPodsReady (all-or-nothing admission with pods ready, on by Kueue's "
-        "v1beta2 default when unset) is not acted on by Tower",
         f"{name}: webhook (Kueue's webhook server) is not acted on by Tower; Tower's webhook "
         "is python -m webhook",
         f"{name}: metrics (Kueue's metrics server) is not acted on by Tower; Tower serves "
@@ -116,19 +114,32 @@ def test_every_acted_field_takes_effect(tmp_path):
           frameworks: [jobset.x-k8s.io/jobset, batch/job]
         fairSharing:
           preemptionStrategies: [LessThanOrEqualToFinalShare, LessThanInitialShare]
+        waitForPodsReady:
+          timeout: 2m
+          recoveryTimeout: 0s
+          blockAdmission: true
+          requeuingStrategy: {backoffLimitCount: 3, backoffBaseSeconds: 5, backoffMaxSeconds: 40}
         """),
     )
     args = args_of("--config", path)
-    assert settle(args) == [
-        f"Configuration {path}: waitForPodsReady (all-or-nothing admission with pods ready, "
-        "on by Kueue's v1beta2 default when unset) is not acted on by Tower"
-    ]
+    assert settle(args) == []
     assert (args.kube_api_qps, args.kube_api_burst) == (20.5, 40)
     assert (args.leader_elect, args.leader_election_id) == (False, "my-lease")
     assert args.leader_election_namespace == "ops"
     assert (args.lease_duration, args.renew_deadline, args.retry_period) == (30.0, 20.0, 1.5)
     assert args.integrations == ("jobset.x-k8s.io/jobset", "batch/job")
     assert args.fair_sharing is True
+    wait = args.wait_for_pods_ready
+    assert (wait.timeout, wait.recovery_timeout, wait.block_admission) == (120.0, 0.0, True)
+    requeuing = wait.requeuing
+    assert (requeuing.backoff_limit_count, requeuing.backoff_base_seconds) == (3, 5)
+    assert (requeuing.backoff_max_seconds, requeuing.timestamp) == (40, "Eviction")
+
+
+def test_without_a_file_wait_for_pods_ready_is_off():
+    args = args_of()
+    settle(args)
+    assert args.wait_for_pods_ready is None
 
 
 def test_a_flag_overrides_the_file(tmp_path, monkeypatch):
@@ -181,7 +192,6 @@ def test_v1beta1_is_converted(tmp_path):
     # v1beta1's own defaults: 5 minutes, and `enable` blocks admission.
     assert (wait.timeout, wait.block_admission) == (300.0, True)
     assert [line.split(": ", 1)[1].split(" (")[0] for line in config.warnings("f")] == [
-        "waitForPodsReady",
         "queueVisibility",
     ]
 

@@ -153,8 +153,6 @@ def _configuration() -> list[str]:
     for field in kueue_config.UNACTED:
         if field.path in kueue_config.ACTED:  # said on its acted row
             continue
-        if field.path == kueue_config.WAIT_BY_DEFAULT.path:
-            field = kueue_config.WAIT_BY_DEFAULT
         line = f"accepted, warned, not acted on: {field.feature}"
         out.append(
             f"| `{field.path}` | {line}" + (f"; {field.advice}" if field.advice else "") + " |"
