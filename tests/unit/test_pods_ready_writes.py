@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
+
 from extender.core.kueue_config import RequeuingStrategy, WaitForPodsReady
 from extender.kube.api import resources as r
 from tests.fakes import FakeKube, controller_over
-from tests.unit.test_reconcilers import config, job, run, set_job_status, wl_key
+from tests.unit.test_reconcilers import config, job, run, set_job_status, started, wl_key
 
 WAIT = WaitForPodsReady(60.0, False, 60.0, RequeuingStrategy("Eviction", None, 10, 100))
 
@@ -77,3 +79,23 @@ def test_the_timeout_is_kept_in_virtual_time_and_the_backoff_too():
         if c["type"] == "Requeued"
     )
     assert (requeued["status"], requeued["reason"]) == ("True", "BackoffFinished")
+
+
+@pytest.mark.parametrize(("timestamp", "next_admitted"), [("Eviction", "d"), ("Creation", "a")])
+def test_requeuing_timestamp_decides_where_a_timed_out_workload_queues(timestamp, next_admitted):
+    fake = FakeKube()
+    for obj in (*config(), job("a", "3"), job("b", "3"), job("d", "3")):
+        fake.add(obj)  # created together: a, b, d in that order
+    wait = WaitForPodsReady(60.0, False, 60.0, RequeuingStrategy(timestamp, None, 10, 100))
+    ctl, clock = controller_over(fake, wait_for_pods_ready=wait)
+    run(ctl, fake)
+    assert [n for n in "abd" if started(fake, n)] == ["a"]
+    clock.advance(61)  # a times out and gives its quota to b
+    run(ctl, fake)
+    assert [n for n in "abd" if started(fake, n)] == ["b"]
+    set_job_status(fake, "b", active=1, ready=1)
+    clock.advance(11)  # a's backoff is over: a and d wait
+    run(ctl, fake)
+    set_job_status(fake, "b", active=0, conditions=[{"type": "Complete", "status": "True"}])
+    run(ctl, fake)
+    assert [n for n in "ad" if started(fake, n)] == [next_admitted]
