@@ -103,7 +103,7 @@ def test_a_job_never_ready_is_evicted_requeued_with_backoff_then_deactivated(
 
 def test_a_job_that_gets_ready_is_never_evicted(cluster, start_controller):
     cluster.apply(FLAVOR, CQ, LQ)
-    controller = start_controller(wait_for_pods_ready=wait_config(timeout=2.0))
+    controller = start_controller(wait_for_pods_ready=wait_config(timeout=4.0))
     job = cluster.job("gets-ready", "1")
     eventually(lambda: running(cluster, "gets-ready"), what="the job to start")
     set_ready(cluster, "gets-ready", 1)
@@ -111,7 +111,7 @@ def test_a_job_that_gets_ready_is_never_evicted(cluster, start_controller):
         lambda: said(cluster, job, "PodsReady", "True", "Started"), what="PodsReady=True"
     )
     assert ready["message"] == "All pods reached readiness and the workload is running"
-    time.sleep(3.0)  # past the timeout
+    time.sleep(4.5)  # past the timeout
     assert condition(cluster, job, "Evicted") is None
     assert running(cluster, "gets-ready")
     registry = controller.controller.metrics.registry
@@ -124,7 +124,7 @@ def test_a_job_that_loses_readiness_is_evicted_after_the_recovery_timeout(
     cluster, start_controller
 ):
     cluster.apply(FLAVOR, CQ, LQ)
-    start_controller(wait_for_pods_ready=wait_config(timeout=1.0))
+    start_controller(wait_for_pods_ready=wait_config(timeout=2.0))
     job = cluster.job("flaky", "1")
     eventually(lambda: running(cluster, "flaky"), what="the job to start")
     set_ready(cluster, "flaky", 1)
