@@ -322,3 +322,36 @@ def test_an_object_finds_its_adapter_by_api_version_and_kind():
     assert registry.for_object(job()) is registry.ADAPTERS["batch/job"]
     assert registry.for_object(jobset()) is JOBSET_ADAPTER
     assert registry.for_object({"apiVersion": "example.com/v1", "kind": "Job"}) is None
+
+
+@pytest.mark.parametrize(
+    ("kind", "obj", "ready"),
+    [
+        ("Job", {"spec": {"parallelism": 2}, "status": {"ready": "2"}}, False),
+        ("Job", {"spec": {"parallelism": "x"}, "status": {"ready": 2}}, False),
+        ("Job", {"spec": [], "status": {"ready": True}}, False),
+        ("Job", {"spec": {"parallelism": 2}, "status": {"ready": 1, "succeeded": 1}}, True),
+        ("JobSet", {"spec": {"replicatedJobs": [{"name": ["a"], "replicas": 1}]}}, False),
+        (
+            "JobSet",
+            {
+                "spec": {"replicatedJobs": [{"name": "a", "replicas": "1"}]},
+                "status": {"replicatedJobsStatus": [{"name": "a", "ready": "1"}]},
+            },
+            False,
+        ),
+        (
+            "JobSet",
+            {
+                "spec": {"replicatedJobs": [{"name": "a", "replicas": 2}]},
+                "status": {"replicatedJobsStatus": [[1], {"name": "a", "ready": 2}]},
+            },
+            True,
+        ),
+    ],
+)
+def test_pods_ready_reads_malformed_objects_without_an_error(kind, obj, ready):
+    """Watched objects are not trusted: readiness is read from every job, whatever it holds
+    (a field of the wrong type counts as nothing)."""
+    adapter = next(a for a in registry.ADAPTERS.values() if a.kind == kind)
+    assert adapter.pods_ready(obj) is ready

@@ -27,6 +27,12 @@ def as_sequence(value: Any) -> Sequence[Any]:
     return value if isinstance(value, list) else []
 
 
+def as_count(value: Any, default: int = 0) -> int:
+    """A field that should be a whole number of pods, or `default` (not trusted either)."""
+    whole = isinstance(value, int) and not isinstance(value, bool) and value >= 0
+    return value if whole else default
+
+
 @dataclass(frozen=True, slots=True)
 class PodSetTemplate:
     """One podSet as a job declares it: Kueue's name, how many pods, and their template."""

@@ -9,6 +9,7 @@ from extender.core.jobframework.adapter import (
     JobAdapter,
     Obj,
     PodSetTemplate,
+    as_count,
     as_mapping,
     condition_true,
     replace_maps,
@@ -103,8 +104,12 @@ class BatchJob(JobAdapter):
 
     def pods_ready(self, obj: Mapping[str, Any]) -> bool:
         status = as_mapping(obj.get("status"))
-        ready = (status.get("ready") or 0) + (status.get("succeeded") or 0)
-        return ready >= job_pod_count(as_mapping(obj.get("spec")), "spec")
+        ready = as_count(status.get("ready")) + as_count(status.get("succeeded"))
+        try:
+            wanted = job_pod_count(as_mapping(obj.get("spec")), "spec")
+        except ManifestError:
+            return False  # a malformed spec never runs: its Workload is refused elsewhere
+        return ready >= wanted
 
     def templates_patch(self, obj: Mapping[str, Any], wanted: Mapping[str, Obj]) -> Obj:
         if "main" not in wanted:

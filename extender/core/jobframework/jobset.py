@@ -10,6 +10,7 @@ from extender.core.jobframework.adapter import (
     JobAdapter,
     Obj,
     PodSetTemplate,
+    as_count,
     as_mapping,
     as_sequence,
 )
@@ -67,16 +68,16 @@ class JobSetAdapter(JobAdapter):
     def pods_ready(self, obj: Mapping[str, Any]) -> bool:
         replicated = as_sequence(as_mapping(obj.get("spec")).get("replicatedJobs"))
         statuses = {
-            r.get("name"): r
+            r["name"]: r
             for r in as_sequence(as_mapping(obj.get("status")).get("replicatedJobsStatus"))
-            if isinstance(r, Mapping)
+            if isinstance(r, Mapping) and isinstance(r.get("name"), str)
         }
         for rjob in replicated:
-            if not isinstance(rjob, Mapping):
+            if not isinstance(rjob, Mapping) or not isinstance(rjob.get("name"), str):
                 return False
-            status = as_mapping(statuses.get(rjob.get("name")))
-            done = (status.get("ready") or 0) + (status.get("succeeded") or 0)
-            if done < (rjob.get("replicas") or 1):
+            status = as_mapping(statuses.get(rjob["name"]))
+            done = as_count(status.get("ready")) + as_count(status.get("succeeded"))
+            if done < as_count(rjob.get("replicas"), 1):
                 return False
         return True
 
