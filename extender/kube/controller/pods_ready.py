@@ -21,12 +21,10 @@ from extender.core.parse import ManifestError
 from extender.core.pods_ready import ReadyCondition, RequeueState
 from extender.core.workloads import creation_seconds
 from extender.kube.api import objects as o
-from extender.kube.api.client import ApiError
-from extender.kube.api.resources import WORKLOADS
 from extender.kube.api.trim import JobView
 from extender.kube.controller.admission import AdmissionWriter
 from extender.kube.controller.context import Context
-from extender.kube.controller.workload_status import record, write_status
+from extender.kube.controller.workload_status import write_status, write_workload
 
 log = logging.getLogger("tower.podsready")
 
@@ -167,25 +165,9 @@ class PodsReadyWatch:
         if (obj.get("spec") or {}).get("active") is False:
             return False
         ctx = self.ctx
-        namespace, name = key.split("/", 1)
         patch = o.conditional({"spec": {"active": False}}, obj)
-        try:
-            answer = ctx.write(
-                WORKLOADS,
-                "deactivate",
-                lambda: ctx.client.patch(WORKLOADS, name, patch, namespace),
-                key,
-            )
-        except ApiError as err:
-            if err.conflict:
-                ctx.refresh(WORKLOADS, key)
-                ctx.queues.workloads.add(key)
-                return True
-            if err.not_found:
-                ctx.store.forget(WORKLOADS, key)
-                return True
-            raise
-        record(ctx, answer)
+        if write_workload(ctx, key, patch, "deactivate") is None:
+            return True  # moved on (read again and reconciled) or gone
         ctx.story(key, "Warning", "WorkloadDeactivated", str(cond.get("message") or ""))
         ctx.queues.workloads.add(key)
         return True

@@ -1,4 +1,4 @@
-"""The one way a Workload's status is written: a counted patch whose answer the store keeps."""
+"""The one way a Workload is written: a counted patch whose answer the store keeps."""
 
 from __future__ import annotations
 
@@ -53,3 +53,24 @@ def write_status(
             ctx.store.forget(WORKLOADS, key)
             return None
         raise
+
+
+def write_workload(ctx: Context, key: str, patch: Obj, purpose: str) -> Obj | None:
+    """A conditional patch of a Workload itself (not its status), its answer kept; None when
+    the Workload moved on (it is read again and reconciled) or is gone. Other failures are
+    raised, for a retry."""
+    namespace, name = key.split("/", 1)
+    try:
+        answer = ctx.write(
+            WORKLOADS, purpose, lambda: ctx.client.patch(WORKLOADS, name, patch, namespace), key
+        )
+    except ApiError as err:
+        if err.conflict:
+            ctx.refresh(WORKLOADS, key)
+            ctx.queues.workloads.add(key)
+            return None
+        if err.not_found:
+            ctx.store.forget(WORKLOADS, key)
+            return None
+        raise
+    return record(ctx, answer)

@@ -28,7 +28,7 @@ from extender.kube.controller.context import Context
 from extender.kube.controller.job_start import requeue_patch
 from extender.kube.controller.pending import PendingReasons
 from extender.kube.controller.pods_ready import DEACTIVATION_TARGET, PodsReadyWatch
-from extender.kube.controller.workload_status import record, write_status
+from extender.kube.controller.workload_status import write_status, write_workload
 
 log = logging.getLogger("tower.workloads")
 
@@ -218,24 +218,7 @@ class WorkloadReconciler:
         ctx = self.ctx
         finalizers = [f for f in obj["metadata"].get("finalizers") or [] if f != o.KUEUE_FINALIZER]
         patch = o.conditional({"metadata": {"finalizers": finalizers}}, obj)
-        namespace, name = key.split("/", 1)
-        try:
-            answer = ctx.write(
-                WORKLOADS,
-                "patch-finalizers",
-                lambda: ctx.client.patch(WORKLOADS, name, patch, namespace),
-                key,
-            )
-        except ApiError as err:
-            if err.conflict:
-                ctx.refresh(WORKLOADS, key)
-                ctx.queues.workloads.add(key)
-                return
-            if err.not_found:
-                ctx.store.forget(WORKLOADS, key)
-                return
-            raise
-        record(ctx, answer)
+        write_workload(ctx, key, patch, "patch-finalizers")
 
     def _finish_orphan(self, key: str, obj: Obj) -> None:
         """Made for a job deleted with propagation Orphan: nothing will run it."""
