@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from extender.kube.api.client import ApiError
@@ -42,28 +43,33 @@ def write_status(
 ) -> Obj | None:
     """As patch_status; None when the Workload moved on (it is read again and reconciled)
     or is gone. Other failures are raised, for a retry."""
-    try:
-        return patch_status(ctx, key, patch, purpose, paced=paced)
-    except ApiError as err:
-        if err.conflict:
-            ctx.refresh(WORKLOADS, key)
-            ctx.queues.workloads.add(key)
-            return None
-        if err.not_found:
-            ctx.store.forget(WORKLOADS, key)
-            return None
-        raise
+    return _settled(ctx, key, lambda: patch_status(ctx, key, patch, purpose, paced=paced))
 
 
 def write_workload(ctx: Context, key: str, patch: Obj, purpose: str) -> Obj | None:
-    """A conditional patch of a Workload itself (not its status), its answer kept; None when
-    the Workload moved on (it is read again and reconciled) or is gone. Other failures are
-    raised, for a retry."""
+    """A conditional patch of a Workload itself (not its status), its answer kept; as
+    write_status otherwise."""
     namespace, name = key.split("/", 1)
+    return _settled(
+        ctx,
+        key,
+        lambda: record(
+            ctx,
+            ctx.write(
+                WORKLOADS,
+                purpose,
+                lambda: ctx.client.patch(WORKLOADS, name, patch, namespace),
+                key,
+            ),
+        ),
+    )
+
+
+def _settled(ctx: Context, key: str, write: Callable[[], Obj | None]) -> Obj | None:
+    """A conditional write of a Workload: a conflict reads it again (and its reconcile
+    follows what the read shows), a 404 forgets it; both are None."""
     try:
-        answer = ctx.write(
-            WORKLOADS, purpose, lambda: ctx.client.patch(WORKLOADS, name, patch, namespace), key
-        )
+        return write()
     except ApiError as err:
         if err.conflict:
             ctx.refresh(WORKLOADS, key)
@@ -73,4 +79,3 @@ def write_workload(ctx: Context, key: str, patch: Obj, purpose: str) -> Obj | No
             ctx.store.forget(WORKLOADS, key)
             return None
         raise
-    return record(ctx, answer)
