@@ -163,6 +163,17 @@ class Context:
         """Whether a write to this object is on its way (its reconcile waits for the answer)."""
         return self.writes is not None and self.writes.busy((plural, key))
 
+    def retry_after_failure(
+        self, queue: WorkQueue[Any], key: Any, err: BaseException, what: str
+    ) -> None:
+        """A write sent in the pool failed: its reconcile is retried with backoff, counted
+        and logged (a non-API error is a bug, raised for the pool to log with its traceback)."""
+        if not isinstance(err, KubeError):
+            raise err
+        delay = queue.retry(key, err.retry_after or 0.0)
+        self.metrics.reconcile_errors.labels("jobs", "api").inc()
+        log.warning("%s: %s (retrying in %.1fs)", what, err, delay)
+
     def after_writes(self, plural: str, key: str, then: Callable[[], None]) -> None:
         """Run `then` once the writes to this object on their way are answered (now if none)."""
         if self.writes is None:

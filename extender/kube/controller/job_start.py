@@ -119,11 +119,7 @@ class JobStarter:
                 ctx.refresh(resource, job.key)
                 ctx.queues.jobs.add(ref)  # decide again on the version just read
                 return
-            if not isinstance(err, KubeError):
-                raise err  # a bug: logged with its traceback by the pool
-            delay = ctx.queues.jobs.retry(ref, err.retry_after or 0.0)
-            ctx.metrics.reconcile_errors.labels("jobs", "api").inc()
-            log.warning("start of %s %s: %s (retrying in %.1fs)", job.kind, job.key, err, delay)
+            ctx.retry_after_failure(ctx.queues.jobs, ref, err, f"start of {job.kind} {job.key}")
 
         ctx.submit(
             resource,

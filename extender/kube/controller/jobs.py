@@ -15,7 +15,7 @@ from extender.core.jobs import resolve_priority, workload_for
 from extender.core.parse import ManifestError
 from extender.core.workloads import creation_seconds
 from extender.kube.api import objects as o
-from extender.kube.api.client import ApiError, KubeError
+from extender.kube.api.client import ApiError
 from extender.kube.api.resources import WORKLOADS, Resource
 from extender.kube.api.trim import JobView, workload_key
 from extender.kube.api.writes import CREATE
@@ -242,12 +242,12 @@ class JobReconciler:
                 ctx.queues.workloads.add(wl_key)
                 return
             self._creating.pop(wl_key, None)
-            if not isinstance(err, KubeError):
-                raise err  # a bug: logged with its traceback by the pool
-            ref = (resource.plural, job.key)
-            delay = ctx.queues.creations.retry(ref, err.retry_after or 0.0)
-            ctx.metrics.reconcile_errors.labels("jobs", "api").inc()
-            log.warning("Workload for %s %s: %s (retrying in %.1fs)", job.kind, job.key, err, delay)
+            ctx.retry_after_failure(
+                ctx.queues.creations,
+                (resource.plural, job.key),
+                err,
+                f"Workload for {job.kind} {job.key}",
+            )
 
         ctx.submit(
             WORKLOADS,
