@@ -20,7 +20,7 @@ from extender.core.models import (
     Workload,
 )
 from extender.core.preemption import AdmittedWorkload, Target, fits
-from extender.core.queues import ClusterQueueQueue
+from extender.core.queues import ClassMemo, ClusterQueueQueue
 from extender.core.quota import QuotaNode, add_usage
 from extender.core.reasons import PendingStatus
 
@@ -37,6 +37,7 @@ class Entry:
     assignment: Assignment
     targets: Sequence[Target] = ()
     status: PendingStatus | None = None
+    memo: ClassMemo | None = None  # what the scheduler keeps for the head's class
 
 
 def _nobody_borrows(root: QuotaNode, assignment: Assignment) -> bool:

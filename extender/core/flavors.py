@@ -229,6 +229,91 @@ def assign_flavors(
     return search_flavors(workload, cq, flavors, node, oracle)
 
 
+class QuickPlan(NamedTuple):
+    """What `quick_fit` decides without reading usage: for each resource group of a single pod
+    set, the first usable flavor and what is asked of it.
+
+    It depends only on the pod set, the ClusterQueue and the flavors, so it is built once per
+    equivalence class and configuration; its dicts are shared by every Assignment and
+    admission made from it, and never changed.
+    """
+
+    groups: tuple[tuple[tuple[FlavorResource, int], ...], ...]
+    pod_set_flavors: tuple[Mapping[str, str], ...]
+    usage: Mapping[FlavorResource, int]
+    may_stop_borrowing: bool
+
+
+def quick_plan(
+    pod_set: PodSet, cq: ClusterQueue, flavors: Mapping[str, ResourceFlavor]
+) -> QuickPlan | None:
+    """The plan for `quick_fit`, or None where only the search can decide (the ClusterQueue
+    counts pods, a resource has no quota, or a group has no usable flavor)."""
+    group_of = cq.group_of
+    if PODS in group_of:
+        return None  # the search counts the pods
+    needs: dict[int, dict[str, int]] = {}
+    for resource, amount in pod_set.totals.items():
+        if amount <= 0:
+            continue
+        group = group_of.get(resource)
+        if group is None:
+            return None
+        needs.setdefault(group, {})[resource] = amount
+    assigned: dict[str, str] = {}
+    usage: dict[FlavorResource, int] = {}
+    groups: list[tuple[tuple[FlavorResource, int], ...]] = []
+    for group_index in sorted(needs):
+        request = needs[group_index]
+        for flavor_quotas in cq.resource_groups[group_index].flavors:
+            name = flavor_quotas.name
+            flavor = flavors.get(name)
+            if flavor is None:
+                continue  # a missing flavor is passed over, as the search does
+            if _incompatibility(flavor, pod_set) is not None:
+                continue
+            groups.append(tuple(((name, resource), amount) for resource, amount in request.items()))
+            for resource, amount in request.items():
+                usage[(name, resource)] = amount
+                assigned[resource] = name
+            break
+        else:
+            return None
+    return QuickPlan(
+        tuple(groups),
+        (assigned,),
+        usage,
+        cq.flavor_fungibility.when_can_borrow is MAY_STOP_SEARCH,
+    )
+
+
+def fit_by_plan(plan: QuickPlan, node: QuotaNode) -> Assignment | None:
+    """`quick_fit` on a plan: the plan's flavors if each takes the request now (without
+    borrowing, or borrowing where that may stop the search), else None."""
+    node_usage, node_subtree = node.usage, node.subtree
+    level = 0
+    slack = -1
+    for group in plan.groups:
+        group_level = 0
+        for fr, amount in group:
+            left = available(node, fr) - amount
+            if left < 0:
+                return None  # preemption or a later flavor: the search decides
+            if slack < 0 or left < slack:
+                slack = left
+            if node_usage.get(fr, 0) + amount > node_subtree.get(fr, 0):
+                # Beyond its own quota (within it, the level is 0 without asking).
+                fr_level = borrowing_level(node, fr, amount)
+                if fr_level > group_level:
+                    group_level = fr_level
+        if group_level:
+            if not plan.may_stop_borrowing:
+                return None  # a later flavor might fit without borrowing
+            if group_level > level:
+                level = group_level
+    return Assignment(FIT, level, plan.pod_set_flavors, plan.usage, slack=slack)
+
+
 def quick_fit(
     pod_set: PodSet,
     cq: ClusterQueue,
@@ -240,61 +325,10 @@ def quick_fit(
 
     Returns exactly what `search_flavors` returns in that case, and None in every other case
     (a test holds the two together). One head per ClusterQueue is nominated every cycle, so
-    this is the admission core's hottest path.
+    this is the admission core's hottest path: the scheduler keeps the plan per class.
     """
-    group_of = cq.group_of
-    if PODS in group_of:
-        return None  # the search counts the pods
-    needs: dict[int, dict[str, int]] = {}
-    for resource, amount in pod_set.totals.items():
-        if amount <= 0:
-            continue
-        group = group_of.get(resource)
-        if group is None:
-            return None
-        request = needs.get(group)
-        if request is None:
-            needs[group] = {resource: amount}
-        else:
-            request[resource] = amount
-    may_stop_borrowing = cq.flavor_fungibility.when_can_borrow is MAY_STOP_SEARCH
-    assigned: dict[str, str] = {}
-    usage: dict[FlavorResource, int] = {}
-    level = 0
-    slack = -1
-    for group_index in sorted(needs) if len(needs) > 1 else needs:
-        request = needs[group_index]
-        for flavor_quotas in cq.resource_groups[group_index].flavors:
-            name = flavor_quotas.name
-            flavor = flavors.get(name)
-            if flavor is None:
-                continue  # a missing flavor is passed over, as the search does
-            if _incompatibility(flavor, pod_set) is not None:
-                continue
-            group_level = 0
-            for resource, amount in request.items():
-                fr = (name, resource)
-                left = available(node, fr) - amount
-                if left < 0:
-                    return None  # preemption or a later flavor: the search decides
-                if slack < 0 or left < slack:
-                    slack = left
-                if node.usage.get(fr, 0) + amount > node.subtree.get(fr, 0):
-                    # Beyond its own quota (within it, the level is 0 without asking).
-                    fr_level = borrowing_level(node, fr, amount)
-                    if fr_level > group_level:
-                        group_level = fr_level
-            if group_level and not may_stop_borrowing:
-                return None  # a later flavor might fit without borrowing
-            for resource, amount in request.items():
-                usage[(name, resource)] = amount
-                assigned[resource] = name
-            if group_level > level:
-                level = group_level
-            break
-        else:
-            return None
-    return Assignment(FIT, level, (assigned,), usage, slack=slack)
+    plan = quick_plan(pod_set, cq, flavors)
+    return None if plan is None else fit_by_plan(plan, node)
 
 
 def search_flavors(

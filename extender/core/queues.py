@@ -11,10 +11,15 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from collections.abc import Hashable, Iterator
+from collections.abc import Hashable, Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from extender.core.models import QueueingStrategy, Workload
+from extender.core.models import Admission, QueueingStrategy, Workload
+
+if TYPE_CHECKING:
+    from extender.core.flavors import QuickPlan
+    from extender.core.verdicts import Verdict
 
 
 def equivalence_key(workload: Workload) -> Hashable:
@@ -39,6 +44,26 @@ def equivalence_key(workload: Workload) -> Hashable:
 
 
 @dataclass(slots=True, eq=False)
+class ClassMemo:
+    """What the scheduler keeps for one equivalence class (its members are judged and admitted
+    alike); the queue only keeps it alive as long as the class.
+
+    * ``verdict``: the last "fits nowhere" verdict and the state it was found in
+      (extender/core/verdicts.py), so an unchanged state need not be judged again;
+    * ``admission``: the last admission built for a member, and (``admission_flavors``) the
+      flavors of each pod set it was built for;
+    * ``plan``: quick_fit's plan (flavors.QuickPlan, None where only the search decides),
+      valid for the configuration generation ``plan_generation``.
+    """
+
+    verdict: Verdict | None = None
+    admission: Admission | None = None
+    admission_flavors: tuple[Mapping[str, str], ...] = ()
+    plan: QuickPlan | None = None
+    plan_generation: int = -1
+
+
+@dataclass(slots=True, eq=False)
 class _Class:
     key: Hashable
     priority: int
@@ -47,11 +72,7 @@ class _Class:
     heap: list[tuple[float, str, int, str]] = field(default_factory=list)
     active: bool = True
     version: int = 0
-    # Opaque to the queue, kept for the scheduler: what it last found for this class and in
-    # what state (extender/core/verdicts.py), so an unchanged state need not be judged
-    # again; and the last admission it built for a member (members are admitted alike).
-    verdict: object = None
-    admission: object = None
+    memo: ClassMemo = field(default_factory=ClassMemo)
 
 
 @dataclass(slots=True)
@@ -181,28 +202,11 @@ class ClusterQueueQueue:
         self._drop_stale(heap)
         return heap[0][3] if heap else None
 
-    def class_verdict(self, workload: Workload) -> object:
-        """What the scheduler kept for this workload's equivalence class (None: nothing)."""
+    def memo(self, workload: Workload) -> ClassMemo | None:
+        """What the scheduler keeps for this pending workload's equivalence class (None: the
+        workload is not queued here)."""
         member = self._members.get(workload.key)
-        return None if member is None else member.klass.verdict
-
-    def keep_class_verdict(self, workload: Workload, verdict: object) -> None:
-        """Keep a verdict for this workload's whole equivalence class (its members are judged
-        alike); it lives as long as the class."""
-        member = self._members.get(workload.key)
-        if member is not None:
-            member.klass.verdict = verdict
-
-    def class_admission(self, workload: Workload) -> object:
-        """The admission the scheduler kept for this workload's class (None: nothing)."""
-        member = self._members.get(workload.key)
-        return None if member is None else member.klass.admission
-
-    def keep_class_admission(self, workload: Workload, admission: object) -> None:
-        """Keep an admission built for a member of this workload's class."""
-        member = self._members.get(workload.key)
-        if member is not None:
-            member.klass.admission = admission
+        return None if member is None else member.klass.memo
 
     def is_inadmissible(self, key: str) -> bool:
         """Whether a pending workload is parked until the next requeue trigger."""

@@ -25,7 +25,8 @@ from extender.core.flavors import (
     WAITING_FOR_QUOTA,
     Assignment,
     Mode,
-    quick_fit,
+    fit_by_plan,
+    quick_plan,
     search_flavors,
 )
 from extender.core.models import (
@@ -224,20 +225,28 @@ class Scheduler:
                 cq, node, queue, workload, Assignment(NO_FIT, reason=INADMISSIBLE, message=message)
             )
 
+        reuse = self.reuse_by_class
+        memo = queue.memo(workload) if reuse else None
         if len(workload.pod_sets) == 1:
-            quick = quick_fit(workload.pod_sets[0], cq, cache.flavors, node)
-            if quick is not None:
-                return Entry(cq, node, queue, workload, quick)
+            if memo is None:
+                plan = quick_plan(workload.pod_sets[0], cq, cache.flavors)
+            elif memo.plan_generation == cache.generation:
+                plan = memo.plan
+            else:
+                plan = memo.plan = quick_plan(workload.pod_sets[0], cq, cache.flavors)
+                memo.plan_generation = cache.generation
+            if plan is not None:
+                quick = fit_by_plan(plan, node)
+                if quick is not None:
+                    return Entry(cq, node, queue, workload, quick, memo=memo)
 
         # A head that fits nowhere: judged again only if what decided that changed.
-        reuse = self.reuse_by_class
         state = None
-        kept = queue.class_verdict(workload) if reuse else None
+        kept = memo.verdict if memo is not None else None
         if kept is not None:
-            assert isinstance(kept, Verdict)
             state = self._state(cq, node, workload)
             if kept.state == state:
-                return Entry(cq, node, queue, workload, kept.assignment)
+                return Entry(cq, node, queue, workload, kept.assignment, memo=memo)
 
         found: dict[tuple[object, ...], list[Target]] = {}
 
@@ -292,7 +301,7 @@ class Scheduler:
             )
 
         assignment = search(workload)
-        entry = Entry(cq, node, queue, workload, assignment)
+        entry = Entry(cq, node, queue, workload, assignment, memo=memo)
         if assignment.mode in PREEMPTING:
             entry.targets = targets(assignment.usage, assignment.needs_preemption)
             if not entry.targets:
@@ -306,12 +315,12 @@ class Scheduler:
             # Kueue shrinks a workload only once neither the whole count nor preemption for it
             # can admit it.
             _shrink(entry, search, targets)
-        if reuse and not found and entry.assignment.mode <= NO_CANDIDATES:
+        if memo is not None and not found and entry.assignment.mode <= NO_CANDIDATES:
             # Judged without looking at admitted workloads one by one: the same state gives
             # the same verdict (the search changed nothing: no targets, no trial removals).
             if state is None:
                 state = self._state(cq, node, workload)
-            queue.keep_class_verdict(workload, Verdict(state, assignment))
+            memo.verdict = Verdict(state, assignment)
         return entry
 
     def _state(self, cq: ClusterQueue, node: QuotaNode, workload: Workload) -> State:
@@ -429,23 +438,20 @@ class Scheduler:
         """The admission an entry's assignment amounts to. Members of an equivalence class
         have equal pod sets, so one admitted to the same flavors gets an equal admission:
         the last one built for the class is reused (frozen, it is shared safely)."""
-        queue, workload, assignment = entry.queue, entry.workload, entry.assignment
-        if assignment.counts:
+        workload, assignment, memo = entry.workload, entry.assignment, entry.memo
+        if assignment.counts or memo is None:
             # Shrunk: an admission of the class's full counts is not this one's, and this
             # one is not the class's.
             return assignment.admission(entry.cq.name, workload)
-        kept = queue.class_admission(workload) if self.reuse_by_class else None
-        if kept is not None:
-            assert isinstance(kept, Admission)
-            if kept.cluster_queue == entry.cq.name and all(
-                psa.flavors == flavors
-                for psa, flavors in zip(
-                    kept.pod_set_assignments, assignment.pod_set_flavors, strict=True
-                )
-            ):
+        kept = memo.admission
+        if kept is not None and kept.cluster_queue == entry.cq.name:
+            # The same plan's flavors are the same tuple: equal without comparing.
+            flavors, kept_flavors = assignment.pod_set_flavors, memo.admission_flavors
+            if kept_flavors is flavors or kept_flavors == flavors:
                 return kept
         admission = assignment.admission(entry.cq.name, workload)
-        queue.keep_class_admission(workload, admission)
+        memo.admission = admission
+        memo.admission_flavors = assignment.pod_set_flavors
         return admission
 
     def _preempt(self, entry: Entry, step: _Step5) -> None:

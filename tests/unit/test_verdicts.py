@@ -211,15 +211,15 @@ def test_the_verdict_lives_on_the_equivalence_class(monkeypatch):
     state.schedule(1.0)
     queue = state.queues._queues["a"]
     head = state.workload("default/head")
-    kept = queue.class_verdict(head)
+    kept = queue.memo(head).verdict
     assert isinstance(kept, Verdict)
     # A second workload of the same class shares it; one of another shape does not.
     twin = _wl("head2", "a", "6", priority=1, created=2).obj()
     other = _wl("other", "a", "7", priority=1, created=3).obj()
     state.add_workload(twin)
     state.add_workload(other)
-    assert queue.class_verdict(twin) is kept
-    assert queue.class_verdict(other) is None
+    assert queue.memo(twin).verdict is kept
+    assert queue.memo(other).verdict is None
 
 
 def test_a_kept_admission_is_reused_only_for_the_same_flavors():
