@@ -22,6 +22,8 @@ KINDS = (
     "localqueues",
     "workloads",
     "workloadpriorityclasses",
+    "admissionchecks",
+    "provisioningrequestconfigs",
 )
 
 

@@ -1,6 +1,6 @@
 """Kueue's API as Tower serves it: one declarative schema per kind and version.
 
-Every field of the six kinds is named here once, with its type, enum, default, limits, list keys
+Every field of the eight kinds is named here once, with its type, enum, default, limits, list keys
 and CEL rules (Kueue v0.19.2's, checked path by path by tests/unit/test_kueue_schema.py). The
 CRDs are rendered from it (extender/kube/generators/crds.py); the parsers take their enums and
 defaults from it (`enum`, `default`), and the conversion webhook its version renames (`RENAMES`).
@@ -923,6 +923,78 @@ def _workload_priority_class(version: str) -> Schema:
     }
 
 
+def _admission_check(version: str) -> Schema:
+    v1 = version == "v1beta1"
+    least = {} if v1 else {"minLength": 1}
+    spec: dict[str, Schema] = {
+        "controllerName": _str(
+            **({} if v1 else {"maxLength": 253, "minLength": 1}),
+            **_cel(("self == oldSelf", "field is immutable")),
+        ),
+        "parameters": _obj(
+            {
+                "apiGroup": _str(maxLength=253, pattern=_SUBDOMAIN, **least),
+                "kind": _str(maxLength=63, pattern=r"^(?i)[a-z]([-a-z0-9]*[a-z0-9])?$", **least),
+                "name": _str(maxLength=63, pattern=_LABEL, **least),
+            },
+            ["apiGroup", "kind", "name"],
+        ),
+    }
+    if v1:
+        # Dropped in v1beta2; Kueue's checks never read it.
+        spec["retryDelayMinutes"] = {"type": "integer", "format": "int64", "default": 15}
+    conditions = _CONDITIONS_V1BETA1 if v1 else _CONDITIONS
+    return _root(_obj(spec, ["controllerName"]), _obj({"conditions": conditions}))
+
+
+def _provisioning_request_config(version: str) -> Schema:
+    v1 = version == "v1beta1"
+    node_selector = _list(
+        _obj(
+            {
+                "key": _str(
+                    maxLength=317,
+                    minLength=1,
+                    pattern=r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+                    r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$",
+                ),
+                "valueFromProvisioningClassDetail": _str(maxLength=32768, minLength=1),
+            },
+            ["key", "valueFromProvisioningClassDetail"],
+        ),
+        maxItems=8,
+        **({} if v1 else {"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["key"]}),
+    )
+    backoff = {
+        "backoffLimitCount": {**_int(), "default": 3},
+        "backoffBaseSeconds": {**_int(), "default": 60},
+        "backoffMaxSeconds": {**_int(), "default": 1800},
+    }
+    spec = _obj(
+        {
+            "provisioningClassName": _str(
+                maxLength=253, pattern=_SUBDOMAIN, **({} if v1 else {"minLength": 1})
+            ),
+            "parameters": _map(_str(maxLength=255), maxProperties=100),
+            "managedResources": _list(_str(), maxItems=100, **{"x-kubernetes-list-type": "set"}),
+            "retryStrategy": _obj(
+                backoff,
+                default={
+                    "backoffLimitCount": 3,
+                    "backoffBaseSeconds": 60,
+                    "backoffMaxSeconds": 1800,
+                },
+            ),
+            "podSetUpdates": _obj({"nodeSelector": node_selector}),
+            "podSetMergePolicy": _enum(
+                ["IdenticalPodTemplates", "IdenticalWorkloadSchedulingRequirements"]
+            ),
+        },
+        ["provisioningClassName"],
+    )
+    return _root(spec, None)
+
+
 def _root(spec: Schema, status: Schema | None, extra: dict[str, Any] | None = None) -> Schema:
     properties: dict[str, Schema] = {
         "apiVersion": _str(),
@@ -942,6 +1014,8 @@ _BUILDERS = {
     "LocalQueue": _local_queue,
     "Workload": _workload,
     "WorkloadPriorityClass": _workload_priority_class,
+    "AdmissionCheck": _admission_check,
+    "ProvisioningRequestConfig": _provisioning_request_config,
 }
 KINDS = tuple(_BUILDERS)
 VERSIONS = ("v1beta2", "v1beta1")  # stored first

@@ -39,6 +39,7 @@ _PARSERS: dict[str, Callable[[Obj], ConfigModel]] = {
     "Namespace": parse.namespace,
     "WorkloadPriorityClass": parse.workload_priority_class,
     "PriorityClass": parse.priority_class,
+    "AdmissionCheck": parse.admission_check,
 }
 CONFIG_KINDS = tuple(_PARSERS)
 """The kinds that configure the state (Workloads are what it decides on)."""
@@ -114,6 +115,9 @@ class StateBuilder:
         elif kind == "PriorityClass":
             old = cache.priority_classes.get(key)
             state.delete_priority_class(key)
+        elif kind == "AdmissionCheck":
+            old = cache.admission_checks.get(key)
+            state.delete_admission_check(key)
         return old
 
     @contextmanager
@@ -150,6 +154,8 @@ class StateBuilder:
             staged.workload_priority_classes.pop(key, None)
         elif kind == "PriorityClass":
             staged.priority_classes.pop(key, None)
+        elif kind == "AdmissionCheck":
+            staged.admission_checks[:] = [c for c in staged.admission_checks if c.name != key]
 
     # ----- everything at once (the CLI, the simulator) -------------------------------
 

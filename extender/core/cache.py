@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from extender.core.models import (
     Admission,
+    AdmissionCheck,
     ClusterQueue,
     Cohort,
     FlavorResource,
@@ -42,6 +43,7 @@ ConfigModel = (
     | Namespace
     | WorkloadPriorityClass
     | PriorityClass
+    | AdmissionCheck
 )
 
 
@@ -56,6 +58,7 @@ class Configuration:
     namespaces: list[Namespace] = field(default_factory=list)
     workload_priority_classes: dict[str, WorkloadPriorityClass] = field(default_factory=dict)
     priority_classes: dict[str, PriorityClass] = field(default_factory=dict)
+    admission_checks: list[AdmissionCheck] = field(default_factory=list)
 
     def add(self, model: ConfigModel) -> None:
         """One more object, in the list of its kind."""
@@ -71,6 +74,8 @@ class Configuration:
             self.namespaces.append(model)
         elif isinstance(model, WorkloadPriorityClass):
             self.workload_priority_classes[model.name] = model
+        elif isinstance(model, AdmissionCheck):
+            self.admission_checks.append(model)
         else:
             self.priority_classes[model.name] = model
 
@@ -83,6 +88,7 @@ class Configuration:
             or self.cohorts
             or self.local_queues
             or self.namespaces
+            or self.admission_checks
         )
 
 
@@ -97,6 +103,7 @@ class Cache:
         self.namespaces: dict[str, Namespace] = {}
         self.workload_priority_classes: dict[str, WorkloadPriorityClass] = {}
         self.priority_classes: dict[str, PriorityClass] = {}
+        self.admission_checks: dict[str, AdmissionCheck] = {}
         self.admitted: dict[str, AdmittedWorkload] = {}
         self.tree = QuotaTree.build((), ())
         # Told the key of every workload whose quota is freed (a plan held for it goes too).
@@ -125,8 +132,10 @@ class Cache:
         cohorts: Iterable[Cohort] = (),
         local_queues: Iterable[LocalQueue] = (),
         namespaces: Iterable[Namespace] = (),
+        admission_checks: Iterable[AdmissionCheck] = (),
     ) -> None:
         """Create or update objects; `rebuild` makes the change count."""
+        self.admission_checks.update((c.name, c) for c in admission_checks)
         self.flavors.update((f.name, f) for f in flavors)
         self.cohorts.update((c.name, c) for c in cohorts)
         self.local_queues.update((lq.key, lq) for lq in local_queues)
@@ -191,12 +200,35 @@ class Cache:
                 INADMISSIBLE,
                 f"ClusterQueue {cq.name} is stopped (stopPolicy {cq.stop_policy.value})",
             )
+        checks = self._checks_not_ready(cq)
+        if checks is not None:
+            return PendingStatus(
+                INADMISSIBLE, f"ClusterQueue {cq.name} is inactive ({checks[0]}): {checks[1]}"
+            )
         unacted = self._unacted(cq)
         if unacted:
             return PendingStatus(
                 INADMISSIBLE,
                 f"ClusterQueue {cq.name} is inactive: it uses {'; '.join(unacted)}, which "
                 "Tower does not act on (docs/kueue-fields.md)",
+            )
+        return None
+
+    def _checks_not_ready(self, cq: ClusterQueue) -> tuple[str, str] | None:
+        """(Kueue's reason, message) when an AdmissionCheck the ClusterQueue asks for does
+        not exist or is not Active; None when all are ready to be asked."""
+        checks = self.admission_checks
+        missing = sorted(r.name for r in cq.admission_checks if r.name not in checks)
+        if missing:
+            return (
+                "AdmissionCheckNotFound",
+                f"references missing AdmissionCheck(s): {','.join(missing)}",
+            )
+        inactive = sorted(r.name for r in cq.admission_checks if not checks[r.name].active)
+        if inactive:
+            return (
+                "AdmissionCheckInactive",
+                f"references inactive AdmissionCheck(s): {','.join(inactive)}",
             )
         return None
 
@@ -221,8 +253,9 @@ class Cache:
             return False, "Stopped", status.message
         if any(f not in self.flavors for f in cq.flavor_names()):
             return False, "FlavorNotFound", status.message
-        if any(p in ("spec.admissionChecksStrategy", "spec.admissionChecks") for p in cq.unacted):
-            return False, "AdmissionCheckNotFound", status.message  # Kueue's reason
+        checks = self._checks_not_ready(cq)
+        if checks is not None:
+            return False, checks[0], f"Can't admit new workloads: {checks[1]}."  # Kueue's
         if self._unacted(cq):
             return False, "UnsupportedField", status.message
         return False, "Unknown", status.message
@@ -237,6 +270,7 @@ class Cache:
             list(self.namespaces.values()),
             dict(self.workload_priority_classes),
             dict(self.priority_classes),
+            list(self.admission_checks.values()),
         )
 
     # ----- admitted workloads ---------------------------------------------------------

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from extender.core.cache import Cache, Configuration
 from extender.core.models import (
     Admission,
+    AdmissionCheck,
     ClusterQueue,
     Cohort,
     FlavorResource,
@@ -39,7 +40,7 @@ from extender.core.reasons import (
     WAITING_FOR_PREEMPTED,
     PendingStatus,
 )
-from extender.core.scheduler import AdmissionCheck, Admit, CycleResult, Evict, Scheduler
+from extender.core.scheduler import Admit, CycleResult, Evict, InternalCheck, Scheduler
 
 __all__ = [
     "CLUSTER_QUEUE_STOPPED",
@@ -49,12 +50,12 @@ __all__ = [
     "PENDING",
     "PREEMPTED",
     "WAITING_FOR_PREEMPTED",
-    "AdmissionCheck",
     "Admit",
     "ClusterState",
     "Configuration",
     "CycleResult",
     "Evict",
+    "InternalCheck",
     "PendingStatus",
 ]
 
@@ -64,7 +65,7 @@ class ClusterState:
     and the cycle that decides on them."""
 
     def __init__(
-        self, *, fair_sharing: bool = False, admission_checks: Iterable[AdmissionCheck] = ()
+        self, *, fair_sharing: bool = False, admission_checks: Iterable[InternalCheck] = ()
     ) -> None:
         self.cache = Cache()
         self.queues = QueueManager(self.cache)
@@ -83,15 +84,15 @@ class ClusterState:
         return self.scheduler.fair_sharing
 
     @property
-    def admission_checks(self) -> tuple[AdmissionCheck, ...]:
+    def admission_checks(self) -> tuple[InternalCheck, ...]:
         """The checks asked after quota fits."""
         return self.scheduler.admission_checks
 
     @admission_checks.setter
-    def admission_checks(self, checks: Iterable[AdmissionCheck]) -> None:
+    def admission_checks(self, checks: Iterable[InternalCheck]) -> None:
         self.scheduler.admission_checks = tuple(checks)
 
-    def add_admission_check(self, check: AdmissionCheck) -> None:
+    def add_admission_check(self, check: InternalCheck) -> None:
         """Ask this too, after quota fits (physical fit on nodes plugs in here)."""
         self.scheduler.admission_checks = (*self.scheduler.admission_checks, check)
 
@@ -130,6 +131,7 @@ class ClusterState:
         cohorts: Iterable[Cohort] = (),
         local_queues: Iterable[LocalQueue] = (),
         namespaces: Iterable[Namespace] = (),
+        admission_checks: Iterable[AdmissionCheck] = (),
     ) -> None:
         """Apply many objects at once, rebuilding the quota tree a single time."""
         cluster_queues = list(cluster_queues)
@@ -139,6 +141,7 @@ class ClusterState:
             cohorts=cohorts,
             local_queues=local_queues,
             namespaces=namespaces,
+            admission_checks=admission_checks,
         )
         for cq in cluster_queues:
             self.queues.update_cluster_queue(cq)
@@ -155,6 +158,7 @@ class ClusterState:
                 cohorts=config.cohorts,
                 local_queues=config.local_queues,
                 namespaces=config.namespaces,
+                admission_checks=config.admission_checks,
             )
 
     def apply_flavor(self, flavor: ResourceFlavor) -> None:
@@ -179,6 +183,11 @@ class ClusterState:
     def apply_cohort(self, cohort: Cohort) -> None:
         """Create or update a Cohort."""
         self.configure(cohorts=[cohort])
+
+    def delete_admission_check(self, name: str) -> None:
+        """Delete an AdmissionCheck (ClusterQueues asking for it become inactive)."""
+        self.cache.admission_checks.pop(name, None)
+        self._config_changed()
 
     def delete_cohort(self, name: str) -> None:
         """Delete a Cohort object (the cohort stays implicit while ClusterQueues name it)."""

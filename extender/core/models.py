@@ -143,6 +143,28 @@ def _quota_index(groups: tuple[ResourceGroup, ...]) -> dict[FlavorResource, Reso
 
 
 @dataclass(frozen=True, slots=True)
+class CheckRule:
+    """One AdmissionCheck a ClusterQueue asks for (spec.admissionChecksStrategy): for every
+    admission, or only for those given one of `on_flavors`."""
+
+    name: str
+    on_flavors: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
+class AdmissionCheck:
+    """An AdmissionCheck: a condition some controller must confirm, after quota is reserved,
+    before a workload is admitted. `active` is its status' Active condition, which that
+    controller keeps."""
+
+    name: str
+    controller_name: str
+    parameters: tuple[str, str, str] | None = None  # (apiGroup, kind, name)
+    active: bool = False
+    message: str = ""  # the Active condition's message
+
+
+@dataclass(frozen=True, slots=True)
 class ClusterQueue:
     """A pool of quota that admits the workloads of its LocalQueues."""
 
@@ -156,6 +178,7 @@ class ClusterQueue:
     preemption: Preemption = field(default_factory=Preemption)
     stop_policy: StopPolicy = StopPolicy.NONE
     fair_weight: Fraction = Fraction(1)
+    admission_checks: tuple[CheckRule, ...] = ()
     # Fields it sets that Tower does not act on and that would change who is admitted
     # (extender/core/unacted.py): while any is set, the ClusterQueue admits nothing.
     unacted: tuple[str, ...] = ()

@@ -18,6 +18,8 @@ from extender.core.labels import (
 from extender.core.models import (
     GROUP,
     TOPOLOGY_KEY_ANNOTATION,
+    AdmissionCheck,
+    CheckRule,
     ClusterQueue,
     Cohort,
     FlavorFungibility,
@@ -415,8 +417,62 @@ def cluster_queue(obj: Obj) -> ClusterQueue:
         ),
         stop_policy=StopPolicy(stop),
         fair_weight=_weight(fair.get("weight"), "spec.fairSharing.weight"),
+        admission_checks=check_rules(spec, v1beta1),
         unacted=blocking("ClusterQueue", obj),
     )
+
+
+def check_rules(spec: Obj, v1beta1: bool) -> tuple[CheckRule, ...]:
+    """The AdmissionChecks a ClusterQueue asks for: spec.admissionChecksStrategy, or
+    v1beta1's spec.admissionChecks (every check for every flavor); not both, as Kueue says."""
+    strategy = as_map(spec.get("admissionChecksStrategy"), "spec.admissionChecksStrategy")
+    plain = as_list(spec.get("admissionChecks"), "spec.admissionChecks") if v1beta1 else []
+    if plain and strategy:
+        raise ManifestError(
+            "spec.admissionChecks",
+            "either spec.admissionChecks or spec.admissionChecksStrategy can be set, not both",
+        )
+    if plain:
+        names = [_str(n, f"spec.admissionChecks[{i}]", required=True) for i, n in enumerate(plain)]
+        return tuple(CheckRule(str(n)) for n in dict.fromkeys(names))
+    path = "spec.admissionChecksStrategy.admissionChecks"
+    rules: dict[str, CheckRule] = {}
+    for i, item in enumerate(as_list(strategy.get("admissionChecks"), path)):
+        item = as_map(item, f"{path}[{i}]")
+        name = _str(item.get("name"), f"{path}[{i}].name", required=True)
+        assert name is not None
+        if name in rules:
+            raise ManifestError(f"{path}[{i}].name", f"duplicate AdmissionCheck {name!r}")
+        flavors = as_list(item.get("onFlavors"), f"{path}[{i}].onFlavors")
+        on = [_str(f, f"{path}[{i}].onFlavors[{j}]", required=True) for j, f in enumerate(flavors)]
+        rules[name] = CheckRule(name, frozenset(str(f) for f in on))
+    return tuple(rules.values())
+
+
+def admission_check(obj: Obj) -> AdmissionCheck:
+    """An AdmissionCheck manifest; `active` is read from its status' Active condition."""
+    check_version(obj, "AdmissionCheck")
+    name = name_of(obj)
+    spec = as_map(obj.get("spec"), "spec")
+    controller = _str(spec.get("controllerName"), "spec.controllerName", required=True)
+    assert controller is not None
+    params = spec.get("parameters")
+    parameters = None
+    if params is not None:
+        params = as_map(params, "spec.parameters")
+        group, kind, ref = (
+            _str(params.get(f), f"spec.parameters.{f}", required=True)
+            for f in ("apiGroup", "kind", "name")
+        )
+        parameters = (str(group), str(kind), str(ref))
+    active, message = False, ""
+    status = as_map(obj.get("status"), "status")
+    for i, cond in enumerate(as_list(status.get("conditions"), "status.conditions")):
+        cond = as_map(cond, f"status.conditions[{i}]")
+        if cond.get("type") == "Active":
+            active = cond.get("status") == "True"
+            message = str(cond.get("message") or "")
+    return AdmissionCheck(name, controller, parameters, active, message)
 
 
 def cohort(obj: Obj) -> Cohort:

@@ -71,8 +71,9 @@ _PREEMPTION_WHY = {
     IN_COHORT_FAIR_SHARING: "fair sharing within the cohort",
 }
 
-AdmissionCheck = Callable[[Workload, Admission], "str | None"]
-"""An extra check after quota fits (e.g. physical fit on nodes): a refusal message, or None."""
+InternalCheck = Callable[[Workload, Admission], "str | None"]
+"""An admission check Tower decides inside the cycle, after quota fits (physical fit on
+nodes): a refusal message, or None. AdmissionCheck objects are asked after quota is reserved."""
 
 
 class Admit(NamedTuple):
@@ -124,7 +125,7 @@ class Scheduler:
         queues: QueueManager,
         *,
         fair_sharing: bool = False,
-        admission_checks: Sequence[AdmissionCheck] = (),
+        admission_checks: Sequence[InternalCheck] = (),
     ) -> None:
         self._cache = cache
         self._queues = queues

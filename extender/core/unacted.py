@@ -84,20 +84,6 @@ class Unacted:
 UNACTED: tuple[Unacted, ...] = (
     Unacted(
         "ClusterQueue",
-        "spec.admissionChecksStrategy",
-        Effect.INACTIVE,
-        "admission checks",
-        "Tower serves no AdmissionCheck API; remove the field to let the queue admit",
-    ),
-    Unacted(
-        "ClusterQueue",
-        "spec.admissionChecks",
-        Effect.INACTIVE,
-        "admission checks, v1beta1",
-        "Tower serves no AdmissionCheck API; remove the field to let the queue admit",
-    ),
-    Unacted(
-        "ClusterQueue",
         "spec.concurrentAdmissionPolicy",
         Effect.INACTIVE,
         "concurrent admission for flavor migration",

@@ -454,6 +454,7 @@ def _serve(
         return 0
     cache = Cache(base, adapters=adapters, on_error=None, placement=placement)
     cache.discover_kinds()
+    cache.discover_optional()
     watch_for_kinds(cache, stop)
     dashboard_server = None
     if args.dashboard_address:

@@ -80,6 +80,8 @@ BUILTIN = [
     # Stored as sent, nothing more (enough for kubectl apply -k deploy/default):
     Kind("", ["v1"], "serviceaccounts", "ServiceAccount", True, False, ["sa"], "serviceaccount"),
     Kind("", ["v1"], "configmaps", "ConfigMap", True, False, ["cm"], "configmap"),
+    # PodTemplates are stored as sent (what Tower's ProvisioningRequest controller makes).
+    Kind("", ["v1"], "podtemplates", "PodTemplate", True, False, [], "podtemplate"),
     Kind("", ["v1"], "services", "Service", True, True, ["svc"], "service"),
     Kind("apps", ["v1"], "deployments", "Deployment", True, True, ["deploy"], "deployment"),
     Kind("batch", ["v1"], "cronjobs", "CronJob", True, True, ["cj"], "cronjob"),

@@ -72,6 +72,7 @@ class Cluster:
             "Namespace": r.NAMESPACES,
             "WorkloadPriorityClass": r.WORKLOAD_PRIORITY_CLASSES,
             "PriorityClass": r.PRIORITY_CLASSES,
+            "AdmissionCheck": r.ADMISSION_CHECKS,
         }
         for obj in objs:
             resource = plural[obj["kind"]]
@@ -151,6 +152,7 @@ class Running:
         self.stop = threading.Event()
         self.cache = Cache(client, adapters=registry.enabled(settings.integrations))
         self.cache.discover_kinds()
+        self.cache.discover_optional()
         watch_for_kinds(self.cache, self.stop, every=0.2)  # a CRD installed later is taken up
         self.cache.start(self.stop)
         self.recorder = Recorder(client)

@@ -23,8 +23,14 @@ from tests.apidouble import Fault
 from tests.controller.conftest import CONTROLLER_USER, CRDS, ROOT, controller_process, eventually
 from tests.controller.test_faults import stop
 from tests.controller.test_jobset import JOBSET_CRD, replicated
-from tests.controller.test_preemption import priority_preemption_setup
+from tests.controller.test_preemption import (
+    cluster_queue,
+    local_queue,
+    priority_preemption_setup,
+)
 from tests.waiting import wait_until
+
+PR_CRD = ROOT / "tests" / "data" / "autoscaler" / "autoscaling.x-k8s.io_provisioningrequests.yaml"
 
 RBAC = Path(__file__).resolve().parents[2] / "deploy" / "rbac"
 BUNDLE_FILES = ("ca.crt", "tls.crt", "tls.key", "ca.key")
@@ -107,7 +113,37 @@ def test_every_verb_granted_is_used_and_every_verb_used_is_granted(cluster, webh
     Secret, then renewing it): the set of (group, resource, verb) it used is exactly the set
     deploy/rbac/ grants."""
     cluster.admin.create(CRDS, JOBSET_CRD)
+    cluster.admin.create(CRDS, yaml.safe_load(PR_CRD.read_text()))
     cluster.apply(*priority_preemption_setup())
+    # A ClusterQueue with Kueue's ProvisioningRequest check: its config, check and queue.
+    cluster.admin.create(
+        r.PROVISIONING_REQUEST_CONFIGS,
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "ProvisioningRequestConfig",
+            "metadata": {"name": "prov-config"},
+            "spec": {"provisioningClassName": "check-capacity.autoscaling.x-k8s.io"},
+        },
+    )
+    prov_cq = cluster_queue("prov-cq", 4)
+    prov_cq["spec"]["admissionChecksStrategy"] = {"admissionChecks": [{"name": "prov"}]}
+    cluster.apply(
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "AdmissionCheck",
+            "metadata": {"name": "prov"},
+            "spec": {
+                "controllerName": "kueue.x-k8s.io/provisioning-request",
+                "parameters": {
+                    "apiGroup": "kueue.x-k8s.io",
+                    "kind": "ProvisioningRequestConfig",
+                    "name": "prov-config",
+                },
+            },
+        },
+        prov_cq,
+        local_queue("prov-queue", "prov-cq"),
+    )
     cluster.api.gc_delay = 30.0  # the controller, not the garbage collector, deletes the Workload
     for method, plural, sub in (
         ("PATCH", "jobs", ""),
@@ -179,6 +215,34 @@ def test_every_verb_granted_is_used_and_every_verb_used_is_granted(cluster, webh
         eventually(
             lambda: cluster.get("jobsets", "train", "default")["spec"]["suspend"] is False,
             what="the JobSet to start",
+        )
+        # A Job whose capacity is provisioned: the request made, Provisioned, the Job runs and
+        # finishes, and its request is deleted.
+        provisioned = cluster.job("provisioned", "1", queue="prov-queue", duration="0.5s")
+        wl = eventually(lambda: cluster.workload_of(provisioned), what="its Workload")
+        request = f"{wl['metadata']['name']}-prov-1"
+        eventually(
+            lambda: cluster.get("provisioningrequests", request, "default"),
+            what="the ProvisioningRequest",
+        )
+        condition = {
+            "type": "Provisioned",
+            "status": "True",
+            "reason": "Provisioned",
+            "message": "",
+            "lastTransitionTime": "2026-12-01T00:00:00Z",
+        }
+        cluster.admin.patch(
+            r.PROVISIONING_REQUESTS,
+            request,
+            {"status": {"conditions": [condition]}},
+            "default",
+            subresource="status",
+        )
+        eventually(
+            lambda: cluster.get("provisioningrequests", request, "default") is None,
+            timeout=20,
+            what="the finished Job's ProvisioningRequest deleted",
         )
     finally:
         stop(proc)

@@ -132,8 +132,8 @@ kind: ClusterQueue
 metadata: {name: cq}
 spec:
   namespaceSelector: {}
-  admissionChecksStrategy:
-    admissionChecks: [{name: prov}]
+  concurrentAdmissionPolicy:
+    migration: {mode: TryPreferredFlavors}
   resourceGroups:
   - coveredResources: [cpu]
     flavors: [{name: f, resources: [{name: cpu, nominalQuota: 4}]}]
@@ -162,11 +162,12 @@ def test_the_simulator_says_which_fields_it_does_not_act_on(tmp_path):
     lines = table.stdout.splitlines()
     assert lines[0] == "Not acted on by Tower (docs/kueue-fields.md):"
     assert lines[1].startswith(
-        "  ClusterQueue cq: spec.admissionChecksStrategy (admission checks) is not acted on"
+        "  ClusterQueue cq: spec.concurrentAdmissionPolicy (concurrent admission for flavor "
+        "migration) is not acted on"
     )
     never = table.stdout.split("Never admitted:")[1]
     assert "default/job-train" in never
-    assert "spec.admissionChecksStrategy" in never
+    assert "spec.concurrentAdmissionPolicy" in never
     as_json = json.loads(simulate(path, "-o", "json").stdout)
     assert as_json["notActedOn"] == [lines[1].strip()]
     assert as_json["pending"][0]["message"].startswith("ClusterQueue cq is inactive: it uses")

@@ -71,16 +71,10 @@ def with_pod_set(obj: dict[str, Any], **fields: Any) -> dict[str, Any]:
 CASES = [
     ("no such field", "ClusterQueue", CQ, ()),
     (
-        "admission checks",
+        "admission checks are acted on",
         "ClusterQueue",
         with_spec(CQ, admissionChecksStrategy={"admissionChecks": [{"name": "prov"}]}),
-        ("spec.admissionChecksStrategy",),
-    ),
-    (
-        "v1beta1 admission checks",
-        "ClusterQueue",
-        {**with_spec(CQ, admissionChecks=["prov"]), "apiVersion": "kueue.x-k8s.io/v1beta1"},
-        ("spec.admissionChecks",),
+        (),
     ),
     (
         "concurrent admission",
@@ -170,14 +164,14 @@ def run(s: ClusterState, wl: dict[str, Any]) -> None:
             return
 
 
-def test_a_cluster_queue_with_admission_checks_is_inactive_and_admits_nothing() -> None:
+def test_a_cluster_queue_whose_admission_check_is_missing_is_inactive_as_in_kueue() -> None:
     s = state(with_spec(CQ, admissionChecksStrategy={"admissionChecks": [{"name": "prov"}]}))
     run(s, WORKLOAD)
     assert not s.is_admitted("default/job")
     active, reason, message = s.cluster_queue_active("team")
     assert (active, reason) == (False, "AdmissionCheckNotFound")
-    assert "spec.admissionChecksStrategy" in message
-    assert "spec.admissionChecksStrategy" in s.pending_status("default/job").message
+    assert message == "Can't admit new workloads: references missing AdmissionCheck(s): prov."
+    assert "references missing AdmissionCheck(s): prov" in s.pending_status("default/job").message
 
 
 def test_removing_the_field_lets_the_queue_admit() -> None:

@@ -20,7 +20,16 @@ from extender.core.models import QUEUE_NAME_LABEL
 from extender.kube.api.client import KubeClient, KubeError
 from extender.kube.api.informer import Informer
 from extender.kube.api.placement import Placement, node_view, pod_transform
-from extender.kube.api.resources import CONFIG, NODES, PODS, WORKLOADS, Resource, resource_of
+from extender.kube.api.resources import (
+    CONFIG,
+    NODES,
+    OPTIONAL,
+    PODS,
+    PROVISIONING_REQUESTS,
+    WORKLOADS,
+    Resource,
+    resource_of,
+)
 from extender.kube.api.store import Store
 from extender.kube.api.trim import job_view, owner_index, trim, workload_key
 from extender.kube.api.trim import workload as trimmed_workload
@@ -50,6 +59,7 @@ class Cache:
         # and a kind whose CRD appears later starts sending at once.
         self.job_resources: tuple[Resource, ...] = tuple(map(resource_of, self.adapters))
         self.served_jobs: list[Resource] = []
+        self.served_optional: list[Resource] = []  # of OPTIONAL, those served (and watched)
         # Nodes and pods, for physical fit: pods keep only their node, phase, checked
         # requests and owner.
         self.placement = placement
@@ -66,6 +76,9 @@ class Cache:
         for adapter, resource in zip(self.adapters, self.job_resources, strict=True):
             store.register(resource, self._job_transform(adapter))
         store.add_index(WORKLOADS, "owner", owner_index)
+        for resource in OPTIONAL:
+            store.register(resource, trim)
+        store.add_index(PROVISIONING_REQUESTS, "owner", request_owners)
         if placement is not None:
             store.register(NODES, node_view)
             store.register(PODS, pod_transform(placement.inventory.is_checked))
@@ -86,7 +99,40 @@ class Cache:
     @property
     def resources(self) -> tuple[Resource, ...]:
         """The kinds watched now."""
-        return (*CONFIG, WORKLOADS, *self.served_jobs, *self.node_resources)
+        return (
+            *CONFIG,
+            WORKLOADS,
+            *self.served_jobs,
+            *self.served_optional,
+            *self.node_resources,
+        )
+
+    def serves(self, resource: Resource) -> bool:
+        """Whether an optional kind is served, and watched."""
+        return resource in self.served_optional
+
+    def discover_optional(self) -> list[Resource]:
+        """Which OPTIONAL kinds the API server serves now that were not watched yet; each
+        found is watched from now on (once started)."""
+        found = []
+        for resource in OPTIONAL:
+            if resource in self.served_optional:
+                continue
+            served = self.client.served(resource.api_version)
+            if served is None or resource.plural not in served:
+                continue
+            found.append(resource)
+            # Tower's own CRD is always there; the autoscaler's is news worth a line.
+            level = logging.INFO if resource is PROVISIONING_REQUESTS else logging.DEBUG
+            log.log(level, "watching %s: the API server serves them", resource.qualified)
+            with self._lock:
+                self.served_optional.append(resource)
+                if self._stop is not None:
+                    self._start(resource, self._stop)
+        return found
+
+    def missing_optional(self) -> list[Resource]:
+        return [r for r in OPTIONAL if r not in self.served_optional]
 
     def discover_kinds(self) -> list[Resource]:
         """Which enabled kinds of job the API server serves now that were not watched yet;
@@ -154,23 +200,37 @@ class Cache:
         return True
 
 
+def request_owners(request: Any) -> list[str]:
+    """Index ProvisioningRequests by the Workloads that own them ("ns/name")."""
+    meta = request.get("metadata") if isinstance(request, dict) else None
+    if not isinstance(meta, dict):
+        return []
+    return [
+        f"{meta.get('namespace')}/{ref.get('name')}"
+        for ref in meta.get("ownerReferences") or []
+        if isinstance(ref, dict) and ref.get("kind") == "Workload"
+    ]
+
+
 def watch_for_kinds(cache: Cache, stop: threading.Event, every: float = 30.0) -> None:
     """Say in one INFO line which enabled kinds' CRDs are not installed, and look for them
     every `every` seconds until all are served or stopped: a CRD installed after Tower is
     taken up without a restart."""
     missing = cache.missing_kinds()
-    if not missing:
+    if not missing and not cache.missing_optional():
         return
-    log.info(
-        "integrations enabled whose CRD is not installed, managed once it is: %s",
-        ", ".join(missing),
-    )
+    if missing:
+        log.info(
+            "integrations enabled whose CRD is not installed, managed once it is: %s",
+            ", ".join(missing),
+        )
 
     def run() -> None:
-        while cache.missing_kinds() and not stop.wait(every):
+        while (cache.missing_kinds() or cache.missing_optional()) and not stop.wait(every):
             try:
                 cache.discover_kinds()
+                cache.discover_optional()
             except KubeError as err:  # the next look tries again
-                log.debug("looking for job CRDs: %s", err)
+                log.debug("looking for CRDs: %s", err)
 
     threading.Thread(target=run, daemon=True, name="kind-discovery").start()

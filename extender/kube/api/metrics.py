@@ -23,6 +23,7 @@ _BY_CLUSTER_QUEUE: dict[str, tuple[str, ...]] = {
     "start_wait_time": ("cluster_queue",),
     "admitted_until_start": ("cluster_queue",),
     "ready_wait_time": ("cluster_queue",),
+    "checks_wait_time": ("cluster_queue",),
     "admitted_until_ready": ("cluster_queue",),
     "resource_usage": ("cluster_queue", "flavor", "resource"),
     "nominal_quota": ("cluster_queue", "flavor", "resource"),
@@ -100,6 +101,14 @@ class Metrics:
             registry=r,
         )
         # WaitForPodsReady's, by Kueue's names: observed once, when PodsReady first turns True.
+        self.checks_wait_time = Histogram(
+            "kueue_admission_checks_wait_time_seconds",
+            "The time from when a workload got the quota reservation until admission, per "
+            "'cluster_queue'",
+            ["cluster_queue"],
+            buckets=_WAIT_BUCKETS,
+            registry=r,
+        )
         self.ready_wait_time = Histogram(
             "kueue_ready_wait_time_seconds",
             "The time between a workload was created or requeued until ready, per 'cluster_queue'",

@@ -7,10 +7,11 @@ controller's business.
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from extender.core.admission_checks import CheckState, with_updates
 from extender.core.jobframework import registry
 from extender.core.jobframework.adapter import JobAdapter, PodSetInfo, merge
 from extender.core.labels import Toleration
@@ -130,6 +131,9 @@ def pod_templates(job: Mapping[str, Any]) -> list[tuple[str, Obj]]:
     return [(name, dict(t)) for name, t in adapter_of(job).templates(job).items()]
 
 
+PROVREQ_ANNOTATION_PREFIX = "provreq.kueue.x-k8s.io/"
+
+
 def workload_manifest(job: Mapping[str, Any], workload: Workload) -> Obj:
     """The Workload object Kueue creates for a job: owned by it, holding its pod templates."""
     meta = job["metadata"]
@@ -168,6 +172,13 @@ def workload_manifest(job: Mapping[str, Any], workload: Workload) -> Obj:
     job_labels = meta.get("labels") or {}
     if PRIORITY_CLASS_LABEL in job_labels:
         labels[PRIORITY_CLASS_LABEL] = job_labels[PRIORITY_CLASS_LABEL]
+    # The job's ProvisioningRequest parameters go with its Workload, as Kueue copies them.
+    annotations = {
+        k: v
+        for k, v in _m(meta.get("annotations")).items()
+        if isinstance(k, str) and k.startswith(PROVREQ_ANNOTATION_PREFIX)
+    }
+    extra: Obj = {"annotations": annotations} if annotations else {}
     return {
         "apiVersion": WORKLOADS.api_version,
         "kind": WORKLOADS.kind,
@@ -175,6 +186,7 @@ def workload_manifest(job: Mapping[str, Any], workload: Workload) -> Obj:
             "name": workload.name,
             "namespace": meta.get("namespace", "default"),
             "labels": labels,
+            **extra,
             "ownerReferences": [
                 {
                     "apiVersion": adapter.api_version,
@@ -282,9 +294,11 @@ def start_patch(
     *,
     workload: str | None = None,
     scheduler_name: str | None = None,
+    checks: Sequence[CheckState] = (),
 ) -> Obj:
-    """The one merge patch that starts an admitted job: unsuspended, its pods placed, and
-    the ClusterQueue that admitted it noted (so a stop knows to restore)."""
+    """The one merge patch that starts an admitted job: unsuspended, its pods placed (with
+    its AdmissionChecks' podSetUpdates: UpdateConflictError when two disagree), and the
+    ClusterQueue that admitted it noted (so a stop knows to restore)."""
     adapter = adapter_of(job)
     infos = pod_set_infos(
         adapter.templates(job),
@@ -294,6 +308,8 @@ def start_patch(
         workload=workload,
         scheduler_name=scheduler_name,
     )
+    if checks:
+        infos = with_updates(infos, checks)
     annotations = {CLUSTER_QUEUE_ANNOTATION: admission.cluster_queue}
     return merge({"metadata": {"annotations": annotations}}, adapter.start_patch(job, infos))
 
@@ -332,23 +348,50 @@ def admission_dict(admission: Admission) -> Obj:
 
 
 def admit_patch(
-    obj: Mapping[str, Any], admission: Admission, now: float, *extra: tuple[str, str, str, str]
+    obj: Mapping[str, Any],
+    admission: Admission,
+    now: float,
+    *extra: tuple[str, str, str, str],
+    checks: Sequence[CheckState] = (),
 ) -> Obj:
     """The admission write: status.admission + QuotaReserved and Admitted (and `extra`
-    conditions), as one patch."""
+    conditions), as one patch. With AdmissionChecks to pass, only QuotaReserved, and the
+    checks' states: Admitted follows once all are Ready."""
     cq = admission.cluster_queue
-    changes = [
-        (QUOTA_RESERVED, "True", "QuotaReserved", f"Quota reserved in ClusterQueue {cq}"),
-        (ADMITTED, "True", "Admitted", "The workload is admitted"),
-    ]
-    if condition(obj, EVICTED) is not None:
-        changes.append((EVICTED, "False", "QuotaReserved", "Previously: evicted"))
-    return {
-        "status": {
-            "admission": admission_dict(admission),
-            "conditions": with_conditions(obj, now, *changes, *extra),
-        },
+    changes = [(QUOTA_RESERVED, "True", "QuotaReserved", f"Quota reserved in ClusterQueue {cq}")]
+    if not checks:
+        changes.append((ADMITTED, "True", "Admitted", "The workload is admitted"))
+    evicted = condition(obj, EVICTED)
+    if evicted is not None:
+        previously = f"Previously: {evicted.get('message') or ''}"
+        changes.append((EVICTED, "False", "QuotaReserved", previously))
+    status: Obj = {
+        "admission": admission_dict(admission),
+        "conditions": with_conditions(obj, now, *changes, *extra),
     }
+    if checks:
+        status["admissionChecks"] = checks_status(checks)
+    return {"status": status}
+
+
+def checks_status(checks: Iterable[CheckState]) -> list[Obj]:
+    """status.admissionChecks as written."""
+    out = []
+    for check in checks:
+        entry: Obj = {
+            "name": check.name,
+            "state": check.state,
+            "lastTransitionTime": rfc3339(check.last_transition),
+            "message": check.message[:32768],
+        }
+        if check.retry_count:
+            entry["retryCount"] = check.retry_count
+        if check.requeue_after is not None:
+            entry["requeueAfterSeconds"] = check.requeue_after
+        if check.pod_set_updates:
+            entry["podSetUpdates"] = [dict(u) for u in check.pod_set_updates]
+        out.append(entry)
+    return out
 
 
 def pending_patch(obj: Mapping[str, Any], reason: str, message: str, now: float) -> Obj:

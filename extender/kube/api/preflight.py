@@ -15,12 +15,14 @@ from dataclasses import dataclass
 from extender.kube.api.client import ApiError, KubeClient, KubeError
 from extender.kube.api.lease import SetupError
 from extender.kube.api.resources import (
+    ADMISSION_CHECKS,
     CONFIG,
     JOBS,
     KUEUE_GROUP,
     KUEUE_VERSION,
     NODES,
     PODS,
+    PROVISIONING_REQUEST_CONFIGS,
     WORKLOADS,
     Resource,
 )
@@ -51,7 +53,8 @@ def needed(
     out += [(verb, WORKLOADS, "") for verb in ("list", "watch", "create", "delete", "patch")]
     if placement:  # physical fit: nodes, and the pods bound to them
         out += [(verb, r, "") for r in (NODES, PODS) for verb in ("list", "watch")]
-    out += [("patch", WORKLOADS, "status")]
+    out += [("patch", WORKLOADS, "status"), ("patch", ADMISSION_CHECKS, "status")]
+    out += [(verb, PROVISIONING_REQUEST_CONFIGS, "") for verb in ("list", "watch")]
     for resource in jobs:
         out += [(verb, resource, "") for verb in ("list", "watch", "patch")]
     return out

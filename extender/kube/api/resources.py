@@ -78,6 +78,17 @@ WORKLOADS = Resource(KUEUE_GROUP, KUEUE_VERSION, "workloads", "Workload", True)
 WORKLOAD_PRIORITY_CLASSES = Resource(
     KUEUE_GROUP, KUEUE_VERSION, "workloadpriorityclasses", "WorkloadPriorityClass", False
 )
+ADMISSION_CHECKS = Resource(KUEUE_GROUP, KUEUE_VERSION, "admissionchecks", "AdmissionCheck", False)
+PROVISIONING_REQUEST_CONFIGS = Resource(
+    KUEUE_GROUP, KUEUE_VERSION, "provisioningrequestconfigs", "ProvisioningRequestConfig", False
+)
+PROVISIONING_REQUESTS = Resource(
+    "autoscaling.x-k8s.io", "v1", "provisioningrequests", "ProvisioningRequest", True
+)
+POD_TEMPLATES = Resource("", "v1", "podtemplates", "PodTemplate", True)
+# Watched once the API server serves them (a CRD installed later is taken up): what Tower's
+# ProvisioningRequest admission check controller reads.
+OPTIONAL: tuple[Resource, ...] = (PROVISIONING_REQUEST_CONFIGS, PROVISIONING_REQUESTS)
 
 
 # The queues' configuration: every kind the core's state is configured from.
@@ -89,6 +100,7 @@ CONFIG: tuple[Resource, ...] = (
     WORKLOAD_PRIORITY_CLASSES,
     PRIORITY_CLASSES,
     NAMESPACES,
+    ADMISSION_CHECKS,
 )
 
 

@@ -15,11 +15,12 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from extender.core import admission_checks as checks
 from extender.core import pods_ready as ready_policy
 from extender.core.cycle import Admit, Evict
 from extender.core.models import PLACEMENT_ANNOTATION
 from extender.core.placement import Plan
-from extender.core.workloads import creation_seconds
+from extender.core.workloads import check_states, creation_seconds
 from extender.kube.api import objects as o
 from extender.kube.api.client import ApiError, KubeError
 from extender.kube.api.placement import annotation
@@ -32,6 +33,8 @@ log = logging.getLogger("tower.admission")
 
 Obj = dict[str, Any]
 NODE_FAILURES = "NodeFailures"  # Kueue's Evicted reason when the nodes of a placement fail
+# Evicted for these, a Workload is requeued with Requeued=False: it waits for its backoff.
+WAITS_BEFORE_REQUEUE = (ready_policy.PODS_READY_TIMEOUT, checks.EVICTED_BY_CHECK)
 
 
 class AdmissionWriter:
@@ -107,12 +110,22 @@ class AdmissionWriter:
             if ctx.settings.wait_for_pods_ready is not None
             else ()
         )
-        patch = o.conditional(o.admit_patch(obj, decision.admission, now, *waiting), obj)
+        cq = ctx.state.cluster_queue(decision.admission.cluster_queue)
+        names = checks.applicable(cq, decision.admission) if cq is not None else ()
+        states = checks.synced(check_states(obj), names, now) if names else []
+        if states:
+            waiting = ()  # PodsReady waits for the admission, after the checks
+        patch = o.conditional(
+            o.admit_patch(obj, decision.admission, now, *waiting, checks=states), obj
+        )
 
         def answered(answer: Obj | None, err: BaseException | None) -> None:
             if err is None:
                 assert answer is not None
-                self._admitted(key, obj, record(ctx, answer), decision, now)
+                if states:
+                    self._reserved(key, decision, names)
+                else:
+                    self._admitted(key, obj, record(ctx, answer), decision, now)
                 self.on_written()
             elif isinstance(err, KubeError) and err.ambiguous:
                 log.warning("admission of %s: %s; the quota stays held until settled", key, err)
@@ -154,15 +167,29 @@ class AdmissionWriter:
             return
         log.warning("%s of %s not written: %s", what, key, err)
 
+    def _reserved(self, key: str, decision: Admit, names: tuple[str, ...]) -> None:
+        """Quota reserved, AdmissionChecks to pass: admitted once all are Ready (checks.py)."""
+        ctx = self.ctx
+        cq = decision.admission.cluster_queue
+        log.info("quota reserved for %s in ClusterQueue %s; waiting for %s", key, cq, names)
+        ctx.touch_queues(
+            local_queues=(f"{decision.workload.namespace}/{decision.workload.queue_name}",),
+            cluster_queues=(cq,),
+        )
+        ctx.told.forget(f"pending:{key}")
+        ctx.story(
+            key,
+            "Normal",
+            "QuotaReserved",
+            f"Quota reserved in ClusterQueue {cq}; waiting for AdmissionCheck(s) "
+            + ", ".join(names),
+        )
+
     def _admitted(
         self, key: str, obj: Obj, recorded: Obj | None, decision: Admit, now: float
     ) -> None:
         ctx = self.ctx
         cq = decision.admission.cluster_queue
-        log.info("admitted %s in ClusterQueue %s", key, cq)
-        ctx.metrics.admitted_total.labels(cq).inc()
-        created = creation_seconds((obj.get("metadata") or {}).get("creationTimestamp"))
-        ctx.metrics.wait_time.labels(cq).observe(max(0.0, now - created))
         # The core assumed it when the cycle decided: its queues' status changed, but no new
         # cycle is due for it (one per answer would cost a cycle per admission).
         ctx.touch_queues(
@@ -171,7 +198,19 @@ class AdmissionWriter:
         )
         ctx.told.forget(f"pending:{key}")
         ctx.story(key, "Normal", "QuotaReserved", f"Quota reserved in ClusterQueue {cq}")
-        ctx.story(key, "Normal", "Admitted", f"Admitted by ClusterQueue {cq}")
+        self.admitted(key, obj, recorded, cq, now, f"Admitted by ClusterQueue {cq}")
+
+    def admitted(
+        self, key: str, obj: Obj, recorded: Obj | None, cq: str, now: float, message: str
+    ) -> None:
+        """The Workload is Admitted (at once, or once its checks were Ready): counted, told,
+        and its job started."""
+        ctx = self.ctx
+        log.info("admitted %s in ClusterQueue %s", key, cq)
+        ctx.metrics.admitted_total.labels(cq).inc()
+        created = creation_seconds((obj.get("metadata") or {}).get("creationTimestamp"))
+        ctx.metrics.wait_time.labels(cq).observe(max(0.0, now - created))
+        ctx.story(key, "Normal", "Admitted", message)
         owner = ctx.owner_of(recorded) if recorded is not None else None
         if owner is not None:
             self._admitted_at[key] = ctx.clock()
@@ -274,9 +313,15 @@ class AdmissionWriter:
                 decision.reason,
                 decision.message,
                 now,
-                requeued=decision.reason != ready_policy.PODS_READY_TIMEOUT,
+                requeued=decision.reason not in WAITS_BEFORE_REQUEUE,
             )
             patch["status"] = requeue["status"]
+        states = check_states(obj)
+        if any(c.state != checks.PENDING for c in states):
+            # Every eviction puts the checks back to Pending, as Kueue's does.
+            patch["status"]["admissionChecks"] = o.checks_status(
+                checks.reset_after_eviction(states, now)
+            )
         if drop:
             conditions = patch["status"]["conditions"]
             patch["status"]["conditions"] = [c for c in conditions if c.get("type") not in drop]

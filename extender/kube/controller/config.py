@@ -16,6 +16,7 @@ from extender.core.builder import StateBuilder
 from extender.core.cache import ConfigModel
 from extender.core.cycle import INADMISSIBLE, PendingStatus
 from extender.core.models import (
+    AdmissionCheck,
     ClusterQueue,
     Cohort,
     LocalQueue,
@@ -23,6 +24,7 @@ from extender.core.models import (
 )
 from extender.core.parse import ManifestError
 from extender.kube.api.resources import (
+    ADMISSION_CHECKS,
     CLUSTER_QUEUES,
     COHORTS,
     CONFIG,
@@ -87,14 +89,14 @@ class ConfigReconciler:
             ctx.touch_queues(cluster_queues=(model.name,))
         elif isinstance(model, LocalQueue):
             ctx.touch_queues(local_queues=(model.key,), cluster_queues=(model.cluster_queue,))
-        elif isinstance(model, ResourceFlavor | Cohort):
+        elif isinstance(model, ResourceFlavor | Cohort | AdmissionCheck):
             ctx.touch_queues(cluster_queues=ctx.state.cluster_queue_names())
 
     def _delete(self, resource: Resource, key: str) -> None:
         ctx = self.ctx
         self._failed.discard(f"{resource.plural}/{key}")
         old = self.builder.delete(resource.kind, key)
-        if resource in (RESOURCE_FLAVORS, COHORTS):
+        if resource in (RESOURCE_FLAVORS, COHORTS, ADMISSION_CHECKS):
             ctx.touch_queues(cluster_queues=ctx.state.cluster_queue_names())
         elif resource is CLUSTER_QUEUES:
             self.on_queue_deleted(f"cq:{key}")

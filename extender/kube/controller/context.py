@@ -64,6 +64,7 @@ class Queues:
     pending: WorkQueue[str]  # QuotaReserved=False reasons to write, with spare budget
     status: WorkQueue[str]  # "cq:NAME" / "lq:NS/NAME" whose status may have changed
     schedule: WorkQueue[str]  # CYCLE when the state changed: a scheduling cycle is due
+    checks: WorkQueue[Ref]  # ("check", name) / ("workload", key): Tower's own check controller
 
 
 CYCLE = "cycle"  # the one key of Queues.schedule

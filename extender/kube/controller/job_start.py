@@ -15,8 +15,9 @@ from collections.abc import Callable
 from typing import Any
 
 from extender.core import pods_ready as ready_policy
+from extender.core.admission_checks import EVICTED_BY_CHECK, FAILED_TO_START, UpdateConflictError
 from extender.core.models import Admission
-from extender.core.workloads import creation_seconds
+from extender.core.workloads import check_states, creation_seconds
 from extender.kube.api import objects as o
 from extender.kube.api.client import ApiError, KubeError
 from extender.kube.api.resources import WORKLOADS
@@ -96,17 +97,20 @@ class JobStarter:
         planned = ctx.placement is not None and ctx.placement.plan_of(wl_key) is not None
         meta = workload.get("metadata") or {}
         queue_name = str((workload.get("spec") or {}).get("queueName") or "")
-        patch = o.conditional(  # started as decided, or 409
-            o.start_patch(
+        try:
+            start = o.start_patch(
                 job.as_object(),
                 admission,
                 ctx.state.resource_flavors(),
                 queue_name,
                 workload=str(meta.get("name")) if planned else None,
                 scheduler_name=ctx.settings.scheduler_name if planned else None,
-            ),
-            job.as_object(),
-        )
+                checks=check_states(workload),
+            )
+        except UpdateConflictError as err:
+            self._failed_to_start(wl_key, workload, str(err))
+            return None
+        patch = o.conditional(start, job.as_object())  # started as decided, or 409
         resource = job.resource
         ref = (resource.plural, job.key)
 
@@ -130,6 +134,16 @@ class JobStarter:
             priority=START,
         )
         return None
+
+    def _failed_to_start(self, wl_key: str, workload: Obj, message: str) -> None:
+        """Its AdmissionChecks' podSetUpdates cannot all hold: the Workload finishes with
+        Kueue's FailedToStart (trying again could not help), and its quota is free."""
+        ctx = self.ctx
+        log.warning("Workload %s cannot start: %s", wl_key, message)
+        patch = o.finish_patch(workload, FAILED_TO_START, message, ctx.clock())
+        if write_status(ctx, wl_key, o.conditional(patch, workload), "finish") is not None:
+            ctx.story(wl_key, "Warning", FAILED_TO_START, message)
+            ctx.queues.workloads.add(wl_key)
 
     def _started(self, wl_key: str, job: JobView, admission: Admission, answer: Obj) -> None:
         """The start was answered: the job runs, or a webhook kept it suspended."""
@@ -257,5 +271,5 @@ def requeue_patch(ctx: Context, workload: Obj, reason: str, message: str) -> Obj
         message,
         ctx.clock(),
         *extra,
-        requeued=reason != ready_policy.PODS_READY_TIMEOUT,
+        requeued=reason not in (ready_policy.PODS_READY_TIMEOUT, EVICTED_BY_CHECK),
     )

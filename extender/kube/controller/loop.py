@@ -36,7 +36,13 @@ from extender.kube.api.client import ApiError, KubeClient, KubeError, NotLeaderE
 from extender.kube.api.events import Recorder
 from extender.kube.api.lease import Fence, Unfenced
 from extender.kube.api.metrics import Metrics
-from extender.kube.api.resources import CONFIG, WORKLOADS, Resource
+from extender.kube.api.resources import (
+    ADMISSION_CHECKS,
+    CONFIG,
+    PROVISIONING_REQUESTS,
+    WORKLOADS,
+    Resource,
+)
 from extender.kube.api.trim import JobView, workload_key
 from extender.kube.api.workqueue import WorkQueue, wait
 from extender.kube.api.writes import WritePool
@@ -47,6 +53,7 @@ from extender.kube.controller.job_start import JobStarter
 from extender.kube.controller.jobs import JobReconciler
 from extender.kube.controller.pending import PendingReasons
 from extender.kube.controller.pods_ready import PodsReadyWatch
+from extender.kube.controller.provisioning import ProvisioningController
 from extender.kube.controller.queue_status import QueueStatusReconciler
 from extender.kube.controller.scheduling import MAX_CYCLES, Scheduler
 from extender.kube.controller.workloads import WorkloadReconciler
@@ -106,6 +113,7 @@ class Controller:
                 pending=queue(),
                 status=queue(),
                 schedule=queue(),
+                checks=queue(),
             ),
             settings=settings,
             metrics=metrics or Metrics(),
@@ -133,6 +141,10 @@ class Controller:
             ctx, on_queue_deleted=self.queue_status.forget, mark_pending=self.pending.mark
         )
         self.scheduler = Scheduler(ctx, monotonic=monotonic)
+        self.provisioning = ProvisioningController(
+            ctx, served=lambda: cache.serves(PROVISIONING_REQUESTS)
+        )
+        self._provisioning_served: bool | None = None  # None: not looked at this term
         self.admission.on_written = self.scheduler.written
         self.admission.on_refused = self.scheduler.refused
         self.admission.on_failed = self.scheduler.failed
@@ -165,8 +177,11 @@ class Controller:
                 owner = self.ctx.owner_of(obj) if obj is not None else None
                 if owner is not None:
                     queues.jobs.add((owner[0].plural, owner[1]))
+            self.provisioning.workload_changed(key, old, new)
 
         self._handlers.append((WORKLOADS, on_workload))
+
+        self._handlers += self.provisioning.handlers()
         for resource in self.cache.job_resources:
 
             def on_job(key: str, old: Any, new: Any, plural: str = resource.plural) -> None:
@@ -271,7 +286,12 @@ class Controller:
             ctx.metrics.reconcile_errors.labels("loop", "unexpected").inc()
             time.sleep(0.1)
         queues = ctx.queues
-        watched: list[WorkQueue[Any]] = [queues.config, queues.workloads, queues.jobs]
+        watched: list[WorkQueue[Any]] = [
+            queues.config,
+            queues.workloads,
+            queues.jobs,
+            queues.checks,
+        ]
         if not self._creations_held:  # else an answer from the pool wakes the loop
             watched.append(queues.creations)
         timeout = min(IDLE, ctx.settings.status_interval, self._scheduler_due())
@@ -310,6 +330,13 @@ class Controller:
             self._one(queues.workloads, "workloads", self.workloads.reconcile, key)
         while (ref := queues.jobs.pop()) is not None:
             self._one(queues.jobs, "jobs", self.jobs.reconcile, ref)
+        served = self.cache.serves(PROVISIONING_REQUESTS)
+        if served != self._provisioning_served:  # its CRD came (or this term began)
+            self._provisioning_served = served
+            for name in self.ctx.store.keys(ADMISSION_CHECKS):
+                queues.checks.add(("check", name))
+        while (ref := queues.checks.pop()) is not None:
+            self._one(queues.checks, "checks", self.provisioning.reconcile, ref)
 
     def _placement(self) -> None:
         """Nodes and pods changed: workloads waiting for room are tried again where room

@@ -15,6 +15,7 @@ from dataclasses import replace
 from typing import Any
 
 from extender.core import pods_ready as policy
+from extender.core.admission_checks import EVICTED_BY_CHECK
 from extender.core.cycle import Evict
 from extender.core.models import Workload
 from extender.core.parse import ManifestError
@@ -195,15 +196,20 @@ class PodsReadyWatch:
         ctx = self.ctx
         state = requeue_state(obj)
         left = policy.backoff_left(state, ctx.clock())
-        if left > 0 or state is None or state.requeue_at is None:
-            return left
         requeued = o.condition(obj, o.REQUEUED) or {}
+        # Given back for an AdmissionCheck in Retry with no delay: nothing to wait for.
+        check_retry = (
+            requeued.get("status") == "False" and requeued.get("reason") == EVICTED_BY_CHECK
+        )
+        unset = state is None or state.requeue_at is None
+        if left > 0 or (unset and not check_retry):
+            return left
         changes: list[tuple[str, str, str, str]] = []
         if requeued.get("status") == "False":
             changes.append(
                 (o.REQUEUED, "True", policy.BACKOFF_FINISHED, policy.BACKOFF_FINISHED_MESSAGE)
             )
-        patch: Obj = {"status": {"requeueState": {"requeueAt": None}}}
+        patch: Obj = {"status": {} if unset else {"requeueState": {"requeueAt": None}}}
         if changes:
             patch["status"]["conditions"] = o.with_conditions(obj, ctx.clock(), *changes)
         write_status(ctx, key, o.conditional(patch, obj), "backoff-finished")

@@ -24,6 +24,7 @@ from extender.kube.api import objects as o
 from extender.kube.api.client import ApiError
 from extender.kube.api.resources import WORKLOADS, Resource
 from extender.kube.controller.admission import AdmissionWriter
+from extender.kube.controller.checks import CheckGate
 from extender.kube.controller.context import Context
 from extender.kube.controller.job_start import requeue_patch
 from extender.kube.controller.pending import PendingReasons
@@ -50,6 +51,7 @@ class WorkloadReconciler:
         self.admission = admission
         self.pending = pending
         self.ready = ready or PodsReadyWatch(ctx, admission)
+        self.checks = CheckGate(ctx, admission)
         self.on_dropped = on_dropped  # others' bookkeeping of a Workload that is gone
         self._models: dict[str, tuple[tuple[Any, ...], Workload]] = {}
 
@@ -130,6 +132,8 @@ class WorkloadReconciler:
                 if not holder.evicting:
                     self._evict_deactivated(key, obj, model)
                 return None
+            if self.checks.reconcile(key, obj, model):
+                return None  # its AdmissionChecks decided: admitted, given back or rejected
             return self.ready.check(key, obj)  # WaitForPodsReady's timeouts
         held = state.admitted_workload(key)
         if held is not None and not self.admission.is_unsettled(key):

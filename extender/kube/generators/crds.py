@@ -164,6 +164,24 @@ _KINDS: list[dict[str, Any]] = [
             )
         ],
     },
+    {
+        "kind": "AdmissionCheck",
+        "plural": "admissionchecks",
+        "scope": "Cluster",
+        "shortNames": ["ac"],
+        "status": True,
+        "conversion": False,
+        "columns": [],
+    },
+    {
+        "kind": "ProvisioningRequestConfig",
+        "plural": "provisioningrequestconfigs",
+        "scope": "Cluster",
+        "shortNames": ["prc"],
+        "status": False,
+        "conversion": False,
+        "columns": [],
+    },
 ]
 
 

@@ -1,0 +1,134 @@
+"""AdmissionChecks in the controller: a reservation waits for its checks, then is admitted,
+given back (Retry) or deactivated (Rejected), as the checks' controllers set their states.
+
+The admission write reserves quota and lists the checks that apply, all Pending
+(admission.py). The Workload reconciler hands each reserved Workload here: once every check
+is Ready it is Admitted, and the job reconciler starts its job with the checks' podSetUpdates;
+a check in Retry evicts it with reason AdmissionCheck, to be queued again after the check's
+requeueAfterSeconds; a Rejected one sets DeactivationTarget, after which it is deactivated
+and evicted as PodsReady's deactivations are (pods_ready.py). Every eviction puts the checks
+back to Pending (admission.py). The policy is extender/core/admission_checks.py.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from extender.core import admission_checks as policy
+from extender.core import pods_ready as ready_policy
+from extender.core.cycle import Evict
+from extender.core.models import Workload
+from extender.core.parse import ManifestError
+from extender.core.workloads import check_states, creation_seconds
+from extender.kube.api import objects as o
+from extender.kube.controller.admission import AdmissionWriter
+from extender.kube.controller.context import Context
+from extender.kube.controller.pods_ready import DEACTIVATION_TARGET
+from extender.kube.controller.workload_status import record, write_status
+
+log = logging.getLogger("tower.checks")
+
+Obj = dict[str, Any]
+
+
+class CheckGate:
+    """Acts on the states of a reserved Workload's AdmissionChecks."""
+
+    def __init__(self, ctx: Context, admission: AdmissionWriter) -> None:
+        self.ctx = ctx
+        self.admission = admission
+
+    def reconcile(self, key: str, obj: Obj, model: Workload) -> bool:
+        """A Workload that holds quota and is not evicted: whether its checks decided
+        something now (a write was made or attempted; the caller stops there)."""
+        states = check_states(obj)
+        if not states:
+            return False
+        decision = policy.decide(states)
+        if decision.action == policy.ADMIT:
+            if o.is_true(obj, o.ADMITTED):
+                return False
+            self._admit(key, obj)
+            return True
+        if decision.action == policy.REJECT:
+            return self._reject(key, obj, decision.message)
+        if decision.action == policy.RETRY_ACTION:
+            return self._retry(key, model, states, decision.message)
+        return False
+
+    def _admit(self, key: str, obj: Obj) -> None:
+        ctx = self.ctx
+        now = ctx.clock()
+        admission = o.admission_of(obj)
+        if admission is None:
+            return
+        changes = [(o.ADMITTED, "True", "Admitted", "The workload is admitted")]
+        if ctx.settings.wait_for_pods_ready is not None:
+            changes.append(
+                (
+                    o.PODS_READY,
+                    "False",
+                    ready_policy.WAIT_FOR_START,
+                    ready_policy.NOT_READY_MESSAGE,
+                )
+            )
+        patch = {"status": {"conditions": o.with_conditions(obj, now, *changes)}}
+        answer = write_status(ctx, key, o.conditional(patch, obj), "admit-checked")
+        if answer is None:
+            return  # moved on: reconciled again on what it is now
+        reserved = o.condition(obj, o.QUOTA_RESERVED) or {}
+        since = _seconds(reserved.get("lastTransitionTime"))
+        waited = max(0.0, now - since) if since else 0.0
+        cq = admission.cluster_queue
+        ctx.metrics.checks_wait_time.labels(cq).observe(waited)
+        self.admission.admitted(
+            key,
+            obj,
+            record(ctx, answer) or answer,
+            cq,
+            now,
+            f"Admitted by ClusterQueue {cq}, wait time since reservation was {waited:.0f}s",
+        )
+
+    def _retry(
+        self, key: str, model: Workload, states: list[policy.CheckState], message: str
+    ) -> bool:
+        """The reservation is given back at once (Kueue's documented behaviour); the
+        Workload queues again after the checks' requeueAfterSeconds."""
+        ctx = self.ctx
+        holder = ctx.state.admitted_workload(key)
+        if holder is None or holder.evicting:
+            return False
+        status: Obj = {}
+        at = policy.requeue_at(states)
+        if at is not None and at > ctx.clock():
+            status["requeueState"] = {"requeueAt": o.rfc3339(at)}
+        ctx.state.mark_evicting(key)
+        decision = Evict(model, policy.EVICTED_BY_CHECK, None, f"Evicted due to {message}")
+        if not self.admission.evict(decision, status=status):
+            ctx.state.keep(key)
+        return True
+
+    def _reject(self, key: str, obj: Obj, message: str) -> bool:
+        """DeactivationTarget, as Kueue marks it: the Workload reconciler then sets
+        `spec.active: false` and evicts it (pods_ready.py's deactivation)."""
+        ctx = self.ctx
+        target = o.condition(obj, DEACTIVATION_TARGET)
+        if target is not None and target.get("status") == "True":
+            return False
+        change = (DEACTIVATION_TARGET, "True", policy.EVICTED_BY_CHECK, message)
+        patch = {"status": {"conditions": o.with_conditions(obj, ctx.clock(), change)}}
+        if write_status(ctx, key, o.conditional(patch, obj), "deactivation-target") is None:
+            return True
+        log.info("Workload %s: %s", key, message)
+        ctx.story(key, "Warning", "AdmissionCheckRejected", f"Deactivated due to {message}")
+        ctx.queues.workloads.add(key)
+        return True
+
+
+def _seconds(value: Any) -> float:
+    try:
+        return creation_seconds(value, "lastTransitionTime")
+    except ManifestError:  # the API validates these; a bad one counts as unknown
+        return 0.0
