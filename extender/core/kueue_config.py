@@ -9,6 +9,7 @@ from typing import Any
 
 from extender.core.jobframework import registry
 from extender.core.quantity import QuantityError, parse_quantity
+from extender.core.resource_policy import ResourcePolicy, Transformation
 from extender.core.unacted import Effect, Unacted
 
 GROUP = "config.kueue.x-k8s.io"
@@ -294,6 +295,13 @@ ACTED: dict[str, str] = {
         "and requeuingStrategy as Kueue acts on them; on by v1beta2's default when unset "
         "(v1beta1: waitForPodsReady.enable), off without --config"
     ),
+    "resources.excludeResourcePrefixes": (
+        "requests of resources with these prefixes are not counted against quota"
+    ),
+    "resources.transformations": (
+        "each pod's requests are transformed (Retain or Replace, multiplyBy, outputs) before "
+        "quota counts them, as in Kueue"
+    ),
 }
 
 _DEFAULT_STRATEGIES = ["LessThanOrEqualToFinalShare", "LessThanInitialShare"]
@@ -334,7 +342,12 @@ UNACTED: tuple[Unacted, ...] = (
         counts=lambda v: _set(v) and v != _DEFAULT_STRATEGIES,
     ),
     _cfg("admissionFairSharing", "admission fair sharing"),
-    _cfg("resources", "resource exclusion, transformation and device classes"),
+    _cfg(
+        "resources.quotaCheckStrategy",
+        "which undeclared resources block admission",
+        "Tower blocks a workload on a resource its ClusterQueue has no quota for",
+    ),
+    _cfg("resources.deviceClassMappings", "DRA device classes as resources"),
     _cfg("featureGates", "Kueue's feature gates"),
     _cfg("objectRetentionPolicies", "deleting finished and deactivated Workloads"),
     _cfg("visibilityServer", "the visibility API server"),
@@ -455,6 +468,25 @@ class KueueConfig:
     def warnings(self, name: str) -> list[str]:
         """One line for each field set (or on by default) that Tower does not act on."""
         return [entry.message(name) for entry in self.unacted]
+
+    @property
+    def resource_policy(self) -> ResourcePolicy:
+        """resources.excludeResourcePrefixes and resources.transformations, as acted on."""
+        resources = self.resources
+        if resources is None:
+            return ResourcePolicy()
+        return ResourcePolicy(
+            resources.exclude_resource_prefixes,
+            {
+                t.input: Transformation(
+                    t.input,
+                    t.strategy == "Retain",
+                    t.multiply_by,
+                    tuple((name, parse_quantity(q)) for name, q in t.outputs),
+                )
+                for t in resources.transformations
+            },
+        )
 
 
 # Kueue's defaults (apis/config/v1beta2/defaults.go; v1beta1's are the same where both have

@@ -9,6 +9,7 @@ from typing import Any
 import yaml
 
 from extender.core.kueue_config import ConfigError, KueueConfig, parse
+from extender.core.resource_policy import ResourcePolicy
 
 _Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -24,6 +25,7 @@ TOWER_DEFAULTS: dict[str, Any] = {
     "retry_period": 2.0,
     "integrations": None,  # the registry's default set
     "wait_for_pods_ready": None,  # off: Tower's behaviour without a Configuration
+    "resource_policy": ResourcePolicy(),  # requests as the pods ask for them
 }
 
 
@@ -63,6 +65,7 @@ def from_file(config: KueueConfig) -> dict[str, Any]:
         "retry_period": lease.retry_period,
         "integrations": config.integrations,
         "wait_for_pods_ready": config.wait_for_pods_ready,
+        "resource_policy": config.resource_policy,
     }
     if lease.resource_namespace is not None:  # else the pod's namespace, as in Kueue
         values["leader_election_namespace"] = lease.resource_namespace

@@ -480,6 +480,7 @@ def _serve(
         integrations=args.integrations,
         write_concurrency=args.write_concurrency,
         wait_for_pods_ready=args.wait_for_pods_ready,
+        resource_policy=args.resource_policy,
     )
     try:
         while not stop.is_set():

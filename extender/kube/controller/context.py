@@ -13,6 +13,7 @@ from typing import Any
 
 from extender.core.cycle import ClusterState
 from extender.core.kueue_config import WaitForPodsReady
+from extender.core.resource_policy import ResourcePolicy
 from extender.kube.api.client import ApiError, KubeClient, KubeError
 from extender.kube.api.events import Recorder
 from extender.kube.api.metrics import Metrics
@@ -50,6 +51,8 @@ class Settings:
     integrations: tuple[str, ...] | None = None
     # Kueue's waitForPodsReady, from the --config file (None: off, as without a file).
     wait_for_pods_ready: WaitForPodsReady | None = None
+    # Kueue's resources.excludeResourcePrefixes and transformations, from the --config file.
+    resource_policy: ResourcePolicy = field(default_factory=ResourcePolicy)
 
 
 @dataclass(slots=True)

@@ -19,6 +19,7 @@ from extender.core.cycle import INADMISSIBLE, Evict
 from extender.core.models import Workload
 from extender.core.parse import ManifestError
 from extender.core.pods_ready import deactivated as deactivation
+from extender.core.resource_policy import apply as apply_policy
 from extender.core.workloads import workload as parse_workload
 from extender.kube.api import objects as o
 from extender.kube.api.client import ApiError
@@ -63,7 +64,7 @@ class WorkloadReconciler:
         if memo is not None and memo[0] == version:
             return memo[1]
         try:
-            model = parse_workload(obj)
+            model = apply_policy(parse_workload(obj), self.ctx.settings.resource_policy)
         except ManifestError as err:
             if self.ctx.told.first(f"invalid:{key}", err.message):
                 log.warning("Workload %s ignored: %s: %s", key, err.path, err.message)
