@@ -12,6 +12,12 @@ for each, when it was first seen and when it was first seen unsuspended. Reporte
 Against the API double (the default; each write then takes --write-latency seconds, what a
 real kube-apiserver shows on this machine) or a real cluster (--kubeconfig; the Tower CRDs
 are applied if missing). Prints one JSON object.
+
+--check external: the ClusterQueue asks for an AdmissionCheck of another controller, which
+the runner plays: it sets each reserved Workload's check Ready as soon as it sees it.
+--check provisioning: Kueue's ProvisioningRequest check (Tower's controller), with the
+runner playing cluster-autoscaler: each ProvisioningRequest is Provisioned as soon as seen.
+Either way the runner's writes are not counted; what a check costs Tower is the difference.
 """
 
 from __future__ import annotations
@@ -87,8 +93,49 @@ def job_manifest(name: str, namespace: str) -> dict[str, Any]:
     }
 
 
-def queue_objects(namespace: str, jobs: int) -> list[tuple[r.Resource, dict[str, Any]]]:
+CHECK = "bench-check"
+PR_CRD = os.path.join(
+    ROOT, "tests", "data", "autoscaler", "autoscaling.x-k8s.io_provisioningrequests.yaml"
+)
+
+
+def check_objects(check: str) -> list[tuple[r.Resource, dict[str, Any]]]:
+    if check == "none":
+        return []
+    controller = (
+        "kueue.x-k8s.io/provisioning-request" if check == "provisioning" else "example.com/bench"
+    )
+    spec: dict[str, Any] = {"controllerName": controller}
+    out: list[tuple[r.Resource, dict[str, Any]]] = []
+    if check == "provisioning":
+        spec["parameters"] = {
+            "apiGroup": "kueue.x-k8s.io",
+            "kind": "ProvisioningRequestConfig",
+            "name": "bench-config",
+        }
+        out.append(
+            (
+                r.PROVISIONING_REQUEST_CONFIGS,
+                {
+                    "metadata": {"name": "bench-config"},
+                    "spec": {"provisioningClassName": "check-capacity.autoscaling.x-k8s.io"},
+                },
+            )
+        )
+    out.append((r.ADMISSION_CHECKS, {"metadata": {"name": CHECK}, "spec": spec}))
+    return out
+
+
+def queue_objects(
+    namespace: str, jobs: int, check: str = "none"
+) -> list[tuple[r.Resource, dict[str, Any]]]:
+    strategy = (
+        {"admissionChecksStrategy": {"admissionChecks": [{"name": CHECK}]}}
+        if check != "none"
+        else {}
+    )
     return [
+        *check_objects(check),
         (NAMESPACES, {"metadata": {"name": namespace}}),
         (r.RESOURCE_FLAVORS, {"metadata": {"name": "burst-flavor"}, "spec": {}}),
         (
@@ -108,6 +155,7 @@ def queue_objects(namespace: str, jobs: int) -> list[tuple[r.Resource, dict[str,
                             ],
                         }
                     ],
+                    **strategy,
                 },
             },
         ),
@@ -163,6 +211,82 @@ class Watcher:
                 self.done.set()
 
 
+def stamp() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+class CheckPlayer:
+    """The other side of a check: an external controller that says Ready to every reserved
+    Workload, or cluster-autoscaler that says Provisioned to every ProvisioningRequest."""
+
+    def __init__(self, client: RestClient, namespace: str, check: str) -> None:
+        self.client = client
+        self.namespace = namespace
+        self.check = check
+        self.done = threading.Event()
+        self.answered: set[str] = set()
+
+    def activate(self) -> None:
+        if self.check != "external":
+            return
+        condition = {
+            "type": "Active",
+            "status": "True",
+            "reason": "Active",
+            "message": "bench",
+            "lastTransitionTime": stamp(),
+        }
+        self.client.patch(
+            r.ADMISSION_CHECKS, CHECK, {"status": {"conditions": [condition]}}, subresource="status"
+        )
+
+    def run(self) -> None:
+        resource = r.WORKLOADS if self.check == "external" else r.PROVISIONING_REQUESTS
+        _, version = self.client.list(resource, self.namespace)
+        while not self.done.is_set():
+            for _, obj in self.client.watch(resource, version, timeout_seconds=60):
+                version = obj["metadata"].get("resourceVersion", version)
+                if obj["metadata"].get("namespace") == self.namespace:
+                    self._answer(resource, obj)
+                if self.done.is_set():
+                    return
+
+    def _answer(self, resource: r.Resource, obj: dict[str, Any]) -> None:
+        name = obj["metadata"]["name"]
+        if name in self.answered:
+            return
+        if resource is r.WORKLOADS:
+            entries = (obj.get("status") or {}).get("admissionChecks") or []
+            if not any(e.get("name") == CHECK and e.get("state") == "Pending" for e in entries):
+                return
+            body = {
+                "status": {
+                    "admissionChecks": [
+                        {
+                            "name": CHECK,
+                            "state": "Ready",
+                            "message": "",
+                            "lastTransitionTime": stamp(),
+                        }
+                    ]
+                }
+            }
+        else:
+            condition = {
+                "type": "Provisioned",
+                "status": "True",
+                "reason": "Provisioned",
+                "message": "",
+                "lastTransitionTime": stamp(),
+            }
+            body = {"status": {"conditions": [condition]}}
+        self.answered.add(name)
+        try:
+            self.client.patch(resource, name, body, self.namespace, subresource="status")
+        except ApiError:
+            self.answered.discard(name)  # seen again on its next change
+
+
 def controller_writes(port: int) -> int:
     text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
     return sum(
@@ -213,13 +337,17 @@ def start_controller(kubeconfig: str, args: argparse.Namespace) -> tuple[subproc
 
 def one_run(admin: RestClient, kubeconfig: str, controller_config: str, args: Any, n: int) -> dict:
     namespace = f"burst-{os.getpid()}-{n}"
-    for resource, obj in queue_objects(namespace, args.jobs):
+    for resource, obj in queue_objects(namespace, args.jobs, args.check):
         obj = {"apiVersion": resource.api_version, "kind": resource.kind, **obj}
         try:
             admin.create(resource, obj, obj["metadata"].get("namespace"))
         except ApiError as err:
             if not err.already_exists:
                 raise
+    player = CheckPlayer(admin, namespace, args.check)
+    if args.check != "none":
+        player.activate()
+        threading.Thread(target=player.run, daemon=True).start()
     controller, port = start_controller(controller_config, args)
     watcher = Watcher(admin, namespace, args.jobs)
     threading.Thread(target=watcher.run, daemon=True).start()
@@ -240,6 +368,7 @@ def one_run(admin: RestClient, kubeconfig: str, controller_config: str, args: An
     all_started = watcher.done.wait(args.timeout)
     writes = controller_writes(port) - writes_before
     last = max(watcher.started_mono.values(), default=began)
+    player.done.set()
     controller.terminate()
     controller.wait(30)
     os.unlink(handle.name)
@@ -257,6 +386,7 @@ def one_run(admin: RestClient, kubeconfig: str, controller_config: str, args: An
             raise
         time.sleep(1.0)
     return {
+        "check": args.check,
         "jobs": args.jobs,
         "started": len(names),
         "all_started": all_started,
@@ -284,6 +414,12 @@ def main() -> None:
         help="seconds each write takes in the API double (a real one here: about 0.005)",
     )
     parser.add_argument("--timeout", type=float, default=120)
+    parser.add_argument(
+        "--check",
+        choices=("none", "external", "provisioning"),
+        default="none",
+        help="an AdmissionCheck on the ClusterQueue, its other side played by the runner",
+    )
     args = parser.parse_args()
 
     tmp = tempfile.mkdtemp()
@@ -310,6 +446,13 @@ def main() -> None:
         except ApiError as err:
             if not err.already_exists:
                 raise
+    if args.check == "provisioning":
+        with open(PR_CRD) as f:
+            try:
+                admin.create(CRDS, yaml.safe_load(f))
+            except ApiError as err:
+                if not err.already_exists:
+                    raise
     time.sleep(1.0)  # the CRDs are served
     runs = [one_run(admin, kubeconfig, controller_config, args, n) for n in range(args.runs)]
     print(

@@ -30,6 +30,10 @@ cat bench/results/extender-5000-nodes.json
 echo "== controller: a burst of 200 Jobs, 5 ms a write, at 1000 QPS and at the default 50" >&2
 .venv/bin/python bench/burst.py > bench/results/burst-1000qps.json
 .venv/bin/python bench/burst.py --qps 50 --burst 100 > bench/results/burst-50qps.json
+echo "== controller: the same burst through an AdmissionCheck (another controller's; Kueue's ProvisioningRequest)" >&2
+for check in none external provisioning; do
+  .venv/bin/python bench/burst.py --runs 2 --check "$check" > "bench/results/burst-check-$check.json"
+done
 echo "== controller: Kueue's baseline through the API double at 50 QPS (about 6 minutes)" >&2
 .venv/bin/python bench/controller.py > bench/results/controller-baseline.json
 echo "== controller: the same with Jobs, one fifth of the size (about 4 minutes)" >&2
