@@ -11,8 +11,10 @@ rather than reading the parts. Nothing here does I/O or reads a clock.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Iterator, Mapping
 
+from extender.core.admission_fair_sharing import AfsConfig, UsageLedger, base_units
 from extender.core.cache import Cache, Configuration
 from extender.core.models import (
     Admission,
@@ -69,6 +71,7 @@ class ClusterState:
     ) -> None:
         self.cache = Cache()
         self.queues = QueueManager(self.cache)
+        self.fair_usage = FairSharingUsage(self.cache, self.queues)
         self.scheduler = Scheduler(
             self.cache,
             self.queues,
@@ -231,6 +234,7 @@ class ClusterState:
 
     def delete_workload(self, key: str) -> None:
         """A workload is gone (its job was deleted): drop it and free what it held."""
+        self.fair_usage.forget(key)
         self.queues.delete(key)
         if key in self.cache.admitted:
             self._release_quota(key)
@@ -278,6 +282,7 @@ class ClusterState:
 
     def forget(self, key: str) -> None:
         """Undo an assumed admission whose write failed: the workload is pending again."""
+        self.fair_usage.forget(key)
         if key in self.cache.admitted:
             self._release_quota(key)
             self.queues.route(self.queues.workloads[key])
@@ -294,6 +299,14 @@ class ClusterState:
         """Something an admission check waits on changed (nodes freed room): the workloads
         these ClusterQueues set aside are tried again. Whether any queue was found."""
         return self.queues.requeue_inadmissible(cq_names)
+
+    @property
+    def fair_sharing_ledger(self) -> UsageLedger | None:
+        return self.queues.ledger
+
+    def configure_fair_sharing(self, config: AfsConfig | None) -> None:
+        """Kueue's Configuration.admissionFairSharing (None: off, as without it)."""
+        self.fair_usage.configure(config)
 
     # ----- the scheduling cycle ---------------------------------------------------------
 
@@ -435,3 +448,71 @@ class ClusterState:
     def configuration(self) -> Configuration:
         """The configuration objects, as a new state can be configured from."""
         return self.cache.configuration()
+
+
+class FairSharingUsage:
+    """Admission fair sharing's bookkeeping over the cache and the queues: each LocalQueue's
+    usage sampled, a workload's entry penalty settled or forgotten."""
+
+    def __init__(self, cache: Cache, queues: QueueManager) -> None:
+        self.cache = cache
+        self.queues = queues
+
+    def configure(self, config: AfsConfig | None) -> None:
+        """Each LocalQueue's usage is kept (None: off), and ClusterQueues with admissionScope
+        UsageBasedAdmissionFairSharing take their heads by it."""
+        self.queues.ledger = UsageLedger(config) if config is not None else None
+        self.queues.refresh()
+
+    def _lq_usage_now(self, cq_name: str | None = None) -> dict[str, dict[str, float]]:
+        """What each LocalQueue's workloads hold now (of one ClusterQueue, or all), per
+        resource, in base units."""
+        out: dict[str, dict[str, float]] = {}
+        holders = (
+            self.cache.admitted.values() if cq_name is None else self.cache.admitted_in(cq_name)
+        )
+        for holder in holders:
+            lq = f"{holder.workload.namespace}/{holder.workload.queue_name}"
+            held = out.setdefault(lq, {})
+            for (_, resource), amount in holder.usage.items():
+                for r, v in base_units({resource: amount}).items():
+                    held[r] = held.get(r, 0.0) + v
+        return out
+
+    def sample(self, now: float) -> list[str]:
+        """One sample of each LocalQueue whose interval passed; the keys sampled."""
+        ledger = self.queues.ledger
+        if ledger is None:
+            return []
+        current = self._lq_usage_now()
+        return [
+            key
+            for key in sorted(self.cache.local_queues)
+            if ledger.sample(key, current.get(key, {}), now)
+        ]
+
+    def due_in(self, now: float) -> float:
+        """Seconds until a LocalQueue's next admission fair sharing sample."""
+        ledger = self.queues.ledger
+        return ledger.due_in(self.cache.local_queues, now) if ledger is not None else math.inf
+
+    def seed(self, lq_key: str, consumed: Mapping[str, float], now: float) -> None:
+        """What a LocalQueue's status says it consumed, after a restart."""
+        if self.queues.ledger is not None:
+            self.queues.ledger.seed(lq_key, consumed, now)
+
+    def settle(self, key: str, now: float) -> None:
+        """A workload is Admitted: its entry penalty joins its LocalQueue's history."""
+        ledger = self.queues.ledger
+        holder = self.cache.admitted.get(key)
+        if ledger is None or holder is None:
+            return
+        lq = f"{holder.workload.namespace}/{holder.workload.queue_name}"
+        current = self._lq_usage_now(holder.admission.cluster_queue).get(lq, {})
+        ledger.settle(lq, key, current, now)
+
+    def forget(self, key: str) -> None:
+        ledger = self.queues.ledger
+        workload = self.queues.workloads.get(key)
+        if ledger is not None and workload is not None:
+            ledger.forget(f"{workload.namespace}/{workload.queue_name}", key)

@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from extender.core.admission_fair_sharing import AfsConfig
 from extender.core.jobframework import registry
 from extender.core.quantity import QuantityError, parse_quantity
 from extender.core.resource_policy import ResourcePolicy, Transformation
@@ -295,6 +296,10 @@ ACTED: dict[str, str] = {
         "and requeuingStrategy as Kueue acts on them; on by v1beta2's default when unset "
         "(v1beta1: waitForPodsReady.enable), off without --config"
     ),
+    "admissionFairSharing": (
+        "usage-based admission fair sharing for ClusterQueues whose admissionScope asks for "
+        "it: usageHalfLifeTime, usageSamplingInterval and resourceWeights as Kueue acts on them"
+    ),
     "resources.excludeResourcePrefixes": (
         "requests of resources with these prefixes are not counted against quota"
     ),
@@ -341,7 +346,6 @@ UNACTED: tuple[Unacted, ...] = (
         "Tower uses LessThanOrEqualToFinalShare, then LessThanInitialShare",
         counts=lambda v: _set(v) and v != _DEFAULT_STRATEGIES,
     ),
-    _cfg("admissionFairSharing", "admission fair sharing"),
     _cfg(
         "resources.quotaCheckStrategy",
         "which undeclared resources block admission",
@@ -463,6 +467,7 @@ class KueueConfig:
     manage_jobs_without_queue_name: bool
     managed_jobs_namespace_selector: LabelSelector
     multi_kueue: MultiKueue
+    admission_fair_sharing: AfsConfig | None  # None: not in the file, off
     unacted: tuple[Unacted, ...]  # what the file asks for that Tower does not do
 
     def warnings(self, name: str) -> list[str]:
@@ -539,6 +544,7 @@ def parse(doc: Any, namespace: str | None = None) -> KueueConfig:
         manage_jobs_without_queue_name=bool(get("manageJobsWithoutQueueName")),
         managed_jobs_namespace_selector=_namespace_selector(get, ns, frameworks),
         multi_kueue=_multi_kueue(get),
+        admission_fair_sharing=_admission_fair_sharing(get),
         unacted=tuple(unacted),
     )
 
@@ -806,6 +812,18 @@ def _multi_kueue(get: Callable[[str], Any]) -> MultiKueue:
 
 _DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+def _admission_fair_sharing(get: Callable[[str], Any]) -> AfsConfig | None:
+    base = "admissionFairSharing"
+    if get(base) is None:
+        return None
+    weights = {str(k): float(v) for k, v in (get(f"{base}.resourceWeights") or {}).items()}
+    return AfsConfig(
+        _seconds(get, f"{base}.usageHalfLifeTime", 0),
+        _seconds(get, f"{base}.usageSamplingInterval", 300.0),
+        weights,
+    )
 
 
 def _check_the_rest(get: Callable[[str], Any]) -> None:

@@ -179,6 +179,10 @@ class ClusterQueue:
     stop_policy: StopPolicy = StopPolicy.NONE
     fair_weight: Fraction = Fraction(1)
     admission_checks: tuple[CheckRule, ...] = ()
+    # admissionScope.admissionMode UsageBasedAdmissionFairSharing: its heads are taken by
+    # LocalQueue usage first (admission_fair_sharing.py), with Kueue's Configuration's
+    # admissionFairSharing.
+    admission_fair_sharing: bool = False
     # Fields it sets that Tower does not act on and that would change who is admitted
     # (extender/core/unacted.py): while any is set, the ClusterQueue admits nothing.
     unacted: tuple[str, ...] = ()
@@ -233,6 +237,7 @@ class LocalQueue:
     name: str
     cluster_queue: str
     stop_policy: StopPolicy = StopPolicy.NONE
+    fair_weight: float = 1.0  # spec.fairSharing.weight, for admission fair sharing
 
     @property
     def key(self) -> str:

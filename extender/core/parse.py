@@ -418,6 +418,10 @@ def cluster_queue(obj: Obj) -> ClusterQueue:
         stop_policy=StopPolicy(stop),
         fair_weight=_weight(fair.get("weight"), "spec.fairSharing.weight"),
         admission_checks=check_rules(spec, v1beta1),
+        admission_fair_sharing=as_map(spec.get("admissionScope"), "spec.admissionScope").get(
+            "admissionMode"
+        )
+        == "UsageBasedAdmissionFairSharing",
         unacted=blocking("ClusterQueue", obj),
     )
 
@@ -501,7 +505,9 @@ def local_queue(obj: Obj, default_namespace: str = "default") -> LocalQueue:
     cq = _str(spec.get("clusterQueue"), "spec.clusterQueue", required=True)
     assert cq is not None
     stop = _api_enum("LocalQueue", version, "spec.stopPolicy", spec.get("stopPolicy"))
-    return LocalQueue(namespace or default_namespace, name, cq, StopPolicy(stop))
+    fair = as_map(spec.get("fairSharing"), "spec.fairSharing")
+    weight = _weight(fair.get("weight"), "spec.fairSharing.weight")
+    return LocalQueue(namespace or default_namespace, name, cq, StopPolicy(stop), float(weight))
 
 
 def workload_priority_class(obj: Obj) -> WorkloadPriorityClass:

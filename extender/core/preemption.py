@@ -61,6 +61,9 @@ class Target:
 AdmittedIn = Callable[[str], Iterable[AdmittedWorkload]]
 """The admitted workloads of a ClusterQueue, by name."""
 
+VictimUsage = Callable[[AdmittedWorkload], float]
+"""Admission fair sharing: the usage of the LocalQueue an admitted workload came through."""
+
 LowestPriority = Callable[[str], "int | None"]
 """The lowest priority admitted in a ClusterQueue (None when it admitted nothing)."""
 
@@ -146,8 +149,10 @@ def candidates(
     *,
     fair_sharing: bool = False,
     lowest_priority: LowestPriority | None = None,
+    lq_usage: VictimUsage | None = None,
 ) -> list[AdmittedWorkload]:
-    """Workloads that the ClusterQueue's policies allow to be preempted, in Kueue's order."""
+    """Workloads that the ClusterQueue's policies allow to be preempted, in Kueue's order
+    (with admission fair sharing, its own ClusterQueue's from the busiest LocalQueue first)."""
     found: list[AdmittedWorkload] = []
     within = cq.preemption.within_cluster_queue
     equal_too = within is WITHIN_LOWER_OR_NEWER_EQUAL
@@ -188,6 +193,7 @@ def candidates(
         key=lambda c: (
             not c.evicting,
             c.node is node,
+            -lq_usage(c) if lq_usage is not None and c.node is node else 0.0,
             c.priority,
             -c.reserved_at,
             c.workload.uid,
@@ -386,6 +392,7 @@ def classical_targets(
     need: frozenset[FlavorResource],
     admitted_in: AdmittedIn,
     lowest_priority: LowestPriority | None = None,
+    lq_usage: VictimUsage | None = None,
 ) -> list[Target]:
     """Kueue's classical preemption: take candidates in order until the workload fits, then
     put back every one that is not needed after all.
@@ -414,7 +421,13 @@ def classical_targets(
     )
     if not (same_queue or hierarchy or by_priority):
         return []
-    ordered = _order(hierarchy, by_priority, same_queue)
+    if lq_usage is not None:  # admission fair sharing: the busiest LocalQueue's first
+        same_queue.sort(key=lambda c: (-lq_usage(c[0]), *_by_rank(c)))
+        ordered = _order(hierarchy, by_priority) + same_queue
+        if any(c[0].evicting for c in ordered):
+            ordered.sort(key=lambda c: not c[0].evicting)
+    else:
+        ordered = _order(hierarchy, by_priority, same_queue)
 
     forbidden = cq.preemption.borrow_within_cohort == "Never"
     under_nominal = all(node.usage.get(fr, 0) < node.nominal(fr) for fr in need)
@@ -450,6 +463,7 @@ def fair_sharing_targets(
     need: frozenset[FlavorResource],
     admitted_in: AdmittedIn,
     lowest_priority: LowestPriority | None = None,
+    lq_usage: VictimUsage | None = None,
 ) -> list[Target]:
     """Fair-sharing preemption with Kueue's default strategies.
 
@@ -458,7 +472,14 @@ def fair_sharing_targets(
     the removal; then LessThanInitialShare: < the target's share before it.
     """
     pool = candidates(
-        preemptor, cq, node, need, admitted_in, fair_sharing=True, lowest_priority=lowest_priority
+        preemptor,
+        cq,
+        node,
+        need,
+        admitted_in,
+        fair_sharing=True,
+        lowest_priority=lowest_priority,
+        lq_usage=lq_usage,
     )
     if not pool:
         return []

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
+from extender.core.admission_fair_sharing import UsageLedger
 from extender.core.cache import Cache
 from extender.core.models import ClusterQueue, Workload
 from extender.core.queues import ClusterQueueQueue
@@ -39,6 +40,14 @@ class QueueManager:
         self._status: dict[str, PendingStatus] = {}
         # The active ClusterQueues with their quota node and queue, in the order heads are taken.
         self._schedulable: list[tuple[ClusterQueue, QuotaNode, ClusterQueueQueue]] = []
+        # Admission fair sharing (Kueue's Configuration asks for it): each LocalQueue's usage.
+        self.ledger: UsageLedger | None = None
+
+    def lq_usage(self, lq_key: str) -> float:
+        """A LocalQueue's admission fair sharing usage (its weight from its spec)."""
+        assert self.ledger is not None
+        lq = self._cache.local_queues.get(lq_key)
+        return self.ledger.usage(lq_key, lq.fair_weight if lq is not None else 1.0)
 
     # ----- ClusterQueues and LocalQueues --------------------------------------------
 
@@ -77,6 +86,10 @@ class QueueManager:
             for name, queue in self._queues.items()
             if name not in inactive
         ]
+        for name, queue in self._queues.items():
+            cq = cluster_queues.get(name)
+            fair = self.ledger is not None and cq is not None and cq.admission_fair_sharing
+            queue.fair_usage = self.lq_usage if fair else None
         for key in list(self._parked):
             self.route(self.workloads[key])
         admitted = cache.admitted

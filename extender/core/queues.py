@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from collections.abc import Hashable, Iterator, Mapping
+from collections.abc import Callable, Hashable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -67,6 +67,7 @@ class ClassMemo:
 class _Class:
     key: Hashable
     priority: int
+    lq: str  # namespace/name of the LocalQueue its members came through
     # (queue time, uid, member sequence, workload key); entries of removed members stay
     # until they reach the top. The top entry is always a current member's.
     heap: list[tuple[float, str, int, str]] = field(default_factory=list)
@@ -98,6 +99,9 @@ class ClusterQueueQueue:
         # One current entry per active non-empty class.
         self._heads: list[_HeadEntry] = []
         self._inadmissible: set[_Class] = set()
+        # Admission fair sharing: a LocalQueue's usage, lowest first before priority (None:
+        # off, the heads heap's own order).
+        self.fair_usage: Callable[[str], float] | None = None
         self._versions = itertools.count(1)
         self._seqs = itertools.count(1)
 
@@ -123,7 +127,7 @@ class ClusterQueueQueue:
         key = equivalence_key(workload)
         klass = self._classes.get(key)
         if klass is None:
-            klass = _Class(key, workload.priority)
+            klass = _Class(key, workload.priority, f"{workload.namespace}/{workload.queue_name}")
             self._classes[key] = klass
         when = workload.creation_time if queue_time is None else queue_time
         seq = next(self._seqs)
@@ -156,6 +160,8 @@ class ClusterQueueQueue:
 
     def head(self) -> Workload | None:
         """The workload this ClusterQueue offers to the next cycle, if any."""
+        if self.fair_usage is not None:
+            return self._fair_head(self.fair_usage)
         heads = self._heads
         while heads:
             entry = heads[0]
@@ -163,6 +169,31 @@ class ClusterQueueQueue:
                 return entry[5]
             heapq.heappop(heads)
         return None
+
+    def _fair_head(self, usage: Callable[[str], float]) -> Workload | None:
+        """With admission fair sharing: the head of the class whose LocalQueue has used the
+        least, then by priority and queue order (usages change between cycles, so every
+        current head is looked at: the cost grows with the active classes, not the
+        workloads)."""
+        best: _HeadEntry | None = None
+        best_key: tuple[float, int, float, str] | None = None
+        seen: dict[str, float] = {}
+        live = 0
+        for entry in self._heads:
+            klass = entry[4]
+            if klass.version != entry[3]:
+                continue
+            live += 1
+            used = seen.get(klass.lq)
+            if used is None:
+                used = seen[klass.lq] = usage(klass.lq)
+            key = (used, entry[0], entry[1], entry[2])
+            if best_key is None or key < best_key:
+                best, best_key = entry, key
+        if len(self._heads) > 2 * live + 16:  # drop stale entries the top did not reach
+            self._heads = [e for e in self._heads if e[4].version == e[3]]
+            heapq.heapify(self._heads)
+        return None if best is None else best[5]
 
     def mark_inadmissible(self, workload: Workload, *, even_strict: bool = False) -> bool:
         """The head could not fit: under BestEffortFIFO its whole class steps aside.

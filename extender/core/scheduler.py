@@ -45,6 +45,7 @@ from extender.core.preemption import (
     IN_COHORT_FAIR_SHARING,
     IN_COHORT_RECLAIM_WHILE_BORROWING,
     IN_COHORT_RECLAMATION,
+    AdmittedWorkload,
     Target,
     classical_targets,
     fair_sharing_targets,
@@ -161,7 +162,7 @@ class Scheduler:
 
         # 4. Order: classical (the least borrowing first, then priority, FIFO) or fair-sharing
         #    tournament.
-        ordered = self._fair_order(entries) if self.fair_sharing else iter(self._classical(entries))
+        ordered = _fair_order(entries) if self.fair_sharing else iter(self._classical(entries))
 
         # 5. Admit or preempt, entry by entry. A preempting entry reserves its quota in the
         #    snapshot for the rest of the cycle, so what its victims free (and what is free
@@ -345,7 +346,17 @@ class Scheduler:
     ) -> list[Target]:
         find = fair_sharing_targets if self.fair_sharing else classical_targets
         cache = self._cache
-        return find(workload, cq, node, request, need, cache.admitted_in, cache.lowest_priority)
+        lq_usage = _victim_usage(self._queues, cq)
+        return find(
+            workload,
+            cq,
+            node,
+            request,
+            need,
+            cache.admitted_in,
+            cache.lowest_priority,
+            lq_usage=lq_usage,
+        )
 
     def preemption_targets(
         self,
@@ -380,25 +391,6 @@ class Scheduler:
         # priority, then FIFO.
         return sorted(entries, key=lambda e: (e.assignment.borrowing_level, e.workload.order))
 
-    def _fair_order(self, entries: list[Entry]) -> Iterator[Entry]:
-        """Kueue's fair-sharing tournament, re-run after every entry (admissions move shares)."""
-        remaining = list(entries)
-        while remaining:
-            best = min(remaining, key=self._fair_key)
-            remaining.remove(best)
-            yield best
-
-    @staticmethod
-    def _fair_key(entry: Entry) -> tuple[object, ...]:
-        # Compare at every level from the root down: first the subtree that would borrow
-        # least after admission, then lower share, then priority and FIFO.
-        path = [entry.node, *entry.node.ancestors()][::-1]
-        shares: list[tuple[bool, float]] = []
-        for child in path[1:]:
-            share = dominant_resource_share(child, entry.assignment.usage)
-            shares.append((share > 0, share))
-        return (path[0].name, tuple(shares), entry.workload.order)
-
     # ----- step 5, by what nomination found -----------------------------------------
 
     def _admit(self, entry: Entry, step: _Step5) -> None:
@@ -429,6 +421,13 @@ class Scheduler:
             return
         self._queues.admitted(workload)
         self._cache.assume(workload, admission, step.now, assignment.usage)
+        ledger = self._queues.ledger
+        if ledger is not None and entry.cq.admission_fair_sharing:
+            # Kueue's entry penalty: its LocalQueue's usage grows now, not at the next sample.
+            totals: dict[str, int] = {}
+            for (_, resource), amount in assignment.usage.items():
+                totals[resource] = totals.get(resource, 0) + amount
+            ledger.admitted(f"{workload.namespace}/{workload.queue_name}", workload.key, totals)
         if self.block_admission:
             self.not_ready.add(workload.key)
         quota.admitted(entry)
@@ -513,6 +512,36 @@ class Scheduler:
             even_strict=assignment.reason == MISCONFIGURED,
         ):
             step.progressed = True
+
+
+def _victim_usage(
+    queues: QueueManager, cq: ClusterQueue
+) -> Callable[[AdmittedWorkload], float] | None:
+    """With admission fair sharing in the ClusterQueue: the usage of a victim's LocalQueue."""
+    if queues.ledger is None or not cq.admission_fair_sharing:
+        return None
+    usage = queues.lq_usage
+    return lambda victim: usage(f"{victim.workload.namespace}/{victim.workload.queue_name}")
+
+
+def _fair_order(entries: list[Entry]) -> Iterator[Entry]:
+    """Kueue's fair-sharing tournament, re-run after every entry (admissions move shares)."""
+    remaining = list(entries)
+    while remaining:
+        best = min(remaining, key=_fair_key)
+        remaining.remove(best)
+        yield best
+
+
+def _fair_key(entry: Entry) -> tuple[object, ...]:
+    # Compare at every level from the root down: first the subtree that would borrow
+    # least after admission, then lower share, then priority and FIFO.
+    path = [entry.node, *entry.node.ancestors()][::-1]
+    shares: list[tuple[bool, float]] = []
+    for child in path[1:]:
+        share = dominant_resource_share(child, entry.assignment.usage)
+        shares.append((share > 0, share))
+    return (path[0].name, tuple(shares), entry.workload.order)
 
 
 def _shrink(

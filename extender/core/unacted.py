@@ -25,14 +25,6 @@ def _is_set(value: Any) -> bool:
     return value is not None and value != [] and value != {} and value != ""
 
 
-def _usage_based(value: Any) -> bool:
-    # "NoAdmissionFairSharing" says what Tower does anyway; only usage-based admission fair
-    # sharing changes the order.
-    return isinstance(value, Mapping) and (
-        value.get("admissionMode") == "UsageBasedAdmissionFairSharing"
-    )
-
-
 _TOPOLOGY_CONSTRAINTS = (
     "required",
     "preferred",
@@ -89,25 +81,11 @@ UNACTED: tuple[Unacted, ...] = (
         "concurrent admission for flavor migration",
     ),
     Unacted(
-        "ClusterQueue",
-        "spec.admissionScope",
-        Effect.INACTIVE,
-        "admission fair sharing",
-        "Tower's fair sharing is spec.fairSharing.weight with fair sharing enabled",
-        counts=_usage_based,
-    ),
-    Unacted(
         "ResourceFlavor",
         "spec.topologyName",
         Effect.INACTIVE,
         "topology-aware scheduling",
         "annotate it with tower.dev/topology-key (a node label) instead",
-    ),
-    Unacted(
-        "LocalQueue",
-        "spec.fairSharing",
-        Effect.HINT,
-        "admission fair sharing weight; Kueue reads it only with admission fair sharing",
     ),
     Unacted(
         "Workload",

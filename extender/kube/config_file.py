@@ -26,6 +26,7 @@ TOWER_DEFAULTS: dict[str, Any] = {
     "integrations": None,  # the registry's default set
     "wait_for_pods_ready": None,  # off: Tower's behaviour without a Configuration
     "resource_policy": ResourcePolicy(),  # requests as the pods ask for them
+    "admission_fair_sharing": None,  # off
 }
 
 
@@ -66,6 +67,7 @@ def from_file(config: KueueConfig) -> dict[str, Any]:
         "integrations": config.integrations,
         "wait_for_pods_ready": config.wait_for_pods_ready,
         "resource_policy": config.resource_policy,
+        "admission_fair_sharing": config.admission_fair_sharing,
     }
     if lease.resource_namespace is not None:  # else the pod's namespace, as in Kueue
         values["leader_election_namespace"] = lease.resource_namespace

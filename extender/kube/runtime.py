@@ -481,6 +481,7 @@ def _serve(
         write_concurrency=args.write_concurrency,
         wait_for_pods_ready=args.wait_for_pods_ready,
         resource_policy=args.resource_policy,
+        admission_fair_sharing=args.admission_fair_sharing,
     )
     try:
         while not stop.is_set():

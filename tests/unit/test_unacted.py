@@ -11,7 +11,7 @@ from extender.core import parse
 from extender.core.cycle import ClusterState
 from extender.core.jobs import workload_for
 from extender.core.models import QUEUE_NAME_LABEL, LocalQueue
-from extender.core.unacted import UNACTED, Effect, blocking, used
+from extender.core.unacted import UNACTED, blocking, used
 from extender.core.workloads import workload as parse_workload
 from webhook.mutate import mutate
 from webhook.settings import Settings
@@ -83,10 +83,10 @@ CASES = [
         ("spec.concurrentAdmissionPolicy",),
     ),
     (
-        "usage-based admission fair sharing",
+        "usage-based admission fair sharing is acted on",
         "ClusterQueue",
         with_spec(CQ, admissionScope={"admissionMode": "UsageBasedAdmissionFairSharing"}),
-        ("spec.admissionScope",),
+        (),
     ),
     (
         "admission fair sharing switched off says what Tower does",
@@ -135,9 +135,9 @@ def test_which_fields_stop_admission(
     assert blocking(kind, obj) == expected
 
 
-def test_a_hint_is_recognised_but_stops_nothing() -> None:
+def test_a_local_queues_fair_sharing_weight_is_acted_on() -> None:
     lq = {"spec": {"clusterQueue": "team", "fairSharing": {"weight": 2}}}
-    assert [f.effect for f in used("LocalQueue", lq)] == [Effect.HINT]
+    assert used("LocalQueue", lq) == ()
 
 
 def test_every_message_fits_a_kubernetes_warning() -> None:

@@ -101,6 +101,14 @@ class Metrics:
             registry=r,
         )
         # WaitForPodsReady's, by Kueue's names: observed once, when PodsReady first turns True.
+        self.lq_fair_sharing_usage = Gauge(
+            "kueue_local_queue_admission_fair_sharing_usage",
+            "Reports a value representing the LocalQueue's Admission Fair Sharing usage, "
+            "calculated from the resource-weighted sum of consumed resources and pending "
+            "admission penalties, divided by the LocalQueue's fair sharing weight",
+            ["name", "namespace", "cluster_queue"],
+            registry=r,
+        )
         self.checks_wait_time = Histogram(
             "kueue_admission_checks_wait_time_seconds",
             "The time from when a workload got the quota reservation until admission, per "

@@ -210,6 +210,7 @@ class AdmissionWriter:
         ctx.metrics.admitted_total.labels(cq).inc()
         created = creation_seconds((obj.get("metadata") or {}).get("creationTimestamp"))
         ctx.metrics.wait_time.labels(cq).observe(max(0.0, now - created))
+        ctx.state.fair_usage.settle(key, ctx.clock())  # its entry penalty joins the history
         ctx.story(key, "Normal", "Admitted", message)
         owner = ctx.owner_of(recorded) if recorded is not None else None
         if owner is not None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from extender.core.builder import StateBuilder
 from extender.core.cache import ConfigModel
@@ -23,6 +24,7 @@ from extender.core.models import (
     ResourceFlavor,
 )
 from extender.core.parse import ManifestError
+from extender.core.quantity import QuantityError, parse_quantity
 from extender.kube.api.resources import (
     ADMISSION_CHECKS,
     CLUSTER_QUEUES,
@@ -76,17 +78,47 @@ class ConfigReconciler:
                         )
                     continue
                 self._failed.discard(f"{plural}/{key}")
+                if isinstance(model, LocalQueue):
+                    self._seed_fair_sharing(model.key, obj)
                 self._touched(model, key)
                 changed = True
         if changed:
             self.remark_inadmissible()
             ctx.reschedule()
 
+    def _seed_fair_sharing(self, lq_key: str, obj: dict[str, Any]) -> None:
+        """After a restart, a LocalQueue's admission fair sharing history is what its status
+        says it consumed (as Kueue seeds it)."""
+        if self.ctx.state.fair_sharing_ledger is None:
+            return
+        afs = ((obj.get("status") or {}).get("fairSharing") or {}).get(
+            "admissionFairSharingStatus"
+        ) or {}
+        consumed: dict[str, float] = {}
+        for resource, value in (afs.get("consumedResources") or {}).items():
+            try:
+                consumed[str(resource)] = float(parse_quantity(value))
+            except QuantityError:
+                continue  # the API validates these; an odd one counts as none
+        self.ctx.state.fair_usage.seed(lq_key, consumed, self.ctx.clock())
+
     def _touched(self, model: ConfigModel, key: str) -> None:
         """What status an applied object may change (priority classes: none)."""
         ctx = self.ctx
         if isinstance(model, ClusterQueue):
             ctx.touch_queues(cluster_queues=(model.name,))
+            unconfigured = ctx.state.fair_sharing_ledger is None
+            if (
+                model.admission_fair_sharing
+                and unconfigured
+                and ctx.told.first(f"afs:{model.name}", "unconfigured")
+            ):
+                log.warning(
+                    "ClusterQueue %s asks for UsageBasedAdmissionFairSharing, but Kueue's "
+                    "Configuration (--config) has no admissionFairSharing: its workloads "
+                    "are ordered by priority, as in Kueue",
+                    model.name,
+                )
         elif isinstance(model, LocalQueue):
             ctx.touch_queues(local_queues=(model.key,), cluster_queues=(model.cluster_queue,))
         elif isinstance(model, ResourceFlavor | Cohort | AdmissionCheck):

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from extender.core.admission_fair_sharing import AfsConfig
 from extender.core.cycle import ClusterState
 from extender.core.kueue_config import WaitForPodsReady
 from extender.core.resource_policy import ResourcePolicy
@@ -51,6 +52,8 @@ class Settings:
     integrations: tuple[str, ...] | None = None
     # Kueue's waitForPodsReady, from the --config file (None: off, as without a file).
     wait_for_pods_ready: WaitForPodsReady | None = None
+    # Kueue's admissionFairSharing, from the --config file (None: off).
+    admission_fair_sharing: AfsConfig | None = None
     # Kueue's resources.excludeResourcePrefixes and transformations, from the --config file.
     resource_policy: ResourcePolicy = field(default_factory=ResourcePolicy)
 

@@ -126,6 +126,7 @@ class Controller:
         )
         wait = settings.wait_for_pods_ready
         ctx.state.block_admission = wait is not None and wait.block_admission
+        ctx.state.configure_fair_sharing(settings.admission_fair_sharing)
         if cache.placement is not None:
             cache.placement.new_term(ctx.state)
         self.admission = AdmissionWriter(ctx)
@@ -269,6 +270,7 @@ class Controller:
         self.schedule()
         self._create_workloads()
         self.pending.flush()
+        self.queue_status.sample_fair_sharing()
         self.queue_status.run(self.monotonic())
 
     def step(self) -> None:

@@ -36,10 +36,33 @@ class QueueStatusReconciler:
 
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
+        self._fair_sharing_due = 0.0  # wall time of the next admission fair sharing sample
         qps = ctx.client.budget.qps
         self._share = RequestBudget(max(0.2, qps * 0.01), 5, clock=ctx.monotonic)
         self._written_at: dict[str, float] = {}
         self._last_round = float("-inf")
+
+    def sample_fair_sharing(self) -> None:
+        """Admission fair sharing: each LocalQueue's usage one sample further when its
+        interval passed; its status tells it, and the order of heads may change."""
+        ctx = self.ctx
+        usage = ctx.state.fair_usage
+        now = ctx.clock()
+        if ctx.state.fair_sharing_ledger is None or now < self._fair_sharing_due:
+            return
+        sampled = usage.sample(now)
+        if sampled:
+            ctx.touch_queues(local_queues=sampled)
+            ctx.reschedule()
+            for key in sampled:
+                lq = ctx.state.local_queue(key)
+                if lq is not None:
+                    namespace, name = key.split("/", 1)
+                    gauge = ctx.metrics.lq_fair_sharing_usage
+                    gauge.labels(name, namespace, lq.cluster_queue).set(
+                        ctx.state.queues.lq_usage(key)
+                    )
+        self._fair_sharing_due = now + usage.due_in(now)
 
     def forget(self, key: str) -> None:
         """A queue was deleted: nothing more to write, no series to keep."""

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from typing import Any
 
 from extender.core.cycle import ClusterState
 from extender.core.models import ClusterQueue, FlavorResource
 from extender.core.quantity import format_amount
+from extender.kube.api import objects as o
 
 Obj = dict[str, Any]
 
@@ -89,7 +91,7 @@ def local_queue_status(
             else f"Can't submit new workloads to clusterQueue {cq.name}"
         )
         usage = _usage_list(cq, used, False)
-    return {
+    status: Obj = {
         "pendingWorkloads": pending,
         "reservingWorkloads": admitted,
         "admittedWorkloads": admitted,
@@ -104,3 +106,22 @@ def local_queue_status(
             }
         ],
     }
+    ledger = state.fair_sharing_ledger
+    sampled = ledger.status(key) if ledger is not None else None
+    if sampled is not None:
+        consumed, at = sampled
+        status["fairSharing"] = {
+            "weightedShare": 0,
+            "admissionFairSharingStatus": {
+                "consumedResources": {r: consumed_quantity(v) for r, v in consumed.items()},
+                "lastUpdate": o.rfc3339(at),
+            },
+        }
+    return status
+
+
+def consumed_quantity(value: float) -> str:
+    """A consumed amount (base units) as Kueue writes it, in nano-units below one unit."""
+    if value == int(value):
+        return str(int(value))
+    return f"{math.floor(value * 1e9)}n"

@@ -39,6 +39,13 @@ NOTES = {
         "honoured: quota is reserved first, and the Workload is admitted once every check "
         "that applies to its flavors is Ready (docs/admission-checks.md)"
     ),
+    ("ClusterQueue", "spec.admissionScope"): (
+        "honoured with the Configuration's admissionFairSharing (operations.md, Admission fair "
+        "sharing)"
+    ),
+    ("LocalQueue", "spec.fairSharing"): (
+        "honoured with the Configuration's admissionFairSharing: it divides the LocalQueue's usage"
+    ),
     ("AdmissionCheck", "spec.controllerName"): (
         "honoured: `kueue.x-k8s.io/provisioning-request` is Tower's own controller; a check "
         "of any other controller is left to it (it keeps the Active condition and the states)"
@@ -121,7 +128,7 @@ def page() -> str:
         "",
         "Status fields: Tower writes those Kueue writes for what Tower acts on; those of",
         "features it does not have (MultiKueue, topology assignments,",
-        "preemption gates, admission fair sharing) are accepted and kept as written.",
+        "preemption gates) are accepted and kept as written.",
         "",
         "The differences in behaviour where Tower does act are in",
         "[kueue.md](kueue.md).",
