@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from extender.core.admission_checks import EVICTED_BY_CHECK
 from extender.core.kueue_config import RequeuingStrategy, WaitForPodsReady
 
 # PodsReady condition reasons (Kueue's WorkloadWaitForStart, ...).
@@ -23,6 +24,8 @@ BACKOFF_FINISHED = "BackoffFinished"
 BACKOFF_FINISHED_MESSAGE = "The workload backoff was finished"
 DEACTIVATED = "Deactivated"
 DEACTIVATED_MESSAGE = "The workload is deactivated"
+REACTIVATED = "Reactivated"
+REACTIVATED_MESSAGE = "The workload was reactivated"
 BLOCKED_MESSAGE = "waiting for all admitted workloads to be in PodsReady condition"
 
 # Kueue's backoff jitter factor (pkg/workload UpdateRequeueState).
@@ -161,3 +164,11 @@ def backoff_left(state: RequeueState | None, now: float) -> float:
     if state is None or state.requeue_at is None:
         return 0.0
     return max(0.0, state.requeue_at - now)
+
+
+def requeued_at_once(reason: str) -> bool:
+    """Kueue's Requeued condition once a Workload evicted for `reason` gave its quota back:
+    False while it waits for a backoff (PodsReadyTimeout, an AdmissionCheck in Retry) or for
+    someone to set it active again (DeactivatedDueTo...), True otherwise."""
+    waits = (PODS_READY_TIMEOUT, EVICTED_BY_CHECK)
+    return reason not in waits and not reason.startswith(DEACTIVATED)

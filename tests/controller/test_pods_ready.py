@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 from extender.core.kueue_config import RequeuingStrategy, WaitForPodsReady
+from extender.kube.api.resources import WORKLOADS
 from tests.controller.conftest import controller_process, eventually
 from tests.controller.test_seed import CQ, FLAVOR, LQ
 
@@ -99,6 +100,13 @@ def test_a_job_never_ready_is_evicted_requeued_with_backoff_then_deactivated(
     )
     time.sleep(1.5)  # and it is not admitted again
     assert cluster.get("jobs", "never-ready", "default")["spec"]["suspend"] is True
+
+    # Set active again by hand: Requeued=True Reactivated, and it runs again.
+    cluster.admin.patch(WORKLOADS, wl_name, {"spec": {"active": True}}, "default")
+    eventually(
+        lambda: said(cluster, job, "Requeued", "True", "Reactivated"), what="the reactivation"
+    )
+    eventually(lambda: running(cluster, "never-ready"), what="the job to start once more")
 
 
 def test_a_job_that_gets_ready_is_never_evicted(cluster, start_controller):

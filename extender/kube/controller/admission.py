@@ -33,8 +33,6 @@ log = logging.getLogger("tower.admission")
 
 Obj = dict[str, Any]
 NODE_FAILURES = "NodeFailures"  # Kueue's Evicted reason when the nodes of a placement fail
-# Evicted for these, a Workload is requeued with Requeued=False: it waits for its backoff.
-WAITS_BEFORE_REQUEUE = (ready_policy.PODS_READY_TIMEOUT, checks.EVICTED_BY_CHECK)
 
 
 class AdmissionWriter:
@@ -314,7 +312,7 @@ class AdmissionWriter:
                 decision.reason,
                 decision.message,
                 now,
-                requeued=decision.reason not in WAITS_BEFORE_REQUEUE,
+                requeued=ready_policy.requeued_at_once(decision.reason),
             )
             patch["status"] = requeue["status"]
         states = check_states(obj)

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from extender.core import pods_ready as ready_policy
-from extender.core.admission_checks import EVICTED_BY_CHECK, FAILED_TO_START, UpdateConflictError
+from extender.core.admission_checks import FAILED_TO_START, UpdateConflictError
 from extender.core.models import Admission
 from extender.core.workloads import check_states, creation_seconds
 from extender.kube.api import objects as o
@@ -271,5 +271,5 @@ def requeue_patch(ctx: Context, workload: Obj, reason: str, message: str) -> Obj
         message,
         ctx.clock(),
         *extra,
-        requeued=reason not in (ready_policy.PODS_READY_TIMEOUT, EVICTED_BY_CHECK),
+        requeued=ready_policy.requeued_at_once(reason),
     )

@@ -189,6 +189,23 @@ class PodsReadyWatch:
 
     # ----- the backoff ---------------------------------------------------------------------
 
+    def reactivated(self, key: str, obj: Obj) -> bool:
+        """Active again after a deactivation (someone set `spec.active: true`): Kueue's
+        Requeued=True Reactivated, for every DeactivatedDueTo<cause> as well (Kueue's own code
+        matches only plain Deactivated, and such a Workload stays Requeued=False). Whether
+        written; the Workload then queues as any other."""
+        requeued = o.condition(obj, o.REQUEUED) or {}
+        if requeued.get("status") != "False":
+            return False
+        if not str(requeued.get("reason") or "").startswith(policy.DEACTIVATED):
+            return False
+        ctx = self.ctx
+        change = (o.REQUEUED, "True", policy.REACTIVATED, policy.REACTIVATED_MESSAGE)
+        patch = {"status": {"conditions": o.with_conditions(obj, ctx.clock(), change)}}
+        if write_status(ctx, key, o.conditional(patch, obj), "reactivated") is not None:
+            ctx.story(key, "Normal", policy.REACTIVATED, policy.REACTIVATED_MESSAGE)
+        return True
+
     def backoff(self, key: str, obj: Obj) -> float:
         """A Workload with no admission: the seconds it must still wait before it may be
         queued (0: now). Once the wait is over, Kueue's Requeued=True BackoffFinished is

@@ -144,6 +144,8 @@ class WorkloadReconciler:
         if deactivated:
             self._drop(key)
             return None
+        if self.ready.reactivated(key, obj):
+            return None  # its write brings it back, Requeued=True
         backoff = self.ready.backoff(key, obj)
         if backoff > 0:  # requeued after a PodsReady timeout: not nominated before requeueAt
             if state.workload(key) is not None:
