@@ -100,7 +100,7 @@ def condition(obj: dict[str, Any], kind: str) -> dict[str, Any]:
 def reserved(cluster, start_controller):
     """A Job whose Workload holds quota and waits for its check, Pending."""
     setup(cluster)
-    start_controller()
+    running = start_controller()
     job = cluster.job("sample", "1")
     eventually(
         lambda: (
@@ -122,6 +122,7 @@ def reserved(cluster, start_controller):
     assert (entry["name"], entry["state"], entry["message"]) == (CHECK, "Pending", "")
     assert condition(workload, "Admitted").get("status") != "True"
     assert cluster.get("jobs", "sample", "default")["spec"]["suspend"] is True
+    cluster.running = running  # the metrics of the controller, for the tests below
     return job, workload
 
 
@@ -196,3 +197,11 @@ def test_a_rejected_check_deactivates_the_workload(cluster, reserved):
     )
     assert cluster.get("jobs", "sample", "default")["spec"]["suspend"] is True
     assert cluster.admin.get(JOBS, "sample", "default")["spec"]["suspend"] is True
+    # Counted as Kueue counts a deactivation: reason Deactivated, its cause beside it.
+    registry = cluster.running.controller.metrics.registry
+    labels = {
+        "cluster_queue": "cluster-queue",
+        "reason": "Deactivated",
+        "underlying_cause": "AdmissionCheck",
+    }
+    assert registry.get_sample_value("kueue_evicted_workloads_total", labels) == 1

@@ -127,6 +127,19 @@ def test_a_job_that_gets_ready_is_never_evicted(cluster, start_controller):
     for name in ("kueue_admitted_until_ready_wait_time_seconds", "kueue_ready_wait_time_seconds"):
         assert registry.get_sample_value(f"{name}_count", labels) == 1.0, name
 
+    # Deactivated while its pods are ready: the time from ready to evicted is observed.
+    wl_name = cluster.workload_of(job)["metadata"]["name"]
+    cluster.admin.patch(WORKLOADS, wl_name, {"spec": {"active": False}}, "default")
+    eventually(lambda: said(cluster, job, "Evicted", "True", "Deactivated"), what="the eviction")
+    evicted = {**labels, "reason": "Deactivated", "underlying_cause": ""}
+    eventually(
+        lambda: (
+            registry.get_sample_value("kueue_pods_ready_to_evicted_time_seconds_count", evicted)
+            == 1.0
+        ),
+        what="kueue_pods_ready_to_evicted_time_seconds",
+    )
+
 
 def test_a_job_that_loses_readiness_is_evicted_after_the_recovery_timeout(
     cluster, start_controller

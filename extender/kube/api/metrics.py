@@ -17,7 +17,8 @@ _BY_CLUSTER_QUEUE: dict[str, tuple[str, ...]] = {
     "reserving": ("cluster_queue",),
     "admitted_active": ("cluster_queue",),
     "admitted_total": ("cluster_queue",),
-    "evicted_total": ("cluster_queue", "reason"),
+    "evicted_total": ("cluster_queue", "reason", "underlying_cause"),
+    "ready_to_evicted": ("cluster_queue", "reason", "underlying_cause"),
     "preempted_total": ("preempting_cluster_queue", "reason"),
     "wait_time": ("cluster_queue",),
     "start_wait_time": ("cluster_queue",),
@@ -62,8 +63,17 @@ class Metrics:
         )
         self.evicted_total = Counter(
             "kueue_evicted_workloads_total",
-            "Workloads evicted, per ClusterQueue and reason",
-            ["cluster_queue", "reason"],
+            "Workloads evicted, per ClusterQueue and reason (a deactivation: reason Deactivated "
+            "and its cause in underlying_cause, as Kueue counts it)",
+            ["cluster_queue", "reason", "underlying_cause"],
+            registry=r,
+        )
+        self.ready_to_evicted = Histogram(
+            "kueue_pods_ready_to_evicted_time_seconds",
+            "The number of seconds between a workload's start, based on its PodsReady "
+            "condition, and its eviction",
+            ["cluster_queue", "reason", "underlying_cause"],
+            buckets=_WAIT_BUCKETS,
             registry=r,
         )
         self.preempted_total = Counter(

@@ -35,6 +35,15 @@ Obj = dict[str, Any]
 NODE_FAILURES = "NodeFailures"  # Kueue's Evicted reason when the nodes of a placement fail
 
 
+def metric_reason(reason: str) -> tuple[str, str]:
+    """(reason, underlying_cause) of an eviction as Kueue's metrics label it: a deactivation
+    is Deactivated, with its cause (DeactivatedDueToAdmissionCheck: AdmissionCheck)."""
+    prefix = f"{ready_policy.DEACTIVATED}DueTo"
+    if reason.startswith(prefix):
+        return ready_policy.DEACTIVATED, reason[len(prefix) :]
+    return reason, ""
+
+
 class AdmissionWriter:
     """Writes admissions and evictions the cycle decided, and settles ambiguous ones."""
 
@@ -340,7 +349,12 @@ class AdmissionWriter:
             return False
         cq = holder.admission.cluster_queue
         log.info("evicted %s from ClusterQueue %s: %s", key, cq, decision.message)
-        ctx.metrics.evicted_total.labels(cq, decision.reason).inc()
+        reason, cause = metric_reason(decision.reason)
+        ctx.metrics.evicted_total.labels(cq, reason, cause).inc()
+        ready = o.condition(obj, o.PODS_READY) or {}
+        if ready.get("status") == "True" and ready.get("lastTransitionTime"):
+            since = creation_seconds(ready["lastTransitionTime"], "lastTransitionTime")
+            ctx.metrics.ready_to_evicted.labels(cq, reason, cause).observe(max(0.0, now - since))
         if decision.preemption_reason:
             ctx.metrics.preempted_total.labels(cq, decision.preemption_reason).inc()
         ctx.story(key, "Normal", decision.reason, decision.message)
