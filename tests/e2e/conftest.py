@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -19,6 +20,8 @@ import pytest
 from kubernetes import client, config
 
 from tests.e2e.kubelet import Kubelet, has_no_kubelets
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 KUBECONFIG = os.environ.get("TOWER_E2E_KUBECONFIG")
 WEBHOOK_URL = os.environ.get("TOWER_E2E_WEBHOOK_URL")
@@ -118,3 +121,21 @@ def kubelet_namespaces(api_client) -> Iterator[set[str]]:
     yield namespaces
     if kubelet is not None:
         kubelet.stop()
+
+
+def controller_process(*extra: str) -> subprocess.Popen[bytes]:
+    """`python -m extender run` on this machine against the cluster: no lease, its health
+    endpoint on a free port, and `extra` flags."""
+    command = [
+        sys.executable,
+        "-m",
+        "extender",
+        "run",
+        "--kubeconfig",
+        KUBECONFIG,
+        "--no-leader-elect",
+        "--health-address",
+        "127.0.0.1:0",
+        *extra,
+    ]
+    return subprocess.Popen(command, cwd=ROOT, env=dict(os.environ))

@@ -8,17 +8,15 @@ waits with a reason naming cpu, then runs once the first completes. Cleans up wh
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
-import sys
 import uuid
 from pathlib import Path
 
 import pytest
 from kubernetes import client, config
 
-from tests.e2e.conftest import KUBECONFIG, job_manifest, kubectl, wait
+from tests.e2e.conftest import KUBECONFIG, controller_process, job_manifest, kubectl, wait
 
 pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]
@@ -39,21 +37,7 @@ def controller(kubelet_namespaces):
         text=True,
         check=True,
     )
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "extender",
-            "run",
-            "--kubeconfig",
-            KUBECONFIG,
-            "--no-leader-elect",
-            "--health-address",
-            "127.0.0.1:0",
-        ],
-        cwd=ROOT,
-        env=dict(os.environ),
-    )
+    proc = controller_process()
     yield config.new_client_from_config(config_file=KUBECONFIG), namespace
     proc.send_signal(signal.SIGTERM)
     proc.wait(timeout=30)

@@ -8,10 +8,7 @@ none for the other Job's, whose pods stay as the scheduler left them.
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
-import sys
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
@@ -21,7 +18,7 @@ import pytest
 from kubernetes import client
 from kubernetes import config as k8s_config
 
-from tests.e2e.conftest import KUBECONFIG, kubectl, wait
+from tests.e2e.conftest import KUBECONFIG, controller_process, kubectl, wait
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -98,23 +95,7 @@ def setup(tmp_path):
     kubectl("apply", "-f", "-", input=queues(namespace))
     config = tmp_path / "config.yaml"
     config.write_text(CONFIG)
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "extender",
-            "run",
-            "--kubeconfig",
-            KUBECONFIG,
-            "--no-leader-elect",
-            "--health-address",
-            "127.0.0.1:0",
-            "--config",
-            str(config),
-        ],
-        cwd=ROOT,
-        env=dict(os.environ),
-    )
+    proc = controller_process("--config", str(config))
     yield k8s_config.new_client_from_config(config_file=KUBECONFIG), namespace
     proc.send_signal(signal.SIGTERM)
     proc.wait(timeout=30)

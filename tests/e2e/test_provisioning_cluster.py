@@ -11,10 +11,7 @@ as the webhook leaves it (this test does not depend on the webhook being reachab
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
-import sys
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
@@ -25,7 +22,7 @@ import yaml
 from kubernetes import client
 from kubernetes import config as k8s_config
 
-from tests.e2e.conftest import KUBECONFIG, kubectl, wait
+from tests.e2e.conftest import KUBECONFIG, controller_process, kubectl, wait
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "tests" / "data" / "kueue-v0.19.2" / "examples" / "provisioning"
@@ -42,23 +39,8 @@ def example():
     kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
     setup = EXAMPLE / "provisioning-setup.yaml"
     kubectl("apply", "-f", str(setup))
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "extender",
-            "run",
-            "--kubeconfig",
-            KUBECONFIG,
-            "--no-leader-elect",
-            "--health-address",
-            "127.0.0.1:0",
-            "--physical-resources",
-            "none",  # no node here has the example's GPUs: quota and the check decide
-        ],
-        cwd=ROOT,
-        env=dict(os.environ),
-    )
+    # No node here has the example's GPUs: quota and the check decide, not placement.
+    proc = controller_process("--physical-resources", "none")
     created: list[str] = []
     yield k8s_config.new_client_from_config(config_file=KUBECONFIG), created
     proc.send_signal(signal.SIGTERM)
