@@ -221,7 +221,15 @@ class ProvisioningController:
             )
             if create:
                 attempt = state.retry_count + 1 if last is None else attempt + 1
-                made = self.requests.create(obj, state.name, attempt, config, requested)
+                try:
+                    made = self.requests.create(obj, state.name, attempt, config, requested)
+                except ManifestError as err:  # the pods' template and a flavor disagree
+                    why = f"Error creating PodTemplate: {err.path}: {err.message}"
+                    if self.ctx.told.first(f"provreq:{key}", why):
+                        self.ctx.story(key, "Warning", "FailedCreate", why)
+                    if new.message != why:
+                        changed[state.name] = replace(new, message=why)
+                    continue
                 keep.add(f"{namespace}/{made}")
         for request in owned:
             if request not in keep:
