@@ -95,8 +95,15 @@ def test_the_example_asks_cluster_autoscaler_for_the_jobs_three_gpu_pods(cluster
     assert pr["spec"]["podSets"] == [{"podTemplateRef": {"name": f"ppt-{name}-main"}, "count": 3}]
     assert pr["metadata"]["labels"] == {"kueue.x-k8s.io/managed": "true"}
     assert pr["metadata"]["ownerReferences"][0]["name"] == wl["metadata"]["name"]
-    template = cluster.get("podtemplates", f"ppt-{name}-main", "default")
-    assert template["metadata"]["ownerReferences"][0]["kind"] == "ProvisioningRequest"
+    # Made owned by the Workload, then passed to the request (which it then goes with).
+    template = eventually(
+        lambda: (
+            (t := cluster.get("podtemplates", f"ppt-{name}-main", "default"))
+            and t["metadata"]["ownerReferences"][0]["kind"] == "ProvisioningRequest"
+            and t
+        ),
+        what="the PodTemplate owned by its request",
+    )
     [container] = template["template"]["spec"]["containers"]
     assert container["image"] == "registry.k8s.io/e2e-test-images/agnhost:2.53"
     assert container["resources"]["requests"]["nvidia.com/gpu"] == 1

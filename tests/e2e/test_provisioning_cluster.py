@@ -147,8 +147,17 @@ def test_a_job_waits_with_quota_reserved_and_starts_once_provisioned(example):
     assert pr["spec"]["parameters"] == {"maxRunDurationSeconds": "600"}
     assert condition(workload_of(custom, job), "QuotaReserved")["status"] == "True"
     assert batch.read_namespaced_job(job, "default").spec.suspend is True
-    template = client.CoreV1Api(api).read_namespaced_pod_template(f"ppt-{name}-main", "default")
-    assert template.metadata.owner_references[0].kind == "ProvisioningRequest"
+    core = client.CoreV1Api(api)
+    wait(
+        lambda: (
+            core.read_namespaced_pod_template(f"ppt-{name}-main", "default")
+            .metadata.owner_references[0]
+            .kind
+            == "ProvisioningRequest"
+        ),
+        timeout=30,
+        what="the PodTemplate owned by its request",
+    )
 
     autoscaler_says(custom, name, "Provisioned", "capacity is ready")
     wait(
