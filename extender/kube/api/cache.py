@@ -116,20 +116,25 @@ class Cache:
         found is watched from now on (once started)."""
         found = []
         for resource in OPTIONAL:
-            if resource in self.served_optional:
-                continue
-            served = self.client.served(resource.api_version)
-            if served is None or resource.plural not in served:
+            if resource in self.served_optional or not self._served_now(resource):
                 continue
             found.append(resource)
             # Tower's own CRD is always there; the autoscaler's is news worth a line.
             level = logging.INFO if resource is PROVISIONING_REQUESTS else logging.DEBUG
             log.log(level, "watching %s: the API server serves them", resource.qualified)
-            with self._lock:
-                self.served_optional.append(resource)
-                if self._stop is not None:
-                    self._start(resource, self._stop)
+            self._take_up(resource, self.served_optional)
         return found
+
+    def _served_now(self, resource: Resource) -> bool:
+        served = self.client.served(resource.api_version)
+        return served is not None and resource.plural in served
+
+    def _take_up(self, resource: Resource, served: list[Resource]) -> None:
+        """A kind found served: watched from now on (at once if the informers run)."""
+        with self._lock:
+            served.append(resource)
+            if self._stop is not None:
+                self._start(resource, self._stop)
 
     def missing_optional(self) -> list[Resource]:
         return [r for r in OPTIONAL if r not in self.served_optional]
@@ -139,10 +144,7 @@ class Cache:
         each found is watched from now on (once started). Said once per kind, at INFO."""
         found = []
         for adapter, resource in zip(self.adapters, self.job_resources, strict=True):
-            if resource in self.served_jobs:
-                continue
-            served = self.client.served(resource.api_version)
-            if served is None or resource.plural not in served:
+            if resource in self.served_jobs or not self._served_now(resource):
                 continue
             found.append(resource)
             log.info(
@@ -151,10 +153,7 @@ class Cache:
                 adapter.framework,
                 resource.qualified,
             )
-            with self._lock:
-                self.served_jobs.append(resource)
-                if self._stop is not None:
-                    self._start(resource, self._stop)
+            self._take_up(resource, self.served_jobs)
         return found
 
     def missing_kinds(self) -> list[str]:
