@@ -28,6 +28,7 @@ from extender.core.quantity import format_amount
 
 # The core reads a Workload's status the same way: one reading, re-exported for the controller.
 from extender.core.workloads import admission_of as admission_of
+from extender.core.workloads import creation_seconds
 from extender.core.workloads import is_true as is_true
 from extender.kube.api.resources import KUEUE_GROUP, WORKLOADS
 
@@ -71,6 +72,15 @@ def conditional(patch: Mapping[str, Any], obj: Mapping[str, Any]) -> Obj:
 
 def rfc3339(seconds: float) -> str:
     return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def seconds_at(value: Any) -> float:
+    """An RFC 3339 time (a condition's lastTransitionTime) in seconds; 0 when absent or not
+    a time (the API validates these: a bad one counts as long ago, never as an error)."""
+    try:
+        return creation_seconds(value, "time")
+    except ManifestError:
+        return 0.0
 
 
 def condition(obj: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None:

@@ -353,7 +353,7 @@ class AdmissionWriter:
         ctx.metrics.evicted_total.labels(cq, reason, cause).inc()
         ready = o.condition(obj, o.PODS_READY) or {}
         if ready.get("status") == "True" and ready.get("lastTransitionTime"):
-            since = creation_seconds(ready["lastTransitionTime"], "lastTransitionTime")
+            since = o.seconds_at(ready["lastTransitionTime"])
             ctx.metrics.ready_to_evicted.labels(cq, reason, cause).observe(max(0.0, now - since))
         if decision.preemption_reason:
             ctx.metrics.preempted_total.labels(cq, decision.preemption_reason).inc()

@@ -19,8 +19,7 @@ from extender.core import admission_checks as policy
 from extender.core import pods_ready as ready_policy
 from extender.core.cycle import Evict
 from extender.core.models import Workload
-from extender.core.parse import ManifestError
-from extender.core.workloads import check_states, creation_seconds
+from extender.core.workloads import check_states
 from extender.kube.api import objects as o
 from extender.kube.controller.admission import AdmissionWriter
 from extender.kube.controller.context import Context
@@ -78,7 +77,7 @@ class CheckGate:
         if answer is None:
             return  # moved on: reconciled again on what it is now
         reserved = o.condition(obj, o.QUOTA_RESERVED) or {}
-        since = _seconds(reserved.get("lastTransitionTime"))
+        since = o.seconds_at(reserved.get("lastTransitionTime"))
         waited = max(0.0, now - since) if since else 0.0
         cq = admission.cluster_queue
         ctx.metrics.checks_wait_time.labels(cq).observe(waited)
@@ -125,10 +124,3 @@ class CheckGate:
         ctx.story(key, "Warning", "AdmissionCheckRejected", f"Deactivated due to {message}")
         ctx.queues.workloads.add(key)
         return True
-
-
-def _seconds(value: Any) -> float:
-    try:
-        return creation_seconds(value, "lastTransitionTime")
-    except ManifestError:  # the API validates these; a bad one counts as unknown
-        return 0.0

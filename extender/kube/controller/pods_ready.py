@@ -18,9 +18,7 @@ from extender.core import pods_ready as policy
 from extender.core.admission_checks import EVICTED_BY_CHECK
 from extender.core.cycle import Evict
 from extender.core.models import Workload
-from extender.core.parse import ManifestError
 from extender.core.pods_ready import ReadyCondition, RequeueState
-from extender.core.workloads import creation_seconds
 from extender.kube.api import objects as o
 from extender.kube.api.trim import JobView
 from extender.kube.controller.admission import AdmissionWriter
@@ -33,13 +31,6 @@ Obj = dict[str, Any]
 DEACTIVATION_TARGET = "DeactivationTarget"
 
 
-def _seconds(value: Any) -> float:
-    try:
-        return creation_seconds(value)
-    except ManifestError:  # the API validates these; a bad one counts as long ago
-        return 0.0
-
-
 def ready_condition(obj: Obj) -> ReadyCondition | None:
     cond = o.condition(obj, o.PODS_READY)
     if cond is None:
@@ -47,7 +38,7 @@ def ready_condition(obj: Obj) -> ReadyCondition | None:
     return ReadyCondition(
         cond.get("status") == "True",
         str(cond.get("reason") or ""),
-        _seconds(cond.get("lastTransitionTime")),
+        o.seconds_at(cond.get("lastTransitionTime")),
     )
 
 
@@ -57,14 +48,14 @@ def requeue_state(obj: Obj) -> RequeueState | None:
         return None
     at = state.get("requeueAt")
     count = state.get("count")
-    return RequeueState(count if isinstance(count, int) else 0, _seconds(at) if at else None)
+    return RequeueState(count if isinstance(count, int) else 0, o.seconds_at(at) if at else None)
 
 
 def _since(obj: Obj, kind: str) -> float | None:
     cond = o.condition(obj, kind)
     if cond is None or cond.get("status") != "True":
         return None
-    return _seconds(cond.get("lastTransitionTime"))
+    return o.seconds_at(cond.get("lastTransitionTime"))
 
 
 class PodsReadyWatch:
@@ -106,7 +97,7 @@ class PodsReadyWatch:
         if admission is None or admitted is None:
             return
         cq = admission.cluster_queue
-        queued = _since(workload, o.REQUEUED) or _seconds(
+        queued = _since(workload, o.REQUEUED) or o.seconds_at(
             (workload.get("metadata") or {}).get("creationTimestamp")
         )
         ctx.metrics.ready_wait_time.labels(cq).observe(max(0.0, now - queued))
@@ -185,7 +176,7 @@ class PodsReadyWatch:
             return model
         if evicted.get("reason") != policy.PODS_READY_TIMEOUT:
             return model
-        return replace(model, creation_time=_seconds(evicted.get("lastTransitionTime")))
+        return replace(model, creation_time=o.seconds_at(evicted.get("lastTransitionTime")))
 
     # ----- the backoff ---------------------------------------------------------------------
 
