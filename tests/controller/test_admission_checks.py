@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from extender.kube.api.resources import ADMISSION_CHECKS, JOBS, WORKLOADS
+from extender.kube.api.resources import ADMISSION_CHECKS, CLUSTER_QUEUES, JOBS, WORKLOADS
 from tests.controller.conftest import eventually
 
 CHECK = "my-check"
@@ -205,3 +205,19 @@ def test_a_rejected_check_deactivates_the_workload(cluster, reserved):
         "underlying_cause": "AdmissionCheck",
     }
     assert registry.get_sample_value("kueue_evicted_workloads_total", labels) == 1
+
+
+def test_a_check_removed_from_the_cluster_queue_no_longer_holds_the_job_back(cluster, reserved):
+    """The admin drops the check while a Workload waits for it: the reservation does not
+    wait forever for a check no one asks for any longer."""
+    job, _ = reserved
+    cluster.admin.patch(
+        CLUSTER_QUEUES, "cluster-queue", {"spec": {"admissionChecksStrategy": None}}
+    )
+    eventually(
+        lambda: cluster.get("jobs", "sample", "default")["spec"]["suspend"] is False,
+        what="the job to start without the check",
+    )
+    admitted = cluster.workload_of(job)
+    assert condition(admitted, "Admitted")["status"] == "True"
+    assert not admitted["status"].get("admissionChecks")

@@ -42,9 +42,23 @@ class CheckGate:
         """A Workload that holds quota and is not evicted: whether its checks decided
         something now (a write was made or attempted; the caller stops there)."""
         states = check_states(obj)
-        if not states:
+        admitted = o.is_true(obj, o.ADMITTED)
+        if admitted and not states:
             return False
-        decision = policy.decide(states)
+        # The checks its ClusterQueue asks for now: one removed since the reservation no
+        # longer holds it back, one added is waited for (Kueue keeps the list in step too).
+        admission = o.admission_of(obj)
+        cq = self.ctx.state.cluster_queue(admission.cluster_queue) if admission else None
+        names = set(policy.applicable(cq, admission)) if cq and admission else set()
+        if not admitted:
+            wanted = policy.synced(states, names, self.ctx.clock())
+            if [c.name for c in wanted] != [c.name for c in states]:
+                self._write_checks(key, obj, wanted)
+                return True
+            if not wanted:  # reserved, and nothing left to wait for
+                self._admit(key, obj)
+                return True
+        decision = policy.decide([c for c in states if c.name in names])
         if decision.action == policy.ADMIT:
             if o.is_true(obj, o.ADMITTED):
                 return False
@@ -55,6 +69,11 @@ class CheckGate:
         if decision.action == policy.RETRY_ACTION:
             return self._retry(key, model, states, decision.message)
         return False
+
+    def _write_checks(self, key: str, obj: Obj, checks: list[policy.CheckState]) -> None:
+        patch = {"status": {"admissionChecks": o.checks_status(checks)}}
+        if write_status(self.ctx, key, o.conditional(patch, obj), "admission-checks"):
+            self.ctx.queues.workloads.add(key)
 
     def _admit(self, key: str, obj: Obj) -> None:
         ctx = self.ctx

@@ -32,6 +32,7 @@ from extender.kube.api.resources import (
     CONFIG,
     LOCAL_QUEUES,
     RESOURCE_FLAVORS,
+    WORKLOADS,
     Resource,
 )
 from extender.kube.controller.context import Context, Ref
@@ -107,6 +108,11 @@ class ConfigReconciler:
         ctx = self.ctx
         if isinstance(model, ClusterQueue):
             ctx.touch_queues(cluster_queues=(model.name,))
+            # Its AdmissionChecks may have changed: reservations waiting for them look again.
+            for holder in ctx.state.admitted_in(model.name):
+                obj = ctx.store.get(WORKLOADS, holder.workload.key)
+                if isinstance(obj, dict) and (obj.get("status") or {}).get("admissionChecks"):
+                    ctx.queues.workloads.add(holder.workload.key)
             unconfigured = ctx.state.fair_sharing_ledger is None
             if (
                 model.admission_fair_sharing
