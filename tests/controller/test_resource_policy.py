@@ -95,23 +95,28 @@ def test_quota_counts_the_credits_each_cpu_costs_and_not_an_excluded_resource(
 ):
     cluster.apply(*queues())
     start_controller(resource_policy=parse(CONFIG).resource_policy)
-    # 1 cpu is 3 credits of 4: the first Job runs, the second waits for credits, not cpu.
-    # Its request for example.com/ignored (which no ClusterQueue covers) is not counted.
-    first, second = (
-        cluster.admin.create(JOBS, job(name), "default") for name in ("first", "second")
-    )
-    eventually(
-        lambda: cluster.get("jobs", "first", "default")["spec"]["suspend"] is False,
-        what="the first Job to start",
-    )
-    wl = cluster.workload_of(first)
+    # 1 cpu is 3 credits of 4: one Job runs, the other waits for credits, not cpu. Their
+    # request for example.com/ignored (which no ClusterQueue covers) is not counted. Created
+    # in the same second, which goes first is their uids' order, as in Kueue.
+    jobs = [cluster.admin.create(JOBS, job(name), "default") for name in ("first", "second")]
+
+    def started() -> list[str]:
+        return [
+            j["metadata"]["name"]
+            for j in jobs
+            if cluster.get("jobs", j["metadata"]["name"], "default")["spec"]["suspend"] is False
+        ]
+
+    [running] = eventually(started, what="one Job to start")
+    ran, held = (jobs[0], jobs[1]) if running == "first" else (jobs[1], jobs[0])
+    wl = cluster.workload_of(ran)
     [assigned] = wl["status"]["admission"]["podSetAssignments"]
     assert assigned["resourceUsage"]["example.com/credits"] == "3"
 
     def waiting() -> str | None:
-        message = condition(cluster.workload_of(second), "QuotaReserved").get("message", "")
+        message = condition(cluster.workload_of(held), "QuotaReserved").get("message", "")
         return message if "example.com/credits" in message else None
 
-    message = eventually(waiting, what="the second Job to wait for credits")
+    message = eventually(waiting, what="the other Job to wait for credits")
     assert "cpu" not in message.split(";")[0]
-    assert cluster.get("jobs", "second", "default")["spec"]["suspend"] is True
+    assert started() == [running]
