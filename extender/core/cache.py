@@ -348,15 +348,17 @@ class Cache:
         selected = self._selected.get(key)
         if selected is None:
             selector = cq.namespace_selector
-            selected = selector is not None and selector.matches(self._namespace_labels(namespace))
+            selected = selector is not None and selector.matches(self.namespace_labels(namespace))
             self._selected[key] = selected
         return selected
 
-    def _namespace_labels(self, name: str) -> dict[str, str]:
+    def namespace_labels(self, name: str) -> dict[str, str]:
+        """A namespace's labels; one not seen yet has the label the API server sets on all."""
         namespace = self.namespaces.get(name)
-        if namespace is None:
-            return {"kubernetes.io/metadata.name": name}
-        return dict(namespace.labels)
+        labels = {} if namespace is None else dict(namespace.labels)
+        # kube-apiserver sets it on every namespace (since v1.21), and it cannot be changed.
+        labels.setdefault("kubernetes.io/metadata.name", name)
+        return labels
 
     def local_queue_of(self, workload: Workload) -> LocalQueue | None:
         """The LocalQueue a workload was submitted to, if it exists."""

@@ -207,6 +207,10 @@ class ClusterState:
         self.queues.delete_local_queue(key)
         self._config_changed()
 
+    def namespace_labels(self, name: str) -> dict[str, str]:
+        """A namespace's labels, for selectors (an unseen one: its name label only)."""
+        return self.cache.namespace_labels(name)
+
     def apply_namespace(self, namespace: Namespace) -> None:
         """Create or update a namespace (its labels feed namespaceSelector)."""
         self.cache.apply_namespace(namespace)

@@ -110,6 +110,9 @@ _DEVICE_SOURCE = {"name": STR, "driver": STR, "deviceSelector": OPAQUE}
 V1BETA2_SCHEMA: dict[str, Any] = {
     "apiVersion": STR,
     "kind": STR,
+    # Not Kueue's: its strict decoder refuses the file, yet its own documentation's example
+    # (opt-in namespace management) carries it; Tower takes it, with a warning.
+    "metadata": OPAQUE,
     "namespace": STR,
     "manageJobsWithoutQueueName": BOOL,
     "managedJobsNamespaceSelector": LABEL_SELECTOR,
@@ -300,6 +303,16 @@ ACTED: dict[str, str] = {
         "usage-based admission fair sharing for ClusterQueues whose admissionScope asks for "
         "it: usageHalfLifeTime, usageSamplingInterval and resourceWeights as Kueue acts on them"
     ),
+    "manageJobsWithoutQueueName": (
+        "python -m webhook --config: a job without a queue-name label in a namespace the "
+        "selector below selects goes to its namespace's LocalQueue `default`; "
+        "python -m certs bootstrap --config points the webhooks at those namespaces"
+    ),
+    "managedJobsNamespaceSelector": (
+        "the namespaces whose jobs are managed at all, labelled or not (Kueue's "
+        "ManagedJobsNamespaceSelectorAlwaysRespected): the webhooks' namespaceSelector, and "
+        "the controller leaves a job elsewhere alone; default: not kube-system, not Tower's own"
+    ),
     "resources.excludeResourcePrefixes": (
         "requests of resources with these prefixes are not counted against quota"
     ),
@@ -325,12 +338,10 @@ def _cfg(path: str, feature: str, advice: str = "", **kw: Any) -> Unacted:
 UNACTED: tuple[Unacted, ...] = (
     _cfg("namespace", "the namespace of Kueue's webhook Service"),
     _cfg(
-        "manageJobsWithoutQueueName",
-        "managing jobs without a queue-name label",
-        "the webhook's --manage-jobs-without-queue-name does it per namespace",
-        counts=lambda v: v is True,
+        "metadata",
+        "not a field of Kueue's Configuration, though its docs' example has one",
+        "ignored; Kueue's strict decoding refuses the file",
     ),
-    _cfg("managedJobsNamespaceSelector", "the namespaces whose jobs are managed"),
     _cfg(
         "internalCertManagement",
         "Kueue's own webhook certificates",
@@ -402,6 +413,22 @@ class SelectorRequirement:
 class LabelSelector:
     match_labels: tuple[tuple[str, str], ...]
     match_expressions: tuple[SelectorRequirement, ...]
+
+    def as_manifest(self) -> dict[str, Any]:
+        """The selector as Kubernetes writes it (a webhook's namespaceSelector)."""
+        manifest: dict[str, Any] = {}
+        if self.match_labels:
+            manifest["matchLabels"] = dict(self.match_labels)
+        if self.match_expressions:
+            manifest["matchExpressions"] = [
+                {
+                    "key": r.key,
+                    "operator": r.operator,
+                    **({"values": list(r.values)} if r.values else {}),
+                }
+                for r in self.match_expressions
+            ]
+        return manifest
 
     def matches(self, labels: Mapping[str, str]) -> bool:
         if any(labels.get(k) != v for k, v in self.match_labels):
@@ -747,16 +774,22 @@ def _resources(get: Callable[[str], Any]) -> Resources | None:
 _OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
 
 
+def default_namespace_selector(namespace: str) -> LabelSelector:
+    """Kueue's managedJobsNamespaceSelector when none is given: not kube-system, not the
+    namespace the manager runs in."""
+    requirement = SelectorRequirement(
+        "kubernetes.io/metadata.name", "NotIn", ("kube-system", namespace)
+    )
+    return LabelSelector((), (requirement,))
+
+
 def _namespace_selector(
     get: Callable[[str], Any], namespace: str, frameworks: tuple[str, ...]
 ) -> LabelSelector:
     path = "managedJobsNamespaceSelector"
     raw = get(path)
-    if raw is None:  # Kueue's default: not kube-system, not its own namespace
-        requirement = SelectorRequirement(
-            "kubernetes.io/metadata.name", "NotIn", ("kube-system", namespace)
-        )
-        return LabelSelector((), (requirement,))
+    if raw is None:
+        return default_namespace_selector(namespace)
     requirements = []
     for i, r in enumerate(raw.get("matchExpressions") or []):
         here = f"{path}.matchExpressions[{i}]"
