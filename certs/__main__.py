@@ -7,6 +7,7 @@ import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -30,6 +31,7 @@ def _parser() -> argparse.ArgumentParser:
         "--certs-dir", default="certs-out", help="where `generate` wrote ca.crt (default certs-out)"
     )
     _integrations_flag(inst)
+    _config_flag(inst)
     boot = commands.add_parser(
         "bootstrap",
         help="in the cluster: keep the webhook's Secret current and inject its caBundle",
@@ -42,6 +44,13 @@ def _parser() -> argparse.ArgumentParser:
     boot.add_argument("--namespace", default="tower-system")
     boot.add_argument("--service", default="tower-webhook")
     boot.add_argument("--secret", default="tower-webhook-tls")
+    _config_flag(boot)
+    boot.add_argument(
+        "--no-certificate",
+        action="store_true",
+        help="leave the certificate and caBundle alone (cert-manager keeps them); with "
+        "--config, only set the webhooks' hooks and namespaceSelector",
+    )
     manifests = commands.add_parser(
         "manifests", help="write the webhook configurations for the in-cluster Service"
     )
@@ -52,7 +61,33 @@ def _parser() -> argparse.ArgumentParser:
         help="write the Helm chart's template instead (templates/webhooks.yaml)",
     )
     _integrations_flag(manifests)
+    _config_flag(manifests)
     return parser
+
+
+def _config_flag(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--config",
+        metavar="FILE",
+        default=None,
+        help="Kueue's Configuration, the controller's --config: its integrations.frameworks "
+        "pick the kinds hooked (--integrations overrides), its managedJobsNamespaceSelector "
+        "the namespaces, and its manageJobsWithoutQueueName whether unlabelled jobs there "
+        "are queued (else only in namespaces labelled "
+        "tower.dev/manage-jobs-without-queue-name=true)",
+    )
+
+
+def _config(path: str | None, namespace: str = "tower-system") -> Any:
+    """The --config file's Configuration (None without one); ValueError: one line."""
+    if path is None:
+        return None
+    from extender.kube.config_file import ConfigFileError, load
+
+    try:
+        return load(path, namespace)
+    except ConfigFileError as err:
+        raise ValueError(str(err)) from None
 
 
 def _integrations_flag(command: argparse.ArgumentParser) -> None:
@@ -75,6 +110,17 @@ def _integrations(value: str | None) -> tuple[str, ...] | None:
         return integrations(value)
     except ValueError as err:
         raise ValueError(f"--integrations {err}") from None
+
+
+def _scope(args: argparse.Namespace) -> tuple[tuple[str, ...] | None, Any]:
+    """The integrations (the flag, else the file's) and the namespaces' scope (the file's)."""
+    from certs.kube import Scope
+
+    config = _config(args.config)
+    integrations = _integrations(args.integrations)
+    if config is None:
+        return integrations, None
+    return integrations or config.integrations, Scope.of(config)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -102,7 +148,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from extender.kube.api.client import load_api_client
 
         if args.command == "manifests":
-            text = kube.manifests(_integrations(args.integrations), helm=args.helm)
+            integrations, scope = _scope(args)
+            text = kube.manifests(integrations, helm=args.helm, scope=scope)
             Path(args.out).write_text(text)
             print(f"wrote {args.out}")
             return 0
@@ -114,11 +161,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                 service=args.service,
                 secret=args.secret,
                 now=datetime.now(UTC),
+                config=_config(args.config, args.namespace),
+                certificate=not args.no_certificate,
             ):
                 print(line)
             return 0
 
-        integrations = _integrations(args.integrations)
+        integrations, scope = _scope(args)
         ca_path = Path(args.certs_dir) / "ca.crt"
         if not ca_path.is_file():
             raise ValueError(
@@ -126,7 +175,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
         ca = ca_path.read_bytes()
         api_client = load_api_client(args.kubeconfig)  # a ConfigError is a ValueError
-        for name in kube.install(api_client, args.url, ca, integrations):
+        for name in kube.install(api_client, args.url, ca, integrations, scope):
             print(f"configured {name} -> {args.url}")
         return 0
     except (ValueError, OSError) as err:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -12,6 +13,7 @@ from kubernetes.client.exceptions import ApiException
 
 from certs import pki
 from extender.core.jobframework import registry
+from extender.core.kueue_config import KueueConfig, LabelSelector, default_namespace_selector
 from extender.kube.api import yaml_text
 
 MUTATING_NAME = "tower-mutating-webhook"
@@ -25,6 +27,8 @@ KUEUE_KINDS = {
     "cohort": "cohorts",
     "workloadpriorityclass": "workloadpriorityclasses",
 }
+SERVICE = ("tower-system", "tower-webhook")
+SECRET = "tower-webhook-tls"
 CONVERTED_CRDS = (
     "clusterqueues.kueue.x-k8s.io",
     "localqueues.kueue.x-k8s.io",
@@ -67,8 +71,8 @@ def _entry(
     ca: bytes | None,
     url: str | None,
     service: tuple[str, str] | None,
-    object_selector: dict[str, Any] | None = None,
-    namespace_selector: dict[str, Any] | None = None,
+    object_selector: dict[str, Any] | None,
+    namespace_selector: dict[str, Any],
 ) -> dict[str, Any]:
     webhook: dict[str, Any] = {
         "name": name,
@@ -84,16 +88,37 @@ def _entry(
     }
     if object_selector is not None:
         webhook["objectSelector"] = object_selector
-    webhook["namespaceSelector"] = namespace_selector or {
-        "matchExpressions": [
-            {
-                "key": "kubernetes.io/metadata.name",
-                "operator": "NotIn",
-                "values": ["kube-system", "tower-system"],
-            }
-        ]
-    }
+    webhook["namespaceSelector"] = namespace_selector
     return webhook
+
+
+DEFAULT_NAMESPACES = default_namespace_selector(SERVICE[0])
+
+
+@dataclass(frozen=True)
+class Scope:
+    """The namespaces the jobs' webhooks see: Kueue's managedJobsNamespaceSelector, and
+    whether unlabelled jobs there are queued (manageJobsWithoutQueueName) or only in the
+    namespaces that also carry tower.dev/manage-jobs-without-queue-name=true."""
+
+    namespaces: LabelSelector = DEFAULT_NAMESPACES
+    unlabelled_everywhere: bool = False
+
+    @classmethod
+    def of(cls, config: KueueConfig) -> Scope:
+        return cls(config.managed_jobs_namespace_selector, config.manage_jobs_without_queue_name)
+
+    def labelled(self) -> dict[str, Any]:
+        return self.namespaces.as_manifest()
+
+    def unlabelled(self) -> dict[str, Any]:
+        """The selector, and (unless every selected namespace is managed) the opt-in label."""
+        manifest = self.namespaces.as_manifest()
+        if not self.unlabelled_everywhere:
+            manifest.setdefault("matchExpressions", []).append(
+                {"key": OPT_IN_LABEL, "operator": "In", "values": ["true"]}
+            )
+        return manifest
 
 
 def webhook_configurations(
@@ -102,28 +127,30 @@ def webhook_configurations(
     url: str | None = None,
     service: tuple[str, str] | None = None,
     integrations: Sequence[str] | None = None,
+    scope: Scope | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """The Mutating and Validating WebhookConfigurations Tower needs: four webhooks for each
     kind of job of these integrations (Kueue's default set when None) that the registry has
     an adapter for, named after its kind (mjob-create.tower.dev), then Kueue's objects.
 
     Unlike Kueue's, the jobs' webhooks select only objects that carry the queue-name
-    label (plus, for namespaces labelled tower.dev/manage-jobs-without-queue-name=true,
-    unlabelled ones), so a webhook outage never blocks jobs Tower does not queue. CREATE
-    fails closed (a queued job must start suspended); UPDATE fails open (the controller
-    re-suspends a job started by hand).
+    label (plus, for namespaces labelled tower.dev/manage-jobs-without-queue-name=true, or
+    every managed namespace with Kueue's manageJobsWithoutQueueName, unlabelled ones), so a
+    webhook outage never blocks jobs Tower does not queue. They see only the namespaces of
+    the scope (Kueue's managedJobsNamespaceSelector). CREATE fails closed (a queued job must
+    start suspended); UPDATE fails open (the controller re-suspends a job started by hand).
     """
+    scope = scope or Scope()
     labelled = {"matchExpressions": [{"key": QUEUE_LABEL, "operator": "Exists"}]}
     unlabelled = {"matchExpressions": [{"key": QUEUE_LABEL, "operator": "DoesNotExist"}]}
-    opted_in = {"matchLabels": {OPT_IN_LABEL: "true"}}
 
     def hook(
         name: str,
         path: str,
         rule: dict[str, Any],
         policy: str,
-        objects: dict[str, Any] | None = None,
-        namespaces: dict[str, Any] | None = None,
+        objects: dict[str, Any] | None,
+        namespaces: dict[str, Any],
     ) -> dict[str, Any]:
         return _entry(name, path, rule, policy, ca_bundle, url, service, objects, namespaces)
 
@@ -136,15 +163,23 @@ def webhook_configurations(
         validate = registry.webhook_path(adapter, "validate")
         create = _rule(group, version, resource, ["CREATE"])
         mutating += [
-            hook(f"m{short}-create.tower.dev", mutate, create, "Fail", labelled),
+            hook(f"m{short}-create.tower.dev", mutate, create, "Fail", labelled, scope.labelled()),
             hook(
                 f"m{short}-update.tower.dev",
                 mutate,
                 _rule(group, version, resource, ["UPDATE"]),
                 "Ignore",
                 labelled,
+                scope.labelled(),
             ),
-            hook(f"m{short}-default-queue.tower.dev", mutate, create, "Fail", unlabelled, opted_in),
+            hook(
+                f"m{short}-default-queue.tower.dev",
+                mutate,
+                create,
+                "Fail",
+                unlabelled,
+                scope.unlabelled(),
+            ),
         ]
         validating.append(
             hook(
@@ -153,6 +188,7 @@ def webhook_configurations(
                 _rule(group, version, resource, ["CREATE", "UPDATE"]),
                 "Ignore",
                 labelled,
+                scope.labelled(),
             )
         )
     for kind, resource in KUEUE_KINDS.items():
@@ -162,7 +198,8 @@ def webhook_configurations(
                 f"/validate-kueue-x-k8s-io-v1beta2-{kind}",
                 _rule("kueue.x-k8s.io", "v1beta2", resource, ["CREATE", "UPDATE"]),
                 "Fail",
-                namespaces={},
+                None,
+                {},
             )
         )
     meta = {"labels": {"app.kubernetes.io/part-of": "tower"}}
@@ -223,12 +260,13 @@ def install(
     url: str,
     ca_bundle: bytes,
     integrations: Sequence[str] | None = None,
+    scope: Scope | None = None,
 ) -> list[str]:
     """Register both webhook configurations against a webhook served at `url`, for the kinds
     of job of these integrations (Kueue's default set when None)."""
     api = client.AdmissionregistrationV1Api(api_client)
     names = []
-    for body in webhook_configurations(ca_bundle, url=url, integrations=integrations):
+    for body in webhook_configurations(ca_bundle, url=url, integrations=integrations, scope=scope):
         _apply(api, body)
         names.append(f"{body['kind']}/{body['metadata']['name']}")
     return names
@@ -333,12 +371,10 @@ def renew_if_needed(
     return True
 
 
-SERVICE = ("tower-system", "tower-webhook")
 GENERATED = (
     "# Generated by `python -m certs manifests --out deploy/default/webhooks.yaml`; do not edit.\n"
     "# The caBundle is injected by `python -m certs bootstrap` (the controller's init container)."
 )
-SECRET = "tower-webhook-tls"
 HELM_TEMPLATE = "deploy/helm/tower/templates/webhooks.yaml"
 HELM_GENERATED = (
     f"# Generated by `python -m certs manifests --helm --out {HELM_TEMPLATE}`;\n"
@@ -353,10 +389,14 @@ _HELM_CA_INJECTION = (
 )
 
 
-def manifests(integrations: Sequence[str] | None = None, *, helm: bool = False) -> str:
+def manifests(
+    integrations: Sequence[str] | None = None, *, helm: bool = False, scope: Scope | None = None
+) -> str:
     """The webhook configurations for the in-cluster Service as a file: deploy/default's, or
     with `helm` the chart's template (cert-manager's CA injection when certManager.enabled)."""
-    documents = webhook_configurations(None, service=SERVICE, integrations=integrations)
+    documents = webhook_configurations(
+        None, service=SERVICE, integrations=integrations, scope=scope
+    )
     text = yaml_text.dump_all(documents, sort_keys=False)
     if not helm:
         return f"{GENERATED}\n{text}"
@@ -377,19 +417,110 @@ def bootstrap(
     service: str = SERVICE[1],
     secret: str = SECRET,
     now: datetime,
+    config: KueueConfig | None = None,
+    certificate: bool = True,
 ) -> list[str]:
     """In the cluster: make sure the Secret holds a certificate for the webhook's Service that
     is not near its end (a new one under the same CA otherwise), and put its CA into both
     webhook configurations and the CRDs' conversion webhooks. Idempotent: run at every start
     of the controller's pod and daily. What it did, in words."""
     did = []
-    if renew_if_needed(api_client, namespace, secret, service_names(namespace, service), now=now):
-        did.append(f"wrote a new serving certificate to Secret {namespace}/{secret}")
-    data = client.CoreV1Api(api_client).read_namespaced_secret(secret, namespace).data or {}
-    ca = base64.b64decode(data["ca.crt"])
-    inject_ca_bundle(api_client, ca)
-    did.append(
-        f"caBundle in {MUTATING_NAME}, {VALIDATING_NAME} and the conversion of "
-        f"{', '.join(CONVERTED_CRDS)}"
-    )
+    if certificate:
+        names = service_names(namespace, service)
+        if renew_if_needed(api_client, namespace, secret, names, now=now):
+            did.append(f"wrote a new serving certificate to Secret {namespace}/{secret}")
+        data = client.CoreV1Api(api_client).read_namespaced_secret(secret, namespace).data or {}
+        ca = base64.b64decode(data["ca.crt"])
+        inject_ca_bundle(api_client, ca)
+        did.append(
+            f"caBundle in {MUTATING_NAME}, {VALIDATING_NAME} and the conversion of "
+            f"{', '.join(CONVERTED_CRDS)}"
+        )
+    if config is not None:
+        did += configure_webhooks(api_client, config, (namespace, service))
     return did
+
+
+def configure_webhooks(
+    api_client: client.ApiClient, config: KueueConfig, service: tuple[str, str] = SERVICE
+) -> list[str]:
+    """Make both webhook configurations hook what Kueue's Configuration manages: a kind of
+    job per enabled integration, in the namespaces of its managedJobsNamespaceSelector, with
+    unlabelled jobs as its manageJobsWithoutQueueName says. A hook kept keeps its other
+    fields (an admin's timeoutSeconds, the injected caBundle); a new one gets the CA of the
+    hooks already there. The write is guarded by the resourceVersion read. What it changed,
+    in words (nothing when all was as wanted)."""
+    admission = client.AdmissionregistrationV1Api(api_client)
+    wanted = webhook_configurations(
+        None, service=service, integrations=config.integrations, scope=Scope.of(config)
+    )
+    did = []
+    for body, read, patch in (
+        (
+            wanted[0],
+            admission.read_mutating_webhook_configuration,
+            admission.patch_mutating_webhook_configuration,
+        ),
+        (
+            wanted[1],
+            admission.read_validating_webhook_configuration,
+            admission.patch_validating_webhook_configuration,
+        ),
+    ):
+        name = body["metadata"]["name"]
+        try:
+            current = api_client.sanitize_for_serialization(read(name))
+        except ApiException as err:
+            if err.status != 404:
+                raise
+            did.append(f"{name} is not installed: its hooks are set when it is")
+            continue
+        hooks, changes = _reconciled_hooks(current.get("webhooks") or [], body["webhooks"])
+        if not changes:
+            continue
+        patch(
+            name,
+            [
+                {
+                    "op": "test",
+                    "path": "/metadata/resourceVersion",
+                    "value": current["metadata"]["resourceVersion"],
+                },
+                {"op": "add", "path": "/webhooks", "value": hooks},
+            ],
+        )
+        did.append(f"{name}: {'; '.join(changes)}")
+    return did
+
+
+def _reconciled_hooks(
+    current: Sequence[Mapping[str, Any]], wanted: Sequence[Mapping[str, Any]]
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """The hooks to keep, in the wanted order, and what changed, in words."""
+    have = {h["name"]: h for h in current}
+    bundles = (h.get("clientConfig", {}).get("caBundle") for h in current)
+    bundle = next((b for b in bundles if b), None)
+    hooks: list[dict[str, Any]] = []
+    changes: list[str] = []
+    for hook in wanted:
+        old = have.get(hook["name"])
+        if old is None:
+            new = dict(hook)
+            if bundle is not None:
+                new["clientConfig"] = {**hook["clientConfig"], "caBundle": bundle}
+            changes.append(f"added {hook['name']}")
+        else:
+            new = dict(old)
+            if old.get("namespaceSelector") != hook["namespaceSelector"]:
+                new["namespaceSelector"] = hook["namespaceSelector"]
+                changes.append(f"namespaceSelector of {hook['name']}")
+        hooks.append(new)
+    wanted_names = {h["name"] for h in wanted}
+    for name in have:
+        if name not in wanted_names and name.endswith(".tower.dev"):
+            changes.append(f"removed {name} (its integration is not enabled)")
+    # A hook an admin added that is not Tower's stays, last.
+    hooks += [
+        dict(h) for n, h in have.items() if n not in wanted_names and not n.endswith(".tower.dev")
+    ]
+    return hooks, changes

@@ -8,7 +8,12 @@ from typing import Any
 
 import yaml
 
-from extender.core.kueue_config import ConfigError, KueueConfig, parse
+from extender.core.kueue_config import (
+    ConfigError,
+    KueueConfig,
+    default_namespace_selector,
+    parse,
+)
 from extender.core.resource_policy import ResourcePolicy
 
 _Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -27,6 +32,7 @@ TOWER_DEFAULTS: dict[str, Any] = {
     "wait_for_pods_ready": None,  # off: Tower's behaviour without a Configuration
     "resource_policy": ResourcePolicy(),  # requests as the pods ask for them
     "admission_fair_sharing": None,  # off
+    "managed_namespaces": None,  # Kueue's default, with Tower's namespace (settle)
 }
 
 
@@ -34,8 +40,9 @@ class ConfigFileError(Exception):
     """A --config file Tower cannot use; its message is the one line to print."""
 
 
-def load(path: str) -> KueueConfig:
-    """The Configuration in the file at `path`, or ConfigFileError naming the field."""
+def load(path: str, namespace: str | None = None) -> KueueConfig:
+    """The Configuration in the file at `path`, or ConfigFileError naming the field.
+    `namespace` is Tower's own (default: POD_NAMESPACE), where the file names none."""
     try:
         with open(path, encoding="utf-8") as handle:
             doc = yaml.load(handle, Loader=_Loader)
@@ -47,7 +54,7 @@ def load(path: str) -> KueueConfig:
         problem = getattr(err, "problem", None) or str(err).splitlines()[0]
         raise ConfigFileError(f"--config {path}: not YAML: {problem}{at}") from None
     try:
-        return parse(doc, namespace=os.environ.get("POD_NAMESPACE"))
+        return parse(doc, namespace=namespace or os.environ.get("POD_NAMESPACE"))
     except ConfigError as err:
         raise ConfigFileError(f"--config {path}: {err}") from None
 
@@ -68,6 +75,7 @@ def from_file(config: KueueConfig) -> dict[str, Any]:
         "wait_for_pods_ready": config.wait_for_pods_ready,
         "resource_policy": config.resource_policy,
         "admission_fair_sharing": config.admission_fair_sharing,
+        "managed_namespaces": config.managed_jobs_namespace_selector,
     }
     if lease.resource_namespace is not None:  # else the pod's namespace, as in Kueue
         values["leader_election_namespace"] = lease.resource_namespace
@@ -80,7 +88,9 @@ def settle(args: argparse.Namespace) -> list[str]:
     file's warnings, one line each, or raises ConfigFileError."""
     warnings: list[str] = []
     fallback: dict[str, Any] = dict(TOWER_DEFAULTS)
-    fallback["leader_election_namespace"] = os.environ.get("POD_NAMESPACE") or "tower-system"
+    own = os.environ.get("POD_NAMESPACE") or "tower-system"
+    fallback["leader_election_namespace"] = own
+    fallback["managed_namespaces"] = default_namespace_selector(own)
     if args.config:
         config = load(args.config)
         fallback.update(from_file(config))

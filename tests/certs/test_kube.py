@@ -6,9 +6,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import ClassVar
 
 import pytest
+import yaml
 from kubernetes import client
 
 from certs import kube
+from extender.core.kueue_config import parse
 from tests.fixtures import load
 
 CA = b"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
@@ -25,9 +27,22 @@ def test_job_webhooks_select_only_queued_objects():
     assert create["rules"][0]["operations"] == ["CREATE"]
     update = next(w for w in mutating["webhooks"] if w["name"] == "mjob-update.tower.dev")
     assert update["failurePolicy"] == "Ignore"
+    not_system = {
+        "key": "kubernetes.io/metadata.name",
+        "operator": "NotIn",
+        "values": ["kube-system", "tower-system"],
+    }
+    assert create["namespaceSelector"] == {"matchExpressions": [not_system]}
     opt_in = next(w for w in mutating["webhooks"] if w["name"] == "mjob-default-queue.tower.dev")
     assert opt_in["namespaceSelector"] == {
-        "matchLabels": {"tower.dev/manage-jobs-without-queue-name": "true"}
+        "matchExpressions": [
+            not_system,
+            {
+                "key": "tower.dev/manage-jobs-without-queue-name",
+                "operator": "In",
+                "values": ["true"],
+            },
+        ]
     }
     paths = {w["clientConfig"]["url"].rsplit("/", 1)[1] for w in validating["webhooks"]}
     assert "validate-kueue-x-k8s-io-v1beta2-clusterqueue" in paths
@@ -292,3 +307,125 @@ def test_renewal_keeps_the_ca_and_replaces_an_expiring_certificate(api):
     hooks = FakeAPI.store[f"{BASE}/mutatingwebhookconfigurations/tower-mutating-webhook"]
     assert hooks["webhooks"][0]["clientConfig"]["caBundle"] == second["ca.crt"]
     assert base64.b64decode(second["ca.crt"]).startswith(b"-----BEGIN CERTIFICATE-----")
+
+
+def _config(text: str):
+    return parse(yaml.safe_load(text), namespace="tower-system")
+
+
+def test_the_configurations_namespaces_scope_every_jobs_hook():
+    """managedJobsNamespaceSelector is every job hook's namespaceSelector (Kueue respects it
+    for labelled jobs too); manageJobsWithoutQueueName drops Tower's opt-in label."""
+    config = _config(
+        "apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\n"
+        "manageJobsWithoutQueueName: true\n"
+        "managedJobsNamespaceSelector:\n  matchLabels: {managed-by-kueue: 'true'}\n"
+    )
+    mutating, validating = kube.webhook_configurations(
+        CA, url="https://x", integrations=config.integrations, scope=kube.Scope.of(config)
+    )
+    selected = {"matchLabels": {"managed-by-kueue": "true"}}
+    for hook in mutating["webhooks"] + validating["webhooks"]:
+        if hook["name"].startswith(("mjob", "vjob")):
+            assert hook["namespaceSelector"] == selected, hook["name"]
+        else:  # Kueue's own objects are checked in every namespace
+            assert hook["namespaceSelector"] == {}, hook["name"]
+    # Without manageJobsWithoutQueueName, unlabelled jobs need the opt-in label as well.
+    quiet = _config(
+        "apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\n"
+        "managedJobsNamespaceSelector:\n  matchLabels: {managed-by-kueue: 'true'}\n"
+    )
+    mutating, _ = kube.webhook_configurations(CA, url="https://x", scope=kube.Scope.of(quiet))
+    default_queue = next(
+        h for h in mutating["webhooks"] if h["name"].endswith("default-queue.tower.dev")
+    )
+    assert default_queue["namespaceSelector"] == {
+        "matchLabels": {"managed-by-kueue": "true"},
+        "matchExpressions": [
+            {
+                "key": "tower.dev/manage-jobs-without-queue-name",
+                "operator": "In",
+                "values": ["true"],
+            }
+        ],
+    }
+
+
+@pytest.mark.parametrize(
+    ("current", "wanted", "hooks", "changes"),
+    [
+        pytest.param(
+            [{"name": "a.tower.dev", "namespaceSelector": {}, "timeoutSeconds": 9}],
+            [{"name": "a.tower.dev", "namespaceSelector": {"matchLabels": {"x": "y"}}}],
+            [
+                {
+                    "name": "a.tower.dev",
+                    "namespaceSelector": {"matchLabels": {"x": "y"}},
+                    "timeoutSeconds": 9,
+                }
+            ],
+            ["namespaceSelector of a.tower.dev"],
+            id="a selector changes, an admin's timeout stays",
+        ),
+        pytest.param(
+            [
+                {
+                    "name": "a.tower.dev",
+                    "namespaceSelector": {},
+                    "clientConfig": {"caBundle": "Q0E="},
+                }
+            ],
+            [
+                {"name": "a.tower.dev", "namespaceSelector": {}, "clientConfig": {}},
+                {"name": "b.tower.dev", "namespaceSelector": {}, "clientConfig": {"url": "u"}},
+            ],
+            [
+                {
+                    "name": "a.tower.dev",
+                    "namespaceSelector": {},
+                    "clientConfig": {"caBundle": "Q0E="},
+                },
+                {
+                    "name": "b.tower.dev",
+                    "namespaceSelector": {},
+                    "clientConfig": {"url": "u", "caBundle": "Q0E="},
+                },
+            ],
+            ["added b.tower.dev"],
+            id="a new integration's hook gets the CA of the others",
+        ),
+        pytest.param(
+            [
+                {"name": "old.tower.dev"},
+                {"name": "theirs.example.com"},
+                {"name": "a.tower.dev", "namespaceSelector": {}},
+            ],
+            [{"name": "a.tower.dev", "namespaceSelector": {}}],
+            [{"name": "a.tower.dev", "namespaceSelector": {}}, {"name": "theirs.example.com"}],
+            ["removed old.tower.dev (its integration is not enabled)"],
+            id="a disabled integration's hook goes, another's hook stays",
+        ),
+        pytest.param(
+            [{"name": "a.tower.dev", "namespaceSelector": {}}],
+            [{"name": "a.tower.dev", "namespaceSelector": {}}],
+            [{"name": "a.tower.dev", "namespaceSelector": {}}],
+            [],
+            id="nothing to do",
+        ),
+    ],
+)
+def test_reconciled_hooks(current, wanted, hooks, changes):
+    assert kube._reconciled_hooks(current, wanted) == (hooks, changes)
+
+
+def test_a_bad_config_file_is_one_line_and_exit_2(tmp_path, capsys):
+    from certs.__main__ import main
+
+    bad = tmp_path / "config.yaml"
+    bad.write_text(
+        "apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\nmanageJobsWithoutQueueName: yes please\n"
+    )
+    assert main(["manifests", "--out", str(tmp_path / "w.yaml"), "--config", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: --config {bad}: manageJobsWithoutQueueName")
+    assert err.count("\n") == 1

@@ -154,8 +154,17 @@ def test_every_verb_granted_is_used_and_every_verb_used_is_granted(cluster, webh
     ):
         cluster.api.faults.append(Fault(method, plural, sub, first_attempt_only=True))
     # The bootstrap as the controller: the Secret created (with a CA of its own)...
-    bootstrap = [sys.executable, "-m", "certs", "bootstrap", "--kubeconfig"]
-    subprocess.run([*bootstrap, cluster.controller_config], cwd=ROOT, check=True, timeout=60)
+    # With Kueue's Configuration, as deploy/ runs it: the webhooks' namespaces are set too.
+    config = cluster.tmp / "controller_manager_config.yaml"
+    config.write_text(
+        "apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\n"
+        "manageJobsWithoutQueueName: true\n"
+        "integrations: {frameworks: [batch/job, jobset.x-k8s.io/jobset]}\n"
+    )
+    bootstrap = [sys.executable, "-m", "certs", "bootstrap", "--config", str(config)]
+    subprocess.run(
+        [*bootstrap, "--kubeconfig", cluster.controller_config], cwd=ROOT, check=True, timeout=60
+    )
     # ...replaced by the test webhook's own certificates (the admin, as for a migration)...
     certs = webhook.certs
     certs_kube.write_secret(
