@@ -143,10 +143,21 @@ def parser() -> argparse.ArgumentParser:
         f"(default {DEFAULT_CONTROLLER})",
     )
     p.add_argument(
+        "--config",
+        metavar="FILE",
+        default=env("TOWER_CONFIG"),
+        help="Kueue's Configuration file, the controller's --config: its "
+        "integrations.frameworks and manageJobsWithoutQueueName are acted on here (the "
+        "namespaces come from its managedJobsNamespaceSelector, which `python -m certs "
+        "bootstrap --config` writes into the webhooks' namespaceSelector); a flag given "
+        "overrides the file [TOWER_CONFIG]",
+    )
+    p.add_argument(
         "--manage-jobs-without-queue-name",
-        default=default("manage-jobs-without-queue-name", ""),
+        default=env("TOWER_WEBHOOK_MANAGE_JOBS_WITHOUT_QUEUE_NAME"),
         help="comma-separated namespaces (or *) whose unlabelled Jobs go to LocalQueue "
-        "'default' [TOWER_WEBHOOK_MANAGE_JOBS_WITHOUT_QUEUE_NAME]",
+        "'default' [TOWER_WEBHOOK_MANAGE_JOBS_WITHOUT_QUEUE_NAME] (default: * when the "
+        "--config file says manageJobsWithoutQueueName: true, else none)",
     )
     p.add_argument(
         "--unmanaged-namespaces",
@@ -173,14 +184,30 @@ def parser() -> argparse.ArgumentParser:
 
 
 def from_args(argv: Sequence[str] | None = None) -> Settings:
-    """Settings from the command line and environment."""
-    args = parser().parse_args(argv)
+    """Settings from the command line and environment, then the --config file; a file
+    Tower cannot use exits 2 with one line naming the field."""
+    p = parser()
+    args = p.parse_args(argv)
     controllers = args.controller_username or sorted(
         _csv(os.environ.get("TOWER_WEBHOOK_CONTROLLER_USERNAME", DEFAULT_CONTROLLER))
     )
+    integrations, unlabelled = args.integrations, args.manage_jobs_without_queue_name
+    if args.config:
+        from extender.kube.config_file import ConfigFileError, load
+
+        try:
+            config = load(args.config)
+        except ConfigFileError as err:
+            p.exit(2, f"error: {err}\n")
+        if integrations is None:
+            integrations = config.integrations
+        if unlabelled is None:
+            # The namespaces are the API server's to pick: the hooks' namespaceSelector is
+            # the file's managedJobsNamespaceSelector (python -m certs bootstrap --config).
+            unlabelled = "*" if config.manage_jobs_without_queue_name else ""
     return Settings(
         controller_usernames=frozenset(controllers),
-        manage_jobs_without_queue_name=_csv(args.manage_jobs_without_queue_name),
+        manage_jobs_without_queue_name=_csv(unlabelled or ""),
         unmanaged_namespaces=_csv(args.unmanaged_namespaces),
         max_body_bytes=args.max_body_bytes,
         port=args.port,
@@ -189,5 +216,5 @@ def from_args(argv: Sequence[str] | None = None) -> Settings:
         workers=args.workers,
         threads=args.threads,
         bind_address=args.bind_address,
-        integrations=args.integrations,
+        integrations=integrations,
     )

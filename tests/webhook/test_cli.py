@@ -151,3 +151,42 @@ def test_a_certificate_and_key_that_do_not_load_are_one_line_not_a_failing_serve
         f"error: --tls-cert-file {cert} and --tls-private-key-file {other / 'tls.key'} are not "
         "a PEM certificate and its key: [X509: KEY_VALUES_MISMATCH] key values mismatch"
     )
+
+
+CONFIG = (
+    "apiVersion: config.kueue.x-k8s.io/v1beta2\n"
+    "kind: Configuration\n"
+    "manageJobsWithoutQueueName: true\n"
+    "integrations:\n"
+    "  frameworks: [batch/job]\n"
+)
+
+
+def test_the_config_file_sets_what_no_flag_gave(tmp_path, monkeypatch):
+    """Kueue's Configuration, the controller's file: manageJobsWithoutQueueName manages
+    every namespace the API server sends (the hooks' namespaceSelector picks them) and
+    integrations.frameworks the kinds; a flag or its variable still wins."""
+    monkeypatch.delenv("TOWER_INTEGRATIONS", raising=False)
+    monkeypatch.delenv("TOWER_WEBHOOK_MANAGE_JOBS_WITHOUT_QUEUE_NAME", raising=False)
+    config = tmp_path / "config.yaml"
+    config.write_text(CONFIG)
+    settings = from_args(["--config", str(config)])
+    assert settings.manage_jobs_without_queue_name == {"*"}
+    assert settings.integrations == ("batch/job",)
+    assert settings.manages_unlabelled("team-a")
+    assert not settings.manages_unlabelled("kube-system")  # --unmanaged-namespaces still hold
+    assert not settings.manages("jobset.x-k8s.io/jobset")
+    flagged = from_args(["--config", str(config), "--manage-jobs-without-queue-name", "team-b"])
+    assert flagged.manage_jobs_without_queue_name == {"team-b"}
+    monkeypatch.setenv("TOWER_CONFIG", str(config))
+    assert from_args([]).manage_jobs_without_queue_name == {"*"}  # the controller's variable
+
+
+def test_a_bad_config_file_is_one_line_and_exit_2(tmp_path, tls_flags):
+    config = tmp_path / "config.yaml"
+    config.write_text(CONFIG.replace("batch/job", "batch/jobs"))
+    proc = run_webhook(*tls_flags, "--config", str(config))
+    assert proc.returncode == 2
+    assert proc.stderr.startswith(f"error: --config {config}: integrations.frameworks[0]: ")
+    assert proc.stderr.count("\n") == 1
+    assert "Traceback" not in proc.stderr
