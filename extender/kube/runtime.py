@@ -482,6 +482,7 @@ def _serve(
         wait_for_pods_ready=args.wait_for_pods_ready,
         resource_policy=args.resource_policy,
         admission_fair_sharing=args.admission_fair_sharing,
+        managed_namespaces=args.managed_namespaces,
     )
     try:
         while not stop.is_set():

@@ -21,6 +21,7 @@ from extender.core.models import (
     ClusterQueue,
     Cohort,
     LocalQueue,
+    Namespace,
     ResourceFlavor,
 )
 from extender.core.parse import ManifestError
@@ -31,6 +32,7 @@ from extender.kube.api.resources import (
     COHORTS,
     CONFIG,
     LOCAL_QUEUES,
+    NAMESPACES,
     RESOURCE_FLAVORS,
     WORKLOADS,
     Resource,
@@ -57,8 +59,11 @@ class ConfigReconciler:
         self.mark_pending = mark_pending
         self.builder = StateBuilder(ctx.state)
         self._failed: set[str] = set()
+        self._managed: dict[str, bool] = {}  # namespace -> in managedJobsNamespaceSelector
+        self._namespaces: list[str] = []  # applied in this batch
 
-    def reconcile_batch(self, refs: Iterable[Ref]) -> None:
+    def reconcile_batch(self, refs: Iterable[Ref], *, rebuild: bool = False) -> None:
+        """Apply these objects together. In the `rebuild` every job is looked at after."""
         ctx = self.ctx
         changed = False
         with self.builder.batch():
@@ -83,6 +88,9 @@ class ConfigReconciler:
                     self._seed_fair_sharing(model.key, obj)
                 self._touched(model, key)
                 changed = True
+        for name in self._namespaces:
+            self._namespace_touched(name, rebuild)
+        self._namespaces.clear()
         if changed:
             self.remark_inadmissible()
             ctx.reschedule()
@@ -129,10 +137,29 @@ class ConfigReconciler:
             ctx.touch_queues(local_queues=(model.key,), cluster_queues=(model.cluster_queue,))
         elif isinstance(model, ResourceFlavor | Cohort | AdmissionCheck):
             ctx.touch_queues(cluster_queues=ctx.state.cluster_queue_names())
+        elif isinstance(model, Namespace):
+            self._namespaces.append(model.name)  # looked at when the batch takes effect
+
+    def _namespace_touched(self, name: str, rebuild: bool) -> None:
+        """A namespace that comes into managedJobsNamespaceSelector has its queued jobs
+        looked at (their Workloads are made); one that leaves it keeps what it has. A new
+        namespace counts as coming in: its jobs' events may have come before its own."""
+        managed = self.ctx.manages_namespace(name)
+        before = self._managed.get(name)
+        self._managed[name] = managed
+        if rebuild or not managed or before:
+            return  # the rebuild looks at every job; else no change that matters
+        prefix = f"{name}/"
+        for resource in self.ctx.job_resources:
+            for key in self.ctx.store.keys(resource):
+                if key.startswith(prefix):
+                    self.ctx.queues.jobs.add((resource.plural, key))
 
     def _delete(self, resource: Resource, key: str) -> None:
         ctx = self.ctx
         self._failed.discard(f"{resource.plural}/{key}")
+        if resource is NAMESPACES:
+            self._managed.pop(key, None)
         old = self.builder.delete(resource.kind, key)
         if resource in (RESOURCE_FLAVORS, COHORTS, ADMISSION_CHECKS):
             ctx.touch_queues(cluster_queues=ctx.state.cluster_queue_names())

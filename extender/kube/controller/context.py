@@ -13,7 +13,7 @@ from typing import Any
 
 from extender.core.admission_fair_sharing import AfsConfig
 from extender.core.cycle import ClusterState
-from extender.core.kueue_config import WaitForPodsReady
+from extender.core.kueue_config import LabelSelector, WaitForPodsReady, default_namespace_selector
 from extender.core.resource_policy import ResourcePolicy
 from extender.kube.api.client import ApiError, KubeClient, KubeError
 from extender.kube.api.events import Recorder
@@ -29,6 +29,9 @@ log = logging.getLogger("tower.controller")
 
 Obj = dict[str, Any]
 Ref = tuple[str, str]  # (plural, key): an object of some resource
+
+
+DEFAULT_MANAGED_NAMESPACES = default_namespace_selector("tower-system")
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +59,9 @@ class Settings:
     admission_fair_sharing: AfsConfig | None = None
     # Kueue's resources.excludeResourcePrefixes and transformations, from the --config file.
     resource_policy: ResourcePolicy = field(default_factory=ResourcePolicy)
+    # Kueue's managedJobsNamespaceSelector: a job in another namespace is left alone, queue
+    # label or not (Kueue's ManagedJobsNamespaceSelectorAlwaysRespected, GA in v0.19).
+    managed_namespaces: LabelSelector = DEFAULT_MANAGED_NAMESPACES
 
 
 @dataclass(slots=True)
@@ -258,6 +264,10 @@ class Context:
             self.event(job.as_object(), kind, reason, message)
 
     # ----- relations -------------------------------------------------------------------
+
+    def manages_namespace(self, namespace: str) -> bool:
+        """Whether jobs of this namespace are Tower's (managedJobsNamespaceSelector)."""
+        return self.settings.managed_namespaces.matches(self.state.namespace_labels(namespace))
 
     def owner_of(self, workload: Obj) -> tuple[Resource, str, str] | None:
         """(resource, job key, uid) of the job of a managed kind that controls a Workload."""

@@ -75,7 +75,7 @@ class JobReconciler:
             return False
         workload = self.ctx.store.get(WORKLOADS, workload_key(job))
         if workload is None:
-            return True
+            return self.ctx.manages_namespace(job.namespace)
         if job.finished is not None:
             return not o.is_true(workload, o.FINISHED)
         if holds_quota(workload):
@@ -105,6 +105,10 @@ class JobReconciler:
             return None  # not queued (a JobSet's child Jobs are queued as the JobSet)
         wl_key = workload_key(job)
         workload = ctx.store.get(WORKLOADS, wl_key)
+        if workload is None and not ctx.manages_namespace(job.namespace):
+            # Outside managedJobsNamespaceSelector the job is not Tower's, label or not (as
+            # in Kueue); one whose Workload exists is followed to its end all the same.
+            return None
         log.debug(
             "reconcile %s %s rv=%s suspended=%s finished=%s workload=%s",
             job.kind,

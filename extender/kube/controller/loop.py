@@ -252,7 +252,8 @@ class Controller:
         one holds its quota again) before the first cycle; then the Jobs."""
         ctx = self.ctx
         store = ctx.store
-        self.config.reconcile_batch([(r.plural, key) for r in CONFIG for key in store.keys(r)])
+        refs = [(r.plural, key) for r in CONFIG for key in store.keys(r)]
+        self.config.reconcile_batch(refs, rebuild=True)
         for key in store.keys(WORKLOADS):
             self._one(ctx.queues.workloads, "workloads", self.workloads.reconcile, key)
         for resource in self.cache.job_resources:
