@@ -61,7 +61,15 @@ def test_values_change_what_they_say():
 def test_cert_manager_replaces_the_bootstrap():
     objs = template(CHART, {"certManager": {"enabled": True}})
     controller = one(objs, "Deployment", "tower-controller")["spec"]["template"]["spec"]
-    assert "initContainers" not in controller
+    # The init container no longer touches the certificate; it still sets the webhooks'
+    # namespaces from Kueue's Configuration.
+    assert controller["initContainers"][0]["args"] == [
+        "certs",
+        "bootstrap",
+        "--no-certificate",
+        "--config",
+        "/etc/tower/config/controller_manager_config.yaml",
+    ]
     assert not [o for o in objs if o["kind"] == "CronJob"]
     certificate = one(objs, "Certificate", "tower-webhook")
     assert certificate["spec"]["secretName"] == "tower-webhook-tls"

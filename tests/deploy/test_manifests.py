@@ -137,15 +137,32 @@ def test_the_deployments_are_replicated_and_hardened(rendered, name):
 
 def test_the_controller_keeps_the_certificate_and_the_webhook_serves_it(rendered):
     controller = one(rendered, "Deployment", "tower-controller")["spec"]["template"]["spec"]
-    assert controller["initContainers"][0]["args"] == ["certs", "bootstrap"]
+    # The bootstrap reads the Configuration for the webhooks' namespaces (the ConfigMap).
+    config = "/etc/tower/config/controller_manager_config.yaml"
+    assert controller["initContainers"][0]["args"] == ["certs", "bootstrap", "--config", config]
+    mounts = controller["initContainers"][0]["volumeMounts"]
+    assert mounts == [
+        {"name": "manager-config", "mountPath": "/etc/tower/config", "readOnly": True}
+    ]
     cron = one(rendered, "CronJob", "tower-certs")["spec"]["jobTemplate"]["spec"]["template"]
-    assert cron["spec"]["containers"][0]["args"] == ["certs", "bootstrap"]
+    assert cron["spec"]["containers"][0]["args"] == ["certs", "bootstrap", "--config", config]
+    volume = cron["spec"]["volumes"][0]
+    assert volume == {"name": "manager-config", "configMap": {"name": "tower-manager-config"}}
     webhook = one(rendered, "Deployment", "tower-webhook")["spec"]["template"]["spec"]
     secret = next(v for v in webhook["volumes"] if v["name"] == "certs")["secret"]
     assert secret["secretName"] == certs_kube.SECRET
     env = {e["name"]: e.get("value") for e in webhook["containers"][0]["env"]}
     assert env["TOWER_WEBHOOK_CONTROLLER_USERNAME"] == (
         "system:serviceaccount:tower-system:tower-controller"
+    )
+    # The webhook reads the same file as the controller, from the same ConfigMap.
+    assert env["TOWER_CONFIG"] == config
+    mount = next(
+        m for m in webhook["containers"][0]["volumeMounts"] if m["name"] == "manager-config"
+    )
+    assert config.startswith(mount["mountPath"] + "/")
+    assert {"name": "manager-config", "configMap": {"name": "tower-manager-config"}} in (
+        webhook["volumes"]
     )
     service = one(rendered, "Service", "tower-webhook")
     assert service["spec"]["ports"] == [{"name": "https", "port": 443, "targetPort": "https"}]
