@@ -338,3 +338,58 @@ def test_help_says_a_flag_overrides_the_file():
     )
     assert proc.returncode == 0
     assert "a flag given overrides the file" in " ".join(proc.stdout.split())
+
+
+def test_the_managed_namespaces_default_to_all_but_the_system_and_towers_own(monkeypatch):
+    """Without a file, and with a file silent on it: Kueue's default selector, with the
+    namespace Tower runs in (POD_NAMESPACE) where Kueue has its own."""
+    monkeypatch.setenv("POD_NAMESPACE", "tower-ops")
+    args = args_of()
+    settle(args)
+    assert args.managed_namespaces.as_manifest() == {
+        "matchExpressions": [
+            {
+                "key": "kubernetes.io/metadata.name",
+                "operator": "NotIn",
+                "values": ["kube-system", "tower-ops"],
+            }
+        ]
+    }
+
+
+def test_the_files_selector_and_its_example_metadata(tmp_path):
+    """Kueue's opt-in page's example carries `metadata`, which Kueue's strict decoding
+    refuses: Tower takes the file and says in one line that it ignores it."""
+    path = write(
+        tmp_path,
+        textwrap.dedent(
+            """\
+            apiVersion: config.kueue.x-k8s.io/v1beta2
+            kind: Configuration
+            metadata:
+              name: config
+              namespace: kueue-system
+            manageJobsWithoutQueueName: true
+            managedJobsNamespaceSelector:
+              matchExpressions:
+              - key: kubernetes.io/metadata.name
+                operator: In
+                values: [ production, training, inference ]
+            """
+        ),
+    )
+    args = args_of("--config", path)
+    warnings = settle(args)
+    assert args.managed_namespaces.matches({"kubernetes.io/metadata.name": "training"})
+    assert not args.managed_namespaces.matches({"kubernetes.io/metadata.name": "default"})
+    assert args.managed_namespaces.as_manifest()["matchExpressions"][0]["values"] == [
+        "production",
+        "training",
+        "inference",
+    ]
+    assert [w for w in warnings if "metadata" in w] == [
+        f"Configuration {path}: metadata (not a field of Kueue's Configuration, though its "
+        "docs' example has one) is not acted on by Tower; ignored; Kueue's strict decoding "
+        "refuses the file"
+    ]
+    assert not [w for w in warnings if "manageJobsWithoutQueueName" in w]  # acted on now
