@@ -50,3 +50,38 @@ def event_reasons(api: Any, namespace: str = "default") -> set[tuple[str, str, s
         (e["involvedObject"]["kind"], e["involvedObject"]["name"], e["reason"])
         for e in api.list("events", namespace)
     }
+
+
+def admitted_or_why(workload: Any) -> str | None:
+    """ "admitted" for an Admitted Workload, its QuotaReserved=False message for a waiting
+    one, None while neither is said yet."""
+    conditions = {
+        c.get("type"): c for c in ((workload or {}).get("status") or {}).get("conditions") or []
+    }
+    if (conditions.get("Admitted") or {}).get("status") == "True":
+        return "admitted"
+    reserved = conditions.get("QuotaReserved") or {}
+    if reserved.get("status") == "False" and reserved.get("message"):
+        return str(reserved["message"])
+    return None
+
+
+def until_one_waits(
+    make: Callable[[int], T],
+    workload_of: Callable[[T], Any],
+    *,
+    most: int = 9,
+    timeout: float = DEFAULT_TIMEOUT,
+) -> tuple[T, str]:
+    """Make copies (1, 2, ...) until one is not admitted: that copy and the reason its
+    Workload gives. Fails if `most` copies were all admitted."""
+    for i in range(1, most + 1):
+        made = make(i)
+        outcome = wait_until(
+            lambda made=made: admitted_or_why(workload_of(made)),
+            what=f"copy {i} admitted or told why not",
+            timeout=timeout,
+        )
+        if outcome != "admitted":
+            return made, outcome
+    raise AssertionError(f"{most} copies were all admitted: the quota never ran out")

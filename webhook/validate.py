@@ -44,6 +44,14 @@ def validate_job(request: Mapping[str, Any], kind: JobAdapter | tuple[str, str])
             f"{_LABEL_PATH}: {raw!r} is not a valid LocalQueue name (a DNS-1123 label: lowercase "
             "letters, digits and '-', at most 63 characters)",
         )
+    if request.get("operation") == "CREATE" and queue is not None and not adapter.is_child(obj):
+        # A queued job whose podSets cannot be read would wait forever: refused now, as
+        # Kueue's webhooks refuse it (a RayJob that keeps its cluster, a TFJob's unknown
+        # replica type). The controller says the same in an Event if this hook was down.
+        try:
+            adapter.pod_sets(obj)
+        except parse.ManifestError as err:
+            return deny(uid, f"{adapter.kind} {_name(obj)}: {err.path}: {err.message}")
     if request.get("operation") == "UPDATE":
         old = request.get("oldObject")
         old_queue = queue_name_of(old) if isinstance(old, Mapping) else None

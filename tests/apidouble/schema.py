@@ -43,9 +43,11 @@ def validate(obj: Any, schema: dict[str, Any], path: str = "") -> list[str]:
         return errors
     if schema.get("x-kubernetes-int-or-string"):
         if isinstance(obj, bool) or not isinstance(obj, int | str):
+            # kube-apiserver v1.32's words, e.g. for `cpu: 0.5` in a CRD's pod template.
+            got = _type_name(obj)
             errors.append(
-                f'{where}: Invalid value: "{type(obj).__name__}": {where} in body '
-                "must be of type int-or-string"
+                f'{where}: Invalid value: "{got}": {where} in body '
+                f'must be of type integer,string: "{got}"'
             )
         return errors
     kind = schema.get("type")
@@ -140,6 +142,6 @@ def _join(path: str, name: str) -> str:
 
 
 def _type_name(value: Any) -> str:
-    return {dict: "object", list: "array", str: "string", bool: "boolean"}.get(
+    return {dict: "object", list: "array", str: "string", bool: "boolean", float: "number"}.get(
         type(value), type(value).__name__
     )

@@ -8,11 +8,14 @@ this machine; for kind, `https://<docker bridge IP>:9443`).
 
 from __future__ import annotations
 
+import ipaddress
 import os
+import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -20,6 +23,7 @@ import pytest
 from kubernetes import client, config
 
 from tests.e2e.kubelet import Kubelet, has_no_kubelets
+from tests.waiting import wait_until
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -139,3 +143,46 @@ def controller_process(*extra: str) -> subprocess.Popen[bytes]:
         *extra,
     ]
     return subprocess.Popen(command, cwd=ROOT, env=dict(os.environ))
+
+
+def serve_webhook(
+    tmp: Path, webhook_flags: Sequence[str] = (), install_flags: Sequence[str] = ()
+) -> subprocess.Popen[bytes]:
+    """`python -m webhook` on this machine at TOWER_E2E_WEBHOOK_URL with certificates made
+    for its host, registered with `python -m certs install` once it listens (a create sent
+    to it before would fail). The caller terminates it."""
+    host, port = webhook_host_port()
+    try:
+        ipaddress.ip_address(host)
+        flag = "--ip-address"
+    except ValueError:
+        flag = "--dns-name"
+    python = [sys.executable, "-m"]
+    subprocess.run([*python, "certs", "generate", "--out", str(tmp), flag, host], check=True)
+    tls = ["--tls-cert-file", str(tmp / "tls.crt"), "--tls-private-key-file", str(tmp / "tls.key")]
+    server = subprocess.Popen(
+        [*python, "webhook", "--port", str(port), *tls, *webhook_flags], cwd=ROOT
+    )
+    wait_until(
+        lambda: (server.poll(), _listening(host, port)),
+        lambda seen: seen[0] is not None or seen[1],
+        what=f"the webhook to listen on {host}:{port}",
+        timeout=60,
+        interval=0.2,
+    )
+    assert server.poll() is None, f"the webhook exited with {server.returncode}"
+    install = [*python, "certs", "install", "--kubeconfig", KUBECONFIG or "", "--url"]
+    subprocess.run(
+        [*install, WEBHOOK_URL or "", "--certs-dir", str(tmp), *install_flags],
+        check=True,
+        cwd=ROOT,
+    )
+    return server
+
+
+def _listening(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=1):
+            return True
+    except OSError:
+        return False

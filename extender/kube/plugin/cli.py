@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from extender.core.jobframework import registry
 from extender.core.models import QUEUE_NAME_LABEL, ClusterQueue, Workload
 from extender.core.quantity import format_amount
 from extender.kube.api import yaml_text
@@ -31,7 +32,7 @@ from extender.kube.api.client import (
     RestClient,
     load_api_client,
 )
-from extender.kube.api.resources import JOBS, JOBSETS, KUEUE_GROUP, KUEUE_VERSION, Resource
+from extender.kube.api.resources import KUEUE_GROUP, KUEUE_VERSION, Resource, resource_of
 from extender.kube.api.snapshot import Snapshot, load, queue_order
 from extender.sim.forecast import Duration, duration_of, forecast, runtimes
 
@@ -159,9 +160,7 @@ def render_queue(rows: list[dict[str, Any]]) -> str:
 def _find(client: KubeClient, snapshot: Snapshot, args: argparse.Namespace) -> tuple[Obj, str]:
     """The Job (or JobSet, or Workload) asked about, and its kind."""
     namespace = args.namespace or "default"
-    kinds: list[tuple[str, Resource]] = [("Job", JOBS)]
-    if client.discover(JOBSETS.api_version):
-        kinds.append(("JobSet", JOBSETS))
+    kinds = _job_kinds(client)
     for kind, resource in kinds:
         try:
             return client.get(resource, args.name, namespace), kind
@@ -171,7 +170,22 @@ def _find(client: KubeClient, snapshot: Snapshot, args: argparse.Namespace) -> t
     key = f"{namespace}/{args.name}"
     if key in snapshot.objects or key in snapshot.finished:
         return snapshot.objects.get(key) or snapshot.finished[key], "Workload"
-    raise CliError(f"no Job, JobSet or Workload named {args.name} in namespace {namespace}")
+    names = ", ".join(kind for kind, _ in kinds)
+    raise CliError(f"no {names} or Workload named {args.name} in namespace {namespace}")
+
+
+def _job_kinds(client: KubeClient) -> list[tuple[str, Resource]]:
+    """Every kind of job Tower has an adapter for that the API server serves, Job first
+    (one discovery call per group/version; a name is looked for in each, in this order)."""
+    out: list[tuple[str, Resource]] = []
+    served: dict[str, frozenset[str] | None] = {}
+    for adapter in registry.ADAPTERS.values():
+        resource = resource_of(adapter)
+        if resource.api_version not in served:
+            served[resource.api_version] = client.served(resource.api_version)
+        if resource.plural in (served[resource.api_version] or ()):
+            out.append((adapter.kind, resource))
+    return out
 
 
 def why(client: KubeClient, snapshot: Snapshot, args: argparse.Namespace, now: float) -> Obj:
@@ -367,9 +381,8 @@ def command_forecast(
 ) -> list[Obj]:
     """Estimated start times of the pending workloads (all, a namespace's, or one job's)."""
     state = snapshot.state
-    jobs: dict[str, Obj] = {}  # Workload key -> its Job or JobSet
-    resources = [JOBS] + ([JOBSETS] if client.discover(JOBSETS.api_version) else [])
-    for resource in resources:
+    jobs: dict[str, Obj] = {}  # Workload key -> its job, of whatever kind
+    for _, resource in _job_kinds(client):
         listed, _ = client.list(resource, label_selector=QUEUE_NAME_LABEL)
         for job in listed:
             key = snapshot.by_job_uid.get(str((job.get("metadata") or {}).get("uid")))
@@ -468,14 +481,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--kubeconfig", default=None)
     parser.add_argument("-o", "--output", choices=("table", "json", "yaml"), default="table")
     sub = parser.add_subparsers(dest="command", required=True)
-    why_p = sub.add_parser("why", help="why a Job, JobSet or Workload is not running")
+    why_p = sub.add_parser(
+        "why", help="why a job (Job, JobSet, MPIJob, ...) or Workload is not running"
+    )
     why_p.add_argument("name")
     why_p.add_argument("-n", "--namespace", default=None)
     queue_p = sub.add_parser("queue", help="pending workloads in the order they will be tried")
     queue_p.add_argument("name", nargs="?", help="a ClusterQueue (or, with -n, a LocalQueue)")
     queue_p.add_argument("-n", "--namespace", default=None)
     forecast_p = sub.add_parser("forecast", help="when each pending workload should start")
-    forecast_p.add_argument("name", nargs="?", help="a Job, JobSet or Workload")
+    forecast_p.add_argument("name", nargs="?", help="a job of a managed kind, or a Workload")
     forecast_p.add_argument("-n", "--namespace", default=None)
     for p in (why_p, queue_p, forecast_p):
         p.add_argument("-o", "--output", choices=("table", "json", "yaml"), default=None)
