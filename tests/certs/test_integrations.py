@@ -42,6 +42,19 @@ KINDS = {
     "jobset.x-k8s.io/jobset": job_webhooks(
         "jobset", "jobset.x-k8s.io", "v1alpha2", "jobsets", "jobset-x-k8s-io-v1alpha2-jobset"
     ),
+    "kubeflow.org/mpijob": job_webhooks(
+        "mpijob", "kubeflow.org", "v2beta1", "mpijobs", "kubeflow-org-v2beta1-mpijob"
+    ),
+    "kubeflow.org/pytorchjob": job_webhooks(
+        "pytorchjob", "kubeflow.org", "v1", "pytorchjobs", "kubeflow-org-v1-pytorchjob"
+    ),
+    "ray.io/rayjob": job_webhooks("rayjob", "ray.io", "v1", "rayjobs", "ray-io-v1-rayjob"),
+    "ray.io/raycluster": job_webhooks(
+        "raycluster", "ray.io", "v1", "rayclusters", "ray-io-v1-raycluster"
+    ),
+    "ray.io/rayservice": job_webhooks(
+        "rayservice", "ray.io", "v1", "rayservices", "ray-io-v1-rayservice"
+    ),
     "example.com/toyjob": job_webhooks(
         "toyjob", "example.com", "v1", "toyjobs", "example-com-v1-toyjob"
     ),
@@ -72,7 +85,8 @@ def seen(hook):
         None,
         ("batch/job",),
         ("jobset.x-k8s.io/jobset", "batch/job"),
-        ("ray.io/rayjob",),  # Kueue's, without an adapter in Tower yet: nothing
+        ("trainer.kubeflow.org/trainjob",),  # Kueue's, without an adapter in Tower yet: none
+        ("kubeflow.org/pytorchjob", "batch/job"),  # Kueue's paths: /mutate-kubeflow-org-v1-…
         ("example.com/toyjob", "batch/job"),
         ("example.com/deeptoyjob", "example.com/toypod"),
         tuple(KINDS),
@@ -81,7 +95,14 @@ def seen(hook):
 def test_each_kind_of_the_integrations_has_its_four_webhooks(toys, integrations):
     mutating, validating = kube.webhook_configurations(b"ca", url=URL, integrations=integrations)
     names = (
-        ["batch/job", "jobset.x-k8s.io/jobset"]  # Kueue's default set, in its order
+        [  # Kueue's default set, in its order
+            "batch/job",
+            "kubeflow.org/mpijob",
+            "ray.io/rayjob",
+            "ray.io/raycluster",
+            "ray.io/rayservice",
+            "jobset.x-k8s.io/jobset",
+        ]
         if integrations is None
         else [n for n in integrations if n in KINDS]
     )

@@ -169,6 +169,7 @@ def test_a_jobset_crd_installed_after_the_controller_started_is_taken_up(
     assert said == [
         "managing Job (batch/job): the API server serves jobs.batch",
         "integrations enabled whose CRD is not installed, managed once it is: "
+        "kubeflow.org/mpijob, ray.io/rayjob, ray.io/raycluster, ray.io/rayservice, "
         "jobset.x-k8s.io/jobset",
     ]
     cluster.admin.create(CRDS, JOBSET_CRD)

@@ -23,6 +23,7 @@ from tests.apidouble import Fault
 from tests.controller.conftest import CONTROLLER_USER, CRDS, ROOT, controller_process, eventually
 from tests.controller.test_faults import stop
 from tests.controller.test_jobset import JOBSET_CRD, replicated
+from tests.controller.test_kubeflow import DATA, MPIJOB_CRD, MPIJOB_EXAMPLE
 from tests.controller.test_preemption import (
     cluster_queue,
     local_queue,
@@ -31,6 +32,11 @@ from tests.controller.test_preemption import (
 from tests.waiting import wait_until
 
 PR_CRD = ROOT / "tests" / "data" / "autoscaler" / "autoscaling.x-k8s.io_provisioningrequests.yaml"
+RAY_CRDS = sorted((DATA / "kuberay").glob("ray.io_*.yaml"))
+RAY_EXAMPLES = [
+    DATA / "kueue-v0.19.2" / "examples" / "ray" / f"ray-{k}-sample.yaml"
+    for k in ("job", "cluster", "service")
+]
 
 RBAC = Path(__file__).resolve().parents[2] / "deploy" / "rbac"
 BUNDLE_FILES = ("ca.crt", "tls.crt", "tls.key", "ca.key")
@@ -113,6 +119,9 @@ def test_every_verb_granted_is_used_and_every_verb_used_is_granted(cluster, webh
     Secret, then renewing it): the set of (group, resource, verb) it used is exactly the set
     deploy/rbac/ grants."""
     cluster.admin.create(CRDS, JOBSET_CRD)
+    cluster.admin.create(CRDS, yaml.safe_load(MPIJOB_CRD.read_text()))
+    for crd in RAY_CRDS:
+        cluster.admin.create(CRDS, yaml.safe_load(crd.read_text()))
     cluster.admin.create(CRDS, yaml.safe_load(PR_CRD.read_text()))
     cluster.apply(*priority_preemption_setup())
     # A ClusterQueue with Kueue's ProvisioningRequest check: its config, check and queue.
@@ -151,6 +160,11 @@ def test_every_verb_granted_is_used_and_every_verb_used_is_granted(cluster, webh
         ("PATCH", "workloads", "status"),
         ("PATCH", "clusterqueues", "status"),
         ("PATCH", "localqueues", "status"),
+        # A start refused once: the job is read again (get) before the patch is retried.
+        ("PATCH", "mpijobs", ""),
+        ("PATCH", "rayjobs", ""),
+        ("PATCH", "rayclusters", ""),
+        ("PATCH", "rayservices", ""),
     ):
         cluster.api.faults.append(Fault(method, plural, sub, first_attempt_only=True))
     # The bootstrap as the controller: the Secret created (with a CA of its own)...
@@ -225,6 +239,42 @@ def test_every_verb_granted_is_used_and_every_verb_used_is_granted(cluster, webh
             lambda: cluster.get("jobsets", "train", "default")["spec"]["suspend"] is False,
             what="the JobSet to start",
         )
+        # Kueue's MPIJob example, the one kind of Kubeflow's on by default: started, then
+        # finished as mpi-operator would say it.
+        mpijobs = r.resource_of(registry.ADAPTERS["kubeflow.org/mpijob"])
+        cluster.admin.create(mpijobs, yaml.safe_load(MPIJOB_EXAMPLE.read_text()), "default")
+        eventually(
+            lambda: (
+                cluster.get("mpijobs", "pi", "default")["spec"]["runPolicy"]["suspend"] is False
+            ),
+            what="the MPIJob to start",
+        )
+        succeeded = {"type": "Succeeded", "status": "True", "message": "MPIJob pi succeeded"}
+        cluster.admin.patch(
+            mpijobs, "pi", {"status": {"conditions": [succeeded]}}, "default", subresource="status"
+        )
+        # Kueue's Ray examples, on by default: each started; the RayJob finished as KubeRay
+        # would say it, the cluster and the service deleted.
+        for example in RAY_EXAMPLES:
+            [ray] = [d for d in yaml.safe_load_all(example.read_text()) if d]
+            adapter = registry.for_object(ray)
+            assert adapter is not None
+            resource = r.resource_of(adapter)
+            cluster.admin.create(resource, ray, "default")
+            name = ray["metadata"]["name"]
+            eventually(
+                lambda resource=resource, name=name, adapter=adapter: (
+                    not adapter.is_suspended(cluster.get(resource.plural, name, "default"))
+                ),
+                what=f"the {adapter.kind} to start",
+            )
+            if adapter.kind == "RayJob":
+                status = {"jobDeploymentStatus": "Complete", "jobStatus": "SUCCEEDED"}
+                cluster.admin.patch(
+                    resource, name, {"status": status}, "default", subresource="status"
+                )
+            else:
+                cluster.admin.delete(resource, name, "default", propagation="Background")
         # A Job whose capacity is provisioned: the request made, Provisioned, the Job runs and
         # finishes, and its request is deleted.
         provisioned = cluster.job("provisioned", "1", queue="prov-queue", duration="0.5s")

@@ -113,7 +113,10 @@ def test_the_rules_of_each_kind(toys, framework, rules):
     assert yaml.safe_load(rbac.rules_text(rules)) == rules  # the files' flow style, read back
 
 
-def test_a_new_kind_is_granted_once_regenerated_and_the_test_says_how(toys, tmp_path):
+def test_a_new_kind_is_granted_once_regenerated_and_the_test_says_how(toys, tmp_path, monkeypatch):
+    # A new kind that is on by default (as a registered kind of Kueue's default set is).
+    defaults = (*registry.DEFAULT_FRAMEWORKS, "example.com/toyjob")
+    monkeypatch.setattr(registry, "DEFAULT_FRAMEWORKS", defaults)
     for name in rbac.FILES:
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text((ROOT / name).read_text())

@@ -171,3 +171,20 @@ def test_the_simulator_says_which_fields_it_does_not_act_on(tmp_path):
     as_json = json.loads(simulate(path, "-o", "json").stdout)
     assert as_json["notActedOn"] == [lines[1].strip()]
     assert as_json["pending"][0]["message"].startswith("ClusterQueue cq is inactive: it uses")
+
+
+def test_kueues_kubeflow_examples_are_simulated_as_the_controller_runs_them():
+    """Each Kubeflow example, unchanged, with Kueue's single ClusterQueue (9 cpu): podSets as
+    Kueue names them, admitted while the quota lasts, each one after another finishes."""
+    examples = ROOT / "tests" / "data" / "kueue-v0.19.2" / "examples"
+    jobs = sorted((examples / "jobs").glob("sample-*job.yaml"))
+    done = simulate(examples / "single-clusterqueue-setup.yaml", *jobs, "-o", "json")
+    assert done.returncode == 0, done.stderr
+    events = json.loads(done.stdout)["events"]
+    admitted = {e["name"]: e for e in events if e["event"] == "Admitted"}
+    assert {e["kind"] for e in admitted.values()} == {
+        "MPIJob", "PyTorchJob", "TFJob", "XGBoostJob", "PaddleJob", "JAXJob"
+    }  # fmt: skip
+    assert sorted(admitted["pi"]["flavors"]) == ["launcher", "worker"]
+    assert sorted(admitted["tensorflow-dist-mnist"]["flavors"]) == ["ps", "worker"]
+    assert len([e for e in events if e["event"] == "Finished"]) == 6

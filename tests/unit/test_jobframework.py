@@ -288,7 +288,14 @@ def _drop_nulls(obj: Any) -> Any:
 def test_kueues_default_integrations_and_those_tower_manages():
     assert len(registry.DEFAULT_FRAMEWORKS) == 12
     assert "kubeflow.org/pytorchjob" not in registry.DEFAULT_FRAMEWORKS  # off, as in Kueue
-    assert [a.framework for a in registry.enabled()] == ["batch/job", "jobset.x-k8s.io/jobset"]
+    assert [a.framework for a in registry.enabled()] == [
+        "batch/job",
+        "kubeflow.org/mpijob",
+        "ray.io/rayjob",
+        "ray.io/raycluster",
+        "ray.io/rayservice",
+        "jobset.x-k8s.io/jobset",
+    ]
     assert "pod" in registry.unmanaged()
     assert registry.enabled(["jobset.x-k8s.io/jobset"]) == (JOBSET_ADAPTER,)
     assert registry.unknown(["batch/job", "ray.io/rayjob", "example.com/nope"]) == (

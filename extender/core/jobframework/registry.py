@@ -11,6 +11,8 @@ from collections.abc import Iterable, Mapping
 from extender.core.jobframework.adapter import JobAdapter, register_parent
 from extender.core.jobframework.batch_job import BatchJob
 from extender.core.jobframework.jobset import JobSetAdapter
+from extender.core.jobframework.kubeflow import ADAPTERS as KUBEFLOW
+from extender.core.jobframework.ray import ADAPTERS as RAY
 
 # Every integration of Kueue v0.19.2 (its `integrations.frameworks` values); the ones with
 # an adapter are managed, the others are refused by name (see `unknown`).
@@ -48,7 +50,7 @@ def register(adapter: JobAdapter) -> JobAdapter:
     return adapter
 
 
-for _adapter in (BatchJob(), JobSetAdapter()):
+for _adapter in (BatchJob(), JobSetAdapter(), *KUBEFLOW, *RAY):
     register(_adapter)
 
 
