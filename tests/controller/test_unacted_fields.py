@@ -73,7 +73,12 @@ def test_a_field_tower_does_not_act_on_is_warned_about_and_stops_the_queue(
     fixed = QUEUES.replace(
         "  concurrentAdmissionPolicy:\n    migration: {mode: TryPreferredFlavors}\n", ""
     )
-    replaced = kubectl(cluster, "replace", "-f", "-", stdin=fixed)
+    # kubectl replace reads the resourceVersion, then PUTs: a status write of the controller
+    # in between is a Conflict, which a user answers by running it again (as here).
+    for _ in range(5):
+        replaced = kubectl(cluster, "replace", "-f", "-", stdin=fixed)
+        if "the object has been modified" not in replaced.stderr:
+            break
     assert replaced.returncode == 0, replaced.stderr
     assert "Warning" not in replaced.stderr
     eventually(
