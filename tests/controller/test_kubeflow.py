@@ -72,25 +72,34 @@ def replica_templates(obj: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {k.lower(): v["template"] for k, v in obj["spec"][field].items()}
 
 
+ALL = ("batch/job", *(k[2] for k in KINDS))
+
+
+@pytest.fixture(scope="module")
+def kubeflow_webhook(webhook, tmp_path_factory):
+    """One webhook for the module with every Kubeflow kind on (the v1 kinds are not in
+    Kueue's default set, which the session's webhook serves)."""
+    server = start_webhook(
+        webhook.certs,
+        tmp_path_factory.mktemp("kubeflow-metrics"),
+        "--integrations",
+        ",".join(ALL),
+        workers=1,
+    )
+    yield server
+    server.proc.send_signal(signal.SIGTERM)
+    server.proc.wait(timeout=20)
+
+
 @pytest.fixture
-def webhook_with(cluster, webhook, tmp_path):
-    """A webhook for these integrations, its configurations installed (the Kubeflow v1 kinds
-    are not in Kueue's default set, which the session's webhook serves)."""
-    started = []
+def webhook_with(cluster, webhook, kubeflow_webhook):
+    """The module's webhook registered for these integrations in this test's cluster."""
 
-    def start(*frameworks: str) -> None:
-        names = ",".join(frameworks)
-        server = start_webhook(
-            webhook.certs, tmp_path / "metrics", "--integrations", names, workers=1
-        )
-        started.append(server)
+    def install(*frameworks: str) -> None:
         ca = (webhook.certs / "ca.crt").read_bytes()
-        certs_kube.install(cluster.admin.api_client, server.url, ca, frameworks)
+        certs_kube.install(cluster.admin.api_client, kubeflow_webhook.url, ca, frameworks)
 
-    yield start
-    for server in started:
-        server.proc.send_signal(signal.SIGTERM)
-        server.proc.wait(timeout=20)
+    return install
 
 
 @pytest.mark.parametrize(("sample", "crd", "framework", "pod_sets"), KINDS)
