@@ -427,8 +427,9 @@ def search_flavors(
                 if cq.preemption.reclaim_within_cohort is RECLAIM_ANY:
                     return no_fit
                 # Kept with its flavors: a ClusterQueue that cannot always reclaim holds this
-                # quota for it (Kueue reserves capacity for an unreclaimable preemptor).
-                best = best._replace(note=no_fit.message)
+                # quota for it (Kueue reserves capacity for an unreclaimable preemptor). The
+                # pod sets are named once, in front of the whole message, below.
+                best = best._replace(note="; ".join(v.note for v in notes))
             flavor_name = best.flavor
             assigned = pod_set_flavors[index]
             for resource, amount in request.items():
@@ -443,6 +444,8 @@ def search_flavors(
                 need = need | best.need
             if best.note:
                 notes_text = f"{notes_text}; {best.note}" if notes_text else best.note
+    if notes_text and mode != FIT and len(workload.pod_sets) > 1:
+        notes_text = f"pod sets {', '.join(p.name for p in workload.pod_sets)}: {notes_text}"
     return Assignment(
         mode,
         level,

@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -188,3 +189,22 @@ def test_kueues_kubeflow_examples_are_simulated_as_the_controller_runs_them():
     assert sorted(admitted["pi"]["flavors"]) == ["launcher", "worker"]
     assert sorted(admitted["tensorflow-dist-mnist"]["flavors"]) == ["ps", "worker"]
     assert len([e for e in events if e["event"] == "Finished"]) == 6
+
+
+def test_a_waiting_job_of_several_pod_sets_names_them_once(tmp_path):
+    """Four copies of Kueue's MPIJob example (3 cpu each) in 9 cpu: the fourth waits, and its
+    message names its pod sets once, before what each needs."""
+    examples = ROOT / "tests" / "data" / "kueue-v0.19.2" / "examples"
+    example = yaml.safe_load((examples / "jobs" / "sample-mpijob.yaml").read_text())
+    copies = []
+    for i in range(4):
+        copy_of = json.loads(json.dumps(example))
+        copy_of["metadata"]["name"] = f"pi-{i}"
+        copies.append(copy_of)
+    jobs = tmp_path / "jobs.yaml"
+    jobs.write_text(yaml.safe_dump_all(copies))
+    done = simulate(examples / "single-clusterqueue-setup.yaml", jobs, "-o", "json")
+    assert done.returncode == 0, done.stderr
+    [message] = [e["message"] for e in json.loads(done.stdout)["events"] if e["event"] == "Pending"]
+    assert message.startswith("pod sets launcher, worker: needs 1 cpu in flavor default-flavor")
+    assert message.count("pod sets") == 1, message
