@@ -164,7 +164,7 @@ def serve_webhook(
         [*python, "webhook", "--port", str(port), *tls, *webhook_flags], cwd=ROOT
     )
     wait_until(
-        lambda: (server.poll(), _listening(host, port)),
+        lambda: (server.poll(), listening(host, port)),
         lambda seen: seen[0] is not None or seen[1],
         what=f"the webhook to listen on {host}:{port}",
         timeout=60,
@@ -180,7 +180,7 @@ def serve_webhook(
     return server
 
 
-def _listening(host: str, port: int) -> bool:
+def listening(host: str, port: int) -> bool:
     try:
         with socket.create_connection((host, port), timeout=1):
             return True

@@ -7,7 +7,6 @@ to the cluster with the real kubernetes client. Cleans up what it creates.
 import ipaddress
 import json
 import os
-import socket
 import subprocess
 import sys
 import urllib.parse
@@ -17,7 +16,14 @@ from pathlib import Path
 import pytest
 from kubernetes import client, config
 
-from tests.e2e.conftest import KUBECONFIG, WEBHOOK_URL, job_manifest, kubectl, webhook_host_port
+from tests.e2e.conftest import (
+    KUBECONFIG,
+    WEBHOOK_URL,
+    job_manifest,
+    kubectl,
+    listening,
+    webhook_host_port,
+)
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
@@ -91,14 +97,6 @@ def cluster(tmp_path_factory):
     admission.delete_validating_webhook_configuration("tower-validating-webhook")
     server.terminate()
     server.wait(timeout=20)
-
-
-def listening(host: str, port: int) -> bool:
-    try:
-        with socket.create_connection((host, port), timeout=1):
-            return True
-    except OSError:
-        return False
 
 
 def seed_job(labels):
