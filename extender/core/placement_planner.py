@@ -85,10 +85,12 @@ class Planner:
         groups.sort(key=lambda g: (-sum(g.requests.values()), g.pod_set.name))
         ignoring = workload.key if keep is not None else None
         topology = next((f.topology_key for g in groups for f in g.flavors if f.topology_key), None)
+        # A workload of several podSets is told which one does not fit.
+        named = len(workload.pod_sets) > 1
         if topology is None:
-            placed = self._place(groups, kept, ignoring, None)
+            placed = self._place(groups, kept, ignoring, None, named)
         else:
-            placed = self._place_in_domain(groups, kept, ignoring, topology)
+            placed = self._place_in_domain(groups, kept, ignoring, topology, named)
         if isinstance(placed, str):
             return placed
         return Plan(
@@ -161,6 +163,7 @@ class Planner:
         kept: dict[str, dict[str, int]],
         ignoring: str | None,
         domain: tuple[str, str] | None,
+        named: bool = False,
     ) -> dict[str, dict[str, int]] | str:
         inventory = self.inventory
         nodes_by_name, free_of = inventory.nodes, inventory.free
@@ -226,7 +229,8 @@ class Planner:
                 if remaining == 0:
                     break
             if remaining:
-                return self._refusal(group, remaining, ignoring, domain)
+                why = self._refusal(group, remaining, ignoring, domain)
+                return f"pod set {group.pod_set.name}: {why}" if named else why
         return placed
 
     def _place_in_domain(
@@ -235,6 +239,7 @@ class Planner:
         kept: dict[str, dict[str, int]],
         ignoring: str | None,
         key: str,
+        named: bool = False,
     ) -> dict[str, dict[str, int]] | str:
         """All pods in one domain of the topology label: the tightest domain that holds them."""
         inventory = self.inventory
@@ -255,7 +260,7 @@ class Planner:
         for value, free in sorted(free_by_domain.items(), key=lambda kv: (kv[1], kv[0])):
             if free < total:
                 continue
-            placed = self._place(groups, kept, ignoring, (key, value))
+            placed = self._place(groups, kept, ignoring, (key, value), named)
             if not isinstance(placed, str):
                 return placed
             first_refusal = first_refusal or placed
