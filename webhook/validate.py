@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from extender.core import parse, unacted
-from extender.core.jobframework.adapter import JobAdapter, as_mapping
+from extender.core.jobframework.adapter import JobAdapter, MissingReferenceError, as_mapping
 from extender.core.jobs import queue_name_of
 from extender.core.models import QUEUE_NAME_LABEL
 from extender.core.workloads import workload
@@ -49,7 +49,10 @@ def validate_job(request: Mapping[str, Any], kind: JobAdapter | tuple[str, str])
         # Kueue's webhooks refuse it (a RayJob that keeps its cluster, a TFJob's unknown
         # replica type). The controller says the same in an Event if this hook was down.
         try:
+            adapter.references(obj)
             adapter.pod_sets(obj)
+        except MissingReferenceError:
+            pass  # the webhook reads no other object: the controller reads the runtime
         except parse.ManifestError as err:
             return deny(uid, f"{adapter.kind} {_name(obj)}: {err.path}: {err.message}")
     if request.get("operation") == "UPDATE":

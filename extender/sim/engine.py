@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 
 from extender.core.builder import StateBuilder
 from extender.core.cycle import Admit, ClusterState, CycleResult, Evict, PendingStatus
+from extender.core.jobframework import registry
 from extender.core.jobs import workload_for
 from extender.core.models import Admission, Workload
 from extender.core.parse import ManifestError
@@ -175,8 +176,10 @@ class Simulator:
                     job.obj, creation_time=None if self._creation_times else now
                 )
             else:
+                adapter = registry.for_object(job.obj)
+                obj = self.scenario.resolve(adapter, job.obj) if adapter else job.obj
                 workload = workload_for(
-                    job.obj,
+                    obj,
                     uid=job.uid,
                     creation_time=now,
                     workload_priority_classes=self._workload_priority_classes,

@@ -43,6 +43,15 @@ KINDS = (
 )
 
 
+def referenced_kinds() -> dict[str, tuple[str, bool]]:
+    """Kind -> (group, namespaced) of the objects jobs refer to (a TrainJob's runtimes)."""
+    out = {}
+    for adapter in registry.ADAPTERS.values():
+        for group, kind, _ in adapter.referenced_kinds:
+            out[kind] = (group, not kind.startswith("Cluster"))
+    return out
+
+
 def job_kinds() -> dict[str, JobAdapter]:
     """Kind -> adapter of every kind of job the controller can manage: the simulator reads
     each of them as the controller does."""
@@ -79,6 +88,18 @@ class Scenario:
     jobs: list[SimJob] = field(default_factory=list)
     # One line per field Tower does not act on, as the webhook would warn (and hints too).
     not_acted_on: list[str] = field(default_factory=list)
+    # Objects jobs refer to (a TrainJob's runtime), by (group, kind, namespace, name).
+    referenced: dict[tuple[str, str, str | None, str], Mapping[str, Any]] = field(
+        default_factory=dict
+    )
+
+    def resolve(self, adapter: JobAdapter, obj: Mapping[str, Any]) -> dict[str, Any]:
+        """The job with the objects it refers to attached, from those read."""
+        refs = adapter.references(obj)
+        found = {
+            ref: self.referenced.get((ref.group, ref.kind, ref.namespace, ref.name)) for ref in refs
+        }
+        return adapter.resolved(obj, found)
 
 
 def parse_duration(value: Any, path: str) -> float:
@@ -196,8 +217,15 @@ class Loader:
             s.nodes.append((arrival, node))
         elif kind == "Workload" or kind in job_kinds():
             s.jobs.append(self._job(doc, source))
+        elif isinstance(kind, str) and kind in referenced_kinds():
+            group, namespaced = referenced_kinds()[kind]
+            ref_meta = parse.as_map(doc.get("metadata"), "metadata")
+            if not ref_meta.get("name"):
+                raise ManifestError("metadata.name", "is required")
+            namespace = str(ref_meta.get("namespace") or "default") if namespaced else None
+            s.referenced[(group, kind, namespace, str(ref_meta["name"]))] = doc
         else:
-            kinds = ", ".join((*KINDS, *job_kinds()))
+            kinds = ", ".join((*KINDS, *job_kinds(), *referenced_kinds()))
             raise ManifestError(
                 "kind", f"{kind!r} is not a kind the simulator reads (one of {kinds})"
             )

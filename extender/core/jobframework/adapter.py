@@ -15,6 +15,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from extender.core.parse import ManifestError
+
 Obj = dict[str, Any]
 
 
@@ -55,6 +57,31 @@ class PodSetInfo:
     annotations: Mapping[str, str] = field(default_factory=dict)
     scheduling_gates: Sequence[Mapping[str, Any]] = ()
     scheduler_name: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Reference:
+    """Another object a job's podSets are read from (a TrainJob's runtime): its kind and
+    where it is. `namespace` is None for a cluster-scoped kind."""
+
+    group: str
+    version: str
+    kind: str
+    plural: str
+    namespace: str | None
+    name: str
+
+    def describe(self) -> str:
+        where = f"{self.namespace}/{self.name}" if self.namespace else self.name
+        return f"{self.kind} {where}"
+
+
+class MissingReferenceError(ManifestError):
+    """A job refers to an object that does not exist (yet): it waits, and is read again."""
+
+
+# Where `resolved` puts the objects a job refers to, in the in-memory copy only.
+REFERENCED_KEY = "tower.dev/referenced"
 
 
 # The parts of a pod template that a start sets and a stop puts back.
@@ -157,6 +184,9 @@ class JobAdapter:
     # A status field by which the kind's own controller counts it started, and which a stop
     # must clear through /status before the pod templates may change (a Job's startTime).
     started_path: ClassVar[tuple[str, ...] | None] = None
+    # (group, kind, plural) of the kinds its `references` name (a TrainJob's runtimes): the
+    # controller reads them, its RBAC grants get on them, the simulator takes them in.
+    referenced_kinds: ClassVar[tuple[tuple[str, str, str], ...]] = ()
     # Annotations of the job that its start or stop reads (a Job's job-min-parallelism): the
     # watch cache keeps these, and only these, of its annotations.
     kept_annotations: ClassVar[tuple[str, ...]] = ()
@@ -166,6 +196,20 @@ class JobAdapter:
         return f"{self.group}/{self.version}" if self.group else self.version
 
     # ----- reading ------------------------------------------------------------------------
+
+    def references(self, obj: Mapping[str, Any]) -> tuple[Reference, ...]:
+        """Other objects its podSets are read from (none for most kinds); ManifestError when
+        the job names one it cannot refer to."""
+        return ()
+
+    def resolved(
+        self, obj: Mapping[str, Any], referenced: Mapping[Reference, Mapping[str, Any] | None]
+    ) -> Obj:
+        """The job with the objects it refers to attached (None: not found), for reading its
+        podSets; never written back."""
+        if not referenced:
+            return dict(obj)
+        return {**obj, REFERENCED_KEY: dict(referenced)}
 
     def pod_sets(self, obj: Mapping[str, Any]) -> list[PodSetTemplate]:
         """The podSets, in Kueue's order; ManifestError names a field that is wrong."""

@@ -311,7 +311,8 @@ def start_patch(
     ClusterQueue that admitted it noted (so a stop knows to restore)."""
     adapter = adapter_of(job)
     infos = pod_set_infos(
-        adapter.templates(job),
+        # Every podSet of the admission (a TrainJob's templates are its runtime's, unread here).
+        [psa.name for psa in admission.pod_set_assignments],
         admission,
         flavors,
         local_queue,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from urllib.parse import quote
 
-from extender.core.jobframework.adapter import JobAdapter
+from extender.core.jobframework.adapter import JobAdapter, Reference
 
 KUEUE_GROUP = "kueue.x-k8s.io"
 KUEUE_VERSION = "v1beta2"
@@ -57,6 +57,11 @@ def resource_of(adapter: JobAdapter) -> Resource:
         resource = Resource(adapter.group, adapter.version, adapter.plural, adapter.kind, True)
         known = _BY_ADAPTER[adapter] = _JOB_RESOURCES.setdefault(resource, resource)
     return known
+
+
+def resource_of_reference(ref: Reference) -> Resource:
+    """The API resource of an object a job refers to (a TrainJob's runtime)."""
+    return Resource(ref.group, ref.version, ref.plural, ref.kind, ref.namespace is not None)
 
 
 _JOB_RESOURCES: dict[Resource, Resource] = {JOBS: JOBS, JOBSETS: JOBSETS}

@@ -11,12 +11,13 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from extender.core.jobframework.adapter import MissingReferenceError, Reference
 from extender.core.jobs import resolve_priority, workload_for
 from extender.core.parse import ManifestError
 from extender.core.workloads import creation_seconds
 from extender.kube.api import objects as o
 from extender.kube.api.client import ApiError
-from extender.kube.api.resources import WORKLOADS, Resource
+from extender.kube.api.resources import WORKLOADS, Resource, resource_of_reference
 from extender.kube.api.trim import JobView, workload_key
 from extender.kube.api.writes import CREATE
 from extender.kube.controller.context import Context, Ref
@@ -32,6 +33,20 @@ CREATE_WAIT = 5.0  # a created Workload the watch has not shown yet is looked fo
 
 def _m(value: Any) -> Any:
     return value if isinstance(value, dict) else {}
+
+
+REFERENCE_WAIT = 5.0  # a job whose runtime does not exist yet is looked at again
+
+
+def read_reference(ctx: Context, ref: Reference) -> Obj | None:
+    """An object a job refers to, read from the API server (None when it does not exist)."""
+    try:
+        found: Obj = ctx.client.get(resource_of_reference(ref), ref.name, ref.namespace)
+    except ApiError as err:
+        if err.not_found:
+            return None
+        raise
+    return found
 
 
 def holds_quota(workload: Obj | None) -> bool:
@@ -215,6 +230,12 @@ class JobReconciler:
         assert job.source is not None
         source = {**job.source, "kind": job.kind, "apiVersion": job.adapter.api_version}
         try:
+            # The objects its podSets are read from (a TrainJob's runtime), read now: a job
+            # that refers to one not there yet waits, and is looked at again.
+            references = job.adapter.references(source)
+            source = job.adapter.resolved(
+                source, {ref: read_reference(ctx, ref) for ref in references}
+            )
             model = workload_for(
                 source,
                 adapter=job.adapter,
@@ -226,12 +247,14 @@ class JobReconciler:
                 priority_classes=ctx.state.priority_classes(),
             )
         except ManifestError as err:
+            missing = isinstance(err, MissingReferenceError)
             if ctx.told.first(f"invalid:{job.uid}", err.message):
                 log.warning(
                     "%s %s cannot be queued: %s: %s", job.kind, job.key, err.path, err.message
                 )
-                ctx.event(job.as_object(), "Warning", "InvalidSpec", f"{err.path}: {err.message}")
-            return None
+                reason = "ReferenceMissing" if missing else "InvalidSpec"
+                ctx.event(job.as_object(), "Warning", reason, f"{err.path}: {err.message}")
+            return REFERENCE_WAIT if missing else None
         body = o.workload_manifest(source, model)
         self._creating[wl_key] = ctx.monotonic()
         self.created += 1

@@ -36,8 +36,8 @@ def patches_status(adapter: JobAdapter) -> bool:
 
 def job_rules(adapters: Iterable[JobAdapter] | None = None) -> list[dict[str, Any]]:
     """The ClusterRole rules for these kinds of job (those on by default when None), in
-    their order: get, list, watch and patch on each, and patch on its /status where the
-    controller writes it."""
+    their order: get, list, watch and patch on each, patch on its /status where the
+    controller writes it, and get on the objects it refers to (a TrainJob's runtimes)."""
     pool = registry.enabled() if adapters is None else adapters
     rules: list[dict[str, Any]] = []
     for adapter in pool:
@@ -46,7 +46,16 @@ def job_rules(adapters: Iterable[JobAdapter] | None = None) -> list[dict[str, An
         if patches_status(adapter):
             status = f"{adapter.plural}/status"
             rules.append({"apiGroups": group, "resources": [status], "verbs": ["patch"]})
+        for ref_group, plurals in _by_group(adapter.referenced_kinds).items():
+            rules.append({"apiGroups": [ref_group], "resources": plurals, "verbs": ["get"]})
     return rules
+
+
+def _by_group(kinds: Iterable[tuple[str, str, str]]) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for group, _, plural in kinds:
+        out.setdefault(group, []).append(plural)
+    return out
 
 
 def _flow(values: Sequence[str]) -> str:
