@@ -55,6 +55,20 @@ KINDS = {
     "ray.io/rayservice": job_webhooks(
         "rayservice", "ray.io", "v1", "rayservices", "ray-io-v1-rayservice"
     ),
+    "workload.codeflare.dev/appwrapper": job_webhooks(
+        "appwrapper",
+        "workload.codeflare.dev",
+        "v1beta2",
+        "appwrappers",
+        "workload-codeflare-dev-v1beta2-appwrapper",
+    ),
+    "trainer.kubeflow.org/trainjob": job_webhooks(
+        "trainjob",
+        "trainer.kubeflow.org",
+        "v1alpha1",
+        "trainjobs",
+        "trainer-kubeflow-org-v1alpha1-trainjob",
+    ),
     "example.com/toyjob": job_webhooks(
         "toyjob", "example.com", "v1", "toyjobs", "example-com-v1-toyjob"
     ),
@@ -85,7 +99,7 @@ def seen(hook):
         None,
         ("batch/job",),
         ("jobset.x-k8s.io/jobset", "batch/job"),
-        ("trainer.kubeflow.org/trainjob",),  # Kueue's, without an adapter in Tower yet: none
+        ("pod",),  # Kueue's, without an adapter in Tower yet: none
         ("kubeflow.org/pytorchjob", "batch/job"),  # Kueue's paths: /mutate-kubeflow-org-v1-…
         ("example.com/toyjob", "batch/job"),
         ("example.com/deeptoyjob", "example.com/toypod"),
@@ -102,6 +116,8 @@ def test_each_kind_of_the_integrations_has_its_four_webhooks(toys, integrations)
             "ray.io/raycluster",
             "ray.io/rayservice",
             "jobset.x-k8s.io/jobset",
+            "workload.codeflare.dev/appwrapper",
+            "trainer.kubeflow.org/trainjob",
         ]
         if integrations is None
         else [n for n in integrations if n in KINDS]

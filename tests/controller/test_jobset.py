@@ -170,7 +170,7 @@ def test_a_jobset_crd_installed_after_the_controller_started_is_taken_up(
         "managing Job (batch/job): the API server serves jobs.batch",
         "integrations enabled whose CRD is not installed, managed once it is: "
         "kubeflow.org/mpijob, ray.io/rayjob, ray.io/raycluster, ray.io/rayservice, "
-        "jobset.x-k8s.io/jobset",
+        "jobset.x-k8s.io/jobset, workload.codeflare.dev/appwrapper, trainer.kubeflow.org/trainjob",
     ]
     cluster.admin.create(CRDS, JOBSET_CRD)
     created = cluster.admin.create(

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import kubernetes_validate
 import pytest
@@ -37,6 +38,19 @@ RAY_EXAMPLES = [
     DATA / "kueue-v0.19.2" / "examples" / "ray" / f"ray-{k}-sample.yaml"
     for k in ("job", "cluster", "service")
 ]
+
+
+def started_by_tower(cluster: Any, plural: str, name: str) -> bool:
+    """Started by the controller (its ClusterQueue noted at start): with its webhook hooks
+    removed, a job is created unsuspended, so `suspend: false` alone would not say so."""
+    job = cluster.get(plural, name, "default") or {}
+    return "tower.dev/cluster-queue" in (job.get("metadata", {}).get("annotations") or {})
+
+
+TRAINER_CRDS = sorted((DATA / "trainer").glob("trainer.kubeflow.org_*.yaml"))
+TORCH_RUNTIME = DATA / "trainer" / "runtimes" / "torch_distributed.yaml"
+AW_CRD = DATA / "appwrapper" / "workload.codeflare.dev_appwrappers.yaml"
+AW_EXAMPLE = DATA / "kueue-v0.19.2" / "examples" / "appwrapper" / "pytorch-sample.yaml"
 
 RBAC = Path(__file__).resolve().parents[2] / "deploy" / "rbac"
 BUNDLE_FILES = ("ca.crt", "tls.crt", "tls.key", "ca.key")
@@ -120,9 +134,10 @@ def test_every_verb_granted_is_used_and_every_verb_used_is_granted(cluster, webh
     deploy/rbac/ grants."""
     cluster.admin.create(CRDS, JOBSET_CRD)
     cluster.admin.create(CRDS, yaml.safe_load(MPIJOB_CRD.read_text()))
-    for crd in RAY_CRDS:
+    for crd in RAY_CRDS + TRAINER_CRDS:
         cluster.admin.create(CRDS, yaml.safe_load(crd.read_text()))
     cluster.admin.create(CRDS, yaml.safe_load(PR_CRD.read_text()))
+    cluster.admin.create(CRDS, yaml.safe_load(AW_CRD.read_text()))
     cluster.apply(*priority_preemption_setup())
     # A ClusterQueue with Kueue's ProvisioningRequest check: its config, check and queue.
     cluster.admin.create(
@@ -165,6 +180,8 @@ def test_every_verb_granted_is_used_and_every_verb_used_is_granted(cluster, webh
         ("PATCH", "rayjobs", ""),
         ("PATCH", "rayclusters", ""),
         ("PATCH", "rayservices", ""),
+        ("PATCH", "appwrappers", ""),
+        ("PATCH", "trainjobs", ""),
     ):
         cluster.api.faults.append(Fault(method, plural, sub, first_attempt_only=True))
     # The bootstrap as the controller: the Secret created (with a CA of its own)...
@@ -239,16 +256,13 @@ def test_every_verb_granted_is_used_and_every_verb_used_is_granted(cluster, webh
             lambda: cluster.get("jobsets", "train", "default")["spec"]["suspend"] is False,
             what="the JobSet to start",
         )
+        # Deleted, so that the kinds below find the queue's quota free.
+        cluster.admin.delete(r.JOBSETS, "train", "default", propagation="Background")
         # Kueue's MPIJob example, the one kind of Kubeflow's on by default: started, then
         # finished as mpi-operator would say it.
         mpijobs = r.resource_of(registry.ADAPTERS["kubeflow.org/mpijob"])
         cluster.admin.create(mpijobs, yaml.safe_load(MPIJOB_EXAMPLE.read_text()), "default")
-        eventually(
-            lambda: (
-                cluster.get("mpijobs", "pi", "default")["spec"]["runPolicy"]["suspend"] is False
-            ),
-            what="the MPIJob to start",
-        )
+        eventually(lambda: started_by_tower(cluster, "mpijobs", "pi"), what="the MPIJob to start")
         succeeded = {"type": "Succeeded", "status": "True", "message": "MPIJob pi succeeded"}
         cluster.admin.patch(
             mpijobs, "pi", {"status": {"conditions": [succeeded]}}, "default", subresource="status"
@@ -263,8 +277,8 @@ def test_every_verb_granted_is_used_and_every_verb_used_is_granted(cluster, webh
             cluster.admin.create(resource, ray, "default")
             name = ray["metadata"]["name"]
             eventually(
-                lambda resource=resource, name=name, adapter=adapter: (
-                    not adapter.is_suspended(cluster.get(resource.plural, name, "default"))
+                lambda resource=resource, name=name: started_by_tower(
+                    cluster, resource.plural, name
                 ),
                 what=f"the {adapter.kind} to start",
             )
@@ -275,6 +289,75 @@ def test_every_verb_granted_is_used_and_every_verb_used_is_granted(cluster, webh
                 )
             else:
                 cluster.admin.delete(resource, name, "default", propagation="Background")
+        # Kueue's AppWrapper sample, on by default: started, then succeeded as the appwrapper
+        # controller would say it.
+        appwrappers = r.resource_of(registry.ADAPTERS["workload.codeflare.dev/appwrapper"])
+        wrapped = yaml.safe_load(AW_EXAMPLE.read_text())
+        cluster.admin.create(appwrappers, wrapped, "default")
+        aw_name = wrapped["metadata"]["name"]
+        eventually(
+            lambda: started_by_tower(cluster, "appwrappers", aw_name),
+            what="the AppWrapper to start",
+        )
+        cluster.admin.patch(
+            appwrappers,
+            aw_name,
+            {"status": {"phase": "Succeeded"}},
+            "default",
+            subresource="status",
+        )
+        # TrainJobs on trainer's torch runtime, cluster-wide and namespaced: each runtime read,
+        # each job started, then complete as trainer would say it.
+        runtime = yaml.safe_load(TORCH_RUNTIME.read_text())
+        trainer_api = "trainer.kubeflow.org", "v1alpha1"
+        cluster.admin.create(
+            r.Resource(*trainer_api, "clustertrainingruntimes", "ClusterTrainingRuntime", False),
+            runtime,
+        )
+        local = {**runtime, "kind": "TrainingRuntime", "metadata": {"name": "torch-local"}}
+        cluster.admin.create(
+            r.Resource(*trainer_api, "trainingruntimes", "TrainingRuntime", True), local, "default"
+        )
+        trainjobs = r.resource_of(registry.ADAPTERS["trainer.kubeflow.org/trainjob"])
+        for kind, runtime_name in (
+            ("ClusterTrainingRuntime", "torch-distributed"),
+            ("TrainingRuntime", "torch-local"),
+        ):
+            name = f"train-{runtime_name}"
+            cluster.admin.create(
+                trainjobs,
+                {
+                    "apiVersion": "trainer.kubeflow.org/v1alpha1",
+                    "kind": "TrainJob",
+                    "metadata": {
+                        "name": name,
+                        "labels": {"kueue.x-k8s.io/queue-name": "user-queue"},
+                    },
+                    "spec": {
+                        "runtimeRef": {"name": runtime_name, "kind": kind},
+                        "trainer": {"resourcesPerNode": {"requests": {"cpu": "1"}}},
+                    },
+                },
+                "default",
+            )
+            eventually(
+                lambda name=name: started_by_tower(cluster, "trainjobs", name),
+                what=f"TrainJob {name} to start",
+            )
+            complete = {
+                "type": "Complete",
+                "status": "True",
+                "reason": "Done",
+                "message": "done",
+                "lastTransitionTime": "2026-12-01T00:00:00Z",
+            }
+            cluster.admin.patch(
+                trainjobs,
+                name,
+                {"status": {"conditions": [complete]}},
+                "default",
+                subresource="status",
+            )
         # A Job whose capacity is provisioned: the request made, Provisioned, the Job runs and
         # finishes, and its request is deleted.
         provisioned = cluster.job("provisioned", "1", queue="prov-queue", duration="0.5s")
@@ -354,6 +437,9 @@ def test_the_rules_on_jobs_are_the_registrys():
     generate, in one place: a new adapter not regenerated, or a job rule edited by hand,
     fails here."""
     kinds = {(a.group, a.plural) for a in registry.ADAPTERS.values()}
+    kinds |= {
+        (g, plural) for a in registry.ADAPTERS.values() for g, _, plural in a.referenced_kinds
+    }
     cluster_role = next(d for d in documents() if d["kind"] == "ClusterRole")
     on_jobs = [
         rule

@@ -208,3 +208,36 @@ def test_a_waiting_job_of_several_pod_sets_names_them_once(tmp_path):
     [message] = [e["message"] for e in json.loads(done.stdout)["events"] if e["event"] == "Pending"]
     assert message.startswith("pod sets launcher, worker: needs 1 cpu in flavor default-flavor")
     assert message.count("pod sets") == 1, message
+
+
+def test_appwrappers_and_a_trainjob_with_its_runtime_are_simulated(tmp_path):
+    """Kueue's AppWrapper samples and a TrainJob on trainer's torch runtime, read as the
+    controller reads them: the runtime is taken from the files, its podSets rendered."""
+    examples = ROOT / "tests" / "data" / "kueue-v0.19.2" / "examples"
+    runtime = ROOT / "tests" / "data" / "trainer" / "runtimes" / "torch_distributed.yaml"
+    train = tmp_path / "train.yaml"
+    train.write_text(
+        "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\n"
+        "metadata: {name: train, labels: {kueue.x-k8s.io/queue-name: user-queue}}\n"
+        "spec:\n  runtimeRef: {name: torch-distributed}\n"
+        "  trainer: {numNodes: 2, resourcesPerNode: {requests: {cpu: '2'}}}\n"
+    )
+    wrappers = [examples / "appwrapper" / f"{s}-sample.yaml" for s in ("pytorch", "deployment")]
+    args = [examples / "single-clusterqueue-setup.yaml", runtime, train, *wrappers]
+    done = simulate(*args, "-o", "json")
+    assert done.returncode == 0, done.stderr
+    admitted = {e["name"]: e for e in json.loads(done.stdout)["events"] if e["event"] == "Admitted"}
+    assert sorted(admitted["train"]["flavors"]) == ["node"]
+    assert sorted(admitted["sample-appwrapper-pytorch-job"]["flavors"]) == [
+        "sample-appwrapper-pytorch-job-0",
+        "sample-appwrapper-pytorch-job-1",
+    ]
+    assert admitted["sample-appwrapper-deployment"]["kind"] == "AppWrapper"
+
+    # Without its runtime, the TrainJob cannot be read: one line naming it.
+    done = simulate(examples / "single-clusterqueue-setup.yaml", train)
+    assert done.returncode == 2
+    assert done.stderr.strip().endswith(
+        "(TrainJob/train): spec.runtimeRef: ClusterTrainingRuntime torch-distributed does not "
+        "exist: the TrainJob is queued once it is created"
+    ), done.stderr

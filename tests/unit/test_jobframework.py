@@ -295,6 +295,8 @@ def test_kueues_default_integrations_and_those_tower_manages():
         "ray.io/raycluster",
         "ray.io/rayservice",
         "jobset.x-k8s.io/jobset",
+        "workload.codeflare.dev/appwrapper",
+        "trainer.kubeflow.org/trainjob",
     ]
     assert "pod" in registry.unmanaged()
     assert registry.enabled(["jobset.x-k8s.io/jobset"]) == (JOBSET_ADAPTER,)

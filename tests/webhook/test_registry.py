@@ -291,7 +291,7 @@ def test_the_integrations_setting_refuses_unknown_names_by_name():
         ValueError, match=r"^nope, zz: no such integration \(Kueue's are batch/job, "
     ):
         Settings(integrations=("batch/job", "nope", "zz"))
-    no_adapter = "trainer.kubeflow.org/trainjob"
+    no_adapter = "pod"
     assert Settings(integrations=(no_adapter,)).manages(no_adapter) is False
     assert Settings().manages("jobset.x-k8s.io/jobset") is True
     assert Settings(integrations=("batch/job",)).manages("jobset.x-k8s.io/jobset") is False

@@ -9,10 +9,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from extender.core.jobframework.adapter import JobAdapter, register_parent
+from extender.core.jobframework.appwrapper import ADAPTERS as APPWRAPPER
 from extender.core.jobframework.batch_job import BatchJob
 from extender.core.jobframework.jobset import JobSetAdapter
 from extender.core.jobframework.kubeflow import ADAPTERS as KUBEFLOW
 from extender.core.jobframework.ray import ADAPTERS as RAY
+from extender.core.jobframework.trainer import ADAPTERS as TRAINER
 
 # Every integration of Kueue v0.19.2 (its `integrations.frameworks` values); the ones with
 # an adapter are managed, the others are refused by name (see `unknown`).
@@ -50,7 +52,7 @@ def register(adapter: JobAdapter) -> JobAdapter:
     return adapter
 
 
-for _adapter in (BatchJob(), JobSetAdapter(), *KUBEFLOW, *RAY):
+for _adapter in (BatchJob(), JobSetAdapter(), *KUBEFLOW, *RAY, *APPWRAPPER, *TRAINER):
     register(_adapter)
 
 
