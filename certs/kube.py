@@ -172,10 +172,40 @@ def webhook_configurations(
                 labelled,
                 scope.labelled(),
             ),
+        ]
+        if adapter.default_queue:  # never for pods: an unlabelled pod never reaches Tower
+            mutating.append(
+                hook(
+                    f"m{short}-default-queue.tower.dev",
+                    mutate,
+                    create,
+                    "Fail",
+                    unlabelled,
+                    scope.unlabelled(),
+                )
+            )
+        validating.append(
+            hook(
+                f"v{short}.tower.dev",
+                validate,
+                _rule(group, version, resource, ["CREATE", "UPDATE"]),
+                "Ignore",
+                labelled,
+                scope.labelled(),
+            )
+        )
+    for parent in registry.enabled_parents(integrations):
+        # A Deployment's pod template is marked on create and on every update (a template
+        # left unmarked would make pods that run unqueued): both fail closed.
+        short = parent.kind.lower()
+        mutate = registry.webhook_path(parent, "mutate")
+        rule = _rule(parent.group, parent.version, parent.plural, ["CREATE", "UPDATE"])
+        mutating += [
+            hook(f"m{short}.tower.dev", mutate, rule, "Fail", labelled, scope.labelled()),
             hook(
                 f"m{short}-default-queue.tower.dev",
                 mutate,
-                create,
+                _rule(parent.group, parent.version, parent.plural, ["CREATE"]),
                 "Fail",
                 unlabelled,
                 scope.unlabelled(),
@@ -184,8 +214,8 @@ def webhook_configurations(
         validating.append(
             hook(
                 f"v{short}.tower.dev",
-                validate,
-                _rule(group, version, resource, ["CREATE", "UPDATE"]),
+                registry.webhook_path(parent, "validate"),
+                _rule(parent.group, parent.version, parent.plural, ["UPDATE"]),
                 "Ignore",
                 labelled,
                 scope.labelled(),

@@ -58,3 +58,35 @@ def as_jobset(review: dict[str, Any]) -> dict[str, Any]:
                 ],
             }
     return out
+
+
+def as_pod(review: dict[str, Any]) -> dict[str, Any]:
+    """The same review for a plain pod of the Job's template, labelled for the Job's queue
+    (what kube-apiserver sends for `kubectl create` of such a pod: its spec defaulted as the
+    template's is)."""
+    out = copy.deepcopy(review)
+    request = out["request"]
+    gvk = {"group": "", "version": "v1", "kind": "Pod"}
+    request["kind"] = request["requestKind"] = gvk
+    request["resource"] = request["requestResource"] = {
+        "group": "",
+        "version": "v1",
+        "resource": "pods",
+    }
+    for key in ("object", "oldObject"):
+        job = request.get(key)
+        if job:
+            template = job["spec"]["template"]
+            meta = {k: v for k, v in job["metadata"].items() if k != "annotations"}
+            labels = {
+                **(template.get("metadata") or {}).get("labels", {}),
+                **meta.get("labels", {}),
+            }
+            request[key] = {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {**meta, "labels": labels},
+                "spec": template["spec"],
+                "status": {"phase": "Pending", "qosClass": "Burstable"},
+            }
+    return out

@@ -12,12 +12,13 @@ from flask import Flask, Response, request
 
 from extender.core.jobframework import registry
 from extender.core.jobframework.adapter import JobAdapter
+from extender.core.jobframework.pod import TemplateParent
 from webhook import metrics
 from webhook.convert import convert
-from webhook.mutate import mutate
+from webhook.mutate import mutate, mutate_parent
 from webhook.reviews import ReviewError, allow, request_of, review
 from webhook.settings import Settings
-from webhook.validate import KUEUE_PARSERS, validate_job, validate_kueue
+from webhook.validate import KUEUE_PARSERS, validate_job, validate_kueue, validate_parent
 
 log = logging.getLogger("tower.webhook")
 
@@ -39,6 +40,12 @@ def admission_routes(settings: Settings) -> dict[str, Handler]:
         for verb in ("mutate", "validate"):
             path = registry.webhook_path(adapter, verb)
             routes[path] = _job_handler(verb, adapter, settings) if enabled else _allow
+    for parent in registry.PARENTS.values():
+        enabled = parent in registry.enabled_parents(settings.integrations)
+        mutate_path = registry.webhook_path(parent, "mutate")
+        validate_path = registry.webhook_path(parent, "validate")
+        routes[mutate_path] = _parent_handler("mutate", parent, settings) if enabled else _allow
+        routes[validate_path] = _parent_handler("validate", parent, settings) if enabled else _allow
     for kind in KUEUE_PARSERS:
         routes[f"/validate-kueue-x-k8s-io-v1beta2-{kind.lower()}"] = _kueue_validator(kind)
     return routes
@@ -49,6 +56,12 @@ def _job_handler(verb: str, adapter: JobAdapter, settings: Settings) -> Handler:
     if verb == "mutate":
         return lambda request: mutate(request, settings, adapter)
     return lambda request: validate_job(request, adapter)
+
+
+def _parent_handler(verb: str, parent: TemplateParent, settings: Settings) -> Handler:
+    if verb == "mutate":
+        return lambda request: mutate_parent(request, settings, parent)
+    return lambda request: validate_parent(request, parent)
 
 
 def _allow(request: Mapping[str, Any]) -> Any:

@@ -8,14 +8,16 @@ from typing import Any
 
 from extender.core import unacted
 from extender.core.jobframework import registry
-from extender.core.jobframework.adapter import JobAdapter, as_mapping
+from extender.core.jobframework.adapter import JobAdapter, as_mapping, pointer
+from extender.core.jobframework.pod import TemplateParent
 from extender.core.jobframework.webhooks import queue_patch, resuspend_patch, suspend_field
 from extender.core.jobs import queue_name_of
-from extender.core.models import CLUSTER_QUEUE_ANNOTATION
+from extender.core.models import CLUSTER_QUEUE_ANNOTATION, QUEUE_NAME_LABEL
 from webhook.reviews import Response, allow, deny
 from webhook.settings import Settings
 from webhook.shape import request_problem
 
+GATE = "kueue.x-k8s.io/admission"
 JOB = registry.ADAPTERS["batch/job"]
 JOBSET = registry.ADAPTERS["jobset.x-k8s.io/jobset"]
 
@@ -63,7 +65,8 @@ def mutate(
         return allow(uid)  # a managed parent's child: the parent is the one queued
     if operation == "CREATE":
         namespace = str(request.get("namespace") or meta.get("namespace") or "")
-        default = "default" if settings.manages_unlabelled(namespace) else None
+        unlabelled = adapter.default_queue and settings.manages_unlabelled(namespace)
+        default = "default" if unlabelled else None
         patch = queue_patch(obj, adapter, default)
         warnings = None
         if patch:  # queued: say at once what Tower will not act on
@@ -90,6 +93,14 @@ def _keep_suspended(
     if username in settings.controller_usernames:
         return allow(uid)  # Tower's controller starting an admitted job
     meta = obj.get("metadata") or {}
+    if not adapter.can_suspend:
+        # A gate cannot be put back: the update is refused rather than let the pod run.
+        name = f"{meta.get('namespace') or request.get('namespace', '')}/{meta.get('name', '')}"
+        return deny(
+            uid,
+            f"{adapter.kind} {name} is queued in LocalQueue {queue}: only Tower removes its "
+            f"scheduling gate {GATE}, when the pod is admitted",
+        )
     old_meta = (old.get("metadata") or {}) if isinstance(old, Mapping) else {}
     annotations = meta.get("annotations") or old_meta.get("annotations") or {}
     cluster_queue = annotations.get(CLUSTER_QUEUE_ANNOTATION)
@@ -106,3 +117,31 @@ def _keep_suspended(
         f"--controller-username; this request came from {username or 'an unknown user'})"
     )
     return allow(uid, resuspend_patch(obj, adapter), [warning])
+
+
+def mutate_parent(
+    request: Mapping[str, Any], settings: Settings, parent: TemplateParent
+) -> Response:
+    """The AdmissionResponse for a kind whose pods are queued one by one (a Deployment): its
+    pod template marked, so that every pod it makes is gated and queued on its own."""
+    uid = str(request["uid"])
+    problem = check_kind(request, (parent.group, parent.kind))
+    if problem is not None:
+        return deny(uid, problem, code=400)
+    obj: Mapping[str, Any] = request["object"]
+    meta = obj.get("metadata") or {}
+    if request.get("operation") not in ("CREATE", "UPDATE") or meta.get("deletionTimestamp"):
+        return allow(uid)
+    namespace = str(request.get("namespace") or meta.get("namespace") or "")
+    queue = queue_name_of(obj)
+    ops: list[dict[str, Any]] = []
+    if queue is None and settings.manages_unlabelled(namespace):
+        queue = "default"  # Kueue's manageJobsWithoutQueueName: its LocalQueue "default"
+        if meta.get("labels"):
+            path = pointer("metadata", "labels", QUEUE_NAME_LABEL)
+            ops = [{"op": "add", "path": path, "value": queue}]
+        else:
+            ops = [{"op": "add", "path": "/metadata/labels", "value": {QUEUE_NAME_LABEL: queue}}]
+    if queue is None:
+        return allow(uid)
+    return allow(uid, [*ops, *parent.template_ops(obj, queue)] or None)

@@ -8,6 +8,7 @@ from typing import Any
 
 from extender.core import parse, unacted
 from extender.core.jobframework.adapter import JobAdapter, MissingReferenceError, as_mapping
+from extender.core.jobframework.pod import TemplateParent
 from extender.core.jobs import queue_name_of
 from extender.core.models import QUEUE_NAME_LABEL
 from extender.core.workloads import workload
@@ -100,3 +101,26 @@ def _name(obj: Mapping[str, Any]) -> str:
     namespace = meta.get("namespace")
     name = meta.get("name") or "?"
     return f"{namespace}/{name}" if namespace else str(name)
+
+
+def validate_parent(request: Mapping[str, Any], parent: TemplateParent) -> Response:
+    """A kind whose pods are queued one by one (a Deployment): its queue may not change
+    while any of its pods is ready, as Kueue rules."""
+    uid = str(request["uid"])
+    problem = check_kind(request, (parent.group, parent.kind))
+    if problem is not None:
+        return deny(uid, problem, code=400)
+    if request.get("operation") != "UPDATE":
+        return allow(uid)
+    obj: Mapping[str, Any] = request["object"]
+    old = as_mapping(request.get("oldObject"))
+    queue, old_queue = queue_name_of(obj), queue_name_of(old)
+    ready = as_mapping(old.get("status")).get("readyReplicas") or 0
+    if old_queue is not None and queue != old_queue and (queue is None or ready):
+        why = "cannot be removed" if queue is None else "cannot change while its pods run"
+        return deny(
+            uid,
+            f"{parent.kind} {_name(obj)}: {_LABEL_PATH}: {why} "
+            f"({old_queue!r} to {queue!r}, {ready} ready replicas)",
+        )
+    return allow(uid)

@@ -104,29 +104,30 @@ def pod_requests(pod_spec: Obj, path: str = "spec.template.spec") -> dict[str, i
 def pod_set(
     name: str, template: Obj, count: int, path: str, min_count: int | None = None
 ) -> PodSet:
-    """A PodSet from a pod template."""
-    spec = as_map(as_map(template, path).get("spec"), f"{path}.spec")
-    affinity_path = f"{path}.spec.affinity"
+    """A PodSet from a pod template (at `path` in its job; "" for a pod itself)."""
+    at = f"{path}.spec" if path else "spec"
+    spec = as_map(as_map(template, path or "pod").get("spec"), at)
+    affinity_path = f"{at}.affinity"
     affinity = as_map(spec.get("affinity"), affinity_path)
     node_affinity = as_map(affinity.get("nodeAffinity"), f"{affinity_path}.nodeAffinity")
     required = as_map(
         node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution"),
         f"{affinity_path}.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution",
     )
-    selector = as_map(spec.get("nodeSelector"), f"{path}.spec.nodeSelector")
+    selector = as_map(spec.get("nodeSelector"), f"{at}.nodeSelector")
     if not isinstance(name, str) or not name:
         raise ManifestError(f"{path}", f"pod set name must be a non-empty string, got {name!r}")
     return PodSet(
         name=name,
         count=count,
-        requests=pod_requests(spec, f"{path}.spec"),
+        requests=pod_requests(spec, at),
         node_selector={str(k): str(v) for k, v in selector.items()},
         required_terms=node_selector_terms(
             required.get("nodeSelectorTerms"),
-            f"{path}.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+            f"{at}.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
             ".nodeSelectorTerms",
         ),
-        tolerations=tolerations(spec.get("tolerations"), f"{path}.spec.tolerations"),
+        tolerations=tolerations(spec.get("tolerations"), f"{at}.tolerations"),
         min_count=min_count,
     )
 

@@ -17,7 +17,9 @@ from extender.core.builder import CONFIG_KINDS, parse_config
 from extender.core.cache import Configuration
 from extender.core.jobframework import registry
 from extender.core.jobframework.adapter import JobAdapter
+from extender.core.jobframework.pod import TemplateParent
 from extender.core.jobs import queue_mutation
+from extender.core.models import QUEUE_NAME_LABEL
 from extender.core.parse import ManifestError
 from extender.core.placement import Node, node_of
 
@@ -50,6 +52,11 @@ def referenced_kinds() -> dict[str, tuple[str, bool]]:
         for group, kind, _ in adapter.referenced_kinds:
             out[kind] = (group, not kind.startswith("Cluster"))
     return out
+
+
+def template_parents() -> dict[str, TemplateParent]:
+    """Kind -> the kinds whose pods are queued one by one (a Deployment)."""
+    return {p.kind: p for p in registry.PARENTS.values()}
 
 
 def job_kinds() -> dict[str, JobAdapter]:
@@ -217,6 +224,9 @@ class Loader:
             s.nodes.append((arrival, node))
         elif kind == "Workload" or kind in job_kinds():
             s.jobs.append(self._job(doc, source))
+        elif isinstance(kind, str) and kind in template_parents():
+            for i, pod in enumerate(self._pods_of(template_parents()[kind], doc)):
+                s.jobs.append(self._job(pod, f"{source}, pod {i}"))  # one source per job
         elif isinstance(kind, str) and kind in referenced_kinds():
             group, namespaced = referenced_kinds()[kind]
             ref_meta = parse.as_map(doc.get("metadata"), "metadata")
@@ -225,7 +235,7 @@ class Loader:
             namespace = str(ref_meta.get("namespace") or "default") if namespaced else None
             s.referenced[(group, kind, namespace, str(ref_meta["name"]))] = doc
         else:
-            kinds = ", ".join((*KINDS, *job_kinds(), *referenced_kinds()))
+            kinds = ", ".join((*KINDS, *job_kinds(), *template_parents(), *referenced_kinds()))
             raise ManifestError(
                 "kind", f"{kind!r} is not a kind the simulator reads (one of {kinds})"
             )
@@ -283,6 +293,39 @@ class Loader:
         return SimJob(
             kind, namespace, str(name), uid, mutated, arrival, duration, bool(patch), source
         )
+
+    def _pods_of(self, parent: TemplateParent, doc: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """The pods a Deployment makes, each its own Workload: `replicas` copies of its
+        template, marked as its webhook marks it."""
+        obj: dict[str, Any] = _tree_copy(doc)
+        meta = parse.as_map(obj.get("metadata"), "metadata")
+        name = meta.get("name")
+        if not name:
+            raise ManifestError("metadata.name", "is required")
+        spec = parse.as_map(obj.get("spec"), "spec")
+        replicas = spec.get("replicas", 1)
+        if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 0:
+            raise ManifestError(
+                "spec.replicas", f"must be a non-negative integer, got {replicas!r}"
+            )
+        template = parse.as_map(spec.get("template"), "spec.template", required=True)
+        queue = parse.as_map(meta.get("labels"), "metadata.labels").get(QUEUE_NAME_LABEL)
+        if queue:
+            obj = jsonpatch.apply_patch(obj, parent.template_ops(obj, str(queue)))
+            template = obj["spec"]["template"]
+        pods = []
+        for i in range(replicas):
+            pod_meta = {**_tree_copy(template.get("metadata") or {}), "name": f"{name}-{i}"}
+            if meta.get("namespace"):
+                pod_meta["namespace"] = meta["namespace"]
+            annotations = {**(meta.get("annotations") or {}), **(pod_meta.get("annotations") or {})}
+            if annotations:
+                pod_meta["annotations"] = annotations  # the sim's timing annotations
+            spec_copy = _tree_copy(template.get("spec") or {})
+            pods.append(
+                {"apiVersion": "v1", "kind": "Pod", "metadata": pod_meta, "spec": spec_copy}
+            )
+        return pods
 
     def _generate(self, prefix: str, kind: str, namespace: str) -> str:
         while True:

@@ -69,6 +69,11 @@ KINDS = {
         "trainjobs",
         "trainer-kubeflow-org-v1alpha1-trainjob",
     ),
+    # A pod is never queued without its label: no default-queue webhook.
+    "pod": (
+        job_webhooks("pod", "", "v1", "pods", "-v1-pod")[0][:2],
+        job_webhooks("pod", "", "v1", "pods", "-v1-pod")[1],
+    ),
     "example.com/toyjob": job_webhooks(
         "toyjob", "example.com", "v1", "toyjobs", "example-com-v1-toyjob"
     ),
@@ -76,6 +81,40 @@ KINDS = {
         "deeptoyjob", "example.com", "v2beta1", "deeptoyjobs", "example-com-v2beta1-deeptoyjob"
     ),
     "example.com/toypod": job_webhooks("toypod", "", "v1", "toypods", "-v1-toypod"),
+    # Last, as the configurations list them. A Deployment's template is marked on create and update; only updates are validated.
+    "deployment": (
+        [
+            (
+                "mdeployment.tower.dev",
+                "/mutate-apps-v1-deployment",
+                ["apps"],
+                ["v1"],
+                ["deployments"],
+                ["CREATE", "UPDATE"],
+                "Fail",
+            ),
+            (
+                "mdeployment-default-queue.tower.dev",
+                "/mutate-apps-v1-deployment",
+                ["apps"],
+                ["v1"],
+                ["deployments"],
+                ["CREATE"],
+                "Fail",
+            ),
+        ],
+        [
+            (
+                "vdeployment.tower.dev",
+                "/validate-apps-v1-deployment",
+                ["apps"],
+                ["v1"],
+                ["deployments"],
+                ["UPDATE"],
+                "Ignore",
+            )
+        ],
+    ),
 }
 
 
@@ -99,7 +138,7 @@ def seen(hook):
         None,
         ("batch/job",),
         ("jobset.x-k8s.io/jobset", "batch/job"),
-        ("pod",),  # Kueue's, without an adapter in Tower yet: none
+        ("statefulset",),  # Kueue's, without an adapter in Tower yet: none
         ("kubeflow.org/pytorchjob", "batch/job"),  # Kueue's paths: /mutate-kubeflow-org-v1-…
         ("example.com/toyjob", "batch/job"),
         ("example.com/deeptoyjob", "example.com/toypod"),
@@ -118,6 +157,8 @@ def test_each_kind_of_the_integrations_has_its_four_webhooks(toys, integrations)
             "jobset.x-k8s.io/jobset",
             "workload.codeflare.dev/appwrapper",
             "trainer.kubeflow.org/trainjob",
+            "pod",
+            "deployment",  # the kinds whose pods are queued one by one come last
         ]
         if integrations is None
         else [n for n in integrations if n in KINDS]

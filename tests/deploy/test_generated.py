@@ -55,7 +55,7 @@ def test_the_chart_renders_the_registrys_webhooks(cert_manager):
     }
     assert job_paths == {
         registry.webhook_path(a, verb)
-        for a in registry.enabled()
+        for a in (*registry.enabled(), *registry.enabled_parents())
         for verb in ("mutate", "validate")
     }
 

@@ -1,8 +1,9 @@
 """Stands in for kubelets on a cluster whose Nodes have none (a bare control plane).
 
 Only where every Node reports no kubelet version (Node objects made by hand): a pod the real
-scheduler bound is marked Running, then Succeeded once its `sleep N` is over; a pod being
-deleted is removed, as a kubelet confirms a deletion. On a cluster with kubelets this does
+scheduler bound is marked Running, then Succeeded once its `sleep N` is over (never, when it
+restarts always); a pod being deleted is removed, as a kubelet confirms a deletion (one that
+Kueue's finalizer holds is first marked Failed, as a kubelet ends it). On a cluster with kubelets this does
 nothing: real pods run.
 """
 
@@ -60,6 +61,12 @@ class Kubelet:
         for pod in self.core.list_namespaced_pod(namespace).items:
             name = pod.metadata.name
             if pod.metadata.deletion_timestamp is not None:
+                held = "kueue.x-k8s.io/managed" in (pod.metadata.finalizers or [])
+                if held and pod.spec.node_name and pod.status.phase not in ("Succeeded", "Failed"):
+                    # Its containers are stopped: a kubelet gives the pod a terminal phase, which
+                    # Kueue's finalizer waits for. (Only there: the stand-in leaves Job pods'
+                    # accounting as it was.)
+                    self._status(name, namespace, {"phase": "Failed"})
                 self.core.delete_namespaced_pod(name, namespace, grace_period_seconds=0)
                 continue
             if not pod.spec.node_name or pod.status.phase in ("Succeeded", "Failed"):
@@ -69,7 +76,8 @@ class Kubelet:
                 self.started[uid] = now
                 stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
                 self._status(name, namespace, {"phase": "Running", "startTime": stamp})
-            elif now - self.started[uid] >= _seconds(pod):
+            elif pod.spec.restart_policy != "Always" and now - self.started[uid] >= _seconds(pod):
+                # (A pod that restarts always, a Deployment's, runs until it is deleted.)
                 self._status(name, namespace, {"phase": "Succeeded"})
 
     def _status(self, name: str, namespace: str, status: dict) -> None:

@@ -42,8 +42,13 @@ BAD = [
     ),
     (
         "unknown kind",
-        FLAVOR + "---\napiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\n",
-        "document 2 (Deployment/web): kind: 'Deployment' is not a kind the simulator reads",
+        FLAVOR + "---\napiVersion: apps/v1\nkind: DaemonSet\nmetadata: {name: web}\n",
+        "document 2 (DaemonSet/web): kind: 'DaemonSet' is not a kind the simulator reads",
+    ),
+    (
+        "a Deployment without its pod template",
+        FLAVOR + "---\napiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec: {}\n",
+        "document 2 (Deployment/web): spec.template: is required",
     ),
     (
         "flavor lists other resources than coveredResources",
@@ -241,3 +246,22 @@ def test_appwrappers_and_a_trainjob_with_its_runtime_are_simulated(tmp_path):
         "(TrainJob/train): spec.runtimeRef: ClusterTrainingRuntime torch-distributed does not "
         "exist: the TrainJob is queued once it is created"
     ), done.stderr
+
+
+def test_kueues_pod_and_deployment_examples_are_simulated(tmp_path):
+    """Kueue's plain pod (3 cpu) and its sample Deployment (3 replicas of 100m): each pod is
+    its own Workload, the Deployment's named after it and numbered, as its ReplicaSet would."""
+    examples = ROOT / "tests" / "data" / "kueue-v0.19.2" / "examples"
+    done = simulate(
+        examples / "single-clusterqueue-setup.yaml",
+        examples / "pods" / "kueue-pod.yaml",
+        examples / "serving" / "sample-deployment.yaml",
+        "-o",
+        "json",
+    )
+    assert done.returncode == 0, done.stderr
+    admitted = [e for e in json.loads(done.stdout)["events"] if e["event"] == "Admitted"]
+    assert sorted((e["kind"], e["name"]) for e in admitted if "nginx" in e["name"]) == [
+        ("Pod", f"nginx-deployment-{i}") for i in range(3)
+    ]
+    assert [e["kind"] for e in admitted if e["name"].startswith("kueue-sleep-")] == ["Pod"]

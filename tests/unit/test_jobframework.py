@@ -297,8 +297,10 @@ def test_kueues_default_integrations_and_those_tower_manages():
         "jobset.x-k8s.io/jobset",
         "workload.codeflare.dev/appwrapper",
         "trainer.kubeflow.org/trainjob",
+        "pod",
     ]
-    assert "pod" in registry.unmanaged()
+    assert [p.framework for p in registry.enabled_parents()] == ["deployment"]
+    assert registry.unmanaged() == ("statefulset", "leaderworkerset.x-k8s.io/leaderworkerset")
     assert registry.enabled(["jobset.x-k8s.io/jobset"]) == (JOBSET_ADAPTER,)
     assert registry.unknown(["batch/job", "ray.io/rayjob", "example.com/nope"]) == (
         "example.com/nope",

@@ -1,5 +1,6 @@
-"""docs/kueue.md's "Kinds of job" table has one row per registered kind, under its integration
-name, saying whether it is on by default as the registry says."""
+"""docs/kueue.md's "Kinds of job" table has one row per registered kind (and per kind whose pods
+are queued one by one), under its integration name, saying whether it is on by default as the
+registry says."""
 
 from __future__ import annotations
 
@@ -30,4 +31,10 @@ def test_every_registered_kind_has_its_row():
         assert framework in table, f"docs/kueue.md has no row for {framework}"
         assert table[framework][0] == f"{adapter.kind} {adapter.api_version}"
         assert table[framework][1] == ("yes" if framework in defaults else "no"), framework
-    assert set(table) == set(registry.ADAPTERS)
+    parents = {p.framework for p in registry.enabled_parents()}
+    for framework, parent in registry.PARENTS.items():
+        assert table[framework] == (
+            f"{parent.kind} {parent.group}/{parent.version}",
+            "yes" if framework in parents else "no",
+        )
+    assert set(table) == {*registry.ADAPTERS, *registry.PARENTS}

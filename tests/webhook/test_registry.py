@@ -99,7 +99,7 @@ def test_every_registered_kind_is_served_at_kueues_paths(
 def test_the_routes_are_the_registrys_and_kueues_objects_only(toys):
     job_paths = {
         registry.webhook_path(a, verb)
-        for a in registry.ADAPTERS.values()
+        for a in (*registry.ADAPTERS.values(), *registry.PARENTS.values())
         for verb in ("mutate", "validate")
     }
     routes = set(admission_routes(Settings()))
@@ -291,7 +291,7 @@ def test_the_integrations_setting_refuses_unknown_names_by_name():
         ValueError, match=r"^nope, zz: no such integration \(Kueue's are batch/job, "
     ):
         Settings(integrations=("batch/job", "nope", "zz"))
-    no_adapter = "pod"
+    no_adapter = "statefulset"
     assert Settings(integrations=(no_adapter,)).manages(no_adapter) is False
     assert Settings().manages("jobset.x-k8s.io/jobset") is True
     assert Settings(integrations=("batch/job",)).manages("jobset.x-k8s.io/jobset") is False

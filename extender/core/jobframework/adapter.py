@@ -20,6 +20,11 @@ from extender.core.parse import ManifestError
 Obj = dict[str, Any]
 
 
+def pointer(*parts: str) -> str:
+    """A JSON pointer (RFC 6901) to a field: /spec/suspend."""
+    return "/" + "/".join(p.replace("~", "~0").replace("/", "~1") for p in parts)
+
+
 def as_mapping(value: Any) -> Mapping[str, Any]:
     """A field that should be an object, or an empty one (watched objects are not trusted)."""
     return value if isinstance(value, Mapping) else {}
@@ -184,6 +189,13 @@ class JobAdapter:
     # A status field by which the kind's own controller counts it started, and which a stop
     # must clear through /status before the pod templates may change (a Job's startTime).
     started_path: ClassVar[tuple[str, ...] | None] = None
+    # Whether the kind can be suspended after it is created (a pod cannot: it is gated once,
+    # at create, and a stop deletes it).
+    can_suspend: ClassVar[bool] = True
+    # Whether the webhook queues objects of the kind without the queue-name label in the
+    # namespaces that ask for it (manageJobsWithoutQueueName); never for pods, so that a
+    # webhook outage blocks no pod Tower does not queue.
+    default_queue: ClassVar[bool] = True
     # (group, kind, plural) of the kinds its `references` name (a TrainJob's runtimes): the
     # controller reads them, its RBAC grants get on them, the simulator takes them in.
     referenced_kinds: ClassVar[tuple[tuple[str, str, str], ...]] = ()
@@ -201,6 +213,16 @@ class JobAdapter:
         """Other objects its podSets are read from (none for most kinds); ManifestError when
         the job names one it cannot refer to."""
         return ()
+
+    def holds_finalizer(self, obj: Mapping[str, Any]) -> bool:
+        """Whether the object carries a finalizer of Kueue's that Tower takes off once its
+        end is counted (`release_patch`)."""
+        return False
+
+    def queue_ops(self, obj: Mapping[str, Any]) -> list[Obj] | None:
+        """The webhook's JSON patch operations that queue the object at create, when they
+        are more than setting the suspend field (None: set it)."""
+        return None
 
     def resolved(
         self, obj: Mapping[str, Any], referenced: Mapping[Reference, Mapping[str, Any] | None]
@@ -317,6 +339,10 @@ class JobAdapter:
             name: restored(template, originals.get(name)) for name, template in templates.items()
         }
         return merge(self.templates_patch(obj, wanted), self.counts_patch(obj, counts))
+
+    def release_patch(self, obj: Mapping[str, Any]) -> Obj:
+        """The patch that takes Kueue's finalizer off ({} for a kind that has none)."""
+        return {}
 
     def kept(self, obj: Mapping[str, Any]) -> Obj:
         """What the watch cache keeps of the spec to start and stop the job later: its

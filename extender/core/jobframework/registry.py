@@ -13,6 +13,9 @@ from extender.core.jobframework.appwrapper import ADAPTERS as APPWRAPPER
 from extender.core.jobframework.batch_job import BatchJob
 from extender.core.jobframework.jobset import JobSetAdapter
 from extender.core.jobframework.kubeflow import ADAPTERS as KUBEFLOW
+from extender.core.jobframework.pod import ADAPTERS as PODS
+from extender.core.jobframework.pod import PARENTS as TEMPLATE_PARENTS
+from extender.core.jobframework.pod import TemplateParent
 from extender.core.jobframework.ray import ADAPTERS as RAY
 from extender.core.jobframework.trainer import ADAPTERS as TRAINER
 
@@ -52,8 +55,11 @@ def register(adapter: JobAdapter) -> JobAdapter:
     return adapter
 
 
-for _adapter in (BatchJob(), JobSetAdapter(), *KUBEFLOW, *RAY, *APPWRAPPER, *TRAINER):
+for _adapter in (BatchJob(), JobSetAdapter(), *KUBEFLOW, *RAY, *APPWRAPPER, *TRAINER, *PODS):
     register(_adapter)
+
+# Kinds whose pods are queued one by one (Deployment): their webhook marks the pod template.
+PARENTS: dict[str, TemplateParent] = {p.framework: p for p in TEMPLATE_PARENTS}
 
 
 def enabled(frameworks: Iterable[str] | None = None) -> tuple[JobAdapter, ...]:
@@ -63,15 +69,23 @@ def enabled(frameworks: Iterable[str] | None = None) -> tuple[JobAdapter, ...]:
     return tuple(ADAPTERS[name] for name in dict.fromkeys(names) if name in ADAPTERS)
 
 
+def enabled_parents(frameworks: Iterable[str] | None = None) -> tuple[TemplateParent, ...]:
+    """The kinds of these integrations whose pods are queued one by one (Deployment)."""
+    names = DEFAULT_FRAMEWORKS if frameworks is None else tuple(frameworks)
+    return tuple(PARENTS[name] for name in dict.fromkeys(names) if name in PARENTS)
+
+
 def unmanaged(frameworks: Iterable[str] | None = None) -> tuple[str, ...]:
     """Integrations asked for that Kueue knows and Tower does not manage yet."""
     names = DEFAULT_FRAMEWORKS if frameworks is None else tuple(frameworks)
-    return tuple(n for n in dict.fromkeys(names) if n not in ADAPTERS and n in KUEUE_FRAMEWORKS)
+    known = {*ADAPTERS, *PARENTS}
+    return tuple(n for n in dict.fromkeys(names) if n not in known and n in KUEUE_FRAMEWORKS)
 
 
 def unknown(frameworks: Iterable[str]) -> tuple[str, ...]:
     """Names that are no integration of Kueue's nor of Tower's."""
-    return tuple(n for n in frameworks if n not in ADAPTERS and n not in KUEUE_FRAMEWORKS)
+    known = {*ADAPTERS, *PARENTS, *KUEUE_FRAMEWORKS}
+    return tuple(n for n in frameworks if n not in known)
 
 
 def by_kind(adapters: Iterable[JobAdapter] | None = None) -> Mapping[tuple[str, str], JobAdapter]:
@@ -86,7 +100,7 @@ def for_object(obj: Mapping[str, object]) -> JobAdapter | None:
     return by_kind().get((group, str(obj.get("kind") or "")))
 
 
-def webhook_path(adapter: JobAdapter, verb: str) -> str:
+def webhook_path(adapter: JobAdapter | TemplateParent, verb: str) -> str:
     """Kueue's webhook path for a kind: /mutate-batch-v1-job, /validate-…."""
     group = adapter.group.replace(".", "-")
     prefix = f"{group}-" if group else "-"

@@ -6,15 +6,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from extender.core.jobframework import registry
-from extender.core.jobframework.adapter import JobAdapter
+from extender.core.jobframework.adapter import JobAdapter, pointer
 from extender.core.models import ORIGINAL_SUSPEND_ANNOTATION, QUEUE_NAME_LABEL
 
 Op = dict[str, Any]
-
-
-def pointer(*parts: str) -> str:
-    """A JSON pointer (RFC 6901) to a field: /spec/suspend."""
-    return "/" + "/".join(p.replace("~", "~0").replace("/", "~1") for p in parts)
 
 
 def suspend_field(adapter: JobAdapter) -> str:
@@ -72,6 +67,9 @@ def queue_patch(
         else:
             path = pointer("metadata", "labels", QUEUE_NAME_LABEL)
             ops.append({"op": "add", "path": path, "value": queue})
+    special = adapter.queue_ops(obj)
+    if special is not None:
+        return [*ops, *special]  # a pod: gated, labelled managed, kept by Kueue's finalizer
     suspended = adapter.is_suspended(obj)
     if annotations is None or ORIGINAL_SUSPEND_ANNOTATION not in annotations:
         original = "true" if suspended else "false"

@@ -64,13 +64,12 @@ def resource_of_reference(ref: Reference) -> Resource:
     return Resource(ref.group, ref.version, ref.plural, ref.kind, ref.namespace is not None)
 
 
-_JOB_RESOURCES: dict[Resource, Resource] = {JOBS: JOBS, JOBSETS: JOBSETS}
-_BY_ADAPTER: dict[JobAdapter, Resource] = {}
-
-
 NAMESPACES = Resource("", "v1", "namespaces", "Namespace", False)
 NODES = Resource("", "v1", "nodes", "Node", False)
 PODS = Resource("", "v1", "pods", "Pod", True)
+_JOB_RESOURCES: dict[Resource, Resource] = {JOBS: JOBS, JOBSETS: JOBSETS, PODS: PODS}
+_BY_ADAPTER: dict[JobAdapter, Resource] = {}
+
 EVENTS = Resource("", "v1", "events", "Event", True)
 PRIORITY_CLASSES = Resource("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", False)
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease", True)

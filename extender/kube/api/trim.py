@@ -200,6 +200,13 @@ class JobView:
     # Those of its adapter's kept_annotations that it has (a Job's job-min-parallelism).
     annotations: tuple[tuple[str, str], ...] = ()
     pods_ready: bool = False  # every pod the admission started is ready (Kueue's PodsReady)
+    # Its finalizers, kept only while one is Kueue's (a pod's), which Tower takes off at its
+    # end: the patch that does so writes the others back as they are.
+    finalizers: tuple[str, ...] = ()
+
+    @property
+    def holds(self) -> bool:
+        return bool(self.finalizers)
 
     @property
     def kind(self) -> str:
@@ -241,6 +248,7 @@ class JobView:
                 "resourceVersion": self.resource_version,
                 "labels": self.labels,
                 "annotations": annotations,
+                **({"finalizers": list(self.finalizers)} if self.finalizers else {}),
             },
             "spec": {**self.adapter.suspend_patch(self.suspended)["spec"], **self.templates},
         }
@@ -294,6 +302,11 @@ def job_view(obj: Obj, *, keep_source: bool, adapter: JobAdapter | None = None) 
         source=source,
         annotations=kept_annotations,
         pods_ready=finished is None and adapter.pods_ready(obj),
+        finalizers=(
+            tuple(str(f) for f in meta.get("finalizers") or ())
+            if adapter.holds_finalizer(obj)
+            else ()
+        ),
     )
 
 

@@ -36,6 +36,8 @@ def stop_job(ctx: Context, job: JobView, workload: Obj | None) -> JobView:
     change) and put back the pod templates its Workload recorded."""
     adapter = job.adapter
     current = job
+    if not adapter.can_suspend:
+        return delete_job(ctx, job)
     if not current.suspended:
         current = patch_job(ctx, current, adapter.suspend_patch(True))
     if current.started:
@@ -43,6 +45,26 @@ def stop_job(ctx: Context, job: JobView, workload: Obj | None) -> JobView:
     if workload is not None and current.cluster_queue:  # started by Tower, not yet restored
         current = patch_job(ctx, current, o.restore_patch(current.as_object(), workload))
     return current
+
+
+def delete_job(ctx: Context, job: JobView) -> JobView:
+    """Stop a job that cannot be suspended (a pod) by deleting it, unless it is still gated
+    or has ended; it stays active, holding its quota, until its containers have stopped."""
+    if job.suspended or job.finished is not None:
+        return job
+    resource = job.resource
+    try:
+        ctx.write(
+            resource,
+            "delete",
+            lambda: ctx.client.delete(resource, job.name, job.namespace),
+            job.key,
+        )
+    except ApiError as err:
+        if not err.not_found:
+            raise
+    ctx.event(job.as_object(), "Normal", "Stopped", "Deleted by Tower: its Workload was evicted")
+    return job
 
 
 def patch_job(ctx: Context, job: JobView, patch: Obj, subresource: str = "") -> JobView:

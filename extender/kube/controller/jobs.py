@@ -88,6 +88,8 @@ class JobReconciler:
         runs without quota; or its Workload is admitted while it waits, or evicted."""
         if job.queue_name is None or job.is_child:
             return False
+        if job.holds and job.finished is not None:
+            return True  # Kueue's finalizer is still to come off
         workload = self.ctx.store.get(WORKLOADS, workload_key(job))
         if workload is None:
             return self.ctx.manages_namespace(job.namespace)
@@ -136,7 +138,11 @@ class JobReconciler:
         if job.finished is not None:
             if workload is not None and not o.is_true(workload, o.FINISHED):
                 self._finish(wl_key, workload, *job.finished)
+            if job.holds:  # its end is counted: Kueue's finalizer comes off (a pod's)
+                patch_job(ctx, job, job.adapter.release_patch(job.as_object()))
             return None
+        if not job.suspended and not job.adapter.can_suspend:
+            return self._ungated(job, wl_key, workload)
         if not job.suspended and not holds_quota(workload):
             # The backstop: the webhook was down or bypassed when this Job was created.
             log.info("%s %s runs without an admission: suspending it", job.kind, job.key)
@@ -154,6 +160,28 @@ class JobReconciler:
         self._creating.pop(wl_key, None)
         if job.source is not None:
             ctx.store.put(resource, job.key, job.without_source())  # the template is recorded
+        return self._follow(wl_key, workload, job)
+
+    def _ungated(self, job: JobView, wl_key: str, workload: Obj | None) -> float | None:
+        """A job that cannot be suspended (a pod) runs: followed while its Workload holds
+        quota; stopped (deleted) once it does not; never queued when it started without one
+        (created while the webhook was down, it can never be gated again)."""
+        ctx = self.ctx
+        if workload is None:
+            message = (
+                f"{job.kind} {job.key} runs without an admission: it was created while Tower's "
+                "webhook was down or bypassed, and a pod cannot be gated once created, so "
+                "Tower leaves it alone (delete it to queue it again)"
+            )
+            if ctx.told.first(f"ungated:{job.uid}", message):
+                log.warning("%s", message)
+                ctx.event(job.as_object(), "Warning", "NotQueued", message)
+            return None
+        if job.source is not None:
+            ctx.store.put(job.resource, job.key, job.without_source())
+        if not holds_quota(workload):
+            stop_job(ctx, job, workload)  # evicted while it ran: it is deleted
+            return None
         return self._follow(wl_key, workload, job)
 
     def _follow(self, wl_key: str, workload: Obj, job: JobView) -> float | None:

@@ -42,7 +42,9 @@ def job_rules(adapters: Iterable[JobAdapter] | None = None) -> list[dict[str, An
     rules: list[dict[str, Any]] = []
     for adapter in pool:
         group = [adapter.group]
-        rules.append({"apiGroups": group, "resources": [adapter.plural], "verbs": [*JOB_VERBS]})
+        # A kind that cannot be suspended (a pod) is stopped by deleting it.
+        verbs = [*JOB_VERBS] if adapter.can_suspend else [*JOB_VERBS, "delete"]
+        rules.append({"apiGroups": group, "resources": [adapter.plural], "verbs": verbs})
         if patches_status(adapter):
             status = f"{adapter.plural}/status"
             rules.append({"apiGroups": group, "resources": [status], "verbs": ["patch"]})

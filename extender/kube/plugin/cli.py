@@ -32,7 +32,7 @@ from extender.kube.api.client import (
     RestClient,
     load_api_client,
 )
-from extender.kube.api.resources import KUEUE_GROUP, KUEUE_VERSION, Resource, resource_of
+from extender.kube.api.resources import KUEUE_GROUP, KUEUE_VERSION, PODS, Resource, resource_of
 from extender.kube.api.snapshot import Snapshot, load, queue_order
 from extender.sim.forecast import Duration, duration_of, forecast, runtimes
 
@@ -161,17 +161,24 @@ def _find(client: KubeClient, snapshot: Snapshot, args: argparse.Namespace) -> t
     """The Job (or JobSet, or Workload) asked about, and its kind."""
     namespace = args.namespace or "default"
     kinds = _job_kinds(client)
+    name = args.name
+    if "/" in name:  # KIND/NAME, as kubectl takes it: pod/x, jobs/y, rayjob.ray.io/z
+        wanted, name = name.split("/", 1)
+        word = wanted.split(".", 1)[0].lower()
+        kinds = [(k, r) for k, r in kinds if word in (k.lower(), r.plural, r.plural[:-1])]
+        if not kinds:
+            raise CliError(f"{wanted}: not a kind of job Tower manages here")
     for kind, resource in kinds:
         try:
-            return client.get(resource, args.name, namespace), kind
+            return client.get(resource, name, namespace), kind
         except ApiError as err:
             if not err.not_found:
                 raise
-    key = f"{namespace}/{args.name}"
+    key = f"{namespace}/{name}"
     if key in snapshot.objects or key in snapshot.finished:
         return snapshot.objects.get(key) or snapshot.finished[key], "Workload"
     names = ", ".join(kind for kind, _ in kinds)
-    raise CliError(f"no {names} or Workload named {args.name} in namespace {namespace}")
+    raise CliError(f"no {names} or Workload named {name} in namespace {namespace}")
 
 
 def _job_kinds(client: KubeClient) -> list[tuple[str, Resource]]:
@@ -188,8 +195,54 @@ def _job_kinds(client: KubeClient) -> list[tuple[str, Resource]]:
     return out
 
 
+def _why_parent(
+    client: KubeClient, snapshot: Snapshot, args: argparse.Namespace, now: float
+) -> Obj | None:
+    """`why deployment/NAME`: the kind queues its pods one by one, so each pod's answer."""
+    if "/" not in args.name:
+        return None
+    wanted, name = args.name.split("/", 1)
+    word = wanted.split(".", 1)[0].lower()
+    parent = next(
+        (p for p in registry.PARENTS.values() if word in (p.kind.lower(), p.plural, p.plural[:-1])),
+        None,
+    )
+    if parent is None:
+        return None
+    namespace = args.namespace or "default"
+    resource = Resource(parent.group, parent.version, parent.plural, parent.kind, True)
+    try:
+        obj = client.get(resource, name, namespace)
+    except ApiError as err:
+        if err.not_found:
+            raise CliError(f"no {parent.kind} named {name} in namespace {namespace}") from None
+        raise
+    selector = ((obj.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
+    text = ",".join(f"{k}={v}" for k, v in sorted(selector.items()))
+    pods = client.list(PODS, namespace, label_selector=text)[0] if text else []
+    answers = []
+    for pod in sorted(pods, key=lambda p: str(p["metadata"]["name"])):
+        one = argparse.Namespace(**{**vars(args), "name": f"pod/{pod['metadata']['name']}"})
+        answers.append(why(client, snapshot, one, now))
+    states: dict[str, int] = {}
+    for answer in answers:
+        states[answer.get("state", "")] = states.get(answer.get("state", ""), 0) + 1
+    summary = ", ".join(f"{n} {s}" for s, n in sorted(states.items())) or "no pods"
+    return {
+        "kind": parent.kind,
+        "namespace": namespace,
+        "name": name,
+        "state": summary,
+        "reason": f"each of its pods is its own Workload ({len(answers)} pods)",
+        "pods": answers,
+    }
+
+
 def why(client: KubeClient, snapshot: Snapshot, args: argparse.Namespace, now: float) -> Obj:
     state = snapshot.state
+    parent = _why_parent(client, snapshot, args, now)
+    if parent is not None:
+        return parent
     obj, kind = _find(client, snapshot, args)
     meta = obj.get("metadata") or {}
     namespace = str(meta.get("namespace") or "default")
@@ -345,6 +398,11 @@ def _borrowing(snapshot: Snapshot, cq: ClusterQueue, workload: Workload) -> str:
 
 
 def render_why(answer: Obj) -> str:
+    if "pods" in answer:  # a Deployment: its pods, each in turn
+        head = f"{answer['kind']} {answer['namespace']}/{answer['name']}"
+        parts = [f"{head}\nState:       {answer['state']} — {answer['reason']}"]
+        parts += [render_why(pod) for pod in answer["pods"]]
+        return "\n\n".join(parts)
     lines = [f"{answer['kind']} {answer['namespace']}/{answer['name']}"]
     if answer.get("workload"):
         lines[0] += f"  (Workload {answer['workload']})"

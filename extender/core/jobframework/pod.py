@@ -1,0 +1,252 @@
+"""A plain Pod (Kueue's `pod` integration) as one Workload, and the kinds that queue their pods.
+
+A pod cannot be suspended: it is created behind the scheduling gate
+`kueue.x-k8s.io/admission`, which admission removes (with the flavors' nodeSelector and
+tolerations in the same patch); a gate can never be put back, so a stop deletes the pod.
+Kueue's finalizer keeps a pod until Tower has counted its end. A Deployment's pods are plain
+pods too: its webhook marks their template, and each pod becomes its own Workload.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from extender.core.jobframework.adapter import (
+    JobAdapter,
+    Obj,
+    PodSetInfo,
+    PodSetTemplate,
+    as_mapping,
+    as_sequence,
+    condition_true,
+    pointer,
+)
+from extender.core.models import QUEUE_NAME_LABEL
+from extender.core.parse import ManifestError
+
+ADMISSION_GATE = "kueue.x-k8s.io/admission"
+MANAGED_LABEL = "kueue.x-k8s.io/managed"
+FINALIZER = "kueue.x-k8s.io/managed"
+# On a pod template: its pods are queued one by one, and their parent is never suspended
+# (Kueue's value is the parent's integration name, "deployment").
+SUSPENDING_PARENT = "kueue.x-k8s.io/pod-suspending-parent"
+PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
+GROUP_NAME = "kueue.x-k8s.io/pod-group-name"
+
+
+def gated(obj: Mapping[str, Any]) -> bool:
+    gates = as_sequence(as_mapping(obj.get("spec")).get("schedulingGates"))
+    return any(isinstance(g, Mapping) and g.get("name") == ADMISSION_GATE for g in gates)
+
+
+def _phase(obj: Mapping[str, Any]) -> str:
+    return str(as_mapping(obj.get("status")).get("phase") or "")
+
+
+class Pod(JobAdapter):
+    framework = "pod"
+    group, version, kind, plural = "", "v1", "Pod", "pods"
+    # A pod is gated at create and can never be gated again: it is not suspended afterwards,
+    # a stop deletes it, and no webhook queues a pod without the queue-name label (so a
+    # webhook outage blocks no other pod).
+    can_suspend: ClassVar[bool] = False
+    default_queue: ClassVar[bool] = False
+    finalizer: ClassVar[str | None] = FINALIZER
+
+    # ----- reading --------------------------------------------------------------------------
+
+    def pod_sets(self, obj: Mapping[str, Any]) -> list[PodSetTemplate]:
+        meta = as_mapping(obj.get("metadata"))
+        for part in ("labels", "annotations"):
+            if as_mapping(meta.get(part)).get(GROUP_NAME):
+                # Refused rather than queued alone: each member would take the group's quota.
+                raise ManifestError(
+                    f"metadata.{part}[{GROUP_NAME}]",
+                    "pod groups are not managed by Tower yet: run the group as a Job or a "
+                    "JobSet, or leave out the label",
+                )
+        spec = as_mapping(obj.get("spec"))
+        return [PodSetTemplate("main", 1, {"spec": copy.deepcopy(dict(spec))}, "")]
+
+    def templates(self, obj: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+        return {"main": {"spec": as_mapping(obj.get("spec"))}}
+
+    def is_suspended(self, obj: Mapping[str, Any]) -> bool:
+        return gated(obj)
+
+    def is_child(self, obj: Mapping[str, Any]) -> bool:
+        """A pod of a kind Tower manages (a Job's, a RayCluster's): its owner is queued."""
+        from extender.core.jobframework import registry  # the registry imports this module
+
+        for owner in as_sequence(as_mapping(obj.get("metadata")).get("ownerReferences")):
+            if not isinstance(owner, Mapping) or owner.get("controller") is not True:
+                continue
+            group = str(owner.get("apiVersion", "")).rpartition("/")[0]
+            found = registry.by_kind().get((group, str(owner.get("kind") or "")))
+            if found is not None and found is not self:
+                return True
+        return False
+
+    def is_active(self, obj: Mapping[str, Any]) -> bool:
+        """Bound to a node and not ended: its containers may run, so its quota is held."""
+        bound = bool(as_mapping(obj.get("spec")).get("nodeName"))
+        return bound and _phase(obj) not in ("Succeeded", "Failed")
+
+    def finished(self, obj: Mapping[str, Any]) -> tuple[str, str] | None:
+        phase = _phase(obj)
+        message = str(as_mapping(obj.get("status")).get("message") or "")
+        if phase == "Succeeded":
+            return "Succeeded", message or "Pod succeeded"
+        if phase == "Failed":
+            return "Failed", message or "Pod failed"
+        deleting = as_mapping(obj.get("metadata")).get("deletionTimestamp")
+        if deleting and not self.is_active(obj):
+            # Deleted before it ran: nothing of it runs, so its Workload ends now.
+            return "OwnerNotFound", "The workload's owner no longer exists"
+        return None
+
+    def pods_ready(self, obj: Mapping[str, Any]) -> bool:
+        return condition_true(obj, "Ready") is not None
+
+    def holds_finalizer(self, obj: Mapping[str, Any]) -> bool:
+        return FINALIZER in as_sequence(as_mapping(obj.get("metadata")).get("finalizers"))
+
+    # ----- the webhook ------------------------------------------------------------------------
+
+    def queue_ops(self, obj: Mapping[str, Any]) -> list[Obj]:
+        """Gated, labelled managed and (unless a parent queues it) kept by Kueue's finalizer;
+        applying the ops twice gives the same pod."""
+        meta = as_mapping(obj.get("metadata"))
+        # The labels exist by now: the queue-name label's op comes first.
+        label = pointer("metadata", "labels", MANAGED_LABEL)
+        ops: list[Obj] = [{"op": "add", "path": label, "value": "true"}]
+        parent = as_mapping(meta.get("annotations")).get(SUSPENDING_PARENT)
+        finalizers = list(as_sequence(meta.get("finalizers")))
+        if not parent and FINALIZER not in finalizers:
+            ops.append(
+                {"op": "add", "path": "/metadata/finalizers", "value": [*finalizers, FINALIZER]}
+            )
+        if not gated(obj):
+            spec = as_mapping(obj.get("spec"))
+            gates = list(as_sequence(spec.get("schedulingGates")))
+            ops.append(
+                {
+                    "op": "add",
+                    "path": "/spec/schedulingGates",
+                    "value": [*gates, {"name": ADMISSION_GATE}],
+                }
+            )
+        return ops
+
+    # ----- writing ----------------------------------------------------------------------------
+
+    def suspend_patch(self, suspend: bool) -> Obj:
+        return {"spec": {}}  # no field: a pod is gated once, at create
+
+    def start_patch(self, obj: Mapping[str, Any], infos: Mapping[str, PodSetInfo]) -> Obj:
+        """One patch: the admission gate removed, the flavors' nodeSelector and tolerations
+        added (Kubernetes allows both on a gated pod), labels and annotations set. A pod's
+        schedulerName cannot change, so it keeps its own."""
+        info = infos.get("main") or next(iter(infos.values()), None)
+        spec = as_mapping(obj.get("spec"))
+        gates = [
+            dict(g)
+            for g in as_sequence(spec.get("schedulingGates"))
+            if isinstance(g, Mapping) and g.get("name") != ADMISSION_GATE
+        ]
+        out_spec: Obj = {"schedulingGates": gates or None}
+        meta: Obj = {}
+        if info is not None:
+            for gate in info.scheduling_gates:
+                if gate not in gates:
+                    gates.append(dict(gate))
+            out_spec["schedulingGates"] = gates or None
+            if info.node_selector:
+                out_spec["nodeSelector"] = {
+                    **as_mapping(spec.get("nodeSelector")),
+                    **info.node_selector,
+                }
+            tolerations = [
+                dict(t) for t in as_sequence(spec.get("tolerations")) if isinstance(t, Mapping)
+            ]
+            for toleration in info.tolerations:
+                if toleration not in tolerations:
+                    tolerations.append(dict(toleration))
+            if len(tolerations) > len(as_sequence(spec.get("tolerations"))):
+                out_spec["tolerations"] = tolerations
+            if info.labels:
+                meta["labels"] = dict(info.labels)
+            if info.annotations:
+                meta["annotations"] = dict(info.annotations)
+        patch: Obj = {"spec": out_spec}
+        if meta:
+            patch["metadata"] = meta
+        return patch
+
+    def restore_patch(
+        self,
+        obj: Mapping[str, Any],
+        originals: Mapping[str, Mapping[str, Any]],
+        counts: Mapping[str, int],
+    ) -> Obj:
+        return {}  # a stopped pod is deleted, never restored
+
+    def templates_patch(self, obj: Mapping[str, Any], wanted: Mapping[str, Obj]) -> Obj:
+        return {}
+
+    def release_patch(self, obj: Mapping[str, Any]) -> Obj:
+        """Kueue's finalizer taken off, once the pod's end is counted."""
+        finalizers = [
+            f
+            for f in as_sequence(as_mapping(obj.get("metadata")).get("finalizers"))
+            if f != FINALIZER
+        ]
+        return {"metadata": {"finalizers": finalizers or None}}
+
+    def kept(self, obj: Mapping[str, Any]) -> Obj:
+        spec = as_mapping(obj.get("spec"))
+        return {k: spec[k] for k in ("schedulingGates", "nodeSelector", "tolerations") if k in spec}
+
+
+class TemplateParent:
+    """A kind whose pods are queued one by one (Kueue's Deployment integration): its webhook
+    marks the pod template, so that each pod it makes is gated and becomes its own Workload;
+    the parent itself has no Workload and is never suspended."""
+
+    framework: ClassVar[str]
+    group: ClassVar[str]
+    version: ClassVar[str]
+    kind: ClassVar[str]
+    plural: ClassVar[str]
+    template_path: ClassVar[tuple[str, ...]] = ("spec", "template")
+
+    def template_ops(self, obj: Mapping[str, Any], queue: str) -> list[Obj]:
+        """The JSON patch that marks the pod template: the parent annotation, and the
+        managed, queue-name and priority-class labels, as Kueue's webhook sets them."""
+        template: Any = obj
+        for part in self.template_path:
+            template = as_mapping(template).get(part)
+        template = as_mapping(template)
+        meta = as_mapping(template.get("metadata"))
+        labels = {**as_mapping(meta.get("labels")), MANAGED_LABEL: "true", QUEUE_NAME_LABEL: queue}
+        priority = as_mapping(as_mapping(obj.get("metadata")).get("labels")).get(
+            PRIORITY_CLASS_LABEL
+        )
+        if priority:
+            labels[PRIORITY_CLASS_LABEL] = priority
+        annotations = {**as_mapping(meta.get("annotations")), SUSPENDING_PARENT: self.framework}
+        wanted = {**meta, "labels": labels, "annotations": annotations}
+        if wanted == meta:
+            return []
+        return [{"op": "add", "path": pointer(*self.template_path, "metadata"), "value": wanted}]
+
+
+class Deployment(TemplateParent):
+    framework = "deployment"
+    group, version, kind, plural = "apps", "v1", "Deployment", "deployments"
+
+
+ADAPTERS: tuple[JobAdapter, ...] = (Pod(),)
+PARENTS: tuple[TemplateParent, ...] = (Deployment(),)
