@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -239,3 +240,52 @@ def test_a_deployments_pods_are_queued_one_by_one(cluster, start_controller):
     assert [p["name"] for p in answer["pods"]] == [f"nginx-deployment-{i}" for i in range(3)]
     text = tower(cluster, "why", "deployment/nginx-deployment", "-n", "default").stdout
     assert text.startswith("Deployment default/nginx-deployment\nState:       3 Admitted")
+
+
+def test_a_gpu_pod_is_planned_and_sent_to_its_node(cluster):
+    """With placement on, the controller watches every pod (for the nodes' use) and the
+    queued pods (as jobs) side by side: a 4-GPU pod is planned on the node that holds it,
+    ungated there, and kube-scheduler's filter sends it to that node only."""
+    from tests.controller.conftest import controller_process
+    from tests.controller.test_placement import (
+        FLAVOR,
+        GPU,
+        LOCAL_QUEUE,
+        QUEUE,
+        node,
+        scheduler_filter,
+    )
+    from tests.servers import free_port
+
+    for name, gpus in (("gpu-node-1", 2), ("gpu-node-2", 4), ("cpu-node", None)):
+        cluster.admin.create(r.NODES, node(name, gpus))
+    cluster.apply(FLAVOR, QUEUE, LOCAL_QUEUE)
+    port = free_port()
+    proc = controller_process(cluster, "--scheduler-extender-address", f"127.0.0.1:{port}")
+    try:
+        body = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "train", "labels": {"kueue.x-k8s.io/queue-name": "gpus"}},
+            "spec": {
+                "containers": [
+                    {
+                        "name": "train",
+                        "image": "busybox:1.36",
+                        "resources": {"requests": {"cpu": "1", GPU: "4"}, "limits": {GPU: "4"}},
+                    }
+                ]
+            },
+        }
+        made = cluster.admin.create(r.PODS, body, "default")
+        running = eventually(lambda: ungated(cluster, made), 20, "the GPU pod ungated")
+        assert running["spec"]["nodeSelector"] == {"gpu": "a100"}
+        workload = cluster.workload_of(made)
+        assert json.loads(workload["metadata"]["annotations"]["tower.dev/placement"]) == {
+            "main": {"gpu-node-2": 1}
+        }
+        answer = scheduler_filter(port, running, ["gpu-node-1", "gpu-node-2", "cpu-node"])
+        assert answer["NodeNames"] == ["gpu-node-2"]
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=20)

@@ -196,6 +196,9 @@ class JobAdapter:
     # namespaces that ask for it (manageJobsWithoutQueueName); never for pods, so that a
     # webhook outage blocks no pod Tower does not queue.
     default_queue: ClassVar[bool] = True
+    # A name for the controller's cache of this kind when another part of Tower also
+    # watches the same API resource (every pod, for placement): the two are kept apart.
+    cache_view: ClassVar[str] = ""
     # (group, kind, plural) of the kinds its `references` name (a TrainJob's runtimes): the
     # controller reads them, its RBAC grants get on them, the simulator takes them in.
     referenced_kinds: ClassVar[tuple[tuple[str, str, str], ...]] = ()

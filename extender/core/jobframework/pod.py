@@ -53,7 +53,7 @@ class Pod(JobAdapter):
     # webhook outage blocks no other pod).
     can_suspend: ClassVar[bool] = False
     default_queue: ClassVar[bool] = False
-    finalizer: ClassVar[str | None] = FINALIZER
+    cache_view: ClassVar[str] = "queued"  # placement watches every pod too
 
     # ----- reading --------------------------------------------------------------------------
 

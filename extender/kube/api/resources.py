@@ -20,6 +20,14 @@ class Resource:
     plural: str
     kind: str
     namespaced: bool
+    # A second view of the same API resource, kept apart in the cache: the pods queued as
+    # jobs ("queued") beside every pod the placement inventory counts.
+    view: str = ""
+
+    @property
+    def key(self) -> str:
+        """The name the cache keeps its objects under (a view apart from the plain one)."""
+        return f"{self.plural}/{self.view}" if self.view else self.plural
 
     @property
     def api_version(self) -> str:
@@ -54,7 +62,9 @@ def resource_of(adapter: JobAdapter) -> Resource:
     resource, so it compares by identity as the constants above do."""
     known = _BY_ADAPTER.get(adapter)
     if known is None:
-        resource = Resource(adapter.group, adapter.version, adapter.plural, adapter.kind, True)
+        resource = Resource(
+            adapter.group, adapter.version, adapter.plural, adapter.kind, True, adapter.cache_view
+        )
         known = _BY_ADAPTER[adapter] = _JOB_RESOURCES.setdefault(resource, resource)
     return known
 
@@ -67,7 +77,7 @@ def resource_of_reference(ref: Reference) -> Resource:
 NAMESPACES = Resource("", "v1", "namespaces", "Namespace", False)
 NODES = Resource("", "v1", "nodes", "Node", False)
 PODS = Resource("", "v1", "pods", "Pod", True)
-_JOB_RESOURCES: dict[Resource, Resource] = {JOBS: JOBS, JOBSETS: JOBSETS, PODS: PODS}
+_JOB_RESOURCES: dict[Resource, Resource] = {JOBS: JOBS, JOBSETS: JOBSETS}
 _BY_ADAPTER: dict[JobAdapter, Resource] = {}
 
 EVENTS = Resource("", "v1", "events", "Event", True)

@@ -75,56 +75,56 @@ class Store:
 
     def register(self, resource: Resource, transform: Transform | None = None) -> None:
         with self._lock:
-            self._objects.setdefault(resource.plural, {})
-            self._synced.setdefault(resource.plural, threading.Event())
+            self._objects.setdefault(resource.key, {})
+            self._synced.setdefault(resource.key, threading.Event())
             if transform is not None:
-                self._transforms[resource.plural] = transform
+                self._transforms[resource.key] = transform
 
     def subscribe(self, resource: Resource, handler: Handler) -> None:
         with self._lock:
-            self._handlers.setdefault(resource.plural, []).append(handler)
+            self._handlers.setdefault(resource.key, []).append(handler)
 
     def unsubscribe(self, resource: Resource, handler: Handler) -> None:
         with self._lock:
-            handlers = self._handlers.get(resource.plural, [])
+            handlers = self._handlers.get(resource.key, [])
             if handler in handlers:
                 handlers.remove(handler)
 
     def add_index(self, resource: Resource, name: str, indexer: Indexer) -> None:
         with self._lock:
-            self._indexers.setdefault(resource.plural, {})[name] = indexer
+            self._indexers.setdefault(resource.key, {})[name] = indexer
             index: dict[str, set[str]] = {}
-            for key, obj in self._objects.get(resource.plural, {}).items():
+            for key, obj in self._objects.get(resource.key, {}).items():
                 for value in indexer(obj):
                     index.setdefault(value, set()).add(key)
-            self._indexes[(resource.plural, name)] = index
+            self._indexes[(resource.key, name)] = index
 
     # ----- reads ----------------------------------------------------------------------
 
     def get(self, resource: Resource, key: str) -> Any:
-        return self._objects.get(resource.plural, {}).get(key)
+        return self._objects.get(resource.key, {}).get(key)
 
     def items(self, resource: Resource) -> list[tuple[str, Any]]:
         with self._lock:
-            return list(self._objects.get(resource.plural, {}).items())
+            return list(self._objects.get(resource.key, {}).items())
 
     def keys(self, resource: Resource) -> list[str]:
         with self._lock:
-            return list(self._objects.get(resource.plural, {}))
+            return list(self._objects.get(resource.key, {}))
 
     def count(self, resource: Resource) -> int:
-        return len(self._objects.get(resource.plural, {}))
+        return len(self._objects.get(resource.key, {}))
 
     def by_index(self, resource: Resource, name: str, value: str) -> list[str]:
         with self._lock:
-            return sorted(self._indexes.get((resource.plural, name), {}).get(value, ()))
+            return sorted(self._indexes.get((resource.key, name), {}).get(value, ()))
 
     def synced(self, resource: Resource) -> threading.Event:
         with self._lock:
-            return self._synced.setdefault(resource.plural, threading.Event())
+            return self._synced.setdefault(resource.key, threading.Event())
 
     def is_registered(self, resource: Resource) -> bool:
-        return resource.plural in self._objects
+        return resource.key in self._objects
 
     # ----- writes ---------------------------------------------------------------------
 
@@ -132,7 +132,7 @@ class Store:
         # List items come without kind and apiVersion (as kube-apiserver sends them).
         obj.setdefault("kind", resource.kind)
         obj.setdefault("apiVersion", resource.api_version)
-        fn = self._transforms.get(resource.plural)
+        fn = self._transforms.get(resource.key)
         return fn(obj) if fn is not None else obj
 
     def replace(self, resource: Resource, items: list[Any]) -> None:
@@ -140,8 +140,8 @@ class Store:
         replaced, and the store counts as synced."""
         changes: list[tuple[str, Any, Any]] = []
         with self._lock:
-            told = bool(self._handlers.get(resource.plural))  # the first list: often nobody
-            current = self._objects.setdefault(resource.plural, {})
+            told = bool(self._handlers.get(resource.key))  # the first list: often nobody
+            current = self._objects.setdefault(resource.key, {})
             seen: dict[str, Any] = {}
             for obj in items:
                 key = _key(resource, obj)
@@ -158,7 +158,7 @@ class Store:
                 if told:
                     changes.append((key, old, obj))
                 self._set(resource, key, old, obj)
-            self._synced.setdefault(resource.plural, threading.Event()).set()
+            self._synced.setdefault(resource.key, threading.Event()).set()
         self._notify(resource, changes)
 
     def apply(self, resource: Resource, event: str, obj: dict[str, Any]) -> str | None:
@@ -167,7 +167,7 @@ class Store:
         if key is None:
             return None
         with self._lock:
-            current = self._objects.setdefault(resource.plural, {})
+            current = self._objects.setdefault(resource.key, {})
             old = current.get(key)
             if event == "DELETED":
                 self._bury(resource, key, resource_version(obj))
@@ -192,12 +192,12 @@ class Store:
         if key is None:
             return None
         with self._lock:
-            current = self._objects.setdefault(resource.plural, {})
+            current = self._objects.setdefault(resource.key, {})
             old = current.get(key)
             version, known = resource_version(obj), resource_version(old)
             if known is not None and version is not None and version <= known:
                 return old
-            buried = self._tombstones.get((resource.plural, key))
+            buried = self._tombstones.get((resource.key, key))
             if old is None and buried is not None and version is not None and version <= buried:
                 return None  # a write answered before the object was deleted: it stays gone
             new = self.transform(resource, obj)
@@ -208,15 +208,15 @@ class Store:
     def _bury(self, resource: Resource, key: str, version: int | None) -> None:
         if version is None:
             return
-        self._tombstones[(resource.plural, key)] = version
-        self._tombstones.move_to_end((resource.plural, key))
+        self._tombstones[(resource.key, key)] = version
+        self._tombstones.move_to_end((resource.key, key))
         while len(self._tombstones) > TOMBSTONES:
             self._tombstones.popitem(last=False)
 
     def put(self, resource: Resource, key: str, obj: Any) -> None:
         """Replace the stored form of an object by another form of the same version."""
         with self._lock:
-            current = self._objects.setdefault(resource.plural, {})
+            current = self._objects.setdefault(resource.key, {})
             old = current.get(key)
             if old is not None:
                 self._set(resource, key, old, obj)
@@ -224,20 +224,20 @@ class Store:
     def forget(self, resource: Resource, key: str) -> None:
         """The object is known to be gone (a read answered 404)."""
         with self._lock:
-            old = self._objects.get(resource.plural, {}).get(key)
+            old = self._objects.get(resource.key, {}).get(key)
             if old is None:
                 return
             self._set(resource, key, old, None)
         self._notify(resource, [(key, old, None)])
 
     def _set(self, resource: Resource, key: str, old: Any, new: Any) -> None:
-        current = self._objects[resource.plural]
+        current = self._objects[resource.key]
         if new is None:
             current.pop(key, None)
         else:
             current[key] = new
-        for name, indexer in self._indexers.get(resource.plural, {}).items():
-            index = self._indexes[(resource.plural, name)]
+        for name, indexer in self._indexers.get(resource.key, {}).items():
+            index = self._indexes[(resource.key, name)]
             for value in indexer(old) if old is not None else ():
                 keys = index.get(value)
                 if keys is not None:
@@ -250,11 +250,11 @@ class Store:
     def _notify(self, resource: Resource, changes: list[tuple[str, Any, Any]]) -> None:
         if not changes:
             return
-        handlers = list(self._handlers.get(resource.plural, ()))
+        handlers = list(self._handlers.get(resource.key, ()))
         for handler in handlers:
             for key, old, new in changes:
                 try:
                     handler(key, old, new)
                 except Exception:  # a handler's bug must not stop the watch that called it
                     self.handler_failures += 1
-                    log.exception("handler for %s %s failed", resource.plural, key)
+                    log.exception("handler for %s %s failed", resource.key, key)
