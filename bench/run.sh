@@ -60,3 +60,6 @@ fi
 echo "== webhook: Tower vs bare WSGI vs nginx over TLS" >&2
 .venv/bin/python bench/webhook.py > bench/results/webhook.json
 .venv/bin/python -c "import json; print(json.dumps(json.load(open('bench/results/webhook.json'))['best'], indent=2))"
+echo "== webhook: a pod's path against a Job's, at 500 requests/s" >&2
+.venv/bin/python bench/webhook_pods.py > bench/results/webhook-pods.json
+cat bench/results/webhook-pods.json

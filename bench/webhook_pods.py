@@ -73,7 +73,7 @@ def main() -> None:
 
     def median(kind: str, key: str) -> float:
         values = sorted(s[key] for s in samples[kind])
-        return values[len(values) // 2]
+        return round(values[len(values) // 2], 1)
 
     result = {
         "rate": args.rate,
