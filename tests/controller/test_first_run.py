@@ -173,11 +173,14 @@ def test_rbac_from_before_placement_is_named_with_both_fixes(bare):
     assert result.stderr.splitlines()[-1] == (
         f"error: {CONTROLLER_USER} may not watch nodes, watch pods: apply "
         "deploy/rbac/controller.yaml (or bind the ClusterRole tower-controller to it), or run "
-        "without accelerator placement: --physical-resources=none"
+        "without accelerator placement: --physical-resources=none and without Kueue's pod "
+        "integration (--integrations)"
     )
-    # ... and without placement, the same identity runs.
+    # ... and without placement nor plain pods, the same identity runs.
     api._create_now("namespaces", {"metadata": {"name": "tower-system"}})
-    proc = controller_process_for(config, "--physical-resources=none")
+    proc = controller_process_for(
+        config, "--physical-resources=none", "--integrations=batch/job,jobset.x-k8s.io/jobset"
+    )
     try:
         port = int(proc.stdout.readline().decode().split()[-1])
         eventually(lambda: ready(port)[0] == 200, what="ready without placement")

@@ -168,6 +168,7 @@ def test_a_jobset_crd_installed_after_the_controller_started_is_taken_up(
     said = [r.getMessage() for r in caplog.records if r.name == "tower.cache"]
     assert said == [
         "managing Job (batch/job): the API server serves jobs.batch",
+        "managing Pod (pod): the API server serves pods",
         "integrations enabled whose CRD is not installed, managed once it is: "
         "kubeflow.org/mpijob, ray.io/rayjob, ray.io/raycluster, ray.io/rayservice, "
         "jobset.x-k8s.io/jobset, workload.codeflare.dev/appwrapper, trainer.kubeflow.org/trainjob",

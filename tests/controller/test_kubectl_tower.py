@@ -96,7 +96,7 @@ def test_why_says_when_a_job_is_not_queued_at_all(cluster):
 @pytest.mark.parametrize(
     ("args", "error"),
     [
-        (("why", "nothing-here"), "error: no Job or Workload named nothing-here in "
+        (("why", "nothing-here"), "error: no Job, Pod or Workload named nothing-here in "
          "namespace default"),
         (("queue", "no-such-cq"), "error: ClusterQueue no-such-cq not found"),
         (("queue", "-n", "default", "no-such-lq"),

@@ -182,6 +182,7 @@ def test_every_verb_granted_is_used_and_every_verb_used_is_granted(cluster, webh
         ("PATCH", "rayservices", ""),
         ("PATCH", "appwrappers", ""),
         ("PATCH", "trainjobs", ""),
+        ("PATCH", "pods", ""),
     ):
         cluster.api.faults.append(Fault(method, plural, sub, first_attempt_only=True))
     # The bootstrap as the controller: the Secret created (with a CA of its own)...
@@ -190,7 +191,7 @@ def test_every_verb_granted_is_used_and_every_verb_used_is_granted(cluster, webh
     config.write_text(
         "apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\n"
         "manageJobsWithoutQueueName: true\n"
-        "integrations: {frameworks: [batch/job, jobset.x-k8s.io/jobset]}\n"
+        "integrations: {frameworks: [batch/job, jobset.x-k8s.io/jobset, pod]}\n"
     )
     bootstrap = [sys.executable, "-m", "certs", "bootstrap", "--config", str(config)]
     subprocess.run(
@@ -258,6 +259,56 @@ def test_every_verb_granted_is_used_and_every_verb_used_is_granted(cluster, webh
         )
         # Deleted, so that the kinds below find the queue's quota free.
         cluster.admin.delete(r.JOBSETS, "train", "default", propagation="Background")
+        # A plain pod: ungated (its first patch refused, so it is read again), then
+        # preempted by a higher-priority Job (deleted), and its finalizer taken off once it
+        # has stopped.
+        pod_body = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": "plain",
+                "labels": {
+                    "kueue.x-k8s.io/queue-name": "user-queue",
+                    "kueue.x-k8s.io/priority-class": "low",
+                },
+            },
+            "spec": {
+                "containers": [
+                    {"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "4"}}}
+                ]
+            },
+        }
+        made = cluster.admin.create(r.PODS, pod_body, "default")
+        assert made["spec"]["schedulingGates"] == [{"name": "kueue.x-k8s.io/admission"}]
+
+        def plain() -> dict[str, Any]:
+            return cluster.get("pods", "plain", "default") or {}
+
+        eventually(
+            lambda: not (plain().get("spec") or {}).get("schedulingGates"),
+            what="the pod ungated",
+        )
+        cluster.admin.patch(r.PODS, "plain", {"spec": {"nodeName": "node-1"}}, "default")
+        cluster.admin.patch(
+            r.PODS, "plain", {"status": {"phase": "Running"}}, "default", subresource="status"
+        )
+        cluster.job(
+            "urgent", "4", duration="0.5s", labels={"kueue.x-k8s.io/priority-class": "high"}
+        )
+        eventually(
+            lambda: plain().get("metadata", {}).get("deletionTimestamp"),
+            what="the preempted pod deleted",
+        )
+        cluster.admin.patch(
+            r.PODS, "plain", {"status": {"phase": "Failed"}}, "default", subresource="status"
+        )
+        eventually(lambda: not plain(), what="the pod gone, its finalizer off")
+        eventually(
+            lambda: bool(
+                (cluster.get("jobs", "urgent", "default").get("status") or {}).get("succeeded")
+            ),
+            what="the urgent Job to finish",
+        )
         # Kueue's MPIJob example, the one kind of Kubeflow's on by default: started, then
         # finished as mpi-operator would say it.
         mpijobs = r.resource_of(registry.ADAPTERS["kubeflow.org/mpijob"])
@@ -441,10 +492,12 @@ def test_the_rules_on_jobs_are_the_registrys():
         (g, plural) for a in registry.ADAPTERS.values() for g, _, plural in a.referenced_kinds
     }
     cluster_role = next(d for d in documents() if d["kind"] == "ClusterRole")
+    # (Placement's own rule, list and watch on nodes and pods, also names pods: a rule is one
+    # on jobs when every resource it names is a kind of job.)
     on_jobs = [
         rule
         for rule in cluster_role["rules"]
-        if any(
+        if all(
             (group, resource.split("/")[0]) in kinds
             for group in rule["apiGroups"]
             for resource in rule["resources"]

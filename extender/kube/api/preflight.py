@@ -114,11 +114,16 @@ def _check(client: KubeClient, placement: bool, jobs: Sequence[Resource]) -> Set
     ]
     if refused:
         who = username or "this controller's identity"
-        missing = ", ".join(f"{v} {r.qualified}" + (f"/{s}" if s else "") for v, r, s in refused)
+        # Pods are watched for placement and, queued as jobs, in a view of their own: one
+        # permission, named once.
+        named = dict.fromkeys(f"{v} {r.qualified}" + (f"/{s}" if s else "") for v, r, s in refused)
+        missing = ", ".join(named)
         fix = RBAC_FIX
-        if all(r in (NODES, PODS) for _, r, _ in refused):
+        if all(r.qualified in ("nodes", "pods") for _, r, _ in refused):
             # An RBAC from before placement: say how to run without it, too.
             fix += ", or run without accelerator placement: --physical-resources=none"
+            if any(r.qualified == "pods" for r in served_jobs):
+                fix += " and without Kueue's pod integration (--integrations)"
         raise SetupError(f"{who} may not {missing}: {fix}")
     return Setup(username, tuple(served_jobs))
 
