@@ -89,6 +89,24 @@ class MissingReferenceError(ManifestError):
 REFERENCED_KEY = "tower.dev/referenced"
 
 
+def info_fields(info: PodSetInfo) -> Obj:
+    """A PodSetInfo as the kinds that take it whole write it (an AppWrapper's podSetInfos,
+    Kubeflow Trainer's runtime patch): labels, annotations, nodeSelector, tolerations and
+    schedulingGates, the empty ones left out, as Kueue writes them."""
+    out: Obj = {}
+    if info.labels:
+        out["labels"] = dict(info.labels)
+    if info.annotations:
+        out["annotations"] = dict(info.annotations)
+    if info.node_selector:
+        out["nodeSelector"] = dict(info.node_selector)
+    if info.tolerations:
+        out["tolerations"] = [dict(t) for t in info.tolerations]
+    if info.scheduling_gates:
+        out["schedulingGates"] = [dict(g) for g in info.scheduling_gates]
+    return out
+
+
 # The parts of a pod template that a start sets and a stop puts back.
 PLACEMENT_FIELDS = ("nodeSelector", "tolerations", "schedulingGates", "schedulerName")
 

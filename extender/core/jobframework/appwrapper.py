@@ -23,6 +23,7 @@ from extender.core.jobframework.adapter import (
     as_mapping,
     as_sequence,
     condition_true,
+    info_fields,
     merge,
 )
 from extender.core.parse import ManifestError, as_list, as_map, is_dns1123_label
@@ -242,7 +243,7 @@ class AppWrapper(JobAdapter):
             entries = []
             for _ in declared:
                 info = next(ordered, None)
-                entries.append(_info_dict(info) if info is not None else {})
+                entries.append(info_fields(info) if info is not None else {})
             component["podSetInfos"] = entries
         return merge(self.suspend_patch(False), {"spec": {"components": components}})
 
@@ -264,22 +265,6 @@ class AppWrapper(JobAdapter):
 
     def kept(self, obj: Mapping[str, Any]) -> Obj:
         return {"components": as_mapping(obj.get("spec")).get("components") or []}
-
-
-def _info_dict(info: PodSetInfo) -> Obj:
-    """An AppWrapperPodSetInfo: empty parts left out, as Kueue writes it."""
-    out: Obj = {}
-    if info.annotations:
-        out["annotations"] = dict(info.annotations)
-    if info.labels:
-        out["labels"] = dict(info.labels)
-    if info.node_selector:
-        out["nodeSelector"] = dict(info.node_selector)
-    if info.tolerations:
-        out["tolerations"] = [dict(t) for t in info.tolerations]
-    if info.scheduling_gates:
-        out["schedulingGates"] = [dict(g) for g in info.scheduling_gates]
-    return out
 
 
 ADAPTERS: tuple[JobAdapter, ...] = (AppWrapper(),)

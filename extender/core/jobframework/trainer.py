@@ -23,6 +23,7 @@ from extender.core.jobframework.adapter import (
     Reference,
     as_mapping,
     as_sequence,
+    info_fields,
     merge,
 )
 from extender.core.jobframework.batch_job import non_negative
@@ -298,18 +299,9 @@ class TrainJob(JobAdapter):
     def start_patch(self, obj: Mapping[str, Any], infos: Mapping[str, PodSetInfo]) -> Obj:
         replicated = []
         for name, info in infos.items():
-            meta: Obj = {}
-            if info.labels:
-                meta["labels"] = dict(info.labels)
-            if info.annotations:
-                meta["annotations"] = dict(info.annotations)
-            pod: Obj = {}
-            if info.node_selector:
-                pod["nodeSelector"] = dict(info.node_selector)
-            if info.tolerations:
-                pod["tolerations"] = [dict(t) for t in info.tolerations]
-            if info.scheduling_gates:
-                pod["schedulingGates"] = [dict(g) for g in info.scheduling_gates]
+            fields = info_fields(info)
+            meta = {k: fields[k] for k in ("labels", "annotations") if k in fields}
+            pod = {k: v for k, v in fields.items() if k not in meta}
             template: Obj = {}
             if meta:
                 template["metadata"] = meta
