@@ -4,6 +4,7 @@ is sent each pod to its own podSet's nodes."""
 
 from __future__ import annotations
 
+import copy
 import json
 import signal
 from pathlib import Path
@@ -22,31 +23,12 @@ from tests.controller.test_placement import (
     pending_message,
     scheduler_filter,
 )
+from tests.controller.test_placement import QUEUE as PLACEMENT_QUEUE
 from tests.servers import free_port
 
 DATA = Path(__file__).resolve().parents[1] / "data"
-QUEUE = {
-    "apiVersion": "kueue.x-k8s.io/v1beta2",
-    "kind": "ClusterQueue",
-    "metadata": {"name": "gpu-queue"},
-    "spec": {
-        "namespaceSelector": {},
-        "resourceGroups": [
-            {
-                "coveredResources": ["cpu", GPU],
-                "flavors": [
-                    {
-                        "name": "a100",
-                        "resources": [
-                            {"name": "cpu", "nominalQuota": "64"},
-                            {"name": GPU, "nominalQuota": "16"},
-                        ],
-                    }
-                ],
-            }
-        ],
-    },
-}
+QUEUE = copy.deepcopy(PLACEMENT_QUEUE)  # test_placement's, with room for 16 GPUs
+QUEUE["spec"]["resourceGroups"][0]["flavors"][0]["resources"][1]["nominalQuota"] = "16"
 
 
 def pod_template(gpus: int) -> dict[str, Any]:
