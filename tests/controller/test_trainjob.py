@@ -46,6 +46,14 @@ def setup(cluster: Any, gpus: str = "2") -> None:
     cluster.apply(flavor, queue, local_queue)
 
 
+def warning(cluster: Any, namespace: str, reason: str) -> str | None:
+    """The message of the first Event of this reason in the namespace."""
+    for event in cluster.api.list("events", namespace):
+        if event.get("reason") == reason:
+            return str(event.get("message"))
+    return None
+
+
 def kueues_patch(job: dict[str, Any]) -> dict[str, Any]:
     [ours] = [p for p in job["spec"].get("runtimePatches") or [] if p["manager"] == MANAGER]
     return ours
@@ -126,13 +134,10 @@ def test_a_trainjob_waits_for_its_runtime_then_is_admitted(cluster, start_contro
     created = cluster.admin.create(TRAINJOBS, example, "default")
     assert created["spec"]["suspend"] is True
 
-    def warned() -> str | None:
-        for event in cluster.api.list("events", "default"):
-            if event.get("reason") == "ReferenceMissing":
-                return str(event.get("message"))
-        return None
-
-    message = eventually(warned, what="the Warning that its runtime is missing")
+    message = eventually(
+        lambda: warning(cluster, "default", "ReferenceMissing"),
+        what="the Warning that its runtime is missing",
+    )
     assert message == (
         "spec.runtimeRef: ClusterTrainingRuntime torch-distributed does not exist: the TrainJob "
         "is queued once it is created"
@@ -165,13 +170,10 @@ def test_kueues_custom_runtime_example_is_refused_with_a_reason(cluster, start_c
     created = cluster.admin.create(TRAINJOBS, example, "team-a")
     assert created["spec"]["suspend"] is True
 
-    def warned() -> str | None:
-        for event in cluster.api.list("events", "team-a"):
-            if event.get("reason") == "InvalidSpec":
-                return str(event.get("message"))
-        return None
-
-    message = eventually(warned, what="the Warning that says why it is not queued")
+    message = eventually(
+        lambda: warning(cluster, "team-a", "InvalidSpec"),
+        what="the Warning that says why it is not queued",
+    )
     assert message.startswith("spec.trainer.image: reaches no pod: the replicatedJob 'node' of ")
     assert "TrainingRuntime team-a/torch-custom has no container named 'node'" in message
     assert cluster.workload_of(created) is None
