@@ -58,6 +58,10 @@ def validate_job(request: Mapping[str, Any], kind: JobAdapter | tuple[str, str])
             return deny(uid, f"{adapter.kind} {_name(obj)}: {err.path}: {err.message}")
     if request.get("operation") == "UPDATE":
         old = request.get("oldObject")
+        try:
+            adapter.check_update(as_mapping(old), obj)
+        except parse.ManifestError as err:
+            return deny(uid, f"{adapter.kind} {_name(obj)}: {err.path}: {err.message}")
         old_queue = queue_name_of(old) if isinstance(old, Mapping) else None
         if old_queue != queue and not adapter.is_suspended(as_mapping(old)):
             return deny(
@@ -113,6 +117,8 @@ def validate_parent(request: Mapping[str, Any], parent: TemplateParent) -> Respo
     if request.get("operation") != "UPDATE":
         return allow(uid)
     obj: Mapping[str, Any] = request["object"]
+    if parent.marked_by_other(obj):
+        return allow(uid)  # another kind's (a LeaderWorkerSet's StatefulSet): its rules apply
     old = as_mapping(request.get("oldObject"))
     queue, old_queue = queue_name_of(obj), queue_name_of(old)
     ready = as_mapping(old.get("status")).get("readyReplicas") or 0
@@ -123,4 +129,9 @@ def validate_parent(request: Mapping[str, Any], parent: TemplateParent) -> Respo
             f"{parent.kind} {_name(obj)}: {_LABEL_PATH}: {why} "
             f"({old_queue!r} to {queue!r}, {ready} ready replicas)",
         )
+    if queue is not None:
+        try:
+            parent.update_problem(old, obj)
+        except parse.ManifestError as err:
+            return deny(uid, f"{parent.kind} {_name(obj)}: {err.path}: {err.message}")
     return allow(uid)

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from extender.core.jobframework import registry
-from extender.core.jobframework.adapter import JobAdapter
+from extender.core.jobframework.adapter import JobAdapter, PodSetTemplate, workload_name
 from extender.core.jobframework.webhooks import queue_patch
 from extender.core.models import (
     PRIORITY_CLASS_LABEL,
@@ -25,15 +25,8 @@ JOB_GROUP, JOB_KIND = "batch", "Job"
 JOBSET_GROUP, JOBSET_KIND = "jobset.x-k8s.io", "JobSet"
 WORKLOAD_PRIORITY_SOURCE = "kueue.x-k8s.io/workloadpriorityclass"
 POD_PRIORITY_SOURCE = "scheduling.k8s.io/priorityclass"
-_MAX_PREFIX = 252 - 5
 
 Obj = Mapping[str, Any]
-
-
-def workload_name(kind: str, group: str, name: str, uid: str) -> str:
-    """Kueue's deterministic Workload name: `<kind>-<name>-<5 hex of sha1>`."""
-    digest = hashlib.sha1(f"{kind}\n{group}\n{name}\n{uid}".encode()).hexdigest()
-    return f"{kind.lower()}-{name}"[:_MAX_PREFIX] + "-" + digest[:5]
 
 
 def _container_requests(container: Any, path: str) -> dict[str, int]:
@@ -196,19 +189,62 @@ def workload_for(
     if queue is None:
         raise ManifestError(f'metadata.labels["{QUEUE_NAME_LABEL}"]', "is required")
     as_map(obj.get("spec"), "spec")
-    pod_sets = tuple(
-        pod_set(t.name, t.template, t.count, t.path, t.min_count) for t in adapter.pod_sets(obj)
-    )
     pod_priority = adapter.pod_priority_class(obj)
     if pod_priority is not None and not isinstance(pod_priority, str):
         raise ManifestError("spec.template.spec.priorityClassName", "must be a string")
+    workload = group_workload(
+        namespace=str(namespace),
+        name=workload_name(str(kind), adapter.group, name, uid),
+        uid=uid,
+        queue=queue,
+        labels=labels,
+        templates=adapter.pod_sets(obj),
+        creation_time=creation_time,
+        owner_kind=str(kind),
+        owner_name=name,
+        workload_priority_classes=workload_priority_classes,
+        priority_classes=priority_classes,
+        pod_priority=pod_priority,
+    )
+    return replace(workload, unacted=blocking(str(kind), obj))
+
+
+def group_workload(
+    *,
+    namespace: str,
+    name: str,
+    uid: str,
+    queue: str,
+    labels: Mapping[str, Any],
+    templates: list[PodSetTemplate],
+    creation_time: float,
+    owner_kind: str,
+    owner_name: str,
+    workload_priority_classes: Mapping[str, WorkloadPriorityClass] | None = None,
+    priority_classes: Mapping[str, PriorityClass] | None = None,
+    pod_priority: str | None = None,
+) -> Workload:
+    """A Workload of these podSets (a job's, or a group of pods': a pod group, a
+    StatefulSet), its priority from the `kueue.x-k8s.io/priority-class` label, else
+    `pod_priority`, else the podSets' first priorityClassName."""
+    pod_sets = tuple(pod_set(t.name, t.template, t.count, t.path, t.min_count) for t in templates)
+    if pod_priority is None:
+        pod_priority = next(
+            (
+                value
+                for t in templates
+                if isinstance(
+                    value := as_map(t.template.get("spec"), "spec").get("priorityClassName"), str
+                )
+            ),
+            None,
+        )
     priority, class_name, source = resolve_priority(
         labels, pod_priority, workload_priority_classes or {}, priority_classes or {}
     )
     return Workload(
-        unacted=blocking(str(kind), obj),
-        namespace=str(namespace),
-        name=workload_name(str(kind), adapter.group, name, uid),
+        namespace=namespace,
+        name=name,
         uid=uid,
         queue_name=queue,
         pod_sets=pod_sets,
@@ -216,8 +252,8 @@ def workload_for(
         priority_class_name=class_name,
         priority_class_source=source,
         creation_time=creation_time,
-        owner_kind=str(kind),
-        owner_name=name,
+        owner_kind=owner_kind,
+        owner_name=owner_name,
     )
 
 

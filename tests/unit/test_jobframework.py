@@ -299,8 +299,13 @@ def test_kueues_default_integrations_and_those_tower_manages():
         "trainer.kubeflow.org/trainjob",
         "pod",
     ]
-    assert [p.framework for p in registry.enabled_parents()] == ["deployment"]
-    assert registry.unmanaged() == ("statefulset", "leaderworkerset.x-k8s.io/leaderworkerset")
+    assert [p.framework for p in registry.enabled_parents()] == [
+        "deployment",
+        "statefulset",
+        "leaderworkerset.x-k8s.io/leaderworkerset",
+    ]
+    assert [p.kind for p in registry.group_parents()] == ["StatefulSet", "LeaderWorkerSet"]
+    assert registry.unmanaged() == ()
     assert registry.enabled(["jobset.x-k8s.io/jobset"]) == (JOBSET_ADAPTER,)
     assert registry.unknown(["batch/job", "ray.io/rayjob", "example.com/nope"]) == (
         "example.com/nope",

@@ -131,13 +131,14 @@ def test_a_pod_of_a_managed_kind_is_left_to_its_owner(owner, child):
     assert POD.is_child(pod(ownerReferences=[ref])) is child
 
 
-def test_the_pod_is_one_pod_set_and_a_group_is_refused():
+def test_the_pod_is_one_pod_set_and_a_group_without_its_count_is_refused():
     [main] = POD.pod_sets(pod())
     assert (main.name, main.count) == ("main", 1)
+    assert POD.group_of(pod()) is None
     grouped = pod(annotations={"kueue.x-k8s.io/pod-group-name": "g"})
     with pytest.raises(ManifestError) as err:
         POD.pod_sets(grouped)
-    assert err.value.path == "metadata.annotations[kueue.x-k8s.io/pod-group-name]"
+    assert err.value.path == "metadata.annotations[kueue.x-k8s.io/pod-group-total-count]"
 
 
 def test_the_finalizer_comes_off_alone():

@@ -11,6 +11,7 @@ Workload's name) live here, beside the interface they serve.
 from __future__ import annotations
 
 import copy
+import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -18,6 +19,15 @@ from typing import Any, ClassVar
 from extender.core.parse import ManifestError
 
 Obj = dict[str, Any]
+
+
+_MAX_PREFIX = 252 - 5
+
+
+def workload_name(kind: str, group: str, name: str, uid: str) -> str:
+    """Kueue's deterministic Workload name: `<kind>-<name>-<5 hex of sha1>`."""
+    digest = hashlib.sha1(f"{kind}\n{group}\n{name}\n{uid}".encode()).hexdigest()
+    return f"{kind.lower()}-{name}"[:_MAX_PREFIX] + "-" + digest[:5]
 
 
 def pointer(*parts: str) -> str:
@@ -305,6 +315,14 @@ class JobAdapter:
     def pods_ready(self, obj: Mapping[str, Any]) -> bool:
         """Whether every pod the admission started is ready (Kueue's PodsReady)."""
         return False
+
+    def check_update(self, old: Mapping[str, Any], new: Mapping[str, Any]) -> None:
+        """ManifestError for an update Kueue refuses on the kind (beyond the queue's rules)."""
+
+    def group_of(self, obj: Mapping[str, Any]) -> tuple[str, str] | None:
+        """(Workload name, podSet) when the object is one member of a group that shares one
+        Workload (a pod group's pod); None for an object that is its own Workload."""
+        return None
 
     def is_child(self, obj: Mapping[str, Any]) -> bool:
         """A child another managed kind created: its parent is the one queued."""

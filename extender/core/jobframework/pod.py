@@ -13,6 +13,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
+from extender.core.jobframework import groups
 from extender.core.jobframework.adapter import (
     JobAdapter,
     Obj,
@@ -24,7 +25,6 @@ from extender.core.jobframework.adapter import (
     pointer,
 )
 from extender.core.models import QUEUE_NAME_LABEL
-from extender.core.parse import ManifestError
 
 ADMISSION_GATE = "kueue.x-k8s.io/admission"
 MANAGED_LABEL = "kueue.x-k8s.io/managed"
@@ -33,7 +33,6 @@ FINALIZER = "kueue.x-k8s.io/managed"
 # (Kueue's value is the parent's integration name, "deployment").
 SUSPENDING_PARENT = "kueue.x-k8s.io/pod-suspending-parent"
 PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
-GROUP_NAME = "kueue.x-k8s.io/pod-group-name"
 
 
 def gated(obj: Mapping[str, Any]) -> bool:
@@ -54,21 +53,43 @@ class Pod(JobAdapter):
     can_suspend: ClassVar[bool] = False
     default_queue: ClassVar[bool] = False
     cache_view: ClassVar[str] = "queued"  # placement watches every pod too
+    # What a group's rules read of its members.
+    kept_annotations: ClassVar[tuple[str, ...]] = (
+        SUSPENDING_PARENT,
+        groups.TOTAL_COUNT,
+        groups.FAST_ADMISSION,
+        groups.RETRIABLE,
+    )
 
     # ----- reading --------------------------------------------------------------------------
 
     def pod_sets(self, obj: Mapping[str, Any]) -> list[PodSetTemplate]:
-        meta = as_mapping(obj.get("metadata"))
-        for part in ("labels", "annotations"):
-            if as_mapping(meta.get(part)).get(GROUP_NAME):
-                # Refused rather than queued alone: each member would take the group's quota.
-                raise ManifestError(
-                    f"metadata.{part}[{GROUP_NAME}]",
-                    "pod groups are not managed by Tower yet: run the group as a Job or a "
-                    "JobSet, or leave out the label",
-                )
+        groups.check_member(obj)
         spec = as_mapping(obj.get("spec"))
         return [PodSetTemplate("main", 1, {"spec": copy.deepcopy(dict(spec))}, "")]
+
+    def check_update(self, old: Mapping[str, Any], new: Mapping[str, Any]) -> None:
+        groups.check_member_update(old, new)
+
+    def group_of(self, obj: Mapping[str, Any]) -> tuple[str, str] | None:
+        """(its group's Workload name, its podSet there) for a pod queued with others: a
+        plain group's member (by its role), or a pod of a kind that queues its pods as
+        groups (a StatefulSet's); None for a pod that is its own Workload."""
+        from extender.core.jobframework import registry  # the registry imports this module
+
+        meta = as_mapping(obj.get("metadata"))
+        annotations = as_mapping(meta.get("annotations"))
+        parent = annotations.get(SUSPENDING_PARENT)
+        if parent:
+            found = registry.PARENTS.get(str(parent))
+            return found.member(obj) if found is not None else None
+        named = groups.group_name(obj)
+        if named is None:
+            return None
+        role = annotations.get(groups.ROLE_HASH)
+        if not isinstance(role, str) or not role:
+            role = groups.role_hash(as_mapping(obj.get("spec")))
+        return named[1], role
 
     def templates(self, obj: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
         return {"main": {"spec": as_mapping(obj.get("spec"))}}
@@ -128,6 +149,22 @@ class Pod(JobAdapter):
             ops.append(
                 {"op": "add", "path": "/metadata/finalizers", "value": [*finalizers, FINALIZER]}
             )
+        annotations = as_mapping(meta.get("annotations"))
+        if not annotations.get(groups.ROLE_HASH):
+            # Kueue's, on every pod it manages: a group's members are matched to their podSet
+            # by the shape they had when created.
+            role = groups.role_hash(as_mapping(obj.get("spec")))
+            if isinstance(meta.get("annotations"), Mapping):
+                path = pointer("metadata", "annotations", groups.ROLE_HASH)
+                ops.append({"op": "add", "path": path, "value": role})
+            else:
+                ops.append(
+                    {
+                        "op": "add",
+                        "path": "/metadata/annotations",
+                        "value": {groups.ROLE_HASH: role},
+                    }
+                )
         if not gated(obj):
             spec = as_mapping(obj.get("spec"))
             gates = list(as_sequence(spec.get("schedulingGates")))
@@ -220,27 +257,86 @@ class TemplateParent:
     version: ClassVar[str]
     kind: ClassVar[str]
     plural: ClassVar[str]
-    template_path: ClassVar[tuple[str, ...]] = ("spec", "template")
+    template_paths: ClassVar[tuple[tuple[str, ...], ...]] = (("spec", "template"),)
+    template_annotations: ClassVar[Mapping[str, str]] = {}  # more, on its pod templates
+
+    # ----- kinds whose pods run as groups (a StatefulSet): one Workload per group ----------
+
+    runs_groups: ClassVar[bool] = False
+    stamps_pods: ClassVar[bool] = False  # its pods are told their group (`stamp`)
+
+    def member(self, pod: Mapping[str, Any]) -> tuple[str, str] | None:
+        """(group Workload name, podSet) of one of its pods; None: each pod is its own."""
+        return None
+
+    def workload_names(self, obj: Mapping[str, Any]) -> tuple[str, ...]:
+        """The names of every group Workload it may have (whatever its replicas now)."""
+        return ()
+
+    def group_pod_sets(self, obj: Mapping[str, Any], name: str) -> list[PodSetTemplate] | None:
+        """The podSets of its group Workload `name`; None when that Workload should not
+        exist now (scaled to zero). ManifestError names a field that is wrong."""
+        return None
+
+    def owner_annotations(self, obj: Mapping[str, Any], name: str) -> dict[str, str]:
+        """What Kueue writes on a group Workload about the object that declared it."""
+        meta = as_mapping(obj.get("metadata"))
+        gvk = f"{self.group}/{self.version}, Kind={self.kind}"
+        return {groups.OWNER_GVK: gvk, groups.OWNER_NAME: str(meta.get("name") or "")}
+
+    def update_problem(self, old: Mapping[str, Any], new: Mapping[str, Any]) -> None:
+        """ManifestError for a change Kueue refuses on a managed object (none by default)."""
+
+    def stamp(self, obj: Mapping[str, Any], pod: Mapping[str, Any]) -> Obj | None:
+        """The merge patch that tells one of its pods its group, for a kind whose pods cannot
+        know it alone (a LeaderWorkerSet's); None: nothing to tell (yet)."""
+        return None
+
+    def marked_by_other(self, obj: Mapping[str, Any]) -> bool:
+        """Its pod template is another kind's (a LeaderWorkerSet's StatefulSets): that kind
+        queues its pods, this one leaves it alone."""
+        for path in self.template_paths:
+            template: Any = obj
+            for part in path:
+                template = as_mapping(template).get(part)
+            meta = as_mapping(as_mapping(template).get("metadata"))
+            parent = as_mapping(meta.get("annotations")).get(SUSPENDING_PARENT)
+            if parent and parent != self.framework:
+                return True
+        return False
 
     def template_ops(self, obj: Mapping[str, Any], queue: str) -> list[Obj]:
-        """The JSON patch that marks the pod template: the parent annotation, and the
+        """The JSON patch that marks each pod template: the parent annotation, and the
         managed, queue-name and priority-class labels, as Kueue's webhook sets them."""
-        template: Any = obj
-        for part in self.template_path:
-            template = as_mapping(template).get(part)
-        template = as_mapping(template)
-        meta = as_mapping(template.get("metadata"))
-        labels = {**as_mapping(meta.get("labels")), MANAGED_LABEL: "true", QUEUE_NAME_LABEL: queue}
-        priority = as_mapping(as_mapping(obj.get("metadata")).get("labels")).get(
-            PRIORITY_CLASS_LABEL
-        )
-        if priority:
-            labels[PRIORITY_CLASS_LABEL] = priority
-        annotations = {**as_mapping(meta.get("annotations")), SUSPENDING_PARENT: self.framework}
-        wanted = {**meta, "labels": labels, "annotations": annotations}
-        if wanted == meta:
+        if self.marked_by_other(obj):
             return []
-        return [{"op": "add", "path": pointer(*self.template_path, "metadata"), "value": wanted}]
+        ops: list[Obj] = []
+        for path in self.template_paths:
+            template: Any = obj
+            for part in path:
+                template = as_mapping(template).get(part)
+            if not isinstance(template, Mapping):
+                continue  # an optional template (a LeaderWorkerSet's leaderTemplate)
+            meta = as_mapping(template.get("metadata"))
+            labels = {
+                **as_mapping(meta.get("labels")),
+                MANAGED_LABEL: "true",
+                QUEUE_NAME_LABEL: queue,
+            }
+            priority = as_mapping(as_mapping(obj.get("metadata")).get("labels")).get(
+                PRIORITY_CLASS_LABEL
+            )
+            if priority:
+                labels[PRIORITY_CLASS_LABEL] = priority
+            annotations = {
+                **as_mapping(meta.get("annotations")),
+                SUSPENDING_PARENT: self.framework,
+                **self.template_annotations,
+            }
+            wanted = {**meta, "labels": labels, "annotations": annotations}
+            if wanted != meta:
+                ops.append({"op": "add", "path": pointer(*path, "metadata"), "value": wanted})
+        return ops
 
 
 class Deployment(TemplateParent):

@@ -17,6 +17,7 @@ from extender.core.jobframework.pod import ADAPTERS as PODS
 from extender.core.jobframework.pod import PARENTS as TEMPLATE_PARENTS
 from extender.core.jobframework.pod import TemplateParent
 from extender.core.jobframework.ray import ADAPTERS as RAY
+from extender.core.jobframework.serving import PARENTS as SERVING_PARENTS
 from extender.core.jobframework.trainer import ADAPTERS as TRAINER
 
 # Every integration of Kueue v0.19.2 (its `integrations.frameworks` values); the ones with
@@ -58,8 +59,12 @@ def register(adapter: JobAdapter) -> JobAdapter:
 for _adapter in (BatchJob(), JobSetAdapter(), *KUBEFLOW, *RAY, *APPWRAPPER, *TRAINER, *PODS):
     register(_adapter)
 
-# Kinds whose pods are queued one by one (Deployment): their webhook marks the pod template.
-PARENTS: dict[str, TemplateParent] = {p.framework: p for p in TEMPLATE_PARENTS}
+# Kinds whose pods are queued one by one (Deployment) or as groups (StatefulSet): their
+# webhook marks the pod template.
+PARENTS: dict[str, TemplateParent] = {p.framework: p for p in (*TEMPLATE_PARENTS, *SERVING_PARENTS)}
+
+
+PARENTS_BY_KIND: dict[str, TemplateParent] = {p.kind: p for p in PARENTS.values()}
 
 
 def enabled(frameworks: Iterable[str] | None = None) -> tuple[JobAdapter, ...]:
@@ -70,7 +75,8 @@ def enabled(frameworks: Iterable[str] | None = None) -> tuple[JobAdapter, ...]:
 
 
 def enabled_parents(frameworks: Iterable[str] | None = None) -> tuple[TemplateParent, ...]:
-    """The kinds of these integrations whose pods are queued one by one (Deployment)."""
+    """The kinds of these integrations whose pods are queued by Tower (Deployment,
+    StatefulSet)."""
     names = DEFAULT_FRAMEWORKS if frameworks is None else tuple(frameworks)
     return tuple(PARENTS[name] for name in dict.fromkeys(names) if name in PARENTS)
 
@@ -86,6 +92,11 @@ def unknown(frameworks: Iterable[str]) -> tuple[str, ...]:
     """Names that are no integration of Kueue's nor of Tower's."""
     known = {*ADAPTERS, *PARENTS, *KUEUE_FRAMEWORKS}
     return tuple(n for n in frameworks if n not in known)
+
+
+def group_parents(frameworks: Iterable[str] | None = None) -> tuple[TemplateParent, ...]:
+    """Of those, the kinds whose pods run as groups, each group one Workload (StatefulSet)."""
+    return tuple(p for p in enabled_parents(frameworks) if p.runs_groups)
 
 
 def by_kind(adapters: Iterable[JobAdapter] | None = None) -> Mapping[tuple[str, str], JobAdapter]:

@@ -1,0 +1,229 @@
+"""Serving kinds whose pods run as groups, each group one Workload.
+
+A StatefulSet is one Workload for all its pods, a LeaderWorkerSet one per group (a leader and
+its workers).
+
+A StatefulSet's webhook marks its pod template (as a Deployment's), so every pod it makes is
+gated; the StatefulSet itself is never suspended. Its Workload (`statefulset-<name>-<hash>`, podSet
+`main` with `replicas` pods) is made as soon as it exists, and admission lets every pod of
+it through, those the StatefulSet controller makes later included (Kueue's serving group with
+fast admission). Kueue allows scaling only to and from zero.
+
+A LeaderWorkerSet's Workloads (`leaderworkerset-<name>-<i>-<hash>`, podSets `leader` × 1 and
+`worker` × size-1, or `main` × size without a leader template) are made for each index up to
+`replicas`; its pods are told their group by the controller (Kueue stamps them the same way:
+group name, total count, role), because a pod does not carry its LeaderWorkerSet's uid.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any, ClassVar
+
+from extender.core.jobframework import groups
+from extender.core.jobframework.adapter import (
+    Obj,
+    PodSetTemplate,
+    as_count,
+    as_mapping,
+    as_sequence,
+    workload_name,
+)
+from extender.core.jobframework.pod import TemplateParent
+from extender.core.parse import ManifestError
+
+
+def _replicas(obj: Mapping[str, Any]) -> int:
+    return as_count(as_mapping(obj.get("spec")).get("replicas"), 1)
+
+
+class StatefulSet(TemplateParent):
+    framework = "statefulset"
+    group, version, kind, plural = "apps", "v1", "StatefulSet", "statefulsets"
+    runs_groups = True
+
+    def _name(self, obj: Mapping[str, Any]) -> str:
+        meta = as_mapping(obj.get("metadata"))
+        return workload_name(self.kind, self.group, str(meta.get("name")), str(meta.get("uid")))
+
+    def member(self, pod: Mapping[str, Any]) -> tuple[str, str] | None:
+        """Its pods, by their controller: the one group, podSet `main`."""
+        for owner in as_sequence(as_mapping(pod.get("metadata")).get("ownerReferences")):
+            if (
+                isinstance(owner, Mapping)
+                and owner.get("controller") is True
+                and owner.get("kind") == self.kind
+                and str(owner.get("apiVersion", "")).startswith(f"{self.group}/")
+            ):
+                name = workload_name(
+                    self.kind, self.group, str(owner.get("name")), str(owner.get("uid"))
+                )
+                return name, "main"
+        return None
+
+    def workload_names(self, obj: Mapping[str, Any]) -> tuple[str, ...]:
+        if self.marked_by_other(obj):
+            return ()  # a LeaderWorkerSet's StatefulSet: its pods are that kind's
+        return (self._name(obj),)
+
+    def group_pod_sets(self, obj: Mapping[str, Any], name: str) -> list[PodSetTemplate] | None:
+        replicas = _replicas(obj)
+        if replicas == 0 or name not in self.workload_names(obj):
+            return None  # scaled to zero: no Workload holds quota for it
+        template = as_mapping(as_mapping(obj.get("spec")).get("template"))
+        if not isinstance(template.get("spec"), Mapping):
+            raise ManifestError("spec.template.spec", "is required")
+        return [PodSetTemplate("main", replicas, {"spec": dict(template["spec"])}, "spec.template")]
+
+    def update_problem(self, old: Mapping[str, Any], new: Mapping[str, Any]) -> None:
+        """Kueue's rule: a queued StatefulSet scales only to zero and back, as one group."""
+        before, after = _replicas(old), _replicas(new)
+        if before and after and before != after:
+            raise ManifestError(
+                "spec.replicas",
+                f"cannot change from {before} to {after}: a queued StatefulSet is admitted as "
+                "one group; scale it to 0 first, then to the new size",
+            )
+        if before == 0 and after and as_count(as_mapping(old.get("status")).get("replicas")):
+            raise ManifestError(
+                "spec.replicas", "scaling down is still in progress: wait until its pods are gone"
+            )
+
+
+LWS_GROUP = "leaderworkerset.x-k8s.io"
+LWS_PREFIX = "leaderworkerset.sigs.k8s.io/"
+LWS_NAME = LWS_PREFIX + "name"
+GROUP_INDEX = LWS_PREFIX + "group-index"
+LEADER_NAME = LWS_PREFIX + "leader-name"  # on a worker pod
+MAX_REPLICAS = 1_000_000
+COMPONENT_INDEX = "kueue.x-k8s.io/component-workload-index"
+
+
+def _lws_template(obj: Mapping[str, Any], which: str) -> Mapping[str, Any] | None:
+    spec = as_mapping(as_mapping(obj.get("spec")).get("leaderWorkerTemplate"))
+    found = spec.get(which)
+    return found if isinstance(found, Mapping) else None
+
+
+def _size(obj: Mapping[str, Any]) -> int:
+    spec = as_mapping(as_mapping(obj.get("spec")).get("leaderWorkerTemplate"))
+    return as_count(spec.get("size"), 1) or 1
+
+
+class LeaderWorkerSet(TemplateParent):
+    framework = "leaderworkerset.x-k8s.io/leaderworkerset"
+    group, version, kind, plural = LWS_GROUP, "v1", "LeaderWorkerSet", "leaderworkersets"
+    runs_groups = True
+    stamps_pods = True
+    template_paths = (
+        ("spec", "leaderWorkerTemplate", "leaderTemplate"),
+        ("spec", "leaderWorkerTemplate", "workerTemplate"),
+    )
+    template_annotations: ClassVar[Mapping[str, str]] = MappingProxyType({groups.SERVING: "true"})
+
+    def _names(self, obj: Mapping[str, Any]) -> dict[str, int]:
+        meta = as_mapping(obj.get("metadata"))
+        name, uid = str(meta.get("name")), str(meta.get("uid"))
+        return {
+            workload_name(self.kind, self.group, f"{name}-{i}", uid): i
+            for i in range(_replicas(obj))
+        }
+
+    def workload_names(self, obj: Mapping[str, Any]) -> tuple[str, ...]:
+        return tuple(self._names(obj))
+
+    def group_pod_sets(self, obj: Mapping[str, Any], name: str) -> list[PodSetTemplate] | None:
+        if name not in self._names(obj):
+            return None  # an index beyond its replicas: that group is gone
+        leader = _lws_template(obj, "leaderTemplate")
+        worker = _lws_template(obj, "workerTemplate")
+        base = "spec.leaderWorkerTemplate"
+        if worker is None or not isinstance(worker.get("spec"), Mapping):
+            raise ManifestError(f"{base}.workerTemplate.spec", "is required")
+        size = _size(obj)
+        out = []
+        if leader is not None:
+            out.append(PodSetTemplate("leader", 1, _template(leader), f"{base}.leaderTemplate"))
+        rest = ("worker", size - 1) if leader is not None else ("main", size)
+        out.append(PodSetTemplate(rest[0], rest[1], _template(worker), f"{base}.workerTemplate"))
+        return out
+
+    def owner_annotations(self, obj: Mapping[str, Any], name: str) -> dict[str, str]:
+        index = self._names(obj).get(name)
+        extra = {} if index is None else {COMPONENT_INDEX: str(index)}
+        return {**super().owner_annotations(obj, name), **extra}
+
+    def member(self, pod: Mapping[str, Any]) -> tuple[str, str] | None:
+        """Its group once the controller stamped it (the group's Workload name, and role);
+        until then, the LeaderWorkerSet that must tell it."""
+        meta = as_mapping(pod.get("metadata"))
+        named = groups.group_name(pod)
+        if named is not None:
+            role = as_mapping(meta.get("annotations")).get(groups.ROLE_HASH)
+            return named[1], str(role or "main")
+        lws = as_mapping(meta.get("labels")).get(LWS_NAME)
+        return f"{groups.UNSTAMPED}{lws or ''}", ""
+
+    def stamp(self, obj: Mapping[str, Any], pod: Mapping[str, Any]) -> Obj | None:
+        """The merge patch that tells a pod its group (Kueue's stamps: the group name, total
+        count and role); None until the LeaderWorkerSet controller labelled its index."""
+        meta = as_mapping(pod.get("metadata"))
+        index = as_mapping(meta.get("labels")).get(GROUP_INDEX)
+        if index is None:
+            return None
+        lws = as_mapping(obj.get("metadata"))
+        name = workload_name(
+            self.kind, self.group, f"{lws.get('name')}-{index}", str(lws.get("uid"))
+        )
+        role = "main"
+        if _lws_template(obj, "leaderTemplate") is not None:
+            is_worker = LEADER_NAME in as_mapping(meta.get("annotations"))
+            role = "worker" if is_worker else "leader"
+        return {
+            "metadata": {
+                "annotations": {
+                    groups.GROUP_NAME: name,
+                    groups.TOTAL_COUNT: str(_size(obj)),
+                    groups.ROLE_HASH: role,
+                }
+            }
+        }
+
+    def update_problem(self, old: Mapping[str, Any], new: Mapping[str, Any]) -> None:
+        """Kueue's rules: the group size and whether there is a leader are fixed."""
+        replicas = as_mapping(new.get("spec")).get("replicas")
+        if isinstance(replicas, int) and not 0 <= replicas <= MAX_REPLICAS:
+            raise ManifestError("spec.replicas", f"must be 0 to {MAX_REPLICAS}, got {replicas}")
+        if _size(old) != _size(new):
+            raise ManifestError(
+                "spec.leaderWorkerTemplate.size",
+                f"cannot change from {_size(old)} to {_size(new)} while queued: each group is "
+                "one Workload of that size",
+            )
+        if (_lws_template(old, "leaderTemplate") is None) != (
+            _lws_template(new, "leaderTemplate") is None
+        ):
+            raise ManifestError(
+                "spec.leaderWorkerTemplate.leaderTemplate",
+                "cannot be added or removed while queued",
+            )
+
+
+def _template(template: Mapping[str, Any]) -> dict[str, Any]:
+    """A LeaderWorkerSet pod template for its Workload, without the LeaderWorkerSet's own keys
+    (its name label aside), as Kueue copies it."""
+    meta = as_mapping(template.get("metadata"))
+    out_meta = {}
+    for part in ("labels", "annotations"):
+        kept = {
+            k: v
+            for k, v in as_mapping(meta.get(part)).items()
+            if not str(k).startswith(LWS_PREFIX) or k == LWS_NAME
+        }
+        if kept:
+            out_meta[part] = kept
+    return {"metadata": out_meta, "spec": dict(as_mapping(template.get("spec")))}
+
+
+PARENTS: tuple[TemplateParent, ...] = (StatefulSet(), LeaderWorkerSet())
