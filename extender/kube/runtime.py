@@ -28,7 +28,7 @@ from extender.kube.api.lease import LeaderElector, SetupError
 from extender.kube.api.metrics import Metrics
 from extender.kube.api.placement import Placement
 from extender.kube.api.preflight import preflight
-from extender.kube.api.resources import NODES, PODS, WORKLOADS, resource_of
+from extender.kube.api.resources import NODES, PODS, WORKLOADS, resource_of, resource_of_parent
 from extender.kube.config_file import ConfigFileError, settle
 from extender.kube.controller.context import Settings
 from extender.kube.controller.loop import Controller
@@ -438,6 +438,7 @@ def _serve(
     # About thirty small reviews, once per start: at 5 per second they held the caches (and a
     # standby's takeover) back by four seconds; a retry loop after a failure is still paced.
     adapters = registry.enabled(args.integrations)  # Settings.integrations, for the cache
+    group_parents = registry.group_parents(args.integrations)
     unmanaged = registry.unmanaged(args.integrations)
     if unmanaged:
         log.info(
@@ -449,10 +450,17 @@ def _serve(
         stop,
         placement=placement is not None,
         jobs=tuple(map(resource_of, adapters)),
+        watched=tuple(map(resource_of_parent, group_parents)),
     )
     if setup is None:
         return 0
-    cache = Cache(base, adapters=adapters, on_error=None, placement=placement)
+    cache = Cache(
+        base,
+        adapters=adapters,
+        group_parents=group_parents,
+        on_error=None,
+        placement=placement,
+    )
     cache.discover_kinds()
     cache.discover_optional()
     watch_for_kinds(cache, stop)

@@ -84,6 +84,7 @@ BUILTIN = [
     Kind("", ["v1"], "podtemplates", "PodTemplate", True, False, [], "podtemplate"),
     Kind("", ["v1"], "services", "Service", True, True, ["svc"], "service"),
     Kind("apps", ["v1"], "deployments", "Deployment", True, True, ["deploy"], "deployment"),
+    Kind("apps", ["v1"], "statefulsets", "StatefulSet", True, True, ["sts"], "statefulset"),
     Kind("batch", ["v1"], "cronjobs", "CronJob", True, True, ["cj"], "cronjob"),
     Kind("policy", ["v1"], "poddisruptionbudgets", "PodDisruptionBudget", True, True, ["pdb"]),
     *(

@@ -169,9 +169,11 @@ def test_a_jobset_crd_installed_after_the_controller_started_is_taken_up(
     assert said == [
         "managing Job (batch/job): the API server serves jobs.batch",
         "managing Pod (pod): the API server serves pods",
+        "managing StatefulSet (statefulset): the API server serves statefulsets.apps",
         "integrations enabled whose CRD is not installed, managed once it is: "
         "kubeflow.org/mpijob, ray.io/rayjob, ray.io/raycluster, ray.io/rayservice, "
-        "jobset.x-k8s.io/jobset, workload.codeflare.dev/appwrapper, trainer.kubeflow.org/trainjob",
+        "jobset.x-k8s.io/jobset, workload.codeflare.dev/appwrapper, trainer.kubeflow.org/trainjob, "
+        "leaderworkerset.x-k8s.io/leaderworkerset",
     ]
     cluster.admin.create(CRDS, JOBSET_CRD)
     created = cluster.admin.create(

@@ -34,6 +34,24 @@ def setup(cluster: Any) -> None:
     cluster.apply(flavor, queue, local_queue)
 
 
+def preemption_setup(cluster: Any) -> None:
+    """Kueue's single ClusterQueue, preempting lower priority, and the classes low and high."""
+    flavor, queue, local_queue = load(EXAMPLES / "single-clusterqueue-setup.yaml")
+    queue["spec"]["preemption"] = {"withinClusterQueue": "LowerPriority"}
+    cluster.apply(flavor, queue, local_queue)
+    cluster.apply(
+        *[
+            {
+                "apiVersion": "kueue.x-k8s.io/v1beta2",
+                "kind": "WorkloadPriorityClass",
+                "metadata": {"name": name},
+                "value": value,
+            }
+            for name, value in (("low", 10), ("high", 100))
+        ]
+    )
+
+
 def example_pod() -> dict[str, Any]:
     [pod] = load(EXAMPLES / "pods" / "kueue-pod.yaml")
     return pod
@@ -142,33 +160,10 @@ def test_a_pod_cannot_be_ungated_by_hand(cluster, start_controller):
     assert "only Tower removes its scheduling gate kueue.x-k8s.io/admission" in str(refused.value)
 
 
-def test_a_pod_group_is_refused_until_tower_manages_groups(cluster):
-    setup(cluster)
-    [leader, _] = load(EXAMPLES / "pods" / "kueue-pod-group.yaml")
-    with pytest.raises(ApiError) as refused:
-        cluster.admin.create(r.PODS, leader, "default")
-    assert "metadata.labels[kueue.x-k8s.io/pod-group-name]: pod groups are not managed" in str(
-        refused.value
-    )
-
-
 def test_a_running_pod_preempted_is_deleted_and_holds_its_quota_until_it_stops(
     cluster, start_controller
 ):
-    flavor, queue, local_queue = load(EXAMPLES / "single-clusterqueue-setup.yaml")
-    queue["spec"]["preemption"] = {"withinClusterQueue": "LowerPriority"}
-    cluster.apply(flavor, queue, local_queue)
-    cluster.apply(
-        *[
-            {
-                "apiVersion": "kueue.x-k8s.io/v1beta2",
-                "kind": "WorkloadPriorityClass",
-                "metadata": {"name": name},
-                "value": value,
-            }
-            for name, value in (("low", 10), ("high", 100))
-        ]
-    )
+    preemption_setup(cluster)
     start_controller()
     serving = example_pod()
     serving["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] = "low"

@@ -50,6 +50,7 @@ def started_by_tower(cluster: Any, plural: str, name: str) -> bool:
 TRAINER_CRDS = sorted((DATA / "trainer").glob("trainer.kubeflow.org_*.yaml"))
 TORCH_RUNTIME = DATA / "trainer" / "runtimes" / "torch_distributed.yaml"
 AW_CRD = DATA / "appwrapper" / "workload.codeflare.dev_appwrappers.yaml"
+LWS_CRD = DATA / "lws" / "leaderworkerset.x-k8s.io_leaderworkersets.yaml"
 AW_EXAMPLE = DATA / "kueue-v0.19.2" / "examples" / "appwrapper" / "pytorch-sample.yaml"
 
 RBAC = Path(__file__).resolve().parents[2] / "deploy" / "rbac"
@@ -138,6 +139,7 @@ def test_every_verb_granted_is_used_and_every_verb_used_is_granted(cluster, webh
         cluster.admin.create(CRDS, yaml.safe_load(crd.read_text()))
     cluster.admin.create(CRDS, yaml.safe_load(PR_CRD.read_text()))
     cluster.admin.create(CRDS, yaml.safe_load(AW_CRD.read_text()))
+    cluster.admin.create(CRDS, yaml.safe_load(LWS_CRD.read_text()))
     cluster.apply(*priority_preemption_setup())
     # A ClusterQueue with Kueue's ProvisioningRequest check: its config, check and queue.
     cluster.admin.create(
@@ -491,6 +493,7 @@ def test_the_rules_on_jobs_are_the_registrys():
     kinds |= {
         (g, plural) for a in registry.ADAPTERS.values() for g, _, plural in a.referenced_kinds
     }
+    kinds |= {(p.group, p.plural) for p in registry.group_parents()}
     cluster_role = next(d for d in documents() if d["kind"] == "ClusterRole")
     # (Placement's own rule, list and watch on nodes and pods, also names pods: a rule is one
     # on jobs when every resource it names is a kind of job.)

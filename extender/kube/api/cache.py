@@ -16,6 +16,7 @@ from typing import Any
 
 from extender.core.jobframework import registry
 from extender.core.jobframework.adapter import JobAdapter
+from extender.core.jobframework.pod import TemplateParent
 from extender.core.models import QUEUE_NAME_LABEL
 from extender.kube.api.client import KubeClient, KubeError
 from extender.kube.api.informer import Informer
@@ -29,6 +30,7 @@ from extender.kube.api.resources import (
     WORKLOADS,
     Resource,
     resource_of,
+    resource_of_parent,
 )
 from extender.kube.api.store import Store
 from extender.kube.api.trim import job_view, owner_index, trim, workload_key
@@ -46,6 +48,7 @@ class Cache:
         client: KubeClient,
         *,
         adapters: Iterable[JobAdapter] | None = None,
+        group_parents: Iterable[TemplateParent] | None = None,
         watch_timeout: int = 300,
         on_error: Callable[[Resource, KubeError], None] | None = None,
         placement: Placement | None = None,
@@ -58,7 +61,16 @@ class Cache:
         # Every enabled kind's resource, served or not: the controller listens to all of them,
         # and a kind whose CRD appears later starts sending at once.
         self.job_resources: tuple[Resource, ...] = tuple(map(resource_of, self.adapters))
+        # Kinds whose pods run as groups (StatefulSet, LeaderWorkerSet): watched (queued ones
+        # only) for the Workloads they declare, once served.
+        self.group_parents: tuple[TemplateParent, ...] = tuple(
+            registry.group_parents() if group_parents is None else group_parents
+        )
+        self.parent_resources: tuple[Resource, ...] = tuple(
+            map(resource_of_parent, self.group_parents)
+        )
         self.served_jobs: list[Resource] = []
+        self.served_parents: list[Resource] = []
         self.served_optional: list[Resource] = []  # of OPTIONAL, those served (and watched)
         # Nodes and pods, for physical fit: pods keep only their node, phase, checked
         # requests and owner.
@@ -76,6 +88,11 @@ class Cache:
         for adapter, resource in zip(self.adapters, self.job_resources, strict=True):
             store.register(resource, self._job_transform(adapter))
         store.add_index(WORKLOADS, "owner", owner_index)
+        for resource in self.job_resources:
+            store.add_index(resource, "group", group_index)
+        for parent, resource in zip(self.group_parents, self.parent_resources, strict=True):
+            store.register(resource, trim)
+            store.add_index(resource, "group", parent_index(parent))
         for resource in OPTIONAL:
             store.register(resource, trim)
         store.add_index(PROVISIONING_REQUESTS, "owner", request_owners)
@@ -103,6 +120,7 @@ class Cache:
             *CONFIG,
             WORKLOADS,
             *self.served_jobs,
+            *self.served_parents,
             *self.served_optional,
             *self.node_resources,
         )
@@ -154,14 +172,32 @@ class Cache:
                 resource.qualified,
             )
             self._take_up(resource, self.served_jobs)
+        for parent, resource in zip(self.group_parents, self.parent_resources, strict=True):
+            if resource in self.served_parents or not self._served_now(resource):
+                continue
+            found.append(resource)
+            log.info(
+                "managing %s (%s): the API server serves %s",
+                resource.kind,
+                parent.framework,
+                resource.qualified,
+            )
+            self._take_up(resource, self.served_parents)
         return found
 
     def missing_kinds(self) -> list[str]:
         """The enabled integrations whose CRD is not served (yet)."""
         return [
-            a.framework
-            for a, r in zip(self.adapters, self.job_resources, strict=True)
-            if r not in self.served_jobs
+            *(
+                a.framework
+                for a, r in zip(self.adapters, self.job_resources, strict=True)
+                if r not in self.served_jobs
+            ),
+            *(
+                p.framework
+                for p, r in zip(self.group_parents, self.parent_resources, strict=True)
+                if r not in self.served_parents
+            ),
         ]
 
     def start(self, stop: threading.Event) -> None:
@@ -171,7 +207,7 @@ class Cache:
                 self._start(resource, stop)
 
     def _start(self, resource: Resource, stop: threading.Event) -> None:
-        is_job = resource in self.job_resources
+        is_job = resource in self.job_resources or resource in self.parent_resources
         informer = Informer(
             self.client,
             self.store,
@@ -197,6 +233,22 @@ class Cache:
             if stop.wait(poll):
                 return False
         return True
+
+
+def group_index(view: Any) -> list[str]:
+    """Index the members of groups by their group's Workload key ("ns/name")."""
+    group = getattr(view, "group", None)
+    return [f"{view.namespace}/{group[0]}"] if group is not None else []
+
+
+def parent_index(parent: TemplateParent) -> Callable[[Any], list[str]]:
+    """Index a kind's objects (a StatefulSet) by the keys of the group Workloads they declare."""
+
+    def index(obj: Any) -> list[str]:
+        namespace = (obj.get("metadata") or {}).get("namespace")
+        return [f"{namespace}/{name}" for name in parent.workload_names(obj)]
+
+    return index
 
 
 def request_owners(request: Any) -> list[str]:

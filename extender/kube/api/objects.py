@@ -14,6 +14,7 @@ from typing import Any
 from extender.core.admission_checks import CheckState, with_updates
 from extender.core.jobframework import registry
 from extender.core.jobframework.adapter import JobAdapter, PodSetInfo, merge
+from extender.core.jobframework.groups import IS_GROUP_WORKLOAD
 from extender.core.labels import Toleration
 from extender.core.models import (
     PRIORITY_CLASS_LABEL,
@@ -148,7 +149,53 @@ def workload_manifest(job: Mapping[str, Any], workload: Workload) -> Obj:
     """The Workload object Kueue creates for a job: owned by it, holding its pod templates."""
     meta = job["metadata"]
     adapter = adapter_of(job)
-    templates = adapter.templates(job)
+    labels = {JOB_UID_LABEL: str(meta.get("uid", ""))}
+    job_labels = meta.get("labels") or {}
+    if PRIORITY_CLASS_LABEL in job_labels:
+        labels[PRIORITY_CLASS_LABEL] = job_labels[PRIORITY_CLASS_LABEL]
+    # The job's ProvisioningRequest parameters go with its Workload, as Kueue copies them.
+    annotations = {
+        k: v
+        for k, v in _m(meta.get("annotations")).items()
+        if isinstance(k, str) and k.startswith(PROVREQ_ANNOTATION_PREFIX)
+    }
+    owner = {
+        "apiVersion": adapter.api_version,
+        "kind": adapter.kind,
+        "name": meta["name"],
+        "uid": meta.get("uid", ""),
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+    return _manifest(workload, adapter.templates(job), labels, annotations, [owner])
+
+
+def is_group_workload(workload: Any) -> bool:
+    """A group's Workload (a pod group's, a StatefulSet's): its pods follow it, not one job."""
+    annotations = _m(_m(workload).get("metadata")).get("annotations")
+    return _m(annotations).get(IS_GROUP_WORKLOAD) == "true"
+
+
+def group_workload_manifest(
+    workload: Workload,
+    templates: Mapping[str, Mapping[str, Any]],
+    *,
+    owners: Sequence[Mapping[str, Any]],
+    labels: Mapping[str, str],
+    annotations: Mapping[str, str],
+) -> Obj:
+    """The Workload Kueue makes for a group of pods: owned (not controlled) by its members or
+    by the object that declared it, marked a group's."""
+    return _manifest(workload, templates, labels, annotations, owners)
+
+
+def _manifest(
+    workload: Workload,
+    templates: Mapping[str, Mapping[str, Any]],
+    labels: Mapping[str, str],
+    annotations: Mapping[str, str],
+    owners: Sequence[Mapping[str, Any]],
+) -> Obj:
     pod_sets = []
     for pod_set in workload.pod_sets:
         entry: Obj = {
@@ -178,35 +225,16 @@ def workload_manifest(job: Mapping[str, Any], workload: Workload) -> Obj:
                 "kind": "PriorityClass",
                 "name": workload.priority_class_name,
             }
-    labels = {JOB_UID_LABEL: str(meta.get("uid", ""))}
-    job_labels = meta.get("labels") or {}
-    if PRIORITY_CLASS_LABEL in job_labels:
-        labels[PRIORITY_CLASS_LABEL] = job_labels[PRIORITY_CLASS_LABEL]
-    # The job's ProvisioningRequest parameters go with its Workload, as Kueue copies them.
-    annotations = {
-        k: v
-        for k, v in _m(meta.get("annotations")).items()
-        if isinstance(k, str) and k.startswith(PROVREQ_ANNOTATION_PREFIX)
-    }
-    extra: Obj = {"annotations": annotations} if annotations else {}
+    extra: Obj = {"annotations": dict(annotations)} if annotations else {}
     return {
         "apiVersion": WORKLOADS.api_version,
         "kind": WORKLOADS.kind,
         "metadata": {
             "name": workload.name,
-            "namespace": meta.get("namespace", "default"),
-            "labels": labels,
+            "namespace": workload.namespace,
+            "labels": dict(labels),
             **extra,
-            "ownerReferences": [
-                {
-                    "apiVersion": adapter.api_version,
-                    "kind": adapter.kind,
-                    "name": meta["name"],
-                    "uid": meta.get("uid", ""),
-                    "controller": True,
-                    "blockOwnerDeletion": True,
-                }
-            ],
+            "ownerReferences": [dict(o) for o in owners],
         },
         "spec": spec,
     }

@@ -46,7 +46,7 @@ class Setup:
 
 
 def needed(
-    jobs: Sequence[Resource] = (JOBS,), placement: bool = True
+    jobs: Sequence[Resource] = (JOBS,), placement: bool = True, watched: Sequence[Resource] = ()
 ) -> list[tuple[str, Resource, str]]:
     """(verb, resource, subresource) the controller cannot work without."""
     out = [(verb, r, "") for r in CONFIG for verb in ("list", "watch")]
@@ -57,6 +57,8 @@ def needed(
     out += [(verb, PROVISIONING_REQUEST_CONFIGS, "") for verb in ("list", "watch")]
     for resource in jobs:
         out += [(verb, resource, "") for verb in ("list", "watch", "patch")]
+    for resource in watched:  # read only: the kinds whose pods run as groups (StatefulSet)
+        out += [(verb, resource, "") for verb in ("list", "watch")]
     return out
 
 
@@ -66,13 +68,14 @@ def preflight(
     *,
     placement: bool = True,
     jobs: Sequence[Resource] = (JOBS,),
+    watched: Sequence[Resource] = (),
 ) -> Setup | None:
     """The answers, once the API server answers; None if stopped first."""
     backoff = Backoff(base=0.5, cap=10.0)
     failures = 0
     while not stop.is_set():
         try:
-            return _check(client, placement, jobs)
+            return _check(client, placement, jobs, watched)
         except SetupError:
             raise
         except KubeError as err:
@@ -84,7 +87,9 @@ def preflight(
     return None
 
 
-def _check(client: KubeClient, placement: bool, jobs: Sequence[Resource]) -> Setup:
+def _check(
+    client: KubeClient, placement: bool, jobs: Sequence[Resource], watched: Sequence[Resource] = ()
+) -> Setup:
     served = client.served(f"{KUEUE_GROUP}/{KUEUE_VERSION}")
     if served is None:
         raise SetupError(
@@ -109,7 +114,7 @@ def _check(client: KubeClient, placement: bool, jobs: Sequence[Resource]) -> Set
         log.info("running as %s", username)
     refused = [
         (verb, resource, sub)
-        for verb, resource, sub in needed(served_jobs, placement)
+        for verb, resource, sub in needed(served_jobs, placement, watched)
         if not allowed(client, verb, resource, sub)
     ]
     if refused:

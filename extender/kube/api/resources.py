@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from urllib.parse import quote
 
 from extender.core.jobframework.adapter import JobAdapter, Reference
+from extender.core.jobframework.pod import TemplateParent
 
 KUEUE_GROUP = "kueue.x-k8s.io"
 KUEUE_VERSION = "v1beta2"
@@ -67,6 +68,11 @@ def resource_of(adapter: JobAdapter) -> Resource:
         )
         known = _BY_ADAPTER[adapter] = _JOB_RESOURCES.setdefault(resource, resource)
     return known
+
+
+def resource_of_parent(parent: TemplateParent) -> Resource:
+    """The API resource of a kind whose pods Tower queues (a StatefulSet)."""
+    return Resource(parent.group, parent.version, parent.plural, parent.kind, True)
 
 
 def resource_of_reference(ref: Reference) -> Resource:

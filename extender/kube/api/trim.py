@@ -16,8 +16,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from extender.core.jobframework import registry
-from extender.core.jobframework.adapter import JobAdapter
-from extender.core.jobs import workload_name
+from extender.core.jobframework.adapter import JobAdapter, workload_name
 from extender.core.models import PRIORITY_CLASS_LABEL, QUEUE_NAME_LABEL
 from extender.kube.api.objects import CLUSTER_QUEUE_ANNOTATION
 from extender.kube.api.resources import Resource, resource_of
@@ -203,6 +202,9 @@ class JobView:
     # Its finalizers, kept only while one is Kueue's (a pod's), which Tower takes off at its
     # end: the patch that does so writes the others back as they are.
     finalizers: tuple[str, ...] = ()
+    # (Workload name, podSet) of a member of a group that shares one Workload (a pod group's
+    # pod, a StatefulSet's): the group room follows it, not the job reconciler.
+    group: tuple[str, str] | None = None
 
     @property
     def holds(self) -> bool:
@@ -275,6 +277,7 @@ def job_view(obj: Obj, *, keep_source: bool, adapter: JobAdapter | None = None) 
         (k, str(all_annotations[k])) for k in adapter.kept_annotations if k in all_annotations
     )
     finished = adapter.finished(obj)
+    group = adapter.group_of(obj)
     if finished is not None:
         finished = (finished[0], sys.intern(finished[1]))  # the same few messages, 100,000 times
     source = None
@@ -293,7 +296,7 @@ def job_view(obj: Obj, *, keep_source: bool, adapter: JobAdapter | None = None) 
         queue_name=_label(labels, QUEUE_NAME_LABEL),
         priority_class=_label(labels, PRIORITY_CLASS_LABEL),
         cluster_queue=str(cluster_queue) if cluster_queue else None,
-        is_child=adapter.is_child(obj),
+        is_child=group is not None or adapter.is_child(obj),
         suspended=adapter.is_suspended(obj),
         active=adapter.is_active(obj),
         started=adapter.is_started(obj),
@@ -307,6 +310,7 @@ def job_view(obj: Obj, *, keep_source: bool, adapter: JobAdapter | None = None) 
             if adapter.holds_finalizer(obj)
             else ()
         ),
+        group=group,
     )
 
 
@@ -321,7 +325,9 @@ def _label(labels: Mapping[str, Any], key: str) -> str | None:
 
 
 def workload_key(job: JobView) -> str:
-    """The key of the Workload Kueue names for a job."""
+    """The key of the Workload Kueue names for a job (a group member's: its group's)."""
+    if job.group is not None:
+        return f"{job.namespace}/{job.group[0]}"
     return f"{job.namespace}/{workload_name(job.kind, job.adapter.group, job.name, job.uid)}"
 
 

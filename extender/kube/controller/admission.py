@@ -315,7 +315,7 @@ class AdmissionWriter:
         patch = o.evict_patch(
             obj, decision.reason, decision.preemption_reason, decision.message, now
         )
-        if ctx.owner_of(obj) is None:
+        if ctx.owner_of(obj) is None and not o.is_group_workload(obj):  # a group's pods stop first
             requeue = o.requeue_patch(
                 {"status": patch["status"]},
                 decision.reason,

@@ -77,6 +77,7 @@ class Queues:
     status: WorkQueue[str]  # "cq:NAME" / "lq:NS/NAME" whose status may have changed
     schedule: WorkQueue[str]  # CYCLE when the state changed: a scheduling cycle is due
     checks: WorkQueue[Ref]  # ("check", name) / ("workload", key): Tower's own check controller
+    groups: WorkQueue[str]  # group Workload keys: a pod group's, a StatefulSet's
 
 
 CYCLE = "cycle"  # the one key of Queues.schedule

@@ -20,7 +20,7 @@ from extender.core.models import Admission
 from extender.core.workloads import check_states, creation_seconds
 from extender.kube.api import objects as o
 from extender.kube.api.client import ApiError, KubeError
-from extender.kube.api.resources import WORKLOADS
+from extender.kube.api.resources import WORKLOADS, Resource
 from extender.kube.api.trim import JobView
 from extender.kube.api.writes import START
 from extender.kube.controller.context import Context
@@ -47,22 +47,22 @@ def stop_job(ctx: Context, job: JobView, workload: Obj | None) -> JobView:
     return current
 
 
+def delete_object(ctx: Context, resource: Resource, key: str) -> None:
+    """Delete one object, after the writes to it on their way; one already gone is fine."""
+    namespace, name = key.split("/", 1)
+    try:
+        ctx.write(resource, "delete", lambda: ctx.client.delete(resource, name, namespace), key)
+    except ApiError as err:
+        if not err.not_found:
+            raise
+
+
 def delete_job(ctx: Context, job: JobView) -> JobView:
     """Stop a job that cannot be suspended (a pod) by deleting it, unless it is still gated
     or has ended; it stays active, holding its quota, until its containers have stopped."""
     if job.suspended or job.finished is not None:
         return job
-    resource = job.resource
-    try:
-        ctx.write(
-            resource,
-            "delete",
-            lambda: ctx.client.delete(resource, job.name, job.namespace),
-            job.key,
-        )
-    except ApiError as err:
-        if not err.not_found:
-            raise
+    delete_object(ctx, job.resource, job.key)
     ctx.event(job.as_object(), "Normal", "Stopped", "Deleted by Tower: its Workload was evicted")
     return job
 

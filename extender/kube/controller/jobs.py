@@ -53,6 +53,29 @@ def holds_quota(workload: Obj | None) -> bool:
     return workload is not None and o.is_true(workload, o.QUOTA_RESERVED)
 
 
+def finish_workload(ctx: Context, wl_key: str, workload: Obj, reason: str, message: str) -> None:
+    """The job finished: Finished on its Workload; the quota is free once that is written
+    (until then the API still shows it held, and so does the core)."""
+    patch = o.conditional(o.finish_patch(workload, reason, message, ctx.clock()), workload)
+    try:
+        patch_status(ctx, wl_key, patch, "finish")
+    except ApiError as err:
+        if err.conflict:
+            ctx.refresh(WORKLOADS, wl_key)  # the retry patches the version it reads
+        raise
+    if ctx.state.workload(wl_key) is not None or ctx.state.is_admitted(wl_key):
+        model = ctx.state.workload(wl_key)
+        if model is not None:
+            held = ctx.state.admitted_workload(wl_key)
+            ctx.touch(
+                model.namespace,
+                model.queue_name,
+                held.admission.cluster_queue if held is not None else None,
+            )
+        ctx.state.finish(wl_key)
+    ctx.story(wl_key, "Normal", "Finished", f"Workload finished: {message}")
+
+
 class JobReconciler:
     """One job, as it is now, following its Workload."""
 
@@ -216,31 +239,7 @@ class JobReconciler:
             ctx.queues.workloads.add(wl_key)
 
     def _finish(self, wl_key: str, workload: Obj, reason: str, message: str) -> None:
-        """The job finished: Finished on its Workload; the quota is free once that is
-        written (until then the API still shows it held, and so does the core)."""
-        ctx = self.ctx
-        patch = o.conditional(o.finish_patch(workload, reason, message, ctx.clock()), workload)
-        try:
-            patch_status(ctx, wl_key, patch, "finish")
-        except ApiError as err:
-            if err.conflict:
-                ctx.refresh(WORKLOADS, wl_key)  # the retry patches the version it reads
-            raise
-        if ctx.state.workload(wl_key) is not None or ctx.state.is_admitted(wl_key):
-            self._touch(wl_key)
-            ctx.state.finish(wl_key)
-        ctx.story(wl_key, "Normal", "Finished", f"Workload finished: {message}")
-
-    def _touch(self, wl_key: str) -> None:
-        ctx = self.ctx
-        model = ctx.state.workload(wl_key)
-        if model is not None:
-            held = ctx.state.admitted_workload(wl_key)
-            ctx.touch(
-                model.namespace,
-                model.queue_name,
-                held.admission.cluster_queue if held is not None else None,
-            )
+        finish_workload(self.ctx, wl_key, workload, reason, message)
 
     def _create(self, resource: Resource, job: JobView, wl_key: str) -> float | None:
         ctx = self.ctx

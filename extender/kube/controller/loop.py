@@ -49,6 +49,7 @@ from extender.kube.api.writes import WritePool
 from extender.kube.controller.admission import AdmissionWriter
 from extender.kube.controller.config import ConfigReconciler
 from extender.kube.controller.context import Context, Queues, Settings
+from extender.kube.controller.groups import GroupReconciler
 from extender.kube.controller.job_start import JobStarter
 from extender.kube.controller.jobs import JobReconciler
 from extender.kube.controller.pending import PendingReasons
@@ -114,6 +115,7 @@ class Controller:
                 status=queue(),
                 schedule=queue(),
                 checks=queue(),
+                groups=queue(),
             ),
             settings=settings,
             metrics=metrics or Metrics(),
@@ -137,6 +139,7 @@ class Controller:
             ctx, self.admission, self.pending, on_dropped=self.starter.forget, ready=ready
         )
         self.jobs = JobReconciler(ctx, self.starter, ready)
+        self.groups = GroupReconciler.of_cache(ctx, self.starter, cache)
         self.queue_status = QueueStatusReconciler(ctx)
         self.config = ConfigReconciler(
             ctx, on_queue_deleted=self.queue_status.forget, mark_pending=self.pending.mark
@@ -187,6 +190,8 @@ class Controller:
 
             def on_job(key: str, old: Any, new: Any, plural: str = resource.plural) -> None:
                 view = new if new is not None else old
+                if isinstance(view, JobView) and view.group is not None:
+                    return  # a member of a group: the group room follows it (its handlers)
                 if isinstance(new, JobView) and new.source is not None:  # no Workload yet
                     queues.creations.add((plural, key), self.jobs.priority(new))
                 else:
@@ -195,6 +200,7 @@ class Controller:
                     queues.workloads.add(workload_key(view))
 
             self._handlers.append((resource, on_job))
+        self._handlers += self.groups.handlers()
         for resource, handler in self._handlers:
             self.ctx.store.subscribe(resource, handler)
 
@@ -258,10 +264,13 @@ class Controller:
             self._one(ctx.queues.workloads, "workloads", self.workloads.reconcile, key)
         for resource in self.cache.job_resources:
             for key, view in store.items(resource):
-                if view.source is not None:
+                if view.group is not None:
+                    ctx.queues.groups.add(workload_key(view))
+                elif view.source is not None:
                     ctx.queues.creations.add((resource.plural, key), self.jobs.priority(view))
                 elif self.jobs.needs_attention(view):  # most jobs of a cluster are done
                     ctx.queues.jobs.add((resource.plural, key))
+        self.groups.rebuild()
         ctx.reschedule()
 
     def turn(self) -> None:
@@ -294,6 +303,7 @@ class Controller:
             queues.workloads,
             queues.jobs,
             queues.checks,
+            queues.groups,
         ]
         if not self._creations_held:  # else an answer from the pool wakes the loop
             watched.append(queues.creations)
@@ -333,6 +343,8 @@ class Controller:
             self._one(queues.workloads, "workloads", self.workloads.reconcile, key)
         while (ref := queues.jobs.pop()) is not None:
             self._one(queues.jobs, "jobs", self.jobs.reconcile, ref)
+        while (key := queues.groups.pop()) is not None:
+            self._one(queues.groups, "groups", self.groups.reconcile, key)
         served = self.cache.serves(PROVISIONING_REQUESTS)
         if served != self._provisioning_served:  # its CRD came (or this term began)
             self._provisioning_served = served
@@ -436,7 +448,7 @@ class Controller:
         A key whose object has a write on its way waits for its answer (per-object order)."""
         pool = self.ctx.writes
         if pool is not None and name != "config":
-            obj = (WORKLOADS.plural, key) if name == "workloads" else key
+            obj = (WORKLOADS.plural, key) if name in ("workloads", "groups") else key
             if pool.busy(obj):
                 pool.when_idle(obj, lambda: queue.add(key))
                 return

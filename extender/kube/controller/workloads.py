@@ -22,12 +22,11 @@ from extender.core.pods_ready import deactivated as deactivation
 from extender.core.resource_policy import apply as apply_policy
 from extender.core.workloads import workload as parse_workload
 from extender.kube.api import objects as o
-from extender.kube.api.client import ApiError
 from extender.kube.api.resources import WORKLOADS, Resource
 from extender.kube.controller.admission import AdmissionWriter
 from extender.kube.controller.checks import CheckGate
 from extender.kube.controller.context import Context
-from extender.kube.controller.job_start import requeue_patch
+from extender.kube.controller.job_start import delete_object, requeue_patch
 from extender.kube.controller.pending import PendingReasons
 from extender.kube.controller.pods_ready import DEACTIVATION_TARGET, PodsReadyWatch
 from extender.kube.controller.workload_status import write_status, write_workload
@@ -94,7 +93,8 @@ class WorkloadReconciler:
             return None
         owner = ctx.owner_of(obj)
         job = ctx.job_of(obj)
-        if owner is None and (meta.get("labels") or {}).get(o.JOB_UID_LABEL):
+        group = o.is_group_workload(obj)  # followed by its pods (the group room), not one job
+        if owner is None and not group and (meta.get("labels") or {}).get(o.JOB_UID_LABEL):
             self._finish_orphan(key, obj)
             return None
         if owner is not None and job is None and self._jobs_known(owner[0]):
@@ -124,7 +124,9 @@ class WorkloadReconciler:
                 ctx.reschedule()  # blockAdmission lifted: the next head may be admitted
             if o.is_true(obj, o.EVICTED):
                 state.mark_evicting(key)
-                if job is None:  # nothing to stop: the quota goes back now
+                if group:  # its running pods are stopped first
+                    ctx.queues.groups.add(key)
+                elif job is None:  # nothing to stop: the quota goes back now
                     self._requeue(key, obj)
                 elif owner is not None:
                     ctx.queues.jobs.add((owner[0].plural, owner[1]))
@@ -198,16 +200,8 @@ class WorkloadReconciler:
             state.delete_workload(key)
 
     def _delete(self, key: str) -> None:
-        ctx = self.ctx
-        namespace, name = key.split("/", 1)
-        try:
-            ctx.write(
-                WORKLOADS, "delete", lambda: ctx.client.delete(WORKLOADS, name, namespace), key
-            )
-        except ApiError as err:
-            if not err.not_found:
-                raise
-        ctx.store.forget(WORKLOADS, key)
+        delete_object(self.ctx, WORKLOADS, key)
+        self.ctx.store.forget(WORKLOADS, key)
         self._drop(key)
 
     def _requeue(self, key: str, obj: Obj) -> None:

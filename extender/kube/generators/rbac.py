@@ -50,6 +50,17 @@ def job_rules(adapters: Iterable[JobAdapter] | None = None) -> list[dict[str, An
             rules.append({"apiGroups": group, "resources": [status], "verbs": ["patch"]})
         for ref_group, plurals in _by_group(adapter.referenced_kinds).items():
             rules.append({"apiGroups": [ref_group], "resources": plurals, "verbs": ["get"]})
+    if adapters is None:
+        # Kinds whose pods run as groups (a StatefulSet) are read for the Workloads they
+        # declare; their pods are the ones written.
+        for parent in registry.group_parents():
+            rules.append(
+                {
+                    "apiGroups": [parent.group],
+                    "resources": [parent.plural],
+                    "verbs": ["list", "watch"],
+                }
+            )
     return rules
 
 

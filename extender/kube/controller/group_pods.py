@@ -1,0 +1,131 @@
+"""What the group room does to a group's pods: tells them their group, lets them through,
+deletes them, takes Kueue's finalizer off, and says what keeps them waiting."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from extender.core.jobframework.pod import TemplateParent
+from extender.core.workloads import check_states
+from extender.kube.api import objects as o
+from extender.kube.api.client import ApiError
+from extender.kube.api.resources import Resource
+from extender.kube.api.trim import JobView
+from extender.kube.controller.context import Context
+from extender.kube.controller.job_start import delete_object, patch_job
+
+log = logging.getLogger("tower.groups")
+
+Obj = dict[str, Any]
+
+
+class GroupPods:
+    """The writes to a group's pods, one conditional patch or delete each."""
+
+    def __init__(
+        self, ctx: Context, pods: Resource | None, parents: Mapping[Resource, TemplateParent]
+    ) -> None:
+        self.ctx = ctx
+        self.pods = pods
+        self.parents = parents
+
+    def stamp(self, namespace: str, parent_name: str, views: Sequence[JobView]) -> None:
+        ctx = self.ctx
+        for resource, parent in self.parents.items():
+            obj = ctx.store.get(resource, f"{namespace}/{parent_name}")
+            if obj is None or not parent.stamps_pods:
+                continue
+            for view in views:
+                source = view.source
+                if source is None and self.pods is not None:
+                    fresh = ctx.refresh(self.pods, view.key)
+                    source = fresh.source if isinstance(fresh, JobView) else None
+                patch = parent.stamp(obj, source) if source is not None else None
+                if patch is not None:
+                    patch_job(ctx, view, patch)
+            return
+
+    # ----- the members ------------------------------------------------------------------
+
+    def start(self, wl_key: str, workload: Obj, views: Sequence[JobView]) -> None:
+        """Every gated member gets its podSet's placement and loses the gate, one patch each."""
+        ctx = self.ctx
+        admission = o.admission_of(workload)
+        if admission is None:
+            return
+        planned = ctx.placement is not None and ctx.placement.plan_of(wl_key) is not None
+        name = str((workload.get("metadata") or {}).get("name"))
+        queue_name = str((workload.get("spec") or {}).get("queueName") or "")
+        checks = check_states(workload)
+        for view in views:
+            if not view.suspended or view.finished is not None or view.group is None:
+                continue
+            role = view.group[1]
+            assigned = tuple(p for p in admission.pod_set_assignments if p.name == role)
+            if not assigned:
+                self.tell(
+                    view,
+                    "ErrWorkloadCompose",
+                    f"its Workload {wl_key} has no podSet {role}: it stays gated",
+                )
+                continue
+            patch = o.start_patch(
+                view.as_object(),
+                dataclasses.replace(admission, pod_set_assignments=assigned),
+                ctx.state.resource_flavors(),
+                queue_name,
+                workload=name if planned else None,
+                scheduler_name=ctx.settings.scheduler_name if planned else None,
+                checks=checks,
+            )
+            started = patch_job(ctx, view, patch)
+            ctx.event(
+                started.as_object(),
+                "Normal",
+                "Started",
+                f"Admitted by clusterQueue {admission.cluster_queue}",
+            )
+
+    def stop(self, views: Sequence[JobView], why: str, *, gated_too: bool = False) -> None:
+        """Running members are deleted (a gate cannot be put back); gated ones too when the
+        whole group goes."""
+        for view in views:
+            if view.finished is not None or (view.suspended and not gated_too):
+                continue
+            if not self.ctx.told.first(f"deleted:{view.uid}", "deleted"):
+                continue  # asked once already: it is stopping
+            self._delete_pod(view, f"deleted:{view.uid}")
+            self.ctx.event(view.as_object(), "Normal", "Stopped", f"Deleted by Tower: {why}")
+
+    def delete_excess(self, view: JobView) -> None:
+        if not self.ctx.told.first(f"deleted:{view.uid}", "excess"):
+            return  # asked once already
+        self.release([view])
+        self._delete_pod(view, f"deleted:{view.uid}")
+        self.ctx.event(view.as_object(), "Normal", "ExcessPodDeleted", "Excess pod deleted")
+
+    def _delete_pod(self, view: JobView, asked: str) -> None:
+        """Delete a member once (`asked` remembers it); a failure forgets, for the retry."""
+        try:
+            delete_object(self.ctx, view.resource, view.key)
+        except Exception:
+            self.ctx.told.forget(asked)
+            raise
+
+    def release(self, views: Sequence[JobView]) -> None:
+        """Kueue's finalizer off these members (their end is counted)."""
+        for view in views:
+            if view.holds:
+                try:
+                    patch_job(self.ctx, view, view.adapter.release_patch(view.as_object()))
+                except ApiError as err:
+                    if not err.not_found:
+                        raise
+
+    def tell(self, view: JobView, reason: str, message: str) -> None:
+        if self.ctx.told.first(f"group:{view.uid}:{reason}", message):
+            log.info("pod %s: %s", view.key, message)
+            self.ctx.event(view.as_object(), "Warning", reason, message)

@@ -1,0 +1,434 @@
+"""The group room: many pods, one Workload (a pod group, a StatefulSet's pods).
+
+`reconcile(key)` takes a group Workload's key and reads, as the store has them now, the pods
+that belong to it and the object that declares it (a StatefulSet; none for a plain pod
+group). It makes the Workload, lets every gated member through once it is admitted, deletes
+the running members once it is evicted (its quota is given back when none runs), and ends it
+when the group has ended, as Kueue's pod-group reconciler does.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from extender.core.jobframework import groups
+from extender.core.jobframework.pod import SUSPENDING_PARENT, TemplateParent
+from extender.core.jobs import group_workload
+from extender.core.models import PRIORITY_CLASS_LABEL, QUEUE_NAME_LABEL
+from extender.core.parse import ManifestError
+from extender.kube.api import objects as o
+from extender.kube.api.cache import Cache
+from extender.kube.api.client import ApiError
+from extender.kube.api.resources import WORKLOADS, Resource
+from extender.kube.api.trim import JobView
+from extender.kube.controller.context import Context
+from extender.kube.controller.group_pods import GroupPods
+from extender.kube.controller.job_start import JobStarter, delete_object
+from extender.kube.controller.jobs import finish_workload, holds_quota
+from extender.kube.controller.workload_status import record
+
+log = logging.getLogger("tower.groups")
+
+Obj = dict[str, Any]
+
+
+def member_of(view: JobView) -> groups.Member:
+    """A pod of a group as the group's rules read it."""
+    annotations = dict(view.annotations)
+    try:
+        total: int | None = groups.total_count(
+            {"metadata": {"annotations": {groups.TOTAL_COUNT: annotations.get(groups.TOTAL_COUNT)}}}
+        )
+    except ManifestError:
+        total = None
+    finished = view.finished[0] if view.finished is not None else ""
+    phase = "Gone" if finished == "OwnerNotFound" else finished
+    source = view.source
+    template = {"spec": source.get("spec") or {}} if source is not None else None
+    return groups.Member(
+        name=view.name,
+        uid=view.uid,
+        role=view.group[1] if view.group is not None else "",
+        gated=view.suspended,
+        phase=phase,
+        running=view.active,
+        holds=view.holds,
+        unretriable=annotations.get(groups.RETRIABLE) == "false",
+        total=total,
+        fast=annotations.get(groups.FAST_ADMISSION) == "true",
+        queue=view.queue_name,
+        template=template,
+    )
+
+
+class GroupReconciler:
+    """One group's Workload, following its pods (and the object that declares it)."""
+
+    def __init__(
+        self,
+        ctx: Context,
+        starter: JobStarter,
+        pods: Resource | None,
+        parents: Mapping[Resource, TemplateParent],
+    ) -> None:
+        self.ctx = ctx
+        self.starter = starter
+        self.pods = pods  # None when the pod integration is off: no group is followed
+        self.parents = dict(parents)
+        self.pods_ops = GroupPods(ctx, pods, self.parents)
+
+    @classmethod
+    def of_cache(cls, ctx: Context, starter: JobStarter, cache: Cache) -> GroupReconciler:
+        """The room for the pods and the declaring kinds this cache watches."""
+        pods = next((r for r in cache.job_resources if r.kind == "Pod"), None)
+        parents = dict(zip(cache.parent_resources, cache.group_parents, strict=True))
+        return cls(ctx, starter, pods, parents)
+
+    def handlers(self) -> list[tuple[Resource, Callable[[str, Any, Any], None]]]:
+        """What a change enqueues: a group's Workload, itself; a declaring object's (a
+        StatefulSet's), its groups and its pods made before it was seen, which wait to be
+        told their group."""
+
+        def on_workload(key: str, old: Any, new: Any) -> None:
+            if o.is_group_workload(new if new is not None else old):
+                self.ctx.queues.groups.add(key)
+
+        def on_pod(key: str, old: Any, new: Any) -> None:
+            view = new if new is not None else old
+            if isinstance(view, JobView) and view.group is not None:
+                self.ctx.queues.groups.add(f"{view.namespace}/{view.group[0]}")
+
+        out: list[tuple[Resource, Callable[[str, Any, Any], None]]] = [(WORKLOADS, on_workload)]
+        if self.pods is not None:
+            out.append((self.pods, on_pod))
+        for resource, parent in self.parents.items():
+
+            def on_parent(key: str, old: Any, new: Any, parent: TemplateParent = parent) -> None:
+                for obj in (old, new):
+                    if obj is not None:
+                        self._enqueue(key.split("/", 1)[0], parent, obj)
+
+            out.append((resource, on_parent))
+        return out
+
+    def rebuild(self) -> None:
+        """At the start of a term: every group a declaring object has (the loop enqueues
+        those of the pods)."""
+        store = self.ctx.store
+        for resource, parent in self.parents.items():
+            for key, obj in store.items(resource):
+                self._enqueue(key.split("/", 1)[0], parent, obj)
+
+    def _enqueue(self, namespace: str, parent: TemplateParent, obj: Obj) -> None:
+        queues = self.ctx.queues
+        for name in parent.workload_names(obj):
+            queues.groups.add(f"{namespace}/{name}")
+        own = (obj.get("metadata") or {}).get("name")
+        queues.groups.add(f"{namespace}/{groups.UNSTAMPED}{own}")
+        queues.groups.add(f"{namespace}/{groups.UNSTAMPED}{name}")
+
+    # ----- reading ----------------------------------------------------------------------
+
+    def members(self, wl_key: str) -> list[JobView]:
+        if self.pods is None:
+            return []
+        store = self.ctx.store
+        views = (store.get(self.pods, key) for key in store.by_index(self.pods, "group", wl_key))
+        return [v for v in views if isinstance(v, JobView)]
+
+    def declared_by(
+        self, wl_key: str, workload: Obj | None
+    ) -> tuple[TemplateParent, Resource, Obj | None] | None:
+        """The kind that declares this group and its object (None once it is gone); None for a
+        plain pod group."""
+        store = self.ctx.store
+        for resource, parent in self.parents.items():
+            for key in store.by_index(resource, "group", wl_key):
+                return parent, resource, store.get(resource, key)
+        annotations = ((workload or {}).get("metadata") or {}).get("annotations") or {}
+        gvk = annotations.get(groups.OWNER_GVK)
+        for resource, parent in self.parents.items():
+            if gvk == f"{parent.group}/{parent.version}, Kind={parent.kind}":
+                return parent, resource, None
+        return None
+
+    # ----- the reconcile ----------------------------------------------------------------
+
+    def reconcile(self, wl_key: str) -> float | None:
+        ctx = self.ctx
+        views = self.members(wl_key)
+        namespace, name = wl_key.split("/", 1)
+        # 0. Pods that cannot know their group alone (a LeaderWorkerSet's) are told it first.
+        if name.startswith(groups.UNSTAMPED):
+            self.pods_ops.stamp(namespace, name.removeprefix(groups.UNSTAMPED), views)
+            return None
+        workload = ctx.store.get(WORKLOADS, wl_key)
+        declared = self.declared_by(wl_key, workload)
+        # 1. No Workload yet: made from what declares it, or once every member exists.
+        if workload is None:
+            if declared is not None:
+                return self._create_declared(wl_key, *declared)
+            return self._create_from_members(wl_key, views)
+        if ctx.busy(WORKLOADS.plural, wl_key):
+            ctx.after_writes(WORKLOADS.plural, wl_key, lambda: ctx.queues.groups.add(wl_key))
+            return None
+        meta = workload.get("metadata") or {}
+        # 2. Deleted by someone, or no longer wanted: every pod of the group is stopped (as
+        #    Kueue's WorkloadDeleted), or the Workload goes (its StatefulSet was deleted or
+        #    scaled to zero; its plain group has no pod left).
+        if meta.get("deletionTimestamp"):
+            self.pods_ops.stop(views, "the Workload of its group was deleted", gated_too=True)
+            self.pods_ops.release(views)
+            return None
+        if self._unwanted(name, declared, views):
+            self._delete(wl_key)
+            return None
+        # 3. Finished: Kueue's finalizers come off its pods.
+        if o.is_true(workload, o.FINISHED):
+            self.pods_ops.release(views)
+            return None
+        members = [member_of(v) for v in views]
+        # 4. A plain group's end: all its pods succeeded, or an unretriable one ended it.
+        if declared is None and members:
+            total = members[0].total or sum(_counts(workload).values())
+            end = groups.finished(members, total)
+            if end is not None:
+                finish_workload(ctx, wl_key, workload, *end)
+                self.pods_ops.release(views)
+                return None
+        # 5. Evicted: its running pods are deleted; once none runs, its quota goes back.
+        if holds_quota(workload) and o.is_true(workload, o.EVICTED):
+            evicted = o.condition(workload, o.EVICTED) or {}
+            self.pods_ops.stop(views, f"Evicted: {evicted.get('message') or evicted.get('reason')}")
+            if not any(v.active for v in views):
+                self.starter.stop_evicted(wl_key, workload, None)
+            return None
+        # 6. A plain group is kept to its size: members beyond it are deleted (before any
+        #    is let through), and ended ones whose place a replacement took are let go.
+        if declared is None and members and not members[0].fast:
+            counts = _counts(workload)
+            by_name = {v.name: v for v in views}
+            dropped = {m.name for m in groups.excess(members, counts)}
+            for pod_name in sorted(dropped):
+                self.pods_ops.delete_excess(by_name[pod_name])
+            for member in groups.replaced(members, counts):
+                self.pods_ops.release([by_name[member.name]])
+            views = [v for v in views if v.name not in dropped]
+        # 7. Admitted: every gated member let through with its podSet's placement.
+        if (
+            holds_quota(workload)
+            and o.is_true(workload, o.ADMITTED)
+            and ctx.state.is_admitted(wl_key)
+            and (workload.get("spec") or {}).get("active") is not False
+        ):
+            self.pods_ops.start(wl_key, workload, views)
+        return None
+
+    def _unwanted(
+        self,
+        name: str,
+        declared: tuple[TemplateParent, Resource, Obj | None] | None,
+        views: Sequence[JobView],
+    ) -> bool:
+        """Its plain group has no pod left; or what declared it is gone, or no longer has
+        this group (scaled to zero, or below its index)."""
+        if declared is None:
+            return not views and self.pods is not None
+        parent, _, obj = declared
+        if obj is None:
+            return True
+        try:
+            return parent.group_pod_sets(obj, name) is None
+        except ManifestError:
+            return False
+
+    # ----- making the Workload ----------------------------------------------------------
+
+    def _create_declared(
+        self, wl_key: str, parent: TemplateParent, resource: Resource, obj: Obj | None
+    ) -> float | None:
+        ctx = self.ctx
+        if obj is None:
+            return None
+        namespace, name = wl_key.split("/", 1)
+        meta = obj.get("metadata") or {}
+        labels = meta.get("labels") or {}
+        queue = labels.get(QUEUE_NAME_LABEL)
+        if not queue or not ctx.manages_namespace(namespace):
+            return None
+        try:
+            templates = parent.group_pod_sets(obj, name)
+            if templates is None:
+                return None  # scaled to zero
+            model = self._model(
+                namespace,
+                name,
+                str(meta.get("uid") or ""),
+                str(queue),
+                labels,
+                templates,
+                parent.kind,
+                str(meta.get("name")),
+            )
+        except ManifestError as err:
+            self._invalid(obj, parent.kind, err)
+            return None
+        owner = {
+            "apiVersion": resource.api_version,
+            "kind": parent.kind,
+            "name": meta.get("name"),
+            "uid": meta.get("uid"),
+        }
+        workload_labels = {o.JOB_UID_LABEL: str(meta.get("uid") or "")}
+        if labels.get(PRIORITY_CLASS_LABEL):
+            workload_labels[PRIORITY_CLASS_LABEL] = labels[PRIORITY_CLASS_LABEL]
+        body = o.group_workload_manifest(
+            model,
+            {t.name: t.template for t in templates},
+            owners=[owner],
+            labels=workload_labels,
+            annotations={groups.IS_GROUP_WORKLOAD: "true", **parent.owner_annotations(obj, name)},
+        )
+        return self._send(
+            wl_key, body, {**obj, "kind": parent.kind, "apiVersion": resource.api_version}
+        )
+
+    def _create_from_members(self, wl_key: str, views: list[JobView]) -> float | None:
+        """A plain pod group's Workload, once all its members exist (Kueue's rule)."""
+        ctx = self.ctx
+        namespace, name = wl_key.split("/", 1)
+        if not views or not ctx.manages_namespace(namespace):
+            return None
+        if any(SUSPENDING_PARENT in dict(v.annotations) for v in views):
+            return None  # its parent declares its Workload (and no longer does)
+        if any(v.active for v in views):
+            return None  # members run without an admission (the webhook was down): left alone
+        members = [member_of(v) for v in views]
+        self.pods_ops.release([v for v, m in zip(views, members, strict=True) if not m.runnable])
+        first = next((v for v, m in zip(views, members, strict=True) if m.runnable), None)
+        if first is None:
+            return None
+        problem = groups.disagreement(members)
+        if problem is not None:
+            self.pods_ops.tell(first, "ErrWorkloadCompose", problem)
+            return None
+        total, fast = members[0].total or 1, members[0].fast
+        if any(m.runnable and m.template is None for m in members):
+            for view in views:  # its template was dropped while an earlier Workload existed
+                if view.source is None and self.pods is not None:
+                    ctx.refresh(self.pods, view.key)
+            views = self.members(wl_key)
+            members = [member_of(v) for v in views]
+        try:
+            templates = groups.compose(members, total, fast)
+            model = self._model(
+                namespace,
+                name,
+                "",
+                first.queue_name or "",
+                first.labels,
+                templates,
+                "Pod",
+                first.name,
+            )
+        except ManifestError as err:
+            self.pods_ops.tell(first, "ErrWorkloadCompose", f"group {name}: {err.message}")
+            return None
+        counts = {t.name: t.count for t in templates}
+        by_name = {v.name: v for v in views}
+        dropped = {m.name for m in groups.excess(members, counts)} if not fast else set()
+        for member_name in sorted(dropped):
+            self.pods_ops.delete_excess(by_name[member_name])
+        owners = [
+            {"apiVersion": "v1", "kind": "Pod", "name": m.name, "uid": m.uid}
+            for m in members
+            if m.runnable and m.name not in dropped
+        ]
+        labels = {}
+        if first.priority_class:
+            labels[PRIORITY_CLASS_LABEL] = first.priority_class
+        body = o.group_workload_manifest(
+            model,
+            {t.name: t.template for t in templates},
+            owners=owners,
+            labels=labels,
+            annotations={groups.IS_GROUP_WORKLOAD: "true"},
+        )
+        return self._send(wl_key, body, first.as_object())
+
+    def _model(
+        self,
+        namespace: str,
+        name: str,
+        uid: str,
+        queue: str,
+        labels: Mapping[str, Any],
+        templates: list[Any],
+        owner_kind: str,
+        owner_name: str,
+    ) -> Any:
+        state = self.ctx.state
+        return group_workload(
+            namespace=namespace,
+            name=name,
+            uid=uid,
+            queue=queue,
+            labels=labels,
+            templates=templates,
+            creation_time=self.ctx.clock(),
+            owner_kind=owner_kind,
+            owner_name=owner_name,
+            workload_priority_classes=state.workload_priority_classes(),
+            priority_classes=state.priority_classes(),
+        )
+
+    def _send(self, wl_key: str, body: Obj, about: Obj) -> float | None:
+        ctx = self.ctx
+        namespace = wl_key.split("/", 1)[0]
+        try:
+            created = ctx.write(
+                WORKLOADS,
+                "create",
+                lambda: ctx.client.create(WORKLOADS, body, namespace),
+                wl_key,
+            )
+        except ApiError as err:
+            if not err.already_exists:
+                raise
+            ctx.refresh(WORKLOADS, wl_key)
+            ctx.queues.groups.add(wl_key)
+            return None
+        record(ctx, created)
+        ctx.queues.workloads.add(wl_key)
+        ctx.event(about, "Normal", "CreatedWorkload", f"Created Workload: {wl_key}")
+        return None
+
+    def _delete(self, wl_key: str) -> None:
+        delete_object(self.ctx, WORKLOADS, wl_key)
+        self.ctx.store.forget(WORKLOADS, wl_key)
+        self.ctx.queues.workloads.add(wl_key)
+
+    # ----- telling ----------------------------------------------------------------------
+
+    def _invalid(self, obj: Obj, kind: str, err: ManifestError) -> None:
+        meta = obj.get("metadata") or {}
+        message = f"{err.path}: {err.message}"
+        if self.ctx.told.first(f"invalid:{meta.get('uid')}", message):
+            log.warning(
+                "%s %s/%s cannot be queued: %s",
+                kind,
+                meta.get("namespace"),
+                meta.get("name"),
+                message,
+            )
+            self.ctx.event(obj, "Warning", "InvalidSpec", message)
+
+
+def _counts(workload: Obj) -> dict[str, int]:
+    return {
+        str(ps.get("name")): int(ps.get("count") or 0)
+        for ps in (workload.get("spec") or {}).get("podSets") or []
+        if isinstance(ps, dict)
+    }

@@ -1,0 +1,485 @@
+"""Kueue's pod-group example and its sample StatefulSet through the API double, the real webhook
+and the controller: a group is one Workload, made once all its members exist, admitted whole
+and let through together; it ends when all its pods succeeded; evicted, its running pods are
+deleted and its quota held until they stop. A StatefulSet is one Workload of all its replicas,
+made up front; its pods, gated, are let through under it, replacements included; it scales only
+to zero and back. No kubelet nor StatefulSet controller runs here: the test makes the pods
+and sets the status they would."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import pytest
+
+from extender.core.jobframework.adapter import workload_name
+from extender.kube.api import resources as r
+from extender.kube.api.client import ApiError
+from tests.controller.conftest import eventually
+from tests.controller.test_kubectl_tower import tower
+from tests.controller.test_kubeflow import condition, load
+from tests.controller.test_pods import (
+    EXAMPLES,
+    FINALIZER,
+    GATE,
+    kubelet,
+    preemption_setup,
+    setup,
+    ungated,
+)
+
+STATEFULSETS = r.Resource("apps", "v1", "statefulsets", "StatefulSet", True)
+
+
+def group_pods() -> list[dict[str, Any]]:
+    return load(EXAMPLES / "pods" / "kueue-pod-group.yaml")
+
+
+def workload(cluster: Any, name: str) -> dict[str, Any] | None:
+    return cluster.get("workloads", name, "default")
+
+
+def events(cluster: Any, reason: str) -> list[str]:
+    return [
+        e.get("message", "")
+        for e in cluster.api.list("events", "default")
+        if e.get("reason") == reason
+    ]
+
+
+def test_kueues_pod_group_waits_for_its_members_then_runs_whole_and_finishes(
+    cluster, start_controller
+):
+    setup(cluster)
+    start_controller()
+    leader, worker = group_pods()
+    first = cluster.admin.create(r.PODS, leader, "default")
+    assert GATE in first["spec"]["schedulingGates"]
+    assert FINALIZER in first["metadata"]["finalizers"]
+    # One member of two: no Workload yet, and the pod says why.
+    said = eventually(lambda: events(cluster, "ErrWorkloadCompose"), what="the reason")
+    assert "has 1 of its 2 pods" in said[0], said
+    assert workload(cluster, "sample-group") is None
+    second = cluster.admin.create(r.PODS, worker, "default")
+    made = eventually(lambda: workload(cluster, "sample-group"), what="the group's Workload")
+    assert made["metadata"]["annotations"]["kueue.x-k8s.io/is-group-workload"] == "true"
+    [role] = made["spec"]["podSets"]  # both pods ask for 3 cpu: one role
+    assert role["count"] == 2
+    assert role["name"] == first["metadata"]["annotations"]["kueue.x-k8s.io/role-hash"]
+    owners = {o["name"] for o in made["metadata"]["ownerReferences"]}
+    assert owners == {first["metadata"]["name"], second["metadata"]["name"]}
+    # Admitted whole: both let through, each on the flavor's nodes.
+    for each in (first, second):
+        running = eventually(lambda p=each: ungated(cluster, p), what="each member ungated")
+        assert running["spec"]["nodeSelector"] == {"instance-type": "spot"}
+        assert running["metadata"]["labels"]["kueue.x-k8s.io/podset"] == role["name"]
+    said = tower(cluster, "why", f"pod/{second['metadata']['name']}", "-n", "default", "-o", "json")
+    assert said.returncode == 0, said.stderr
+    answer = json.loads(said.stdout)
+    assert (answer["state"], answer["workload"]) == ("Admitted", "sample-group")
+    # One succeeds: the group runs on. Both: the Workload is Finished, the finalizers go.
+    kubelet(cluster, first, "Running")
+    kubelet(cluster, second, "Running")
+    kubelet(cluster, first, "Succeeded")
+    assert condition(workload(cluster, "sample-group"), "Finished").get("status") != "True"
+    kubelet(cluster, second, "Succeeded")
+    done = eventually(
+        lambda: (
+            condition(workload(cluster, "sample-group"), "Finished").get("status") == "True"
+            and workload(cluster, "sample-group")
+        ),
+        what="the group finished",
+    )
+    assert condition(done, "Finished")["message"] == "Pods succeeded: 2/2."
+    for each in (first, second):
+        eventually(
+            lambda p=each: (
+                FINALIZER
+                not in (
+                    cluster.get("pods", p["metadata"]["name"], "default")["metadata"].get(
+                        "finalizers"
+                    )
+                    or []
+                )
+            ),
+            what="the finalizer off",
+        )
+
+
+def test_a_group_that_does_not_fit_waits_whole_and_says_why(cluster, start_controller):
+    setup(cluster)
+    start_controller()
+    members = []
+    for pod in group_pods():
+        pod["spec"]["containers"][0]["resources"]["requests"]["cpu"] = 5  # 10 of 9 cpu
+        members.append(cluster.admin.create(r.PODS, pod, "default"))
+    message = eventually(
+        lambda: condition(workload(cluster, "sample-group"), "QuotaReserved").get("message"),
+        what="its reason",
+    )
+    assert "needs 10 cpu" in message, message
+    for each in members:
+        assert (
+            GATE
+            in cluster.get("pods", each["metadata"]["name"], "default")["spec"]["schedulingGates"]
+        )
+
+
+def test_a_group_of_two_shapes_is_two_pod_sets_and_a_third_member_is_excess(
+    cluster, start_controller
+):
+    setup(cluster)
+    start_controller()
+    leader, worker = group_pods()
+    leader["spec"]["containers"][0]["resources"]["requests"]["cpu"] = 1
+    made = [cluster.admin.create(r.PODS, p, "default") for p in (leader, worker)]
+    wl = eventually(lambda: workload(cluster, "sample-group"), what="the Workload")
+    roles = {p["metadata"]["annotations"]["kueue.x-k8s.io/role-hash"] for p in made}
+    assert sorted(ps["name"] for ps in wl["spec"]["podSets"]) == sorted(roles)
+    assert [ps["count"] for ps in wl["spec"]["podSets"]] == [1, 1]
+    for each in made:
+        eventually(lambda p=each: ungated(cluster, p), what="each member ungated")
+    extra = copy.deepcopy(worker)
+    extra["metadata"]["generateName"] = "sample-extra-"
+    third = cluster.admin.create(r.PODS, extra, "default")
+    eventually(
+        lambda: (
+            cluster.get("pods", third["metadata"]["name"], "default") is None
+            or cluster.get("pods", third["metadata"]["name"], "default")["metadata"].get(
+                "deletionTimestamp"
+            )
+        ),
+        what="the excess pod deleted",
+    )
+    assert any("Excess pod deleted" in m for m in events(cluster, "ExcessPodDeleted"))
+
+
+def test_a_failed_member_is_replaced_under_the_same_admission(cluster, start_controller):
+    setup(cluster)
+    start_controller()
+    made = [cluster.admin.create(r.PODS, p, "default") for p in group_pods()]
+    for each in made:
+        eventually(lambda p=each: ungated(cluster, p), what="each member ungated")
+        kubelet(cluster, each, "Running")
+    kubelet(cluster, made[1], "Failed")
+    # Retriable by default: the group goes on, and the replacement is let through at once.
+    replacement = copy.deepcopy(group_pods()[1])
+    again = cluster.admin.create(r.PODS, replacement, "default")
+    eventually(lambda: ungated(cluster, again), what="the replacement ungated")
+    failed = made[1]["metadata"]["name"]
+    eventually(
+        lambda: (
+            FINALIZER
+            not in (cluster.get("pods", failed, "default")["metadata"].get("finalizers") or [])
+        ),
+        what="the failed member let go",
+    )
+    assert condition(workload(cluster, "sample-group"), "Finished").get("status") != "True"
+
+
+def test_an_evicted_group_is_deleted_and_holds_its_quota_until_its_pods_stop(
+    cluster, start_controller
+):
+    preemption_setup(cluster)
+    start_controller()
+    made = []
+    for pod in group_pods():
+        pod["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] = "low"
+        made.append(cluster.admin.create(r.PODS, pod, "default"))
+    for each in made:
+        eventually(lambda p=each: ungated(cluster, p), what="each member ungated")
+        kubelet(cluster, each, "Running")
+    urgent = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": "urgent",
+            "labels": {
+                "kueue.x-k8s.io/queue-name": "user-queue",
+                "kueue.x-k8s.io/priority-class": "high",
+            },
+        },
+        "spec": {
+            "template": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [
+                        {"name": "c", "image": "busybox", "resources": {"requests": {"cpu": 6}}}
+                    ],
+                }
+            }
+        },
+    }
+    cluster.admin.create(r.JOBS, urgent, "default")
+    # Both running members are deleted (held by the finalizer, they stop as a kubelet ends them).
+    for each in made:
+        eventually(
+            lambda p=each: cluster.get("pods", p["metadata"]["name"], "default")["metadata"].get(
+                "deletionTimestamp"
+            ),
+            what="each member deleted",
+        )
+    group = workload(cluster, "sample-group")
+    assert condition(group, "QuotaReserved").get("status") == "True"  # its pods still run
+    assert cluster.get("jobs", "urgent", "default")["spec"]["suspend"] is True
+    for each in made:
+        kubelet(cluster, each, "Failed")
+    eventually(
+        lambda: (
+            condition(workload(cluster, "sample-group"), "QuotaReserved").get("status") == "False"
+        ),
+        what="the group's quota given back",
+    )
+    eventually(
+        lambda: cluster.get("jobs", "urgent", "default")["spec"]["suspend"] is False,
+        what="the urgent Job started",
+    )
+
+
+def statefulset_pod(created: dict[str, Any], ordinal: int) -> dict[str, Any]:
+    """A pod as the StatefulSet controller makes it from the marked template."""
+    template = created["spec"]["template"]
+    name = created["metadata"]["name"]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            **copy.deepcopy(template["metadata"]),
+            "name": f"{name}-{ordinal}",
+            "ownerReferences": [
+                {
+                    "apiVersion": "apps/v1",
+                    "kind": "StatefulSet",
+                    "name": name,
+                    "uid": created["metadata"]["uid"],
+                    "controller": True,
+                }
+            ],
+        },
+        "spec": copy.deepcopy(template["spec"]),
+    }
+
+
+def test_kueues_sample_statefulset_is_one_workload_admitted_whole(cluster, start_controller):
+    setup(cluster)
+    start_controller()
+    [sample] = load(EXAMPLES / "serving" / "sample-statefulset.yaml")
+    created = cluster.admin.create(STATEFULSETS, sample, "default")
+    template = created["spec"]["template"]["metadata"]
+    assert template["annotations"]["kueue.x-k8s.io/pod-suspending-parent"] == "statefulset"
+    assert template["labels"]["kueue.x-k8s.io/queue-name"] == "user-queue"
+    name = workload_name("StatefulSet", "apps", "nginx-statefulset", created["metadata"]["uid"])
+    # The Workload is made up front, for all three replicas.
+    made = eventually(lambda: workload(cluster, name), what="the StatefulSet's Workload")
+    [main] = made["spec"]["podSets"]
+    assert (main["name"], main["count"]) == ("main", 3)
+    assert made["metadata"]["annotations"]["kueue.x-k8s.io/job-owner-gvk"] == (
+        "apps/v1, Kind=StatefulSet"
+    )
+    eventually(
+        lambda: condition(workload(cluster, name), "Admitted").get("status") == "True",
+        what="admitted",
+    )
+    pods = [cluster.admin.create(r.PODS, statefulset_pod(created, i), "default") for i in range(3)]
+    for each in pods:
+        assert GATE in each["spec"]["schedulingGates"]
+        assert FINALIZER not in (each["metadata"].get("finalizers") or [])
+        running = eventually(lambda p=each: ungated(cluster, p), what="each pod let through")
+        assert running["spec"]["nodeSelector"] == {"instance-type": "spot"}
+    said = tower(cluster, "why", "statefulset/nginx-statefulset", "-n", "default", "-o", "json")
+    assert said.returncode == 0, said.stderr
+    answer = json.loads(said.stdout)
+    assert (answer["kind"], answer["state"]) == ("StatefulSet", "1 Admitted")
+    assert answer["workloads"][0]["workload"] == name
+    said = tower(cluster, "why", "pod/nginx-statefulset-2", "-n", "default", "-o", "json")
+    assert (json.loads(said.stdout)["state"], json.loads(said.stdout)["workload"]) == (
+        "Admitted",
+        name,
+    )
+    # A pod deleted and made again (same name) is let through under the same admission.
+    cluster.admin.delete(r.PODS, "nginx-statefulset-1", "default")
+    again = cluster.admin.create(r.PODS, statefulset_pod(created, 1), "default")
+    eventually(lambda: ungated(cluster, again), what="the recreated pod let through")
+
+    # Kueue's rule: only to zero and back.
+    with pytest.raises(ApiError) as refused:
+        cluster.admin.patch(STATEFULSETS, "nginx-statefulset", {"spec": {"replicas": 2}}, "default")
+    assert "spec.replicas: cannot change from 3 to 2" in str(refused.value)
+    cluster.admin.patch(STATEFULSETS, "nginx-statefulset", {"spec": {"replicas": 0}}, "default")
+    eventually(lambda: workload(cluster, name) is None, what="the Workload gone at zero")
+    cluster.admin.patch(STATEFULSETS, "nginx-statefulset", {"spec": {"replicas": 1}}, "default")
+    back = eventually(lambda: workload(cluster, name), what="a Workload again")
+    assert back["spec"]["podSets"][0]["count"] == 1
+    cluster.admin.delete(STATEFULSETS, "nginx-statefulset", "default")
+    eventually(lambda: workload(cluster, name) is None, what="the Workload gone with it")
+
+
+def test_a_statefulset_that_does_not_fit_keeps_its_pods_gated(cluster, start_controller):
+    setup(cluster)
+    start_controller()
+    [sample] = load(EXAMPLES / "serving" / "sample-statefulset.yaml")
+    sample["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]["cpu"] = 4
+    created = cluster.admin.create(STATEFULSETS, sample, "default")  # 12 of 9 cpu
+    name = workload_name("StatefulSet", "apps", "nginx-statefulset", created["metadata"]["uid"])
+    message = eventually(
+        lambda: condition(workload(cluster, name), "QuotaReserved").get("message"),
+        what="its reason",
+    )
+    assert "needs 12 cpu" in message, message
+    made = cluster.admin.create(r.PODS, statefulset_pod(created, 0), "default")
+    assert GATE in made["spec"]["schedulingGates"]
+    assert ungated(cluster, made) is None
+    text = tower(cluster, "why", "statefulset/nginx-statefulset", "-n", "default").stdout
+    assert text.startswith("StatefulSet default/nginx-statefulset\nState:       1 Pending"), text
+
+
+LWS = r.Resource("leaderworkerset.x-k8s.io", "v1", "leaderworkersets", "LeaderWorkerSet", True)
+LWS_NAME = "nginx-leaderworkerset"
+
+
+def lws_pods(created: dict[str, Any], index: int) -> list[dict[str, Any]]:
+    """A group's pods as the LeaderWorkerSet controller makes them (through its StatefulSets):
+    the leader from the leader template, the workers naming their leader."""
+    spec = created["spec"]["leaderWorkerTemplate"]
+    out = []
+    for worker in range(spec["size"]):
+        template = spec["workerTemplate"] if worker else spec["leaderTemplate"]
+        meta = copy.deepcopy(template.get("metadata") or {})
+        labels = meta.setdefault("labels", {})
+        labels.update(
+            {
+                "leaderworkerset.sigs.k8s.io/name": LWS_NAME,
+                "leaderworkerset.sigs.k8s.io/group-index": str(index),
+                "leaderworkerset.sigs.k8s.io/worker-index": str(worker),
+            }
+        )
+        name = f"{LWS_NAME}-{index}" + (f"-{worker}" if worker else "")
+        if worker:
+            meta.setdefault("annotations", {})["leaderworkerset.sigs.k8s.io/leader-name"] = (
+                f"{LWS_NAME}-{index}"
+            )
+        out.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {**meta, "name": name},
+                "spec": copy.deepcopy(template["spec"]),
+            }
+        )
+    return out
+
+
+def lws_workloads(cluster: Any, uid: str, replicas: int) -> list[str]:
+    return [
+        workload_name("LeaderWorkerSet", "leaderworkerset.x-k8s.io", f"{LWS_NAME}-{i}", uid)
+        for i in range(replicas)
+    ]
+
+
+@pytest.fixture
+def lws_crd(cluster):
+    import yaml
+
+    from tests.controller.conftest import CRDS
+
+    crd = yaml.safe_load(
+        (EXAMPLES.parents[1] / "lws" / "leaderworkerset.x-k8s.io_leaderworkersets.yaml").read_text()
+    )
+    cluster.admin.create(CRDS, crd)
+
+
+def test_kueues_sample_leaderworkerset_is_one_workload_per_group(
+    cluster, start_controller, lws_crd
+):
+    setup(cluster)
+    start_controller()
+    [sample] = load(EXAMPLES / "serving" / "sample-leaderworkerset.yaml")
+    created = cluster.admin.create(LWS, sample, "default")
+    for which in ("leaderTemplate", "workerTemplate"):
+        meta = created["spec"]["leaderWorkerTemplate"][which]["metadata"]
+        assert meta["annotations"]["kueue.x-k8s.io/pod-suspending-parent"] == (
+            "leaderworkerset.x-k8s.io/leaderworkerset"
+        )
+        assert meta["labels"]["kueue.x-k8s.io/queue-name"] == "user-queue"
+    names = lws_workloads(cluster, created["metadata"]["uid"], 2)
+    for name in names:
+        made = eventually(lambda n=name: workload(cluster, n), what="each group's Workload")
+        assert [(p["name"], p["count"]) for p in made["spec"]["podSets"]] == [
+            ("leader", 1),
+            ("worker", 2),
+        ]
+        eventually(
+            lambda n=name: condition(workload(cluster, n), "Admitted").get("status") == "True",
+            what="each group admitted",
+        )
+    for index in range(2):
+        pods = [cluster.admin.create(r.PODS, p, "default") for p in lws_pods(created, index)]
+        for each in pods:
+            assert GATE in each["spec"]["schedulingGates"]
+            running = eventually(lambda p=each: ungated(cluster, p), what="each pod let through")
+            annotations = running["metadata"]["annotations"]
+            assert annotations["kueue.x-k8s.io/pod-group-name"] == names[index]
+            role = (
+                "worker" if "leaderworkerset.sigs.k8s.io/leader-name" in annotations else "leader"
+            )
+            assert annotations["kueue.x-k8s.io/role-hash"] == role
+            assert running["metadata"]["labels"]["kueue.x-k8s.io/podset"] == role
+
+    # Scaling is group by group; the size is fixed while queued.
+    cluster.admin.patch(LWS, LWS_NAME, {"spec": {"replicas": 3}}, "default")
+    third = lws_workloads(cluster, created["metadata"]["uid"], 3)[2]
+    eventually(lambda: workload(cluster, third), what="the third group's Workload")
+    cluster.admin.patch(LWS, LWS_NAME, {"spec": {"replicas": 1}}, "default")
+    eventually(
+        lambda: workload(cluster, third) is None and workload(cluster, names[1]) is None,
+        what="the groups beyond 1 gone",
+    )
+    assert workload(cluster, names[0]) is not None
+    with pytest.raises(ApiError) as refused:
+        cluster.admin.patch(
+            LWS, LWS_NAME, {"spec": {"leaderWorkerTemplate": {"size": 4}}}, "default"
+        )
+    assert "spec.leaderWorkerTemplate.size: cannot change from 3 to 4" in str(refused.value)
+
+
+def test_a_leaderworkerset_group_that_does_not_fit_waits_gated(cluster, start_controller, lws_crd):
+    setup(cluster)
+    start_controller()
+    [sample] = load(EXAMPLES / "serving" / "sample-leaderworkerset.yaml")
+    worker = sample["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"][0]
+    worker["resources"]["requests"]["cpu"] = 3  # each group: 100m + 2 × 3 cpu; 9 cpu in all
+    created = cluster.admin.create(LWS, sample, "default")
+    first, second = lws_workloads(cluster, created["metadata"]["uid"], 2)
+    eventually(
+        lambda: (
+            condition(workload(cluster, first), "Admitted").get("status") == "True"
+            or condition(workload(cluster, second), "Admitted").get("status") == "True"
+        ),
+        what="one group admitted",
+    )
+    waiting = next(
+        n
+        for n in (first, second)
+        if condition(workload(cluster, n), "Admitted").get("status") != "True"
+    )
+    message = eventually(
+        lambda: condition(workload(cluster, waiting), "QuotaReserved").get("message"),
+        what="the other's reason",
+    )
+    assert "needs" in message, message
+    index = (first, second).index(waiting)
+    pods = [cluster.admin.create(r.PODS, p, "default") for p in lws_pods(created, index)]
+    eventually(
+        lambda: all(
+            cluster.get("pods", p["metadata"]["name"], "default")["metadata"]
+            .get("annotations", {})
+            .get("kueue.x-k8s.io/pod-group-name")
+            == waiting
+            for p in pods
+        ),
+        what="its pods told their group",
+    )
+    for each in pods:
+        assert ungated(cluster, each) is None
