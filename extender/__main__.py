@@ -80,6 +80,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             for path in args.files:
                 scenario = loader.load(path)
+            scenario.not_acted_on.extend(loader.incomplete_groups())
             tune_for_scheduling()
             sim, pending = simulate(scenario, fair_sharing=args.fair_sharing)
         except LoadError as err:

@@ -12,13 +12,13 @@ from typing import Any, TypeVar
 
 from extender.core.builder import StateBuilder
 from extender.core.cycle import Admit, ClusterState, CycleResult, Evict, PendingStatus
-from extender.core.jobframework import registry
-from extender.core.jobs import workload_for
-from extender.core.models import Admission, Workload
+from extender.core.jobframework import groups, registry
+from extender.core.jobs import group_workload, workload_for
+from extender.core.models import QUEUE_NAME_LABEL, Admission, Workload
 from extender.core.parse import ManifestError
 from extender.core.placement import Inventory, PlacementCheck
 from extender.core.workloads import workload as parse_workload
-from extender.sim.loader import LoadError, Scenario, SimJob
+from extender.sim.loader import POD_GROUP, LoadError, Scenario, SimJob
 
 _T = TypeVar("_T")
 
@@ -175,6 +175,8 @@ class Simulator:
                 workload = parse_workload(
                     job.obj, creation_time=None if self._creation_times else now
                 )
+            elif job.kind == POD_GROUP or job.kind in registry.PARENTS_BY_KIND:
+                workload = self._group_workload(now, job)
             else:
                 adapter = registry.for_object(job.obj)
                 obj = self.scenario.resolve(adapter, job.obj) if adapter else job.obj
@@ -195,6 +197,53 @@ class Simulator:
         self._generation[workload.key] = 0
         self._emit(now, "Created", job, workload)
         self._core(self.state.add_workload, workload)
+
+    def _group_workload(self, now: float, job: SimJob) -> Workload:
+        """A group's Workload as the controller makes it: a plain pod group's from its
+        members, a StatefulSet's or LeaderWorkerSet's from the object."""
+        meta = job.obj["metadata"]
+        labels = meta.get("labels") or {}
+        if job.kind == POD_GROUP:
+            members = [
+                groups.Member(
+                    name=str(m["metadata"]["name"]),
+                    uid=str(m["metadata"].get("uid") or ""),
+                    role=groups.role_hash(m.get("spec") or {}),
+                    gated=True,
+                    phase="",
+                    running=False,
+                    holds=True,
+                    total=groups.total_count(m),
+                    queue=(m["metadata"].get("labels") or {}).get(QUEUE_NAME_LABEL),
+                    template={"spec": m.get("spec") or {}},
+                )
+                for m in job.obj["members"]
+            ]
+            problem = groups.disagreement(members)
+            if problem is not None:
+                raise ManifestError(f"metadata.labels[{groups.GROUP_NAME}]", problem)
+            fast = (meta.get("annotations") or {}).get(groups.FAST_ADMISSION) == "true"
+            templates = groups.compose(members, members[0].total or 1, fast)
+            owner_kind = "Pod"
+        else:
+            parent = registry.PARENTS_BY_KIND[job.kind]
+            found = parent.group_pod_sets(job.obj, job.name)
+            if found is None:
+                raise ManifestError("spec.replicas", "is 0: the set has no Workload")
+            templates, owner_kind = found, parent.kind
+        return group_workload(
+            namespace=job.namespace,
+            name=job.name,
+            uid=job.uid,
+            queue=str(labels.get(QUEUE_NAME_LABEL) or ""),
+            labels=labels,
+            templates=templates,
+            creation_time=now,
+            owner_kind=owner_kind,
+            owner_name=str(meta.get("name")),
+            workload_priority_classes=self._workload_priority_classes,
+            priority_classes=self._priority_classes,
+        )
 
     def _finish(self, now: float, key: str) -> None:
         self._core(self.state.finish, key)

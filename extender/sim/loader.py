@@ -15,7 +15,7 @@ import yaml
 from extender.core import parse, unacted
 from extender.core.builder import CONFIG_KINDS, parse_config
 from extender.core.cache import Configuration
-from extender.core.jobframework import registry
+from extender.core.jobframework import groups, registry
 from extender.core.jobframework.adapter import JobAdapter
 from extender.core.jobframework.pod import TemplateParent
 from extender.core.jobs import queue_mutation
@@ -63,6 +63,9 @@ def job_kinds() -> dict[str, JobAdapter]:
     """Kind -> adapter of every kind of job the controller can manage: the simulator reads
     each of them as the controller does."""
     return {a.kind: a for a in registry.ADAPTERS.values()}
+
+
+POD_GROUP = "PodGroup"  # the simulator's job for a plain pod group: its members, read whole
 
 
 class LoadError(Exception):
@@ -180,6 +183,7 @@ class Loader:
         self.scenario = Scenario()
         self._names: set[tuple[str, str, str]] = set()
         self._serial = 0
+        self._pod_groups: dict[tuple[str, str], list[SimJob]] = {}
 
     def load(self, path: str) -> Scenario:
         """Read one file; raises LoadError with one line naming file, document, field."""
@@ -222,8 +226,16 @@ class Loader:
                 f"metadata.annotations[{ARRIVAL_ANNOTATION}]",
             )
             s.nodes.append((arrival, node))
+        elif kind == "Pod" and groups.group_name(doc) is not None:
+            self._member(self._job(doc, source))
         elif kind == "Workload" or kind in job_kinds():
             s.jobs.append(self._job(doc, source))
+        elif (
+            isinstance(kind, str)
+            and kind in template_parents()
+            and template_parents()[kind].runs_groups
+        ):
+            s.jobs.extend(self._groups_of(template_parents()[kind], doc, source))
         elif isinstance(kind, str) and kind in template_parents():
             for i, pod in enumerate(self._pods_of(template_parents()[kind], doc)):
                 s.jobs.append(self._job(pod, f"{source}, pod {i}"))  # one source per job
@@ -240,11 +252,15 @@ class Loader:
                 "kind", f"{kind!r} is not a kind the simulator reads (one of {kinds})"
             )
 
-    def _job(self, doc: Mapping[str, Any], source: str) -> SimJob:
+    def _job(
+        self, doc: Mapping[str, Any], source: str, parent: TemplateParent | None = None
+    ) -> SimJob:
         kind = str(doc["kind"])
         if kind == "Workload":
             parse.check_version(doc, kind)
             expected = str(doc["apiVersion"])
+        elif parent is not None:
+            expected = f"{parent.group}/{parent.version}"
         else:
             expected = job_kinds()[kind].api_version
         if doc.get("apiVersion") != expected:
@@ -279,8 +295,9 @@ class Loader:
             annotations.get(DURATION_ANNOTATION, DEFAULT_DURATION),
             f'metadata.annotations["{DURATION_ANNOTATION}"]',
         )
-        if kind == "Workload":
-            # Submitted directly, as Kueue's own benchmark does: nothing to mutate.
+        if kind == "Workload" or parent is not None:
+            # Submitted directly, as Kueue's own benchmark does: nothing to mutate (a group's
+            # parent is marked by its caller).
             return SimJob(kind, namespace, str(name), uid, obj, arrival, duration, True, source)
         # The same mutation the webhook applies on CREATE, after the checks the webhook makes
         # of the fields it reads.
@@ -293,6 +310,47 @@ class Loader:
         return SimJob(
             kind, namespace, str(name), uid, mutated, arrival, duration, bool(patch), source
         )
+
+    def _member(self, pod: SimJob) -> None:
+        """A pod of a plain group: the group becomes one job once all its members are read
+        (the controller makes its Workload then)."""
+        found = groups.group_name(pod.obj)
+        assert found is not None
+        key = (pod.namespace, found[1])
+        members = self._pod_groups.setdefault(key, [])
+        members.append(pod)
+        total = groups.total_count(pod.obj)
+        if len(members) == total:
+            first = members[0]
+            obj = {"metadata": first.obj["metadata"], "members": [m.obj for m in members]}
+            self.scenario.jobs.append(
+                SimJob(POD_GROUP, pod.namespace, found[1], first.uid, obj, first.arrival,
+                       first.duration, True, first.source)
+            )  # fmt: skip
+
+    def incomplete_groups(self) -> list[str]:
+        """Pod groups with fewer members than their total count: they would wait forever."""
+        return [
+            f"pod group {ns}/{name} has {len(members)} of its "
+            f"{groups.total_count(members[0].obj)} pods: it would wait for the rest forever"
+            for (ns, name), members in self._pod_groups.items()
+            if len(members) < groups.total_count(members[0].obj)
+        ]
+
+    def _groups_of(
+        self, parent: TemplateParent, doc: Mapping[str, Any], source: str
+    ) -> list[SimJob]:
+        """A StatefulSet's or LeaderWorkerSet's group Workloads, one job each, from the object
+        marked as its webhook marks it."""
+        job = self._job({**doc, "apiVersion": doc.get("apiVersion")}, source, parent=parent)
+        queue = (job.obj["metadata"].get("labels") or {}).get(QUEUE_NAME_LABEL)
+        if queue:
+            job.obj.update(jsonpatch.apply_patch(job.obj, parent.template_ops(job.obj, str(queue))))
+        return [
+            SimJob(parent.kind, job.namespace, name, job.uid, job.obj, job.arrival, job.duration,
+                   bool(queue), f"{source}, Workload {name}")  # one source per job
+            for name in parent.workload_names(job.obj)
+        ]  # fmt: skip
 
     def _pods_of(self, parent: TemplateParent, doc: Mapping[str, Any]) -> list[dict[str, Any]]:
         """The pods a Deployment makes, each its own Workload: `replicas` copies of its

@@ -265,3 +265,39 @@ def test_kueues_pod_and_deployment_examples_are_simulated(tmp_path):
         ("Pod", f"nginx-deployment-{i}") for i in range(3)
     ]
     assert [e["kind"] for e in admitted if e["name"].startswith("kueue-sleep-")] == ["Pod"]
+
+
+def test_kueues_pod_group_statefulset_and_leaderworkerset_are_simulated(tmp_path):
+    """Each group is one Workload, as the controller makes them: Kueue's pod group (two pods of
+    one shape: one podSet of 2), its sample StatefulSet (main × 3) and LeaderWorkerSet (one
+    Workload per group: leader × 1, worker × 2). A group short of members is said, not run."""
+    examples = ROOT / "tests" / "data" / "kueue-v0.19.2" / "examples"
+    done = simulate(
+        examples / "single-clusterqueue-setup.yaml",
+        examples / "pods" / "kueue-pod-group.yaml",
+        examples / "serving" / "sample-statefulset.yaml",
+        examples / "serving" / "sample-leaderworkerset.yaml",
+        "-o",
+        "json",
+    )
+    assert done.returncode == 0, done.stderr
+    events = json.loads(done.stdout)["events"]
+    admitted = sorted(
+        (e["kind"], e["name"].rsplit("-", 1)[0]) for e in events if e["event"] == "Admitted"
+    )
+    assert admitted == [
+        ("LeaderWorkerSet", "leaderworkerset-nginx-leaderworkerset-0"),
+        ("LeaderWorkerSet", "leaderworkerset-nginx-leaderworkerset-1"),
+        ("PodGroup", "sample"),
+        ("StatefulSet", "statefulset-nginx-statefulset"),
+    ]
+    [leader] = [
+        p
+        for p in (examples / "pods" / "kueue-pod-group.yaml").read_text().split("---")
+        if "leader" in p
+    ]
+    half = tmp_path / "half-group.yaml"
+    half.write_text(leader)
+    short = simulate(examples / "single-clusterqueue-setup.yaml", half)
+    assert short.returncode == 0, short.stderr
+    assert "pod group default/sample-group has 1 of its 2 pods" in short.stdout
