@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from extender.core.jobframework import registry
+from extender.core.jobframework.groups import UNSTAMPED
 from extender.core.models import QUEUE_NAME_LABEL, ClusterQueue, Workload
 from extender.core.quantity import format_amount
 from extender.kube.api import yaml_text
@@ -217,6 +218,23 @@ def _why_parent(
         if err.not_found:
             raise CliError(f"no {parent.kind} named {name} in namespace {namespace}") from None
         raise
+    if parent.runs_groups:  # a StatefulSet, a LeaderWorkerSet: one Workload per group
+        groups_ = [
+            why(client, snapshot, argparse.Namespace(**{**vars(args), "name": wl}), now)
+            for wl in parent.workload_names(obj)
+            if f"{namespace}/{wl}" in snapshot.objects or f"{namespace}/{wl}" in snapshot.finished
+        ]
+        counted: dict[str, int] = {}
+        for answer in groups_:
+            counted[answer.get("state", "")] = counted.get(answer.get("state", ""), 0) + 1
+        return {
+            "kind": parent.kind,
+            "namespace": namespace,
+            "name": name,
+            "state": ", ".join(f"{n} {s}" for s, n in sorted(counted.items())) or "no Workload",
+            "reason": f"its pods run as groups, each one Workload ({len(groups_)} now)",
+            "workloads": groups_,
+        }
     selector = ((obj.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
     text = ",".join(f"{k}={v}" for k, v in sorted(selector.items()))
     pods = client.list(PODS, namespace, label_selector=text)[0] if text else []
@@ -251,6 +269,10 @@ def why(client: KubeClient, snapshot: Snapshot, args: argparse.Namespace, now: f
         key = f"{namespace}/{meta.get('name')}"
     else:
         key = snapshot.by_job_uid.get(str(meta.get("uid")), "")
+        adapter = registry.for_object({**obj, "kind": kind})
+        group = adapter.group_of(obj) if adapter is not None else None
+        if not key and group is not None and not group[0].startswith(UNSTAMPED):
+            key = f"{namespace}/{group[0]}"  # a member of a group: the group's Workload
         labels = meta.get("labels") or {}
         if not key:
             if QUEUE_NAME_LABEL not in labels:
