@@ -303,6 +303,14 @@ def test_kueues_sample_statefulset_is_one_workload_admitted_whole(cluster, start
     again = cluster.admin.create(r.PODS, statefulset_pod(created, 1), "default")
     eventually(lambda: ungated(cluster, again), what="the recreated pod let through")
 
+    # A pod beyond the admitted count (as `kubectl scale`, which no webhook sees, makes) stays
+    # gated: never more running pods than the quota holds.
+    extra = cluster.admin.create(r.PODS, statefulset_pod(created, 3), "default")
+    said = eventually(lambda: events(cluster, "BeyondAdmission"), what="why the extra pod waits")
+    assert "is admitted for 3 pods of podSet main, and as many run" in said[0], said
+    assert ungated(cluster, extra) is None
+    cluster.admin.delete(r.PODS, "nginx-statefulset-3", "default")
+
     # Kueue's rule: only to zero and back.
     with pytest.raises(ApiError) as refused:
         cluster.admin.patch(STATEFULSETS, "nginx-statefulset", {"spec": {"replicas": 2}}, "default")

@@ -51,7 +51,10 @@ class GroupPods:
     # ----- the members ------------------------------------------------------------------
 
     def start(self, wl_key: str, workload: Obj, views: Sequence[JobView]) -> None:
-        """Every gated member gets its podSet's placement and loses the gate, one patch each."""
+        """Gated members get their podSet's placement and lose the gate, one patch each, as
+        long as their podSet has room: never more running pods than the admission counts
+        (a StatefulSet scaled through its scale subresource, which no webhook sees, keeps its
+        extra pods gated)."""
         ctx = self.ctx
         admission = o.admission_of(workload)
         if admission is None:
@@ -60,7 +63,12 @@ class GroupPods:
         name = str((workload.get("metadata") or {}).get("name"))
         queue_name = str((workload.get("spec") or {}).get("queueName") or "")
         checks = check_states(workload)
+        room = {p.name: p.count for p in admission.pod_set_assignments}
         for view in views:
+            if view.group is not None and not view.suspended and view.finished is None:
+                room[view.group[1]] = room.get(view.group[1], 0) - 1
+        # Ordinals in order (a StatefulSet's pod-2 before pod-10).
+        for view in sorted(views, key=lambda v: (len(v.name), v.name)):
             if not view.suspended or view.finished is not None or view.group is None:
                 continue
             role = view.group[1]
@@ -72,6 +80,15 @@ class GroupPods:
                     f"its Workload {wl_key} has no podSet {role}: it stays gated",
                 )
                 continue
+            if room.get(role, 0) <= 0:
+                self.tell(
+                    view,
+                    "BeyondAdmission",
+                    f"its Workload {wl_key} is admitted for {assigned[0].count} pods of podSet "
+                    f"{role}, and as many run: it stays gated until one of them ends",
+                )
+                continue
+            room[role] -= 1
             patch = o.start_patch(
                 view.as_object(),
                 dataclasses.replace(admission, pod_set_assignments=assigned),

@@ -185,6 +185,8 @@ class GroupReconciler:
         if self._unwanted(name, declared, views):
             self._delete(wl_key)
             return None
+        if declared is not None and declared[2] is not None:
+            self._say_if_resized(name, workload, declared[0], declared[2])
         # 3. Finished: Kueue's finalizers come off its pods.
         if o.is_true(workload, o.FINISHED):
             self.pods_ops.release(views)
@@ -411,6 +413,34 @@ class GroupReconciler:
         self.ctx.queues.workloads.add(wl_key)
 
     # ----- telling ----------------------------------------------------------------------
+
+    def _say_if_resized(self, name: str, workload: Obj, parent: TemplateParent, obj: Obj) -> None:
+        """Its size changed where no webhook sees it (`kubectl scale` goes through the scale
+        subresource, as it does past Kueue's): said once, on the object."""
+        try:
+            wanted = {t.name: t.count for t in parent.group_pod_sets(obj, name) or ()}
+        except ManifestError:
+            return
+        held = _counts(workload)
+        if not wanted or wanted == held:
+            return
+        message = (
+            f"its Workload {name} holds quota for {sum(held.values())} pods, and it now asks for "
+            f"{sum(wanted.values())}: pods beyond the admission stay gated; scale it to 0 and "
+            "back to queue it at the new size (its size changed through the scale "
+            "subresource, which admission webhooks do not see)"
+        )
+        meta = obj.get("metadata") or {}
+        if self.ctx.told.first(f"resized:{meta.get('uid')}", message):
+            log.warning(
+                "%s %s/%s: %s", parent.kind, meta.get("namespace"), meta.get("name"), message
+            )
+            self.ctx.event(
+                {**obj, "kind": parent.kind, "apiVersion": f"{parent.group}/{parent.version}"},
+                "Warning",
+                "SizeNotAdmitted",
+                message,
+            )
 
     def _invalid(self, obj: Obj, kind: str, err: ManifestError) -> None:
         meta = obj.get("metadata") or {}
