@@ -1,7 +1,7 @@
 """Stands in for kubelets on a cluster whose Nodes have none (a bare control plane).
 
 Only where every Node reports no kubelet version (Node objects made by hand): a pod the real
-scheduler bound is marked Running, then Succeeded once its `sleep N` is over (never, when it
+scheduler bound is marked Running and Ready, then Succeeded once its `sleep N` is over (never, when it
 restarts always); a pod being deleted is removed, as a kubelet confirms a deletion (one that
 Kueue's finalizer holds is first marked Failed, as a kubelet ends it). On a cluster with kubelets this does
 nothing: real pods run.
@@ -75,7 +75,14 @@ class Kubelet:
             if uid not in self.started:
                 self.started[uid] = now
                 stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-                self._status(name, namespace, {"phase": "Running", "startTime": stamp})
+                # No probes: ready as soon as it runs (a StatefulSet makes its next pod then).
+                ready = [
+                    {"type": kind, "status": "True", "lastTransitionTime": stamp}
+                    for kind in ("Initialized", "ContainersReady", "Ready")
+                ]
+                self._status(
+                    name, namespace, {"phase": "Running", "startTime": stamp, "conditions": ready}
+                )
             elif pod.spec.restart_policy != "Always" and now - self.started[uid] >= _seconds(pod):
                 # (A pod that restarts always, a Deployment's, runs until it is deleted.)
                 self._status(name, namespace, {"phase": "Succeeded"})
