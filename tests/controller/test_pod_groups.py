@@ -164,10 +164,29 @@ def test_a_failed_member_is_replaced_under_the_same_admission(cluster, start_con
         eventually(lambda p=each: ungated(cluster, p), what="each member ungated")
         kubelet(cluster, each, "Running")
     kubelet(cluster, made[1], "Failed")
+    waiting = eventually(
+        lambda: (
+            condition(workload(cluster, "sample-group"), "WaitingForReplacementPods").get("status")
+            == "True"
+            and condition(workload(cluster, "sample-group"), "WaitingForReplacementPods")
+        ),
+        what="Kueue's WaitingForReplacementPods",
+    )
+    assert (waiting["reason"], waiting["message"]) == (
+        "PodsFailed",
+        "Some Failed pods need replacement",
+    )
     # Retriable by default: the group goes on, and the replacement is let through at once.
     replacement = copy.deepcopy(group_pods()[1])
     again = cluster.admin.create(r.PODS, replacement, "default")
     eventually(lambda: ungated(cluster, again), what="the replacement ungated")
+    eventually(
+        lambda: (
+            condition(workload(cluster, "sample-group"), "WaitingForReplacementPods").get("reason")
+            == "PodsReady"
+        ),
+        what="no pods need replacement",
+    )
     failed = made[1]["metadata"]["name"]
     eventually(
         lambda: (
@@ -491,3 +510,33 @@ def test_a_leaderworkerset_group_that_does_not_fit_waits_gated(cluster, start_co
     )
     for each in pods:
         assert ungated(cluster, each) is None
+
+
+def test_a_group_is_ready_when_all_its_pods_are(cluster, start_controller):
+    """WaitForPodsReady: a group's Workload is PodsReady once as many pods as admitted run,
+    every one Ready (Kueue's rule), and is not evicted for waiting."""
+    from tests.controller.test_pods_ready import wait_config
+
+    setup(cluster)
+    start_controller(wait_for_pods_ready=wait_config(timeout=30.0))
+    made = [cluster.admin.create(r.PODS, p, "default") for p in group_pods()]
+    for each in made:
+        eventually(lambda p=each: ungated(cluster, p), what="each member ungated")
+        kubelet(cluster, each, "Running")
+    ready = {"type": "Ready", "status": "True"}
+    cluster.admin.patch(
+        r.PODS, made[0]["metadata"]["name"], {"status": {"conditions": [ready]}}, "default",
+        subresource="status",
+    )  # fmt: skip
+    eventually(
+        lambda: condition(workload(cluster, "sample-group"), "PodsReady").get("status") == "False",
+        what="PodsReady False while one pod is not ready",
+    )
+    cluster.admin.patch(
+        r.PODS, made[1]["metadata"]["name"], {"status": {"conditions": [ready]}}, "default",
+        subresource="status",
+    )  # fmt: skip
+    eventually(
+        lambda: condition(workload(cluster, "sample-group"), "PodsReady").get("status") == "True",
+        what="PodsReady once both are",
+    )

@@ -421,3 +421,23 @@ def test_a_leaderworkersets_templates_are_marked_and_its_statefulsets_left_alone
     }
     assert STS.template_ops(its_sts, "q") == []
     assert STS.workload_names(its_sts) == ()
+
+
+@pytest.mark.parametrize(
+    ("phases", "current", "evicted", "want"),
+    [
+        (["", ""], None, None, None),  # nothing missing, never said: nothing to say
+        (["", "Failed"], None, None, ("True", "PodsFailed", "Some Failed pods need replacement")),
+        (["", "Gone"], None, ("Preempted", "p"), ("True", "Preempted", "p")),
+        (["", "Failed"], ("True", "PodsFailed", "Some Failed pods need replacement"), None, None),
+        (
+            ["", "", "Failed"],  # replaced: a third pod runs in the failed one's place
+            ("True", "PodsFailed", "Some Failed pods need replacement"),
+            None,
+            ("False", "PodsReady", "No pods need replacement"),
+        ),
+    ],
+)
+def test_waiting_for_replacement_pods_is_kueues(phases, current, evicted, want):
+    members = [member(f"p{i}", phase=phase, gated=False) for i, phase in enumerate(phases)]
+    assert groups.replacement_condition({"r": 2}, members, current, evicted) == want

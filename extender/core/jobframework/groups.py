@@ -30,6 +30,7 @@ IS_GROUP_WORKLOAD = "kueue.x-k8s.io/is-group-workload"
 OWNER_GVK = "kueue.x-k8s.io/job-owner-gvk"
 OWNER_NAME = "kueue.x-k8s.io/job-owner-name"
 MAX_ROLES = 18  # Kueue's limit of podSets in a Workload
+WAITING_FOR_REPLACEMENT = "WaitingForReplacementPods"  # a Workload condition
 # The group of a pod whose parent must first tell it (a LeaderWorkerSet's, before Tower stamps
 # it): this prefix and the parent's name. The colon keeps it apart from every Workload name.
 UNSTAMPED = "unstamped:"
@@ -270,3 +271,30 @@ def finished(members: Sequence[Member], total: int) -> tuple[str, str] | None:
     if succeeded >= total or (members and ended and any(m.unretriable for m in members)):
         return "Succeeded", f"Pods succeeded: {succeeded}/{total}."
     return None
+
+
+def replacement_condition(
+    counts: Mapping[str, int],
+    members: Sequence[Member],
+    current: tuple[Any, Any, Any] | None,
+    evicted: tuple[str, str] | None,
+) -> tuple[str, str, str] | None:
+    """Kueue's WaitingForReplacementPods (status, reason, message) for a plain group, when it
+    must be written: True while members are missing (failed or deleted, not yet replaced),
+    with the eviction's reason if it was evicted; False once none is, only after it was set.
+    None: as it is."""
+    absent = sum(
+        max(0, count - sum(1 for m in members if m.role == role and m.runnable))
+        for role, count in counts.items()
+    )
+    if absent:
+        want = (
+            ("True", *evicted)
+            if evicted
+            else ("True", "PodsFailed", "Some Failed pods need replacement")
+        )
+    elif current is not None:
+        want = ("False", "PodsReady", "No pods need replacement")
+    else:
+        return None
+    return None if current == want else want

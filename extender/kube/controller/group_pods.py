@@ -8,7 +8,9 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from extender.core.jobframework import groups
 from extender.core.jobframework.pod import TemplateParent
+from extender.core.parse import ManifestError
 from extender.core.workloads import check_states
 from extender.kube.api import objects as o
 from extender.kube.api.client import ApiError
@@ -20,6 +22,35 @@ from extender.kube.controller.job_start import delete_object, patch_job
 log = logging.getLogger("tower.groups")
 
 Obj = dict[str, Any]
+
+
+def member_of(view: JobView) -> groups.Member:
+    """A pod of a group as the group's rules read it."""
+    annotations = dict(view.annotations)
+    try:
+        total: int | None = groups.total_count(
+            {"metadata": {"annotations": {groups.TOTAL_COUNT: annotations.get(groups.TOTAL_COUNT)}}}
+        )
+    except ManifestError:
+        total = None
+    finished = view.finished[0] if view.finished is not None else ""
+    phase = "Gone" if finished == "OwnerNotFound" else finished
+    source = view.source
+    template = {"spec": source.get("spec") or {}} if source is not None else None
+    return groups.Member(
+        name=view.name,
+        uid=view.uid,
+        role=view.group[1] if view.group is not None else "",
+        gated=view.suspended,
+        phase=phase,
+        running=view.active,
+        holds=view.holds,
+        unretriable=annotations.get(groups.RETRIABLE) == "false",
+        total=total,
+        fast=annotations.get(groups.FAST_ADMISSION) == "true",
+        queue=view.queue_name,
+        template=template,
+    )
 
 
 class GroupPods:

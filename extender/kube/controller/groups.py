@@ -14,53 +14,23 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from extender.core.jobframework import groups
-from extender.core.jobframework.pod import SUSPENDING_PARENT, TemplateParent
-from extender.core.jobs import group_workload
-from extender.core.models import PRIORITY_CLASS_LABEL, QUEUE_NAME_LABEL
+from extender.core.jobframework.pod import TemplateParent
 from extender.core.parse import ManifestError
 from extender.kube.api import objects as o
 from extender.kube.api.cache import Cache
-from extender.kube.api.client import ApiError
 from extender.kube.api.resources import WORKLOADS, Resource
 from extender.kube.api.trim import JobView
 from extender.kube.controller.context import Context
-from extender.kube.controller.group_pods import GroupPods
+from extender.kube.controller.group_pods import GroupPods, member_of
+from extender.kube.controller.group_workloads import GroupWorkloads
 from extender.kube.controller.job_start import JobStarter, delete_object
 from extender.kube.controller.jobs import finish_workload, holds_quota
-from extender.kube.controller.workload_status import record
+from extender.kube.controller.pods_ready import PodsReadyWatch
+from extender.kube.controller.workload_status import write_status
 
 log = logging.getLogger("tower.groups")
 
 Obj = dict[str, Any]
-
-
-def member_of(view: JobView) -> groups.Member:
-    """A pod of a group as the group's rules read it."""
-    annotations = dict(view.annotations)
-    try:
-        total: int | None = groups.total_count(
-            {"metadata": {"annotations": {groups.TOTAL_COUNT: annotations.get(groups.TOTAL_COUNT)}}}
-        )
-    except ManifestError:
-        total = None
-    finished = view.finished[0] if view.finished is not None else ""
-    phase = "Gone" if finished == "OwnerNotFound" else finished
-    source = view.source
-    template = {"spec": source.get("spec") or {}} if source is not None else None
-    return groups.Member(
-        name=view.name,
-        uid=view.uid,
-        role=view.group[1] if view.group is not None else "",
-        gated=view.suspended,
-        phase=phase,
-        running=view.active,
-        holds=view.holds,
-        unretriable=annotations.get(groups.RETRIABLE) == "false",
-        total=total,
-        fast=annotations.get(groups.FAST_ADMISSION) == "true",
-        queue=view.queue_name,
-        template=template,
-    )
 
 
 class GroupReconciler:
@@ -72,19 +42,24 @@ class GroupReconciler:
         starter: JobStarter,
         pods: Resource | None,
         parents: Mapping[Resource, TemplateParent],
+        ready: PodsReadyWatch | None = None,
     ) -> None:
         self.ctx = ctx
         self.starter = starter
+        self.ready = ready  # WaitForPodsReady: a group is ready when all its pods are
         self.pods = pods  # None when the pod integration is off: no group is followed
         self.parents = dict(parents)
         self.pods_ops = GroupPods(ctx, pods, self.parents)
+        self.making = GroupWorkloads(ctx, pods, self.pods_ops, self.members)
 
     @classmethod
-    def of_cache(cls, ctx: Context, starter: JobStarter, cache: Cache) -> GroupReconciler:
+    def of_cache(
+        cls, ctx: Context, starter: JobStarter, cache: Cache, ready: PodsReadyWatch
+    ) -> GroupReconciler:
         """The room for the pods and the declaring kinds this cache watches."""
         pods = next((r for r in cache.job_resources if r.kind == "Pod"), None)
         parents = dict(zip(cache.parent_resources, cache.group_parents, strict=True))
-        return cls(ctx, starter, pods, parents)
+        return cls(ctx, starter, pods, parents, ready)
 
     def handlers(self) -> list[tuple[Resource, Callable[[str, Any, Any], None]]]:
         """What a change enqueues: a group's Workload, itself; a declaring object's (a
@@ -169,8 +144,8 @@ class GroupReconciler:
         # 1. No Workload yet: made from what declares it, or once every member exists.
         if workload is None:
             if declared is not None:
-                return self._create_declared(wl_key, *declared)
-            return self._create_from_members(wl_key, views)
+                return self.making.create_declared(wl_key, *declared)
+            return self.making.create_from_members(wl_key, views)
         if ctx.busy(WORKLOADS.plural, wl_key):
             ctx.after_writes(WORKLOADS.plural, wl_key, lambda: ctx.queues.groups.add(wl_key))
             return None
@@ -200,6 +175,10 @@ class GroupReconciler:
                 finish_workload(ctx, wl_key, workload, *end)
                 self.pods_ops.release(views)
                 return None
+        if declared is None and members and not members[0].fast:
+            if self._say_replacements(wl_key, workload, members) is None:
+                return None  # the Workload moved on: looked at again
+            workload = ctx.store.get(WORKLOADS, wl_key) or workload
         # 5. Evicted: its running pods are deleted; once none runs, its quota goes back.
         if holds_quota(workload) and o.is_true(workload, o.EVICTED):
             evicted = o.condition(workload, o.EVICTED) or {}
@@ -226,6 +205,10 @@ class GroupReconciler:
             and (workload.get("spec") or {}).get("active") is not False
         ):
             self.pods_ops.start(wl_key, workload, views)
+            if self.ready is not None:  # Kueue's: as many pods as admitted, every one Ready
+                running = [v for v in views if not v.suspended and v.finished is None]
+                whole = len(running) >= sum(_counts(workload).values())
+                self.ready.follow(wl_key, workload, whole and all(v.pods_ready for v in running))
         return None
 
     def _unwanted(
@@ -246,173 +229,37 @@ class GroupReconciler:
         except ManifestError:
             return False
 
-    # ----- making the Workload ----------------------------------------------------------
-
-    def _create_declared(
-        self, wl_key: str, parent: TemplateParent, resource: Resource, obj: Obj | None
-    ) -> float | None:
-        ctx = self.ctx
-        if obj is None:
-            return None
-        namespace, name = wl_key.split("/", 1)
-        meta = obj.get("metadata") or {}
-        labels = meta.get("labels") or {}
-        queue = labels.get(QUEUE_NAME_LABEL)
-        if not queue or not ctx.manages_namespace(namespace):
-            return None
-        try:
-            templates = parent.group_pod_sets(obj, name)
-            if templates is None:
-                return None  # scaled to zero
-            model = self._model(
-                namespace,
-                name,
-                str(meta.get("uid") or ""),
-                str(queue),
-                labels,
-                templates,
-                parent.kind,
-                str(meta.get("name")),
-            )
-        except ManifestError as err:
-            self._invalid(obj, parent.kind, err)
-            return None
-        owner = {
-            "apiVersion": resource.api_version,
-            "kind": parent.kind,
-            "name": meta.get("name"),
-            "uid": meta.get("uid"),
-        }
-        workload_labels = {o.JOB_UID_LABEL: str(meta.get("uid") or "")}
-        if labels.get(PRIORITY_CLASS_LABEL):
-            workload_labels[PRIORITY_CLASS_LABEL] = labels[PRIORITY_CLASS_LABEL]
-        body = o.group_workload_manifest(
-            model,
-            {t.name: t.template for t in templates},
-            owners=[owner],
-            labels=workload_labels,
-            annotations={groups.IS_GROUP_WORKLOAD: "true", **parent.owner_annotations(obj, name)},
-        )
-        return self._send(
-            wl_key, body, {**obj, "kind": parent.kind, "apiVersion": resource.api_version}
-        )
-
-    def _create_from_members(self, wl_key: str, views: list[JobView]) -> float | None:
-        """A plain pod group's Workload, once all its members exist (Kueue's rule)."""
-        ctx = self.ctx
-        namespace, name = wl_key.split("/", 1)
-        if not views or not ctx.manages_namespace(namespace):
-            return None
-        if any(SUSPENDING_PARENT in dict(v.annotations) for v in views):
-            return None  # its parent declares its Workload (and no longer does)
-        if any(v.active for v in views):
-            return None  # members run without an admission (the webhook was down): left alone
-        members = [member_of(v) for v in views]
-        self.pods_ops.release([v for v, m in zip(views, members, strict=True) if not m.runnable])
-        first = next((v for v, m in zip(views, members, strict=True) if m.runnable), None)
-        if first is None:
-            return None
-        problem = groups.disagreement(members)
-        if problem is not None:
-            self.pods_ops.tell(first, "ErrWorkloadCompose", problem)
-            return None
-        total, fast = members[0].total or 1, members[0].fast
-        if any(m.runnable and m.template is None for m in members):
-            for view in views:  # its template was dropped while an earlier Workload existed
-                if view.source is None and self.pods is not None:
-                    ctx.refresh(self.pods, view.key)
-            views = self.members(wl_key)
-            members = [member_of(v) for v in views]
-        try:
-            templates = groups.compose(members, total, fast)
-            model = self._model(
-                namespace,
-                name,
-                "",
-                first.queue_name or "",
-                first.labels,
-                templates,
-                "Pod",
-                first.name,
-            )
-        except ManifestError as err:
-            self.pods_ops.tell(first, "ErrWorkloadCompose", f"group {name}: {err.message}")
-            return None
-        counts = {t.name: t.count for t in templates}
-        by_name = {v.name: v for v in views}
-        dropped = {m.name for m in groups.excess(members, counts)} if not fast else set()
-        for member_name in sorted(dropped):
-            self.pods_ops.delete_excess(by_name[member_name])
-        owners = [
-            {"apiVersion": "v1", "kind": "Pod", "name": m.name, "uid": m.uid}
-            for m in members
-            if m.runnable and m.name not in dropped
-        ]
-        labels = {}
-        if first.priority_class:
-            labels[PRIORITY_CLASS_LABEL] = first.priority_class
-        body = o.group_workload_manifest(
-            model,
-            {t.name: t.template for t in templates},
-            owners=owners,
-            labels=labels,
-            annotations={groups.IS_GROUP_WORKLOAD: "true"},
-        )
-        return self._send(wl_key, body, first.as_object())
-
-    def _model(
-        self,
-        namespace: str,
-        name: str,
-        uid: str,
-        queue: str,
-        labels: Mapping[str, Any],
-        templates: list[Any],
-        owner_kind: str,
-        owner_name: str,
-    ) -> Any:
-        state = self.ctx.state
-        return group_workload(
-            namespace=namespace,
-            name=name,
-            uid=uid,
-            queue=queue,
-            labels=labels,
-            templates=templates,
-            creation_time=self.ctx.clock(),
-            owner_kind=owner_kind,
-            owner_name=owner_name,
-            workload_priority_classes=state.workload_priority_classes(),
-            priority_classes=state.priority_classes(),
-        )
-
-    def _send(self, wl_key: str, body: Obj, about: Obj) -> float | None:
-        ctx = self.ctx
-        namespace = wl_key.split("/", 1)[0]
-        try:
-            created = ctx.write(
-                WORKLOADS,
-                "create",
-                lambda: ctx.client.create(WORKLOADS, body, namespace),
-                wl_key,
-            )
-        except ApiError as err:
-            if not err.already_exists:
-                raise
-            ctx.refresh(WORKLOADS, wl_key)
-            ctx.queues.groups.add(wl_key)
-            return None
-        record(ctx, created)
-        ctx.queues.workloads.add(wl_key)
-        ctx.event(about, "Normal", "CreatedWorkload", f"Created Workload: {wl_key}")
-        return None
-
     def _delete(self, wl_key: str) -> None:
         delete_object(self.ctx, WORKLOADS, wl_key)
         self.ctx.store.forget(WORKLOADS, wl_key)
         self.ctx.queues.workloads.add(wl_key)
 
     # ----- telling ----------------------------------------------------------------------
+
+    def _say_replacements(
+        self, wl_key: str, workload: Obj, members: Sequence[groups.Member]
+    ) -> Obj | None:
+        """Kueue's WaitingForReplacementPods on a plain group's Workload, when it changes. The
+        Workload written, or as it was; None if it moved on."""
+        current = o.condition(workload, groups.WAITING_FOR_REPLACEMENT)
+        evicted = o.condition(workload, o.EVICTED)
+        want = groups.replacement_condition(
+            _counts(workload),
+            members,
+            None
+            if current is None
+            else (current.get("status"), current.get("reason"), current.get("message")),
+            None
+            if evicted is None or evicted.get("status") != "True"
+            else (str(evicted.get("reason")), str(evicted.get("message") or "")),
+        )
+        if want is None:
+            return workload
+        conditions = o.with_conditions(
+            workload, self.ctx.clock(), (groups.WAITING_FOR_REPLACEMENT, *want)
+        )
+        patch = o.conditional({"status": {"conditions": conditions}}, workload)
+        return write_status(self.ctx, wl_key, patch, "replacement")
 
     def _say_if_resized(self, name: str, workload: Obj, parent: TemplateParent, obj: Obj) -> None:
         """Its size changed where no webhook sees it (`kubectl scale` goes through the scale
@@ -441,19 +288,6 @@ class GroupReconciler:
                 "SizeNotAdmitted",
                 message,
             )
-
-    def _invalid(self, obj: Obj, kind: str, err: ManifestError) -> None:
-        meta = obj.get("metadata") or {}
-        message = f"{err.path}: {err.message}"
-        if self.ctx.told.first(f"invalid:{meta.get('uid')}", message):
-            log.warning(
-                "%s %s/%s cannot be queued: %s",
-                kind,
-                meta.get("namespace"),
-                meta.get("name"),
-                message,
-            )
-            self.ctx.event(obj, "Warning", "InvalidSpec", message)
 
 
 def _counts(workload: Obj) -> dict[str, int]:

@@ -228,7 +228,7 @@ class JobReconciler:
             if admission is not None:
                 return self.starter.start(wl_key, workload, admission, job)
         elif not job.suspended and self.ready is not None:
-            self.ready.follow(wl_key, workload, job)  # PodsReady, as its adapter reads it
+            self.ready.follow(wl_key, workload, job.pods_ready)  # as its adapter reads it
         return None
 
     def _gone(self, resource: Resource, key: str) -> None:

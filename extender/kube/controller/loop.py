@@ -139,7 +139,7 @@ class Controller:
             ctx, self.admission, self.pending, on_dropped=self.starter.forget, ready=ready
         )
         self.jobs = JobReconciler(ctx, self.starter, ready)
-        self.groups = GroupReconciler.of_cache(ctx, self.starter, cache)
+        self.groups = GroupReconciler.of_cache(ctx, self.starter, cache, ready)
         self.queue_status = QueueStatusReconciler(ctx)
         self.config = ConfigReconciler(
             ctx, on_queue_deleted=self.queue_status.forget, mark_pending=self.pending.mark

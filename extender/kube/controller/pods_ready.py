@@ -20,7 +20,6 @@ from extender.core.cycle import Evict
 from extender.core.models import Workload
 from extender.core.pods_ready import ReadyCondition, RequeueState
 from extender.kube.api import objects as o
-from extender.kube.api.trim import JobView
 from extender.kube.controller.admission import AdmissionWriter
 from extender.kube.controller.context import Context
 from extender.kube.controller.workload_status import write_status, write_workload
@@ -69,14 +68,14 @@ class PodsReadyWatch:
 
     # ----- the condition -------------------------------------------------------------------
 
-    def follow(self, wl_key: str, workload: Obj, job: JobView) -> None:
-        """A running job of an admitted Workload: its PodsReady condition as Kueue writes
-        it, once per change of status or reason."""
+    def follow(self, wl_key: str, workload: Obj, pods_ready: bool) -> None:
+        """A running job of an admitted Workload (or a group's pods): its PodsReady condition
+        as Kueue writes it, once per change of status or reason."""
         if self.config is None:
             return
         ctx = self.ctx
         current = ready_condition(workload)
-        want = policy.wanted_condition(o.is_true(workload, o.ADMITTED), job.pods_ready, current)
+        want = policy.wanted_condition(o.is_true(workload, o.ADMITTED), pods_ready, current)
         if current is not None and (current.status, current.reason) == (want.status, want.reason):
             return
         now = ctx.clock()
