@@ -116,12 +116,18 @@ def test_a_member_belongs_to_its_group_by_its_role_and_the_annotation_wins():
     assert POD.group_of(member) == ("from-annotation", "stamped")
 
 
-def test_the_webhook_stamps_the_role_hash_as_kueue_does():
-    obj = pod()
-    del obj["metadata"]["annotations"]
+def test_the_webhook_stamps_a_members_role_hash_as_kueue_does():
+    obj = pod(labels={GROUP: "g"}, **{TOTAL: "2"})
+    del obj["metadata"]["annotations"][TOTAL]
+    obj["metadata"]["annotations"] = None
     once = jsonpatch.apply_patch(obj, queue_patch(obj, POD))
     assert once["metadata"]["annotations"]["kueue.x-k8s.io/role-hash"] == "5a03e517"
     assert jsonpatch.apply_patch(once, queue_patch(once, POD)) == once
+    single = pod()
+    assert (
+        "kueue.x-k8s.io/role-hash"
+        not in jsonpatch.apply_patch(single, queue_patch(single, POD))["metadata"]["annotations"]
+    )
 
 
 def sts(replicas: int | None = 3, ready: int = 0, status_replicas: int = 0) -> dict[str, Any]:

@@ -150,9 +150,10 @@ class Pod(JobAdapter):
                 {"op": "add", "path": "/metadata/finalizers", "value": [*finalizers, FINALIZER]}
             )
         annotations = as_mapping(meta.get("annotations"))
-        if not annotations.get(groups.ROLE_HASH):
-            # Kueue's, on every pod it manages: a group's members are matched to their podSet
-            # by the shape they had when created.
+        if groups.group_name(obj) is not None and not annotations.get(groups.ROLE_HASH):
+            # Kueue's: a group's members are matched to their podSet by the shape they had
+            # when created. (Kueue stamps every pod; a single pod's is never read, and the
+            # hash is half the cost of a pod's review.)
             role = groups.role_hash(as_mapping(obj.get("spec")))
             if isinstance(meta.get("annotations"), Mapping):
                 path = pointer("metadata", "annotations", groups.ROLE_HASH)
