@@ -37,6 +37,20 @@ def job_webhooks(short, group, version, plural, path):
     )
 
 
+def parent_webhooks(kind: str, group: str, version: str, plural: str) -> tuple[list, list]:
+    """A kind whose pods Tower queues (a Deployment): its template marked on create and update,
+    also in namespaces queued by default; only updates validated, failing open."""
+    path = f"{group.replace('.', '-')}-{version}-{kind}"
+    rule = ([group], [version], [plural])
+    return (
+        [
+            (f"m{kind}.tower.dev", f"/mutate-{path}", *rule, ["CREATE", "UPDATE"], "Fail"),
+            (f"m{kind}-default-queue.tower.dev", f"/mutate-{path}", *rule, ["CREATE"], "Fail"),
+        ],
+        [(f"v{kind}.tower.dev", f"/validate-{path}", *rule, ["UPDATE"], "Ignore")],
+    )
+
+
 KINDS = {
     "batch/job": job_webhooks("job", "batch", "v1", "jobs", "batch-v1-job"),
     "jobset.x-k8s.io/jobset": job_webhooks(
@@ -81,39 +95,12 @@ KINDS = {
         "deeptoyjob", "example.com", "v2beta1", "deeptoyjobs", "example-com-v2beta1-deeptoyjob"
     ),
     "example.com/toypod": job_webhooks("toypod", "", "v1", "toypods", "-v1-toypod"),
-    # Last, as the configurations list them. A Deployment's template is marked on create and update; only updates are validated.
-    "deployment": (
-        [
-            (
-                "mdeployment.tower.dev",
-                "/mutate-apps-v1-deployment",
-                ["apps"],
-                ["v1"],
-                ["deployments"],
-                ["CREATE", "UPDATE"],
-                "Fail",
-            ),
-            (
-                "mdeployment-default-queue.tower.dev",
-                "/mutate-apps-v1-deployment",
-                ["apps"],
-                ["v1"],
-                ["deployments"],
-                ["CREATE"],
-                "Fail",
-            ),
-        ],
-        [
-            (
-                "vdeployment.tower.dev",
-                "/validate-apps-v1-deployment",
-                ["apps"],
-                ["v1"],
-                ["deployments"],
-                ["UPDATE"],
-                "Ignore",
-            )
-        ],
+    # Last, as the configurations list them. A parent's template is marked on create and
+    # update; only updates are validated.
+    "deployment": parent_webhooks("deployment", "apps", "v1", "deployments"),
+    "statefulset": parent_webhooks("statefulset", "apps", "v1", "statefulsets"),
+    "leaderworkerset.x-k8s.io/leaderworkerset": parent_webhooks(
+        "leaderworkerset", "leaderworkerset.x-k8s.io", "v1", "leaderworkersets"
     ),
 }
 
@@ -138,7 +125,7 @@ def seen(hook):
         None,
         ("batch/job",),
         ("jobset.x-k8s.io/jobset", "batch/job"),
-        ("statefulset",),  # Kueue's, without an adapter in Tower yet: none
+        ("statefulset",),
         ("kubeflow.org/pytorchjob", "batch/job"),  # Kueue's paths: /mutate-kubeflow-org-v1-…
         ("example.com/toyjob", "batch/job"),
         ("example.com/deeptoyjob", "example.com/toypod"),
@@ -158,7 +145,9 @@ def test_each_kind_of_the_integrations_has_its_four_webhooks(toys, integrations)
             "workload.codeflare.dev/appwrapper",
             "trainer.kubeflow.org/trainjob",
             "pod",
-            "deployment",  # the kinds whose pods are queued one by one come last
+            "deployment",  # the kinds whose pods Tower queues come last
+            "statefulset",
+            "leaderworkerset.x-k8s.io/leaderworkerset",
         ]
         if integrations is None
         else [n for n in integrations if n in KINDS]

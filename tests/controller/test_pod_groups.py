@@ -360,6 +360,11 @@ def test_a_statefulset_that_does_not_fit_keeps_its_pods_gated(cluster, start_con
     assert ungated(cluster, made) is None
     text = tower(cluster, "why", "statefulset/nginx-statefulset", "-n", "default").stdout
     assert text.startswith("StatefulSet default/nginx-statefulset\nState:       1 Pending"), text
+    listed = json.loads(tower(cluster, "queue", "cluster-queue", "-o", "json").stdout)
+    assert [(row["workload"], row["positionInClusterQueue"]) for row in listed] == [(name, 1)]
+    foreseen = tower(cluster, "forecast", "-o", "json")
+    assert foreseen.returncode == 0, foreseen.stderr
+    assert [row["workload"] for row in json.loads(foreseen.stdout)] == [name]
 
 
 LWS = r.Resource("leaderworkerset.x-k8s.io", "v1", "leaderworkersets", "LeaderWorkerSet", True)
