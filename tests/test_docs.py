@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-import yaml
 
+from tests import yamlc
 from tests.servers import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -93,7 +93,7 @@ def test_the_two_commands_are_what_ci_runs():
 
 @pytest.mark.parametrize("block", [b for b in ALL if b.tag == "file"], ids=lambda b: b.where)
 def test_the_yaml_shown_parses(block):
-    assert [d for d in yaml.safe_load_all(block.text) if d]
+    assert [d for d in yamlc.safe_load_all(block.text) if d]
 
 
 def test_what_dev_up_is_said_to_run_is_what_it_runs():

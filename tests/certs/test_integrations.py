@@ -7,11 +7,11 @@ from __future__ import annotations
 import json
 
 import pytest
-import yaml
 
 from certs import kube
 from certs.__main__ import main
 from extender.core.jobframework import registry
+from tests import yamlc
 from tests.certs.test_kube import BASE, FakeAPI, api  # noqa: F401 (a fixture)
 from tests.webhook import toy
 
@@ -182,7 +182,7 @@ def test_the_default_is_kueues_default_set():
 def test_manifests_takes_integrations(tmp_path, capsys):
     out = tmp_path / "webhooks.yaml"
     assert main(["manifests", "--out", str(out), "--integrations", "batch/job"]) == 0
-    mutating, validating = [d for d in yaml.safe_load_all(out.read_text()) if d]
+    mutating, validating = [d for d in yamlc.safe_load_all(out.read_text()) if d]
     assert [h["name"] for h in mutating["webhooks"]] == [
         "mjob-create.tower.dev",
         "mjob-update.tower.dev",

@@ -6,11 +6,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import ClassVar
 
 import pytest
-import yaml
 from kubernetes import client
 
 from certs import kube
 from extender.core.kueue_config import parse
+from tests import yamlc
 from tests.fixtures import load
 
 CA = b"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
@@ -310,7 +310,7 @@ def test_renewal_keeps_the_ca_and_replaces_an_expiring_certificate(api):
 
 
 def _config(text: str):
-    return parse(yaml.safe_load(text), namespace="tower-system")
+    return parse(yamlc.safe_load(text), namespace="tower-system")
 
 
 def test_the_configurations_namespaces_scope_every_jobs_hook():

@@ -14,10 +14,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from extender.core.kueue_config import parse
 from extender.kube.api.resources import JOBS, LOCAL_QUEUES
+from tests import yamlc
 from tests.controller.conftest import eventually
 
 EXAMPLE = (
@@ -63,7 +62,7 @@ def running(cluster: Any, name: str) -> bool:
 
 
 def test_the_local_queue_that_used_less_goes_first(cluster, start_controller):
-    cluster.apply(*[d for d in yaml.safe_load_all(EXAMPLE.read_text()) if d])
+    cluster.apply(*[d for d in yamlc.safe_load_all(EXAMPLE.read_text()) if d])
     start_controller(admission_fair_sharing=parse(CONFIG).admission_fair_sharing)
     for i in range(3):
         cluster.admin.create(JOBS, job(f"a{i}", "lq-a"), "default")

@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from extender.core.jobframework import registry
 from extender.kube.api import resources as r
+from tests import yamlc
 from tests.controller.conftest import CRDS, eventually
 from tests.controller.test_kubectl_tower import tower
 from tests.controller.test_kubeflow import condition, load
@@ -57,7 +57,7 @@ def started(cluster: Any, name: str) -> dict[str, Any] | None:
 def test_kueues_sample_runs_as_kueue_documents(cluster, start_controller, sample, pod_sets):
     cluster.admin.create(
         CRDS,
-        yaml.safe_load(
+        yamlc.safe_load(
             (DATA / "appwrapper" / "workload.codeflare.dev_appwrappers.yaml").read_text()
         ),
     )
@@ -123,7 +123,7 @@ def test_a_failed_appwrapper_holds_its_quota_until_its_resources_are_deleted(
 ):
     cluster.admin.create(
         CRDS,
-        yaml.safe_load(
+        yamlc.safe_load(
             (DATA / "appwrapper" / "workload.codeflare.dev_appwrappers.yaml").read_text()
         ),
     )

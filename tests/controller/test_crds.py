@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import yaml
 
 from extender.kube.generators.crds import custom_resource_definitions, rendered
+from tests import yamlc
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy" / "crds"
 
@@ -86,7 +86,7 @@ def test_conversion_goes_to_the_webhook_where_schemas_differ():
 def test_the_files_are_what_kubectl_apply_reads(cluster):
     """Creating the files' objects makes the seed's manifests accepted, defaults applied."""
     for path in sorted(DEPLOY.glob("*.yaml")):
-        assert yaml.safe_load(path.read_text())["kind"] == "CustomResourceDefinition"
+        assert yamlc.safe_load(path.read_text())["kind"] == "CustomResourceDefinition"
     from tests.controller.test_seed import CQ
 
     cluster.apply(CQ)

@@ -14,14 +14,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
+from tests import yamlc
 from tests.controller.conftest import controller_process, eventually
 from tests.controller.test_seed import complete_job
 from tests.servers import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
-FLAVOR, CQ, LQ = yaml.safe_load_all(
+FLAVOR, CQ, LQ = yamlc.safe_load_all(
     (ROOT / "examples" / "quickstart" / "01-queues.yaml").read_text()
 )
 

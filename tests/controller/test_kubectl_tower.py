@@ -13,15 +13,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
+from tests import yamlc
 from tests.controller.conftest import eventually
 from tests.controller.test_seed import complete_job
 from tests.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = str(Path(sys.executable).parent)
-FLAVOR, CQ, LQ = yaml.safe_load_all(
+FLAVOR, CQ, LQ = yamlc.safe_load_all(
     (ROOT / "examples" / "quickstart" / "01-queues.yaml").read_text()
 )
 

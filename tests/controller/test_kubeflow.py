@@ -13,12 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from certs import kube as certs_kube
 from extender.core.jobframework import registry
 from extender.kube.api import resources as r
 from extender.kube.api.client import ApiError
+from tests import yamlc
 from tests.controller.conftest import CRDS, eventually
 from tests.controller.test_kubectl_tower import tower
 from tests.servers import start_webhook
@@ -41,7 +41,7 @@ KINDS = [
 
 
 def load(path: Path) -> list[dict[str, Any]]:
-    return [d for d in yaml.safe_load_all(path.read_text()) if d]
+    return [d for d in yamlc.safe_load_all(path.read_text()) if d]
 
 
 def condition(obj: dict[str, Any] | None, kind: str) -> dict[str, Any]:
@@ -108,7 +108,7 @@ def test_kueues_example_runs_as_kueue_documents(
 ):
     webhook_with("batch/job", framework)
     cluster.admin.create(
-        CRDS, yaml.safe_load((DATA / "kubeflow" / f"kubeflow.org_{crd}.yaml").read_text())
+        CRDS, yamlc.safe_load((DATA / "kubeflow" / f"kubeflow.org_{crd}.yaml").read_text())
     )
     cluster.apply(*load(EXAMPLES / "single-clusterqueue-setup.yaml"))
     # The admin gives the flavor its nodes' label: admission puts it where Kueue puts it.
@@ -209,7 +209,7 @@ def test_kueues_example_runs_as_kueue_documents(
 def test_a_v1_kind_not_enabled_is_left_alone(cluster, start_controller):
     """Kueue's default set leaves the Kubeflow v1 jobs off: Tower's too."""
     cluster.admin.create(
-        CRDS, yaml.safe_load((DATA / "kubeflow" / "kubeflow.org_pytorchjobs.yaml").read_text())
+        CRDS, yamlc.safe_load((DATA / "kubeflow" / "kubeflow.org_pytorchjobs.yaml").read_text())
     )
     cluster.apply(*load(EXAMPLES / "single-clusterqueue-setup.yaml"))
     start_controller()

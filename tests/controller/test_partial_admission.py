@@ -5,10 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from extender.core.quantity import format_amount, to_amount
 from extender.kube.api.resources import JOBS, WORKLOADS
+from tests import yamlc
 from tests.controller.conftest import eventually
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "data" / "kueue-v0.19.2" / "examples"
@@ -20,11 +19,11 @@ def test_kueues_partial_admission_example_runs_9_of_20_and_gets_its_20_back(
     """jobs.md: "When queued in a ClusterQueue with only 9 CPUs available, it will be admitted
     with parallelism=9. Note that the number of completions doesn't change." Deactivated, the
     Job is stopped with its own parallelism put back."""
-    cluster.apply(*yaml.safe_load_all((EXAMPLES / "single-clusterqueue-setup.yaml").read_text()))
+    cluster.apply(*yamlc.safe_load_all((EXAMPLES / "single-clusterqueue-setup.yaml").read_text()))
     start_controller()
     job = cluster.admin.create(
         JOBS,
-        yaml.safe_load((EXAMPLES / "sample-job-partial-admission.yaml").read_text()),
+        yamlc.safe_load((EXAMPLES / "sample-job-partial-admission.yaml").read_text()),
         "default",
     )
     assert job["spec"]["suspend"] is True

@@ -10,10 +10,9 @@ import signal
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from extender.core.jobframework import registry
 from extender.kube.api import resources as r
+from tests import yamlc
 from tests.controller.conftest import CRDS, controller_process, eventually
 from tests.controller.test_placement import (
     FLAVOR,
@@ -107,7 +106,7 @@ def started(cluster: Any, plural: str, name: str, path: tuple[str, ...]) -> Any:
 
 def test_a_ray_clusters_gpu_head_and_workers_are_planned_per_pod_set(cluster: Any) -> None:
     cluster.admin.create(
-        CRDS, yaml.safe_load((DATA / "kuberay" / "ray.io_rayclusters.yaml").read_text())
+        CRDS, yamlc.safe_load((DATA / "kuberay" / "ray.io_rayclusters.yaml").read_text())
     )
     for name, gpus in (("gpu-node-1", 4), ("gpu-node-2", 4), ("gpu-node-3", 2), ("cpu-node", None)):
         cluster.admin.create(r.NODES, node(name, gpus))
@@ -147,7 +146,7 @@ def test_a_ray_clusters_gpu_head_and_workers_are_planned_per_pod_set(cluster: An
 
 def test_an_mpijobs_gpu_workers_are_planned_and_its_launcher_goes_anywhere(cluster: Any) -> None:
     crd = DATA / "kubeflow" / "kubeflow.org_mpijobs.v2beta1.yaml"
-    cluster.admin.create(CRDS, yaml.safe_load(crd.read_text()))
+    cluster.admin.create(CRDS, yamlc.safe_load(crd.read_text()))
     for name, gpus in (("gpu-node-1", 4), ("gpu-node-2", 4), ("cpu-node", None)):
         cluster.admin.create(r.NODES, node(name, gpus))
     cluster.apply(FLAVOR, QUEUE, LOCAL_QUEUE)

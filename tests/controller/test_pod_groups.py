@@ -17,6 +17,7 @@ import pytest
 from extender.core.jobframework.adapter import workload_name
 from extender.kube.api import resources as r
 from extender.kube.api.client import ApiError
+from tests import yamlc
 from tests.controller.conftest import eventually
 from tests.controller.test_kubectl_tower import tower
 from tests.controller.test_kubeflow import condition, load
@@ -412,11 +413,10 @@ def lws_workloads(cluster: Any, uid: str, replicas: int) -> list[str]:
 
 @pytest.fixture
 def lws_crd(cluster):
-    import yaml
 
     from tests.controller.conftest import CRDS
 
-    crd = yaml.safe_load(
+    crd = yamlc.safe_load(
         (EXAMPLES.parents[1] / "lws" / "leaderworkerset.x-k8s.io_leaderworkersets.yaml").read_text()
     )
     cluster.admin.create(CRDS, crd)

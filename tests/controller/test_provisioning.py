@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from extender.kube.api import resources as r
 from extender.kube.api.resources import JOBS, PROVISIONING_REQUESTS
+from tests import yamlc
 from tests.controller.conftest import CRDS, eventually
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -22,7 +22,7 @@ PRC = r.PROVISIONING_REQUEST_CONFIGS
 
 
 def load(path: Path) -> list[dict[str, Any]]:
-    return [d for d in yaml.safe_load_all(path.read_text()) if d]
+    return [d for d in yamlc.safe_load_all(path.read_text()) if d]
 
 
 def apply(cluster: Any, objs: list[dict[str, Any]]) -> None:
@@ -62,7 +62,7 @@ def set_condition(cluster: Any, name: str, kind: str, message: str = "", **statu
 @pytest.fixture
 def example(cluster, start_controller):
     """provisioning_request.md's setup and sample job, applied unchanged."""
-    cluster.admin.create(CRDS, yaml.safe_load(PR_CRD.read_text()))
+    cluster.admin.create(CRDS, yamlc.safe_load(PR_CRD.read_text()))
     apply(cluster, load(EXAMPLES / "provisioning" / "provisioning-setup.yaml"))
     start_controller()
     [job] = load(EXAMPLES / "provisioning" / "sample-job.yaml")
@@ -181,7 +181,7 @@ def test_kueues_sample_admission_check_names_no_controller_so_its_queue_stays_in
 ):
     """sample-admission-check.yaml's controllerName is `ProvisioningRequestController`: no
     controller is Kueue's or Tower's by that name, so the check never becomes Active."""
-    cluster.admin.create(CRDS, yaml.safe_load(PR_CRD.read_text()))
+    cluster.admin.create(CRDS, yamlc.safe_load(PR_CRD.read_text()))
     apply(cluster, load(EXAMPLES / "sample-admission-check.yaml"))
     setup = load(EXAMPLES / "provisioning" / "provisioning-setup.yaml")
     for obj in setup:
@@ -217,7 +217,7 @@ def test_without_the_autoscalers_crd_the_check_says_what_to_install(cluster, sta
     assert check["reason"] == "ProvisioningRequestsNotServed"
     assert "install cluster-autoscaler's ProvisioningRequest CRD" in check["message"]
     # Installed later, it is taken up without a restart.
-    cluster.admin.create(CRDS, yaml.safe_load(PR_CRD.read_text()))
+    cluster.admin.create(CRDS, yamlc.safe_load(PR_CRD.read_text()))
     eventually(
         lambda: (
             condition(cluster.get("admissionchecks", "sample-prov"), "Active").get("status")

@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from extender.core.jobframework import registry
 from extender.kube.api import resources as r
 from extender.kube.api.client import ApiError
+from tests import yamlc
 from tests.controller.conftest import CRDS, eventually
 from tests.controller.test_kubeflow import condition, load
 from tests.waiting import until_one_waits
@@ -53,7 +53,7 @@ def test_kueues_example_runs_as_kueue_documents(
     cluster, start_controller, sample, crd, framework, pod_sets
 ):
     cluster.admin.create(
-        CRDS, yaml.safe_load((DATA / "kuberay" / f"ray.io_{crd}.yaml").read_text())
+        CRDS, yamlc.safe_load((DATA / "kuberay" / f"ray.io_{crd}.yaml").read_text())
     )
     cluster.apply(*load(EXAMPLES / "single-clusterqueue-setup.yaml"))
     cluster.admin.patch(
@@ -122,7 +122,7 @@ def test_the_cluster_a_rayjob_makes_is_not_queued_again(cluster, start_controlle
     cluster is neither suspended nor given a Workload of its own."""
     for crd in ("rayjobs", "rayclusters"):
         cluster.admin.create(
-            CRDS, yaml.safe_load((DATA / "kuberay" / f"ray.io_{crd}.yaml").read_text())
+            CRDS, yamlc.safe_load((DATA / "kuberay" / f"ray.io_{crd}.yaml").read_text())
         )
     cluster.apply(*load(EXAMPLES / "single-clusterqueue-setup.yaml"))
     start_controller()
@@ -163,7 +163,7 @@ def test_kueues_autoscaling_rayjob_is_refused_at_create_naming_the_field(cluster
     """Kueue runs it as an elastic job (workload slices), which Tower does not do: the
     validating webhook refuses it in one line rather than queue what it cannot admit."""
     cluster.admin.create(
-        CRDS, yaml.safe_load((DATA / "kuberay" / "ray.io_rayjobs.yaml").read_text())
+        CRDS, yamlc.safe_load((DATA / "kuberay" / "ray.io_rayjobs.yaml").read_text())
     )
     [job] = load(EXAMPLES / "ray" / "ray-job-autoscaling-sample.yaml")
     rayjobs = r.resource_of(registry.ADAPTERS["ray.io/rayjob"])

@@ -12,7 +12,6 @@ from typing import Any
 
 import kubernetes_validate
 import pytest
-import yaml
 from kubernetes import config as k8s_config
 
 from certs import kube as certs_kube
@@ -20,6 +19,7 @@ from certs import pki
 from extender.core.jobframework import registry
 from extender.kube.api import resources as r
 from extender.kube.generators import rbac
+from tests import yamlc
 from tests.apidouble import Fault
 from tests.controller.conftest import CONTROLLER_USER, CRDS, ROOT, controller_process, eventually
 from tests.controller.test_faults import stop
@@ -91,7 +91,7 @@ KUEUES_WORKLOAD = {
 
 
 def documents():
-    return [d for p in sorted(RBAC.glob("*.yaml")) for d in yaml.safe_load_all(p.read_text()) if d]
+    return [d for p in sorted(RBAC.glob("*.yaml")) for d in yamlc.safe_load_all(p.read_text()) if d]
 
 
 @pytest.mark.parametrize(
@@ -134,12 +134,12 @@ def test_every_verb_granted_is_used_and_every_verb_used_is_granted(cluster, webh
     Secret, then renewing it): the set of (group, resource, verb) it used is exactly the set
     deploy/rbac/ grants."""
     cluster.admin.create(CRDS, JOBSET_CRD)
-    cluster.admin.create(CRDS, yaml.safe_load(MPIJOB_CRD.read_text()))
+    cluster.admin.create(CRDS, yamlc.safe_load(MPIJOB_CRD.read_text()))
     for crd in RAY_CRDS + TRAINER_CRDS:
-        cluster.admin.create(CRDS, yaml.safe_load(crd.read_text()))
-    cluster.admin.create(CRDS, yaml.safe_load(PR_CRD.read_text()))
-    cluster.admin.create(CRDS, yaml.safe_load(AW_CRD.read_text()))
-    cluster.admin.create(CRDS, yaml.safe_load(LWS_CRD.read_text()))
+        cluster.admin.create(CRDS, yamlc.safe_load(crd.read_text()))
+    cluster.admin.create(CRDS, yamlc.safe_load(PR_CRD.read_text()))
+    cluster.admin.create(CRDS, yamlc.safe_load(AW_CRD.read_text()))
+    cluster.admin.create(CRDS, yamlc.safe_load(LWS_CRD.read_text()))
     cluster.apply(*priority_preemption_setup())
     # A ClusterQueue with Kueue's ProvisioningRequest check: its config, check and queue.
     cluster.admin.create(
@@ -314,7 +314,7 @@ def test_every_verb_granted_is_used_and_every_verb_used_is_granted(cluster, webh
         # Kueue's MPIJob example, the one kind of Kubeflow's on by default: started, then
         # finished as mpi-operator would say it.
         mpijobs = r.resource_of(registry.ADAPTERS["kubeflow.org/mpijob"])
-        cluster.admin.create(mpijobs, yaml.safe_load(MPIJOB_EXAMPLE.read_text()), "default")
+        cluster.admin.create(mpijobs, yamlc.safe_load(MPIJOB_EXAMPLE.read_text()), "default")
         eventually(lambda: started_by_tower(cluster, "mpijobs", "pi"), what="the MPIJob to start")
         succeeded = {"type": "Succeeded", "status": "True", "message": "MPIJob pi succeeded"}
         cluster.admin.patch(
@@ -323,7 +323,7 @@ def test_every_verb_granted_is_used_and_every_verb_used_is_granted(cluster, webh
         # Kueue's Ray examples, on by default: each started; the RayJob finished as KubeRay
         # would say it, the cluster and the service deleted.
         for example in RAY_EXAMPLES:
-            [ray] = [d for d in yaml.safe_load_all(example.read_text()) if d]
+            [ray] = [d for d in yamlc.safe_load_all(example.read_text()) if d]
             adapter = registry.for_object(ray)
             assert adapter is not None
             resource = r.resource_of(adapter)
@@ -345,7 +345,7 @@ def test_every_verb_granted_is_used_and_every_verb_used_is_granted(cluster, webh
         # Kueue's AppWrapper sample, on by default: started, then succeeded as the appwrapper
         # controller would say it.
         appwrappers = r.resource_of(registry.ADAPTERS["workload.codeflare.dev/appwrapper"])
-        wrapped = yaml.safe_load(AW_EXAMPLE.read_text())
+        wrapped = yamlc.safe_load(AW_EXAMPLE.read_text())
         cluster.admin.create(appwrappers, wrapped, "default")
         aw_name = wrapped["metadata"]["name"]
         eventually(
@@ -361,7 +361,7 @@ def test_every_verb_granted_is_used_and_every_verb_used_is_granted(cluster, webh
         )
         # TrainJobs on trainer's torch runtime, cluster-wide and namespaced: each runtime read,
         # each job started, then complete as trainer would say it.
-        runtime = yaml.safe_load(TORCH_RUNTIME.read_text())
+        runtime = yamlc.safe_load(TORCH_RUNTIME.read_text())
         trainer_api = "trainer.kubeflow.org", "v1alpha1"
         cluster.admin.create(
             r.Resource(*trainer_api, "clustertrainingruntimes", "ClusterTrainingRuntime", False),

@@ -8,14 +8,14 @@ import subprocess
 from pathlib import Path
 
 import pytest
-import yaml
 
 from extender.kube.api import resources as r
+from tests import yamlc
 from tests.apidouble.store import now_rfc3339
 from tests.controller.conftest import eventually
 
 # The seed's own manifests (shared/seed/), applied unchanged.
-FLAVOR, CQ, LQ = yaml.safe_load_all(
+FLAVOR, CQ, LQ = yamlc.safe_load_all(
     (Path(__file__).resolve().parents[2] / "examples" / "quickstart" / "01-queues.yaml").read_text()
 )
 

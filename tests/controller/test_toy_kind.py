@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from extender.core.jobframework import registry
 from extender.core.jobframework.adapter import (
@@ -31,10 +30,11 @@ from extender.core.jobframework.adapter import (
 )
 from extender.core.parse import ManifestError, as_map
 from extender.kube.api.resources import Resource
+from tests import yamlc
 from tests.controller.conftest import CRDS, eventually
 from tests.controller.test_preemption import cluster_queue, conditions, flavor, local_queue
 
-CRD = yaml.safe_load(
+CRD = yamlc.safe_load(
     (Path(__file__).resolve().parents[1] / "data" / "toy-kind" / "toyjobs.yaml").read_text()
 )
 TOYJOBS = Resource("example.com", "v1", "toyjobs", "ToyJob", True)

@@ -12,11 +12,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from extender.core.jobframework import registry
 from extender.core.jobframework.trainer import MANAGER
 from extender.kube.api import resources as r
+from tests import yamlc
 from tests.controller.conftest import CRDS, eventually
 from tests.controller.test_kubectl_tower import tower
 from tests.controller.test_kubeflow import condition, load
@@ -37,7 +36,7 @@ GPU = "nvidia.com/gpu"
 def setup(cluster: Any, gpus: str = "2") -> None:
     for crd in ("trainjobs", "trainingruntimes", "clustertrainingruntimes"):
         path = DATA / "trainer" / f"trainer.kubeflow.org_{crd}.yaml"
-        cluster.admin.create(CRDS, yaml.safe_load(path.read_text()))
+        cluster.admin.create(CRDS, yamlc.safe_load(path.read_text()))
     flavor, queue, local_queue = load(EXAMPLES / "single-clusterqueue-setup.yaml")
     flavor["spec"] = {"nodeLabels": {"instance-type": "spot"}}
     group = queue["spec"]["resourceGroups"][0]

@@ -13,6 +13,8 @@ from typing import Any
 
 import yaml
 
+from tests import yamlc
+
 ACTION = re.compile(r"(\s*)\{\{(-?)\s*(.*?)\s*(-?)\}\}")
 
 
@@ -95,12 +97,12 @@ def template(
     chart: Path, overrides: dict[str, Any] | None = None, namespace: str = "tower-system"
 ) -> list[dict[str, Any]]:
     """What `helm template` renders: the chart's CRDs, then its templates, as objects."""
-    values = merge(yaml.safe_load((chart / "values.yaml").read_text()), overrides or {})
+    values = merge(yamlc.safe_load((chart / "values.yaml").read_text()), overrides or {})
     release = {"Namespace": namespace, "Name": "tower"}
     docs: list[dict[str, Any]] = []
     for path in sorted((chart / "crds").glob("*.yaml")):
-        docs += [d for d in yaml.safe_load_all(path.read_text()) if d]
+        docs += [d for d in yamlc.safe_load_all(path.read_text()) if d]
     for path in sorted((chart / "templates").glob("*.yaml")):
         rendered = render(path.read_text(), values, release)
-        docs += [d for d in yaml.safe_load_all(rendered) if d]
+        docs += [d for d in yamlc.safe_load_all(rendered) if d]
     return docs

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import kubernetes_validate
 import pytest
-import yaml
 
 from certs import kube as certs_kube
+from tests import yamlc
 
 ROOT = Path(__file__).resolve().parents[2]
 KUBECTL = shutil.which("kubectl")
@@ -27,7 +27,7 @@ def render(path: str = "deploy/default") -> list[dict]:
         check=True,
         timeout=60,
     ).stdout
-    return [d for d in yaml.safe_load_all(out) if d]
+    return [d for d in yamlc.safe_load_all(out) if d]
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +61,7 @@ def test_every_rendered_object_is_valid_and_known(rendered):
 def test_the_webhook_configurations_are_generated():
     """`python -m certs manifests` wrote deploy/default/webhooks.yaml; it agrees with the code."""
     text = (ROOT / "deploy" / "default" / "webhooks.yaml").read_text()
-    have = [d for d in yaml.safe_load_all(text) if d]
+    have = [d for d in yamlc.safe_load_all(text) if d]
     want = list(certs_kube.webhook_configurations(None, service=certs_kube.SERVICE))
     assert have == want, "run python -m certs manifests --out deploy/default/webhooks.yaml"
 

@@ -9,27 +9,27 @@ from typing import Any
 
 import kubernetes_validate
 import pytest
-import yaml
 
 from extender.core.placement import is_extended_resource
 from extender.kube.servers.scheduler_extender import FILTER, PRIORITIZE
+from tests import yamlc
 
 SCHEDULER = Path(__file__).resolve().parents[2] / "deploy" / "scheduler"
 
 
 def default_profile() -> dict[str, Any]:
-    config: dict[str, Any] = yaml.safe_load((SCHEDULER / "kube-scheduler-config.yaml").read_text())
+    config: dict[str, Any] = yamlc.safe_load((SCHEDULER / "kube-scheduler-config.yaml").read_text())
     return config
 
 
 def second_scheduler() -> list[dict[str, Any]]:
     text = (SCHEDULER / "second-scheduler.yaml").read_text()
-    return [d for d in yaml.safe_load_all(text) if d]
+    return [d for d in yamlc.safe_load_all(text) if d]
 
 
 def second_config() -> dict[str, Any]:
     cm = next(d for d in second_scheduler() if d["kind"] == "ConfigMap")
-    config: dict[str, Any] = yaml.safe_load(cm["data"]["config.yaml"])
+    config: dict[str, Any] = yamlc.safe_load(cm["data"]["config.yaml"])
     return config
 
 

@@ -14,8 +14,8 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
+from tests import yamlc
 from tests.deploy.helm import template
 from tests.deploy.test_helm import key
 from tests.deploy.test_manifests import render
@@ -111,7 +111,7 @@ def test_helm_template_renders_the_kustomize_base():
          "-n", "tower-system", "--include-crds"],
         capture_output=True, text=True, check=True, timeout=120,
     ).stdout  # fmt: skip
-    by_helm = {key(o): o for o in yaml.safe_load_all(out) if o}
+    by_helm = {key(o): o for o in yamlc.safe_load_all(out) if o}
     by_kustomize = {key(o): o for o in render("deploy/default") if o["kind"] != "Namespace"}
     assert by_helm == by_kustomize
     assert by_helm == {key(o): o for o in template(ROOT / "deploy" / "helm" / "tower")}

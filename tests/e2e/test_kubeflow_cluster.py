@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from kubernetes import client
 
+from tests import yamlc
 from tests.e2e.conftest import (
     controller_process,
     kubectl,
@@ -114,7 +114,7 @@ def quoted(obj: Any) -> Any:
 @pytest.mark.parametrize(("sample", "plural", "version", "framework", "pod_sets"), KINDS)
 def test_kueues_example_on_a_real_api_server(tower, sample, plural, version, framework, pod_sets):
     api = tower
-    example = yaml.safe_load((EXAMPLES / "jobs" / f"sample-{sample}.yaml").read_text())
+    example = yamlc.safe_load((EXAMPLES / "jobs" / f"sample-{sample}.yaml").read_text())
     name = example["metadata"]["name"]
     kind = example["kind"]
     args = ("kubeflow.org", version, "default", plural)

@@ -16,6 +16,7 @@ import pytest
 import yaml
 from kubernetes import client
 
+from tests import yamlc
 from tests.e2e.conftest import controller_process, kubectl, serve_webhook, wait, webhook_host_port
 from tests.e2e.test_pods_cluster import EXAMPLES, is_gated, queue_objects
 
@@ -77,7 +78,7 @@ def condition(obj: dict[str, Any] | None, kind: str) -> dict[str, Any]:
 
 def test_kueues_pod_group_waits_for_both_pods_then_runs_whole(tower):
     core = tower
-    leader, worker = yaml.safe_load_all((EXAMPLES / "pods" / "kueue-pod-group.yaml").read_text())
+    leader, worker = yamlc.safe_load_all((EXAMPLES / "pods" / "kueue-pod-group.yaml").read_text())
     made = tmp_manifest(leader)
     first = kubectl("create", "-n", GROUPS_NS, "-f", made).split()[0].split("/")[1]
     time.sleep(3)  # the controller has seen it: one member of two, so no Workload

@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from kubernetes import client
 from kubernetes import config as k8s_config
 
+from tests import yamlc
 from tests.e2e.conftest import KUBECONFIG, controller_process, kubectl, wait
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -54,7 +54,7 @@ def example():
 
 
 def create_job(created: list[str]) -> str:
-    [job] = yaml.safe_load_all((EXAMPLE / "sample-job.yaml").read_text())
+    [job] = yamlc.safe_load_all((EXAMPLE / "sample-job.yaml").read_text())
     job["metadata"]["generateName"] = f"sample-job-{uuid.uuid4().hex[:4]}-"
     job["spec"]["suspend"] = True
     name = kubectl("create", "-f", "-", "-o", "name", input=json.dumps(job)).strip()

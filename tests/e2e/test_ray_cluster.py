@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from kubernetes import client
 
+from tests import yamlc
 from tests.e2e.conftest import (
     controller_process,
     kubectl,
@@ -85,7 +85,7 @@ def tower(tmp_path_factory, api_client):
 @pytest.mark.parametrize(("sample", "plural", "pod_sets"), KINDS)
 def test_kueues_example_on_a_real_api_server(tower, sample, plural, pod_sets):
     api = tower
-    example = yaml.safe_load((EXAMPLES / "ray" / f"{sample}.yaml").read_text())
+    example = yamlc.safe_load((EXAMPLES / "ray" / f"{sample}.yaml").read_text())
     name, kind = example["metadata"]["name"], example["kind"]
     args = ("ray.io", "v1", "default", plural)
 

@@ -17,6 +17,7 @@ import yaml
 from kubernetes import client
 
 from extender.core.jobframework.trainer import MANAGER
+from tests import yamlc
 from tests.e2e.conftest import (
     controller_process,
     kubectl,
@@ -41,7 +42,7 @@ def setup_objects() -> list[dict[str, Any]]:
     """Kueue's single ClusterQueue, its flavor with a node label, and 2 GPUs of quota (Kueue's
     TrainJob example asks for one per node)."""
     flavor, queue, local_queue = [
-        d for d in yaml.safe_load_all((EXAMPLES / "single-clusterqueue-setup.yaml").read_text())
+        d for d in yamlc.safe_load_all((EXAMPLES / "single-clusterqueue-setup.yaml").read_text())
     ]
     flavor["spec"] = {"nodeLabels": {"instance-type": "spot"}}
     group = queue["spec"]["resourceGroups"][0]
@@ -121,7 +122,7 @@ def test_kueues_trainjob_example_on_a_real_api_server(tower):
     pod = rjob["template"]["spec"]["template"]
     assert (rjob["name"], pod["spec"]["nodeSelector"]) == ("node", {"instance-type": "spot"})
 
-    body = yaml.safe_load(example.read_text())
+    body = yamlc.safe_load(example.read_text())
 
     def another(i: int) -> dict[str, Any]:
         again = copy.deepcopy(body)
@@ -189,7 +190,7 @@ def deployed(name: str, phase: str, resources: bool) -> None:
 def test_kueues_appwrapper_sample_on_a_real_api_server(tower, sample, pod_sets):
     api = tower
     path = EXAMPLES / "appwrapper" / f"{sample}-sample.yaml"
-    body = yaml.safe_load(path.read_text())
+    body = yamlc.safe_load(path.read_text())
     name = body["metadata"]["name"]
     kubectl("create", "-f", str(path))
     created = api.get_namespaced_custom_object(*APPWRAPPERS, name)

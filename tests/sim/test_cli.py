@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests import yamlc
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -200,7 +202,7 @@ def test_a_waiting_job_of_several_pod_sets_names_them_once(tmp_path):
     """Four copies of Kueue's MPIJob example (3 cpu each) in 9 cpu: the fourth waits, and its
     message names its pod sets once, before what each needs."""
     examples = ROOT / "tests" / "data" / "kueue-v0.19.2" / "examples"
-    example = yaml.safe_load((examples / "jobs" / "sample-mpijob.yaml").read_text())
+    example = yamlc.safe_load((examples / "jobs" / "sample-mpijob.yaml").read_text())
     copies = []
     for i in range(4):
         copy_of = json.loads(json.dumps(example))

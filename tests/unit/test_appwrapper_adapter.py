@@ -9,19 +9,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from extender.core.jobframework import registry
 from extender.core.jobframework.adapter import PodSetInfo
 from extender.core.jobframework.appwrapper import AppWrapper, inferred, value_at
 from extender.core.parse import ManifestError
+from tests import yamlc
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "data" / "kueue-v0.19.2" / "examples"
 AW = AppWrapper()
 
 
 def sample(name: str) -> dict[str, Any]:
-    return yaml.safe_load((EXAMPLES / "appwrapper" / f"{name}-sample.yaml").read_text())
+    return yamlc.safe_load((EXAMPLES / "appwrapper" / f"{name}-sample.yaml").read_text())
 
 
 def wrapper(*templates: dict[str, Any], name: str = "aw", **component: Any) -> dict[str, Any]:

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from extender.core.jobframework import registry
 from extender.core.jobframework.adapter import PodSetInfo
@@ -22,12 +21,13 @@ from extender.core.jobframework.kubeflow import (
     XGBoostJob,
 )
 from extender.core.parse import ManifestError
+from tests import yamlc
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "data" / "kueue-v0.19.2" / "examples" / "jobs"
 
 
 def example(name: str) -> dict[str, Any]:
-    return yaml.safe_load((EXAMPLES / f"sample-{name}.yaml").read_text())
+    return yamlc.safe_load((EXAMPLES / f"sample-{name}.yaml").read_text())
 
 
 @pytest.mark.parametrize(

@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import yaml
 
 from extender.core import parse
 from extender.core.cycle import ClusterState
@@ -16,6 +15,7 @@ from extender.core.models import Namespace, PodSet, Workload
 from extender.core.partial import counts_at, largest_fit, may_shrink
 from extender.core.quantity import to_amount
 from extender.kube.api import objects as o
+from tests import yamlc
 from tests.builders import CQ, WL, run_until_quiet, state_with
 
 
@@ -142,8 +142,8 @@ def test_kueues_documentation_example_runs_with_9_of_its_20_pods():
     """Kueue's "Partial admission" example, applied unchanged: "When queued in a ClusterQueue
     with only 9 CPUs available, it will be admitted with parallelism=9. Note that the number
     of completions doesn't change." And a stop gives the Job its 20 back."""
-    flavor, cq, lq = yaml.safe_load_all((EXAMPLES / "single-clusterqueue-setup.yaml").read_text())
-    job = yaml.safe_load((EXAMPLES / "sample-job-partial-admission.yaml").read_text())
+    flavor, cq, lq = yamlc.safe_load_all((EXAMPLES / "single-clusterqueue-setup.yaml").read_text())
+    job = yamlc.safe_load((EXAMPLES / "sample-job-partial-admission.yaml").read_text())
     job["metadata"]["uid"] = "uid-1"
     job["spec"]["suspend"] = True  # as the webhook queues it
     state = ClusterState()

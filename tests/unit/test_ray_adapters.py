@@ -9,12 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from extender.core.jobframework import registry
 from extender.core.jobframework.adapter import PodSetInfo
 from extender.core.jobframework.ray import RayCluster, RayJob, RayService
 from extender.core.parse import ManifestError
+from tests import yamlc
 from tests.unit.test_kubeflow_adapters import _apply
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "data" / "kueue-v0.19.2" / "examples" / "ray"
@@ -25,7 +25,7 @@ SUBMITTER = {
 
 
 def example(name: str) -> dict[str, Any]:
-    return yaml.safe_load((EXAMPLES / f"ray-{name}-sample.yaml").read_text())
+    return yamlc.safe_load((EXAMPLES / f"ray-{name}-sample.yaml").read_text())
 
 
 def requests(template: Any) -> list[dict[str, str]]:

@@ -9,12 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from extender.core.jobframework import registry
 from extender.core.jobframework.adapter import MissingReferenceError, PodSetInfo
 from extender.core.jobframework.trainer import MANAGER, TrainJob
 from extender.core.parse import ManifestError
+from tests import yamlc
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 RUNTIMES = DATA / "trainer" / "runtimes"
@@ -23,7 +23,7 @@ TJ = TrainJob()
 
 
 def runtime(file: str) -> dict[str, Any]:
-    return yaml.safe_load((RUNTIMES / f"{file}.yaml").read_text())
+    return yamlc.safe_load((RUNTIMES / f"{file}.yaml").read_text())
 
 
 def train_job(
@@ -72,10 +72,10 @@ def test_trainers_runtimes_render_to_kueues_pod_sets(file, trainer, want):
 
 
 def test_kueues_documentation_example_renders_two_nodes_with_the_jobs_resources():
-    [rt] = yaml.safe_load_all(
+    [rt] = yamlc.safe_load_all(
         (EXAMPLES / "clustertrainingruntime-torch-distributed.yaml").read_text()
     )
-    [job] = yaml.safe_load_all((EXAMPLES / "trainjob-pytorch-distributed.yaml").read_text())
+    [job] = yamlc.safe_load_all((EXAMPLES / "trainjob-pytorch-distributed.yaml").read_text())
     assert isinstance(registry.for_object(job), TrainJob)
     [node] = TJ.pod_sets(resolved(job, rt))
     assert (node.name, node.count) == ("node", 2)
@@ -201,8 +201,8 @@ def test_a_missing_runtime_is_named_and_waits():
 def test_kueues_custom_example_is_refused_as_its_settings_reach_no_pod():
     """Its runtime names the trainer's container `trainer`, not `node`: trainer's own webhook
     refuses that runtime, and Kueue would admit the job asking for nothing."""
-    [rt] = yaml.safe_load_all((EXAMPLES / "trainingruntime-torch-custom.yaml").read_text())
-    [job] = yaml.safe_load_all((EXAMPLES / "trainjob-pytorch-custom.yaml").read_text())
+    [rt] = yamlc.safe_load_all((EXAMPLES / "trainingruntime-torch-custom.yaml").read_text())
+    [job] = yamlc.safe_load_all((EXAMPLES / "trainjob-pytorch-custom.yaml").read_text())
     with pytest.raises(ManifestError) as err:
         TJ.pod_sets(resolved(job, rt))
     assert err.value.path == "spec.trainer.image"
