@@ -35,11 +35,14 @@ def admission_routes(settings: Settings) -> dict[str, Handler]:
     own objects. A kind whose integration is not enabled is answered with a plain allow, as
     Kueue's no-op webhooks do, so a configuration that still names it never blocks it."""
     routes: dict[str, Handler] = {}
+    # The enabled adapter of each integration (pods only of the kinds that queue them, when
+    # `pod` itself is not named: Kueue's implicit pod integration).
+    active = {a.framework: a for a in registry.enabled(settings.integrations)}
     for adapter in registry.ADAPTERS.values():
-        enabled = settings.manages(adapter.framework)
+        on = active.get(adapter.framework)
         for verb in ("mutate", "validate"):
             path = registry.webhook_path(adapter, verb)
-            routes[path] = _job_handler(verb, adapter, settings) if enabled else _allow
+            routes[path] = _job_handler(verb, on, settings) if on is not None else _allow
     for parent in registry.PARENTS.values():
         enabled = parent in registry.enabled_parents(settings.integrations)
         mutate_path = registry.webhook_path(parent, "mutate")

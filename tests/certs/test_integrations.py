@@ -105,6 +105,18 @@ KINDS = {
 }
 
 
+PARENT_KINDS = ("deployment", "statefulset", "leaderworkerset.x-k8s.io/leaderworkerset")
+
+
+def expected_order(integrations: tuple[str, ...]) -> list[str]:
+    """Kinds of job in the order given, then `pod` when only a parent names it (Kueue's
+    implicit pod integration), then the parents."""
+    jobs = [n for n in integrations if n in KINDS and n not in PARENT_KINDS]
+    parents = [n for n in integrations if n in PARENT_KINDS]
+    implicit = ["pod"] if parents and "pod" not in integrations else []
+    return [*jobs, *implicit, *parents]
+
+
 def seen(hook):
     rule = hook["rules"][0]
     path = hook["clientConfig"]["url"].removeprefix(URL)
@@ -125,7 +137,7 @@ def seen(hook):
         None,
         ("batch/job",),
         ("jobset.x-k8s.io/jobset", "batch/job"),
-        ("statefulset",),
+        ("statefulset",),  # Kueue's implicit pod integration: its pods are queued too
         ("kubeflow.org/pytorchjob", "batch/job"),  # Kueue's paths: /mutate-kubeflow-org-v1-…
         ("example.com/toyjob", "batch/job"),
         ("example.com/deeptoyjob", "example.com/toypod"),
@@ -150,7 +162,7 @@ def test_each_kind_of_the_integrations_has_its_four_webhooks(toys, integrations)
             "leaderworkerset.x-k8s.io/leaderworkerset",
         ]
         if integrations is None
-        else [n for n in integrations if n in KINDS]
+        else expected_order(integrations)
     )
     assert [seen(h) for h in mutating["webhooks"]] == [m for n in names for m in KINDS[n][0]]
     jobs = [h for h in validating["webhooks"] if h["name"] not in KUEUE_WEBHOOKS]

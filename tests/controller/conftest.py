@@ -150,7 +150,11 @@ class Running:
 
     def __init__(self, client: RestClient, settings: Settings) -> None:
         self.stop = threading.Event()
-        self.cache = Cache(client, adapters=registry.enabled(settings.integrations))
+        self.cache = Cache(
+            client,
+            adapters=registry.enabled(settings.integrations),
+            group_parents=registry.group_parents(settings.integrations),
+        )
         self.cache.discover_kinds()
         self.cache.discover_optional()
         watch_for_kinds(self.cache, self.stop, every=0.2)  # a CRD installed later is taken up

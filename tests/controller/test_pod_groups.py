@@ -545,3 +545,19 @@ def test_a_group_is_ready_when_all_its_pods_are(cluster, start_controller):
         lambda: condition(workload(cluster, "sample-group"), "PodsReady").get("status") == "True",
         what="PodsReady once both are",
     )
+
+
+def test_a_statefulset_runs_without_the_pod_integration_named(cluster, start_controller):
+    """Kueue's implicit pod integration: `statefulset` on and `pod` not, the StatefulSet's
+    pods are followed (and a plain pod is not)."""
+    from tests.controller.test_pods import example_pod
+
+    setup(cluster)
+    start_controller(integrations=("batch/job", "statefulset"))
+    plain = cluster.admin.create(r.PODS, example_pod(), "default")
+    [sample] = load(EXAMPLES / "serving" / "sample-statefulset.yaml")
+    created = cluster.admin.create(STATEFULSETS, sample, "default")
+    made = cluster.admin.create(r.PODS, statefulset_pod(created, 0), "default")
+    # Seen after the plain pod: by then the plain pod was looked at, and left alone.
+    eventually(lambda: ungated(cluster, made), what="its pod let through")
+    assert cluster.workload_of(plain) is None

@@ -403,3 +403,29 @@ def test_set_op_applies_to_the_object_as_it_is(obj, path, op):
     for part in path:
         node = node[part]
     assert node == 9
+
+
+def test_the_pods_of_a_statefulset_are_queued_without_the_pod_integration():
+    """Kueue's implicit pod integration (since v0.15): with `statefulset` named and `pod` not,
+    a StatefulSet's pods are gated and a plain labelled pod is left alone."""
+    assert registry.enabled(["batch/job", "statefulset"])[-1].parents_only is True
+    routes = admission_routes(Settings(integrations=("batch/job", "statefulset")))
+    plain = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", "labels": {"kueue.x-k8s.io/queue-name": "q"}},
+        "spec": {"containers": [{"name": "c", "image": "busybox"}]},
+    }
+    assert "patch" not in routes["/mutate--v1-pod"](review_request(plain))
+    marked = copy.deepcopy(plain)
+    marked["metadata"]["annotations"] = {"kueue.x-k8s.io/pod-suspending-parent": "statefulset"}
+    gate = {
+        "op": "add",
+        "path": "/spec/schedulingGates",
+        "value": [{"name": "kueue.x-k8s.io/admission"}],
+    }
+    assert gate in patch_of(routes["/mutate--v1-pod"](review_request(marked)))
+    # Without any kind that queues pods, no pod is queued.
+    assert "patch" not in admission_routes(Settings(integrations=("batch/job",)))[
+        "/mutate--v1-pod"
+    ](review_request(plain))

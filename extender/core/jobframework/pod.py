@@ -52,6 +52,12 @@ class Pod(JobAdapter):
     # webhook outage blocks no other pod).
     can_suspend: ClassVar[bool] = False
     default_queue: ClassVar[bool] = False
+
+    def __init__(self, parents_only: bool = False) -> None:
+        # Kueue's implicit pod integration: on for the kinds that queue their pods (a
+        # StatefulSet) when `pod` itself is not named; then only their pods are queued.
+        self.parents_only = parents_only
+
     cache_view: ClassVar[str] = "queued"  # placement watches every pod too
     # What a group's rules read of its members.
     kept_annotations: ClassVar[tuple[str, ...]] = (
@@ -98,9 +104,13 @@ class Pod(JobAdapter):
         return gated(obj)
 
     def is_child(self, obj: Mapping[str, Any]) -> bool:
-        """A pod of a kind Tower manages (a Job's, a RayCluster's): its owner is queued."""
+        """A pod of a kind Tower manages (a Job's, a RayCluster's): its owner is queued. With
+        only the implicit pod integration, a pod no parent marked is left alone too."""
         from extender.core.jobframework import registry  # the registry imports this module
 
+        meta = as_mapping(obj.get("metadata"))
+        if self.parents_only and not as_mapping(meta.get("annotations")).get(SUSPENDING_PARENT):
+            return True
         for owner in as_sequence(as_mapping(obj.get("metadata")).get("ownerReferences")):
             if not isinstance(owner, Mapping) or owner.get("controller") is not True:
                 continue
@@ -346,4 +356,5 @@ class Deployment(TemplateParent):
 
 
 ADAPTERS: tuple[JobAdapter, ...] = (Pod(),)
+IMPLICIT_POD = Pod(parents_only=True)
 PARENTS: tuple[TemplateParent, ...] = (Deployment(),)

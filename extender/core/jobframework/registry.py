@@ -14,8 +14,8 @@ from extender.core.jobframework.batch_job import BatchJob
 from extender.core.jobframework.jobset import JobSetAdapter
 from extender.core.jobframework.kubeflow import ADAPTERS as KUBEFLOW
 from extender.core.jobframework.pod import ADAPTERS as PODS
+from extender.core.jobframework.pod import IMPLICIT_POD, TemplateParent
 from extender.core.jobframework.pod import PARENTS as TEMPLATE_PARENTS
-from extender.core.jobframework.pod import TemplateParent
 from extender.core.jobframework.ray import ADAPTERS as RAY
 from extender.core.jobframework.serving import PARENTS as SERVING_PARENTS
 from extender.core.jobframework.trainer import ADAPTERS as TRAINER
@@ -71,7 +71,12 @@ def enabled(frameworks: Iterable[str] | None = None) -> tuple[JobAdapter, ...]:
     """The adapters of these integrations (Kueue's default when None), in the order given;
     names Tower has no adapter for yet are left out (see `unmanaged`)."""
     names = DEFAULT_FRAMEWORKS if frameworks is None else tuple(frameworks)
-    return tuple(ADAPTERS[name] for name in dict.fromkeys(names) if name in ADAPTERS)
+    out = tuple(ADAPTERS[name] for name in dict.fromkeys(names) if name in ADAPTERS)
+    if "pod" not in names and any(name in PARENTS for name in names):
+        # Kueue's implicit pod integration (since v0.15): the pods of a Deployment or a
+        # StatefulSet are queued without `pod` being named, and only theirs.
+        out = (*out, IMPLICIT_POD)
+    return out
 
 
 def enabled_parents(frameworks: Iterable[str] | None = None) -> tuple[TemplateParent, ...]:
