@@ -18,7 +18,7 @@ from kubernetes import client
 
 from tests import yamlc
 from tests.e2e.conftest import controller_process, kubectl, serve_webhook, wait, webhook_host_port
-from tests.e2e.test_pods_cluster import EXAMPLES, is_gated, queue_objects
+from tests.e2e.test_pods_cluster import EXAMPLES, is_gated, queue_objects, tear_down
 
 pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]
@@ -48,20 +48,8 @@ def tower(tmp_path_factory, api_client, kubelet_namespaces):
     kubelet_namespaces.update((GROUPS_NS, STS_NS, SMALL_NS, LWS_NS))
     controller = controller_process("--physical-resources", "none")  # Kueue's default set
     yield client.CoreV1Api(api_client)
-    controller.terminate()
-    controller.wait(timeout=30)
-    webhook.terminate()
-    webhook.wait(timeout=20)
-    for namespace in (GROUPS_NS, STS_NS, SMALL_NS):
-        kubectl(
-            "delete", "statefulsets,pods", "--all", "-n", namespace, "--wait=false", check=False
-        )
-        # Kueue's finalizer would outlive the controller: taken off by hand, as an admin would.
-        for name in kubectl("get", "pods", "-n", namespace, "-o", "name", check=False).split():
-            kubectl("patch", name, "-n", namespace, "--type=merge", "-p", '{"metadata":{"finalizers":null}}', check=False)  # fmt: skip
-    kubectl("delete", "-f", str(setup), "--wait=false", check=False)
-    kubectl("delete", "mutatingwebhookconfiguration", "tower-mutating-webhook", check=False)
-    kubectl("delete", "validatingwebhookconfiguration", "tower-validating-webhook", check=False)
+    namespaces = (GROUPS_NS, STS_NS, SMALL_NS, LWS_NS)
+    tear_down(controller, webhook, setup, namespaces, "statefulsets,leaderworkersets,pods")
 
 
 def workload(namespace: str, name: str) -> dict[str, Any] | None:

@@ -92,15 +92,21 @@ def tower(tmp_path_factory, api_client, kubelet_namespaces):
     kubelet_namespaces.update((PODS_NS, SERVING_NS))
     controller = controller_process("--physical-resources", "none")  # Kueue's default set
     yield client.CoreV1Api(api_client)
+    tear_down(controller, webhook, setup, (PODS_NS, SERVING_NS), "deployments,jobs,pods")
+
+
+def tear_down(
+    controller: Any, webhook: Any, setup: Path, namespaces: tuple[str, ...], kinds: str
+) -> None:
+    """Stop Tower, delete these kinds in the namespaces, and Kueue's finalizer with them (it
+    would outlive the controller: taken off by hand, as an admin would), then the setup and
+    the webhook configurations."""
     controller.terminate()
     controller.wait(timeout=30)
     webhook.terminate()
     webhook.wait(timeout=20)
-    for namespace in (PODS_NS, SERVING_NS):
-        kubectl(
-            "delete", "deployments,jobs,pods", "--all", "-n", namespace, "--wait=false", check=False
-        )
-        # Kueue's finalizer would outlive the controller: taken off by hand, as an admin would.
+    for namespace in namespaces:
+        kubectl("delete", kinds, "--all", "-n", namespace, "--wait=false", check=False)
         for name in kubectl("get", "pods", "-n", namespace, "-o", "name", check=False).split():
             kubectl("patch", name, "-n", namespace, "--type=merge", "-p", '{"metadata":{"finalizers":null}}', check=False)  # fmt: skip
     kubectl("delete", "-f", str(setup), "--wait=false", check=False)
