@@ -122,14 +122,20 @@ def is_gated(pod: Any) -> bool:
     return any(g.name == GATE for g in pod.spec.scheduling_gates or [])
 
 
-def workload_message(namespace: str, pod_name: str) -> str | None:
+def workload_of(namespace: str, pod_name: str) -> dict[str, Any] | None:
     listed = json.loads(kubectl("get", "workloads", "-n", namespace, "-o", "json"))
     for workload in listed["items"]:
         owners = workload["metadata"].get("ownerReferences") or []
         if any(o.get("kind") == "Pod" and o.get("name") == pod_name for o in owners):
-            for condition in (workload.get("status") or {}).get("conditions") or []:
-                if condition["type"] == "QuotaReserved" and condition["status"] == "False":
-                    return str(condition["message"])
+            return dict(workload)
+    return None
+
+
+def workload_message(namespace: str, pod_name: str) -> str | None:
+    workload = workload_of(namespace, pod_name) or {}
+    for condition in (workload.get("status") or {}).get("conditions") or []:
+        if condition["type"] == "QuotaReserved" and condition["status"] == "False":
+            return str(condition["message"])
     return None
 
 
@@ -137,6 +143,9 @@ def test_kueues_pod_example_waits_for_quota_then_runs(tower):
     core = tower
     example = EXAMPLES / "pods" / "kueue-pod.yaml"
     first = kubectl("create", "-n", PODS_NS, "-f", str(example)).split()[0].split("/")[1]
+    # The second is made once the first is queued: made in the same second while the controller
+    # still starts, the two would tie in the queue (creation times are whole seconds).
+    wait(lambda: workload_of(PODS_NS, first), what="the first pod's Workload")
     second = kubectl("create", "-n", PODS_NS, "-f", str(example)).split()[0].split("/")[1]
     made = core.read_namespaced_pod(second, PODS_NS)
     assert is_gated(made)
