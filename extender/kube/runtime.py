@@ -435,8 +435,9 @@ def _serve(
     placement = (
         None if _no_placement(args) else Placement(checked_resources(args.physical_resources))
     )
-    # About thirty small reviews, once per start: at 5 per second they held the caches (and a
-    # standby's takeover) back by four seconds; a retry loop after a failure is still paced.
+    # About sixty small reviews, once per start (one per verb and kind, 60 with Kueue's default
+    # set): at 5 per second past the burst they held the caches (and a standby's takeover)
+    # back by seconds; a retry loop after a failure is still paced.
     adapters = registry.enabled(args.integrations)  # Settings.integrations, for the cache
     group_parents = registry.group_parents(args.integrations)
     unmanaged = registry.unmanaged(args.integrations)
@@ -446,7 +447,7 @@ def _serve(
             ", ".join(unmanaged),
         )
     setup = preflight(
-        base.with_budget(RequestBudget(5, 40), fenced=False),
+        base.with_budget(RequestBudget(5, 100), fenced=False),
         stop,
         placement=placement is not None,
         jobs=tuple(map(resource_of, adapters)),
