@@ -157,47 +157,37 @@ class Cache:
     def missing_optional(self) -> list[Resource]:
         return [r for r in OPTIONAL if r not in self.served_optional]
 
+    def _kinds(self) -> list[tuple[str, Resource, list[Resource]]]:
+        """(integration, resource, the list it joins once served) of every enabled kind: the
+        kinds of job, then the kinds whose pods run as groups."""
+        jobs = zip(self.adapters, self.job_resources, strict=True)
+        parents = zip(self.group_parents, self.parent_resources, strict=True)
+        return [
+            *((a.framework, r, self.served_jobs) for a, r in jobs),
+            *((p.framework, r, self.served_parents) for p, r in parents),
+        ]
+
     def discover_kinds(self) -> list[Resource]:
-        """Which enabled kinds of job the API server serves now that were not watched yet;
-        each found is watched from now on (once started). Said once per kind, at INFO."""
+        """Which enabled kinds the API server serves now that were not watched yet; each
+        found is watched from now on (once started). Said once per kind, at INFO."""
         found = []
-        for adapter, resource in zip(self.adapters, self.job_resources, strict=True):
-            if resource in self.served_jobs or not self._served_now(resource):
+        for framework, resource, served in self._kinds():
+            if resource in served or not self._served_now(resource):
                 continue
             found.append(resource)
             log.info(
                 "managing %s (%s): the API server serves %s",
                 resource.kind,
-                adapter.framework,
+                framework,
                 resource.qualified,
             )
-            self._take_up(resource, self.served_jobs)
-        for parent, resource in zip(self.group_parents, self.parent_resources, strict=True):
-            if resource in self.served_parents or not self._served_now(resource):
-                continue
-            found.append(resource)
-            log.info(
-                "managing %s (%s): the API server serves %s",
-                resource.kind,
-                parent.framework,
-                resource.qualified,
-            )
-            self._take_up(resource, self.served_parents)
+            self._take_up(resource, served)
         return found
 
     def missing_kinds(self) -> list[str]:
         """The enabled integrations whose CRD is not served (yet)."""
         return [
-            *(
-                a.framework
-                for a, r in zip(self.adapters, self.job_resources, strict=True)
-                if r not in self.served_jobs
-            ),
-            *(
-                p.framework
-                for p, r in zip(self.group_parents, self.parent_resources, strict=True)
-                if r not in self.served_parents
-            ),
+            framework for framework, resource, served in self._kinds() if resource not in served
         ]
 
     def start(self, stop: threading.Event) -> None:
