@@ -24,6 +24,7 @@ KINDS = (
     "workloadpriorityclasses",
     "admissionchecks",
     "provisioningrequestconfigs",
+    "topologies",
 )
 
 

@@ -103,6 +103,11 @@ _OPAQUE: Schema = {"type": "object", "x-kubernetes-preserve-unknown-fields": Tru
 # Kubernetes' own name rules: a DNS subdomain (object names) and a DNS label (podSet names).
 _SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 _LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+# A qualified label name: an optional DNS-subdomain prefix and a name (a node label's key).
+_LABEL_KEY = (
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+    r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$"
+)
 
 
 def _name(max_length: int = 253, **extra: Any) -> Schema:
@@ -118,8 +123,7 @@ _CONDITION = _obj(
     {
         "type": _str(
             maxLength=316,
-            pattern=r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
-            r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$",
+            pattern=_LABEL_KEY,
         ),
         "status": _enum(["True", "False", "Unknown"]),
         "observedGeneration": {"type": "integer", "format": "int64", "minimum": 0},
@@ -955,8 +959,7 @@ def _provisioning_request_config(version: str) -> Schema:
                 "key": _str(
                     maxLength=317,
                     minLength=1,
-                    pattern=r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
-                    r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$",
+                    pattern=_LABEL_KEY,
                 ),
                 "valueFromProvisioningClassDetail": _str(maxLength=32768, minLength=1),
             },
@@ -995,6 +998,32 @@ def _provisioning_request_config(version: str) -> Schema:
     return _root(spec, None)
 
 
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+
+
+def _topology(version: str) -> Schema:
+    level = _obj({"nodeLabel": _str(maxLength=316, minLength=1, pattern=_LABEL_KEY)}, ["nodeLabel"])
+    levels = _list(
+        level,
+        maxItems=16,
+        minItems=1,
+        **{"x-kubernetes-list-type": "atomic"},
+        **_cel(
+            ("self == oldSelf", "levels cannot change once set"),
+            (
+                "self.all(a, self.filter(b, b.nodeLabel == a.nodeLabel).size() == 1)",
+                "each level must name a different node label",
+            ),
+            (
+                f"!self.exists(l, l.nodeLabel == '{HOSTNAME_LABEL}') || "
+                f"self[self.size() - 1].nodeLabel == '{HOSTNAME_LABEL}'",
+                f"{HOSTNAME_LABEL} may only be the last (lowest) level",
+            ),
+        ),
+    )
+    return _root(_obj({"levels": levels}, ["levels"]), None)
+
+
 def _root(spec: Schema, status: Schema | None, extra: dict[str, Any] | None = None) -> Schema:
     properties: dict[str, Schema] = {
         "apiVersion": _str(),
@@ -1016,6 +1045,7 @@ _BUILDERS = {
     "WorkloadPriorityClass": _workload_priority_class,
     "AdmissionCheck": _admission_check,
     "ProvisioningRequestConfig": _provisioning_request_config,
+    "Topology": _topology,
 }
 KINDS = tuple(_BUILDERS)
 VERSIONS = ("v1beta2", "v1beta1")  # stored first

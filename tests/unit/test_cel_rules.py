@@ -245,6 +245,24 @@ SLICE = [
         }
     ),
 ]
+
+
+def levels(*labels: str) -> list[dict[str, str]]:
+    return [{"nodeLabel": label} for label in labels]
+
+
+HOST = "kubernetes.io/hostname"
+TOPOLOGY_LEVELS = [
+    create(levels("block", "rack")),
+    create(levels("block", "rack", HOST)),
+    create(levels(HOST)),
+    create(levels(HOST, "rack")),
+    create(levels("block", "block")),
+    create(levels("block", HOST, "rack")),
+    (levels("block", "rack"), levels("block", "rack")),
+    (levels("block"), levels("block", "rack")),
+    (levels("block", "zone"), levels("block", "rack")),
+]
 ONE_OF = [
     create({"universal": 1}),
     create({"individual": [1]}),
@@ -263,6 +281,7 @@ def cases_for(plural: str, version: str, path: str) -> list[Case]:
         ("cohorts", ".spec.resourceGroups[]"): RESOURCE_GROUP,
         ("localqueues", ".spec.clusterQueue"): [create("cq"), ("cq", "cq"), ("other", "cq")],
         ("resourceflavors", ".spec"): FLAVOR_SPEC,
+        ("topologies", ".spec.levels"): TOPOLOGY_LEVELS,
         ("resourceflavors", ".spec.nodeTaints"): TAINTS,
         ("resourceflavors", ".spec.tolerations"): TOLERATIONS,
         ("workloads", ""): workload_root(v1),
@@ -297,7 +316,14 @@ def cases_for(plural: str, version: str, path: str) -> list[Case]:
 
 def places() -> list[tuple[str, str, str]]:
     out = []
-    for plural in ("clusterqueues", "cohorts", "localqueues", "resourceflavors", "workloads"):
+    for plural in (
+        "clusterqueues",
+        "cohorts",
+        "localqueues",
+        "resourceflavors",
+        "topologies",
+        "workloads",
+    ):
         for version in kueue(plural)["versions"]:
             for path, schema in walk(version["schema"]["openAPIV3Schema"]):
                 if schema.get("x-kubernetes-validations"):

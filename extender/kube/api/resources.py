@@ -102,6 +102,7 @@ ADMISSION_CHECKS = Resource(KUEUE_GROUP, KUEUE_VERSION, "admissionchecks", "Admi
 PROVISIONING_REQUEST_CONFIGS = Resource(
     KUEUE_GROUP, KUEUE_VERSION, "provisioningrequestconfigs", "ProvisioningRequestConfig", False
 )
+TOPOLOGIES = Resource(KUEUE_GROUP, KUEUE_VERSION, "topologies", "Topology", False)
 PROVISIONING_REQUESTS = Resource(
     "autoscaling.x-k8s.io", "v1", "provisioningrequests", "ProvisioningRequest", True
 )

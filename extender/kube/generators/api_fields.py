@@ -56,6 +56,9 @@ NOTES = {
     ("AdmissionCheck", "spec.retryDelayMinutes"): (
         "v1beta1 only, deprecated: dropped as Kueue's v1beta2 drops it"
     ),
+    ("Topology", "spec.levels"): (
+        "stored and listed; acted on only through a ResourceFlavor's spec.topologyName"
+    ),
     ("ProvisioningRequestConfig", "spec"): (
         "honoured by Tower's ProvisioningRequest controller (docs/admission-checks.md)"
     ),

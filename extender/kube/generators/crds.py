@@ -182,6 +182,15 @@ _KINDS: list[dict[str, Any]] = [
         "conversion": False,
         "columns": [],
     },
+    {
+        "kind": "Topology",
+        "plural": "topologies",
+        "scope": "Cluster",
+        "shortNames": ["topo"],
+        "status": False,
+        "conversion": False,
+        "columns": [],
+    },
 ]
 
 
