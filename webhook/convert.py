@@ -6,7 +6,7 @@ import copy
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from extender.core import api
+from extender.core import api, tas_model
 from webhook.reviews import ReviewError
 
 GROUP = "kueue.x-k8s.io"
@@ -70,6 +70,18 @@ def _wl_up(obj: Obj) -> None:
     if name:
         group, kind = _PRIORITY_SOURCES.get(str(source), ("scheduling.k8s.io", "PriorityClass"))
         spec["priorityClassRef"] = {"group": group, "kind": kind, "name": name}
+    _topology_assignments(obj, tas_model.from_v1beta1)
+
+
+def _topology_assignments(obj: Obj, form: Callable[[Mapping[str, Any]], Obj]) -> None:
+    """Each podSet assignment's topologyAssignment in the other version's form (v1beta1 lists
+    every domain; v1beta2 compacts them)."""
+    admission = (obj.get("status") or {}).get("admission")
+    if not isinstance(admission, Mapping):
+        return
+    for psa in admission.get("podSetAssignments") or ():
+        if isinstance(psa, dict) and isinstance(psa.get("topologyAssignment"), Mapping):
+            psa["topologyAssignment"] = form(psa["topologyAssignment"])
 
 
 def _wl_down(obj: Obj) -> None:
@@ -79,7 +91,13 @@ def _wl_down(obj: Obj) -> None:
         spec["priorityClassName"] = ref["name"]
         spec["priorityClassSource"] = _SOURCES_BY_KIND.get(str(ref.get("kind")), "")
     spec.pop("preemptionGates", None)
+    for pod_set in spec.get("podSets") or ():
+        request = pod_set.get("topologyRequest") if isinstance(pod_set, dict) else None
+        if isinstance(request, dict):
+            # v1beta1 has no multi-layer slices; Kueue's conversion drops them too.
+            request.pop("podsetSliceRequiredTopologyConstraints", None)
     (obj.get("status") or {}).pop("preemptionGates", None)
+    _topology_assignments(obj, tas_model.to_v1beta1)
 
 
 _CONVERTERS: dict[str, tuple[Callable[[Obj], None], Callable[[Obj], None]]] = {

@@ -144,3 +144,52 @@ def test_a_local_queues_fair_sharing_status_survives_a_read_at_v1beta1():
     old = convert_object(new, "kueue.x-k8s.io/v1beta1")
     assert old["status"] == {"fairSharing": {"weightedShare": 3}, "flavorUsage": []}
     assert convert_object(old, "kueue.x-k8s.io/v1beta2") == new
+
+
+def test_a_topology_assignment_is_listed_at_v1beta1_and_compacted_at_v1beta2():
+    assignment_v1beta2 = {
+        "levels": ["kubernetes.io/hostname"],
+        "slices": [
+            {
+                "domainCount": 2,
+                "valuesPerLevel": [{"individual": {"prefix": "node-", "roots": ["1", "2"]}}],
+                "podCounts": {"individual": [3, 1]},
+            }
+        ],
+    }
+    new = {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "Workload",
+        "metadata": {"name": "w", "namespace": "default"},
+        "spec": {
+            "queueName": "q",
+            "podSets": [
+                {
+                    "name": "main",
+                    "count": 4,
+                    "topologyRequest": {
+                        "required": "rack",
+                        "podsetSliceRequiredTopologyConstraints": [{"topology": "rack", "size": 2}],
+                    },
+                }
+            ],
+        },
+        "status": {
+            "admission": {
+                "clusterQueue": "cq",
+                "podSetAssignments": [{"name": "main", "topologyAssignment": assignment_v1beta2}],
+            }
+        },
+    }
+    old = convert_object(new, "kueue.x-k8s.io/v1beta1")
+    psa = old["status"]["admission"]["podSetAssignments"][0]
+    assert psa["topologyAssignment"] == {
+        "levels": ["kubernetes.io/hostname"],
+        "domains": [{"values": ["node-1"], "count": 3}, {"values": ["node-2"], "count": 1}],
+    }
+    # v1beta1 has no multi-layer slices: dropped, as Kueue's conversion drops them.
+    assert old["spec"]["podSets"][0]["topologyRequest"] == {"required": "rack"}
+    back = convert_object(old, "kueue.x-k8s.io/v1beta2")
+    assert back["status"]["admission"]["podSetAssignments"][0]["topologyAssignment"] == (
+        assignment_v1beta2
+    )
