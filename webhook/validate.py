@@ -9,6 +9,7 @@ from typing import Any
 from extender.core import parse, unacted
 from extender.core.jobframework.adapter import JobAdapter, MissingReferenceError, as_mapping
 from extender.core.jobframework.pod import TemplateParent
+from extender.core.jobframework.topology import template_topology
 from extender.core.jobs import queue_name_of
 from extender.core.models import QUEUE_NAME_LABEL
 from extender.core.workloads import workload
@@ -51,7 +52,8 @@ def validate_job(request: Mapping[str, Any], kind: JobAdapter | tuple[str, str])
         # replica type). The controller says the same in an Event if this hook was down.
         try:
             adapter.references(obj)
-            adapter.pod_sets(obj)
+            for template in adapter.pod_sets(obj):
+                template_topology(template)
         except MissingReferenceError:
             pass  # the webhook reads no other object: the controller reads the runtime
         except parse.ManifestError as err:

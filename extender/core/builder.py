@@ -40,6 +40,7 @@ _PARSERS: dict[str, Callable[[Obj], ConfigModel]] = {
     "WorkloadPriorityClass": parse.workload_priority_class,
     "PriorityClass": parse.priority_class,
     "AdmissionCheck": parse.admission_check,
+    "Topology": parse.topology,
 }
 CONFIG_KINDS = tuple(_PARSERS)
 """The kinds that configure the state (Workloads are what it decides on)."""
@@ -118,6 +119,9 @@ class StateBuilder:
         elif kind == "AdmissionCheck":
             old = cache.admission_checks.get(key)
             state.delete_admission_check(key)
+        elif kind == "Topology":
+            old = cache.topologies.get(key)
+            state.delete_topology(key)
         return old
 
     @contextmanager
@@ -156,6 +160,8 @@ class StateBuilder:
             staged.priority_classes.pop(key, None)
         elif kind == "AdmissionCheck":
             staged.admission_checks[:] = [c for c in staged.admission_checks if c.name != key]
+        elif kind == "Topology":
+            staged.topologies[:] = [t for t in staged.topologies if t.name != key]
 
     # ----- everything at once (the CLI, the simulator) -------------------------------
 

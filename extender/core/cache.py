@@ -34,6 +34,7 @@ from extender.core.reasons import (
     LOCAL_QUEUE_STOPPED,
     PendingStatus,
 )
+from extender.core.tas_model import Topology
 
 ConfigModel = (
     ResourceFlavor
@@ -44,6 +45,7 @@ ConfigModel = (
     | WorkloadPriorityClass
     | PriorityClass
     | AdmissionCheck
+    | Topology
 )
 
 
@@ -59,6 +61,7 @@ class Configuration:
     workload_priority_classes: dict[str, WorkloadPriorityClass] = field(default_factory=dict)
     priority_classes: dict[str, PriorityClass] = field(default_factory=dict)
     admission_checks: list[AdmissionCheck] = field(default_factory=list)
+    topologies: list[Topology] = field(default_factory=list)
 
     def add(self, model: ConfigModel) -> None:
         """One more object, in the list of its kind."""
@@ -76,6 +79,8 @@ class Configuration:
             self.workload_priority_classes[model.name] = model
         elif isinstance(model, AdmissionCheck):
             self.admission_checks.append(model)
+        elif isinstance(model, Topology):
+            self.topologies.append(model)
         else:
             self.priority_classes[model.name] = model
 
@@ -89,6 +94,7 @@ class Configuration:
             or self.local_queues
             or self.namespaces
             or self.admission_checks
+            or self.topologies
         )
 
 
@@ -104,6 +110,7 @@ class Cache:
         self.workload_priority_classes: dict[str, WorkloadPriorityClass] = {}
         self.priority_classes: dict[str, PriorityClass] = {}
         self.admission_checks: dict[str, AdmissionCheck] = {}
+        self.topologies: dict[str, Topology] = {}
         self.admitted: dict[str, AdmittedWorkload] = {}
         self.tree = QuotaTree.build((), ())
         # Told the key of every workload whose quota is freed (a plan held for it goes too).
@@ -133,8 +140,10 @@ class Cache:
         local_queues: Iterable[LocalQueue] = (),
         namespaces: Iterable[Namespace] = (),
         admission_checks: Iterable[AdmissionCheck] = (),
+        topologies: Iterable[Topology] = (),
     ) -> None:
         """Create or update objects; `rebuild` makes the change count."""
+        self.topologies.update((t.name, t) for t in topologies)
         self.admission_checks.update((c.name, c) for c in admission_checks)
         self.flavors.update((f.name, f) for f in flavors)
         self.cohorts.update((c.name, c) for c in cohorts)
@@ -205,6 +214,12 @@ class Cache:
             return PendingStatus(
                 INADMISSIBLE, f"ClusterQueue {cq.name} is inactive ({checks[0]}): {checks[1]}"
             )
+        no_topology = self._missing_topologies(cq)
+        if no_topology:
+            return PendingStatus(
+                INADMISSIBLE,
+                f"ClusterQueue {cq.name} is inactive (TopologyNotFound): {', '.join(no_topology)}",
+            )
         unacted = self._unacted(cq)
         if unacted:
             return PendingStatus(
@@ -232,14 +247,18 @@ class Cache:
             )
         return None
 
-    def _unacted(self, cq: ClusterQueue) -> list[str]:
-        """What the ClusterQueue (or a flavor it names) sets that Tower does not act on."""
-        out = list(cq.unacted)
+    def _missing_topologies(self, cq: ClusterQueue) -> list[str]:
+        """Kueue's TopologyNotFound: a topology flavor whose Topology does not exist."""
+        out = []
         for name in dict.fromkeys(cq.flavor_names()):
             flavor = self.flavors.get(name)
-            if flavor is not None and flavor.topology_name and flavor.topology_key is None:
-                out.append(f"ResourceFlavor {name}'s spec.topologyName")
+            if flavor is not None and flavor.topology_name not in (None, *self.topologies):
+                out.append(f'there is no Topology "{flavor.topology_name}" for TAS flavor "{name}"')
         return out
+
+    def _unacted(self, cq: ClusterQueue) -> list[str]:
+        """What the ClusterQueue sets that Tower does not act on."""
+        return list(cq.unacted)
 
     def cluster_queue_active(self, name: str) -> tuple[bool, str, str]:
         """The Active condition of a ClusterQueue: (status, reason, message)."""
@@ -256,6 +275,13 @@ class Cache:
         checks = self._checks_not_ready(cq)
         if checks is not None:
             return False, checks[0], f"Can't admit new workloads: {checks[1]}."  # Kueue's
+        no_topology = self._missing_topologies(cq)
+        if no_topology:
+            return (
+                False,
+                "TopologyNotFound",
+                f"Can't admit new workloads: {', '.join(no_topology)}.",
+            )
         if self._unacted(cq):
             return False, "UnsupportedField", status.message
         return False, "Unknown", status.message
@@ -271,6 +297,7 @@ class Cache:
             dict(self.workload_priority_classes),
             dict(self.priority_classes),
             list(self.admission_checks.values()),
+            list(self.topologies.values()),
         )
 
     # ----- admitted workloads ---------------------------------------------------------

@@ -43,6 +43,7 @@ from extender.core.reasons import (
     PendingStatus,
 )
 from extender.core.scheduler import Admit, CycleResult, Evict, InternalCheck, Scheduler
+from extender.core.tas_model import Topology
 
 __all__ = [
     "CLUSTER_QUEUE_STOPPED",
@@ -135,6 +136,7 @@ class ClusterState:
         local_queues: Iterable[LocalQueue] = (),
         namespaces: Iterable[Namespace] = (),
         admission_checks: Iterable[AdmissionCheck] = (),
+        topologies: Iterable[Topology] = (),
     ) -> None:
         """Apply many objects at once, rebuilding the quota tree a single time."""
         cluster_queues = list(cluster_queues)
@@ -145,6 +147,7 @@ class ClusterState:
             local_queues=local_queues,
             namespaces=namespaces,
             admission_checks=admission_checks,
+            topologies=topologies,
         )
         for cq in cluster_queues:
             self.queues.update_cluster_queue(cq)
@@ -162,6 +165,7 @@ class ClusterState:
                 local_queues=config.local_queues,
                 namespaces=config.namespaces,
                 admission_checks=config.admission_checks,
+                topologies=config.topologies,
             )
 
     def apply_flavor(self, flavor: ResourceFlavor) -> None:
@@ -190,6 +194,11 @@ class ClusterState:
     def delete_admission_check(self, name: str) -> None:
         """Delete an AdmissionCheck (ClusterQueues asking for it become inactive)."""
         self.cache.admission_checks.pop(name, None)
+        self._config_changed()
+
+    def delete_topology(self, name: str) -> None:
+        """Delete a Topology (ClusterQueues with a flavor naming it become inactive)."""
+        self.cache.topologies.pop(name, None)
         self._config_changed()
 
     def delete_cohort(self, name: str) -> None:

@@ -8,6 +8,7 @@ from typing import Any
 
 from extender.core.jobframework import registry
 from extender.core.jobframework.adapter import JobAdapter, PodSetTemplate, workload_name
+from extender.core.jobframework.topology import template_topology
 from extender.core.jobframework.webhooks import queue_patch
 from extender.core.models import (
     PRIORITY_CLASS_LABEL,
@@ -19,6 +20,7 @@ from extender.core.models import (
 )
 from extender.core.parse import ManifestError, as_list, as_map, node_selector_terms, tolerations
 from extender.core.quantity import QuantityError, to_amount
+from extender.core.tas_model import TopologyRequest
 from extender.core.unacted import blocking
 
 JOB_GROUP, JOB_KIND = "batch", "Job"
@@ -95,7 +97,12 @@ def pod_requests(pod_spec: Obj, path: str = "spec.template.spec") -> dict[str, i
 
 
 def pod_set(
-    name: str, template: Obj, count: int, path: str, min_count: int | None = None
+    name: str,
+    template: Obj,
+    count: int,
+    path: str,
+    min_count: int | None = None,
+    topology: TopologyRequest | None = None,
 ) -> PodSet:
     """A PodSet from a pod template (at `path` in its job; "" for a pod itself)."""
     at = f"{path}.spec" if path else "spec"
@@ -122,6 +129,7 @@ def pod_set(
         ),
         tolerations=tolerations(spec.get("tolerations"), f"{at}.tolerations"),
         min_count=min_count,
+        topology=topology,
     )
 
 
@@ -227,7 +235,10 @@ def group_workload(
     """A Workload of these podSets (a job's, or a group of pods': a pod group, a
     StatefulSet), its priority from the `kueue.x-k8s.io/priority-class` label, else
     `pod_priority`, else the podSets' first priorityClassName."""
-    pod_sets = tuple(pod_set(t.name, t.template, t.count, t.path, t.min_count) for t in templates)
+    pod_sets = tuple(
+        pod_set(t.name, t.template, t.count, t.path, t.min_count, template_topology(t))
+        for t in templates
+    )
     if pod_priority is None:
         pod_priority = next(
             (

@@ -8,6 +8,7 @@ from enum import StrEnum
 from fractions import Fraction
 
 from extender.core.labels import LabelSelector, NodeSelectorTerm, Taint, Toleration
+from extender.core.tas_model import TopologyAssignment, TopologyRequest
 
 GROUP = "kueue.x-k8s.io"
 QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
@@ -281,6 +282,7 @@ class PodSet:
     required_terms: tuple[NodeSelectorTerm, ...] = ()
     tolerations: tuple[Toleration, ...] = ()
     min_count: int | None = None
+    topology: TopologyRequest | None = None  # spec.podSets[].topologyRequest
     totals: Mapping[str, int] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -328,6 +330,7 @@ class PodSetAssignment:
     flavors: Mapping[str, str]
     resource_usage: Mapping[str, int]
     count: int
+    topology: TopologyAssignment | None = None  # where its pods go, in a topology flavor
 
 
 @dataclass(frozen=True, slots=True)

@@ -39,6 +39,7 @@ from extender.core.models import (
     WorkloadPriorityClass,
 )
 from extender.core.quantity import QuantityError, parse_quantity, to_amount
+from extender.core.tas_model import HOSTNAME, Topology
 from extender.core.unacted import blocking
 
 KUEUE_VERSIONS = (f"{GROUP}/v1beta2", f"{GROUP}/v1beta1")
@@ -477,6 +478,31 @@ def admission_check(obj: Obj) -> AdmissionCheck:
             active = cond.get("status") == "True"
             message = str(cond.get("message") or "")
     return AdmissionCheck(name, controller, parameters, active, message)
+
+
+def topology(obj: Obj) -> Topology:
+    """A Topology manifest: its node labels, widest level first."""
+    check_version(obj, "Topology")
+    name = name_of(obj)
+    spec = as_map(obj.get("spec"), "spec", required=True)
+    levels = as_list(spec.get("levels"), "spec.levels")
+    if not levels:
+        raise ManifestError("spec.levels", "must list at least one level")
+    labels: list[str] = []
+    for i, level in enumerate(levels):
+        label = _str(
+            as_map(level, f"spec.levels[{i}]").get("nodeLabel"),
+            f"spec.levels[{i}].nodeLabel",
+            required=True,
+        )
+        if label in labels:
+            raise ManifestError(
+                f"spec.levels[{i}].nodeLabel", f"{label} is already level {labels.index(label)}"
+            )
+        labels.append(str(label))
+    if HOSTNAME in labels[:-1]:
+        raise ManifestError("spec.levels", f"{HOSTNAME} may only be the last (lowest) level")
+    return Topology(name, tuple(labels))
 
 
 def cohort(obj: Obj) -> Cohort:

@@ -108,6 +108,8 @@ class PlacementCheck:
         self._waiting: dict[str, tuple[str, str]] = {}  # workload -> (ClusterQueue, flavor)
 
     def __call__(self, workload: Workload, admission: Admission) -> str | None:
+        if self._topology_placed(admission):
+            return None  # topology-aware scheduling places its pods (tas.py)
         planner = self._planner
         if planner.shortcuts.hold_one_pod(workload, admission) is not None:
             if self._waiting:
@@ -121,6 +123,14 @@ class PlacementCheck:
             self._waiting.pop(workload.key, None)
             self.inventory.assume(plan)
         return None
+
+    def _topology_placed(self, admission: Admission) -> bool:
+        flavors = self.inventory.flavors
+        return any(
+            (flavor := flavors.get(name)) is not None and flavor.topology_name
+            for psa in admission.pod_set_assignments
+            for name in psa.flavors.values()
+        )
 
     def to_requeue(self, grown: set[str]) -> set[str]:
         """The ClusterQueues whose refused workloads wait on a flavor that gained room."""

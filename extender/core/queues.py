@@ -37,6 +37,7 @@ def equivalence_key(workload: Workload) -> Hashable:
                 ps.required_terms,
                 ps.tolerations,
                 ps.min_count,  # partial admission can shrink one and not the other
+                ps.topology,  # placed on domains by it
             )
             for ps in workload.pod_sets
         ),

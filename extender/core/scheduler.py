@@ -72,9 +72,10 @@ _PREEMPTION_WHY = {
     IN_COHORT_FAIR_SHARING: "fair sharing within the cohort",
 }
 
-InternalCheck = Callable[[Workload, Admission], "str | None"]
+InternalCheck = Callable[[Workload, Admission], "str | Admission | None"]
 """An admission check Tower decides inside the cycle, after quota fits (physical fit on
-nodes): a refusal message, or None. AdmissionCheck objects are asked after quota is reserved."""
+nodes, topology placement): a refusal message, the admission with what it placed added, or
+None. AdmissionCheck objects are asked after quota is reserved."""
 
 
 class Admit(NamedTuple):
@@ -407,12 +408,14 @@ class Scheduler:
             entry.status = PendingStatus(WAITING_FOR_PODS_READY, PODS_READY_BLOCK_MESSAGE)
             return  # it stays the head; a workload getting ready calls for the next cycle
         admission = self._admission(entry)
-        checks = self.admission_checks
-        refusal = (
-            next((m for check in checks if (m := check(workload, admission))), None)
-            if checks
-            else None
-        )
+        refusal = None
+        for check in self.admission_checks:
+            verdict = check(workload, admission)
+            if isinstance(verdict, str):
+                refusal = verdict
+                break
+            if verdict is not None:
+                admission = verdict
         if refusal is not None:
             entry.status = PendingStatus(INADMISSIBLE, refusal)
             # Progress only if the queue moved (under StrictFIFO the head stays).

@@ -2,14 +2,14 @@
 
 A leaf is a host when the lowest level is kubernetes.io/hostname, else every node with the
 same labels. Its room is its nodes' allocatable, less what pods outside topology-aware
-scheduling use, less what admitted topology-aware workloads hold there (`use`). `fill_counts`
+scheduling use, less what admitted topology-aware workloads hold there (`use`). `counts_for`
 counts, bottom-up, how many pods (and slices) of one podSet each domain can take, as Kueue
 v0.19.2's fillInCounts does; tas_placement.py searches those counts.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from extender.core.labels import NodeSelectorTerm, Taint, Toleration, tolerated
@@ -31,13 +31,21 @@ Requests = Mapping[str, int]
 def count_in(requests: Requests, room: Requests) -> tuple[int, str]:
     """How many times `requests` fits in `room`, and the resource that limits it (ties: the
     alphabetically first), as Kueue's CountInWithLimitingResource."""
-    best: int | None = None
+    best = -1
     limiting = ""
+    get = room.get
     for resource, amount in requests.items():
-        fits = MAX_COUNT if amount == 0 else max(0, min(room.get(resource, 0) // amount, MAX_COUNT))
-        if best is None or fits < best or (fits == best and resource < limiting):
+        if amount == 0:
+            fits = MAX_COUNT
+        else:
+            fits = get(resource, 0) // amount
+            if fits < 0:
+                fits = 0
+            elif fits > MAX_COUNT:
+                fits = MAX_COUNT
+        if best < 0 or fits < best or (fits == best and resource < limiting):
             best, limiting = fits, resource
-    return (best or 0), limiting
+    return (best if best > 0 else 0), limiting
 
 
 def minus(room: dict[str, int], used: Requests, times: int = 1) -> None:
@@ -78,6 +86,7 @@ class Domain:
         "node",
         "pods",
         "pods_with_leader",
+        "room",
         "slices",
         "slices_with_leader",
         "values",
@@ -90,6 +99,7 @@ class Domain:
         self.children: list[Domain] = []
         self.node: Node | None = None  # a host leaf's node: the pod's constraints are checked
         self.free: dict[str, int] = {}  # a leaf's allocatable less what other pods use
+        self.room: dict[str, int] = {}  # and less what admitted workloads hold (`use`)
         self.pods = self.pods_with_leader = self.slices = self.slices_with_leader = 0
         self.leaders = 0
 
@@ -144,14 +154,14 @@ class Search:
     unconstrained: bool  # Kueue's LeastFreeCapacity (TASProfileMixed, on by default)
     inner_sizes: dict[int, int]  # level -> slice size of an inner slice layer
     layers: tuple[SliceLayer, ...]  # the multi-layer constraints, when there are inner ones
-    stats: Stats = field(default_factory=Stats)
+    counts: Counts | None = None  # what each domain can take (`counts_for`)
 
 
 class TopologyDomains:
     """One topology-aware flavor's nodes as domains, and what is used on them.
 
-    Not thread-safe. `use` keeps what admitted workloads hold; the counts of a placement are
-    reset by each `fill_counts`."""
+    Not thread-safe. `use` keeps what admitted workloads hold; `counts_for` what each domain
+    can take of one request, kept current as usage changes."""
 
     def __init__(
         self,
@@ -169,6 +179,7 @@ class TopologyDomains:
         self.by_level: list[dict[str, Domain]] = [{} for _ in self.levels]
         self.leaves: dict[str, Domain] = {}
         self.used: dict[str, dict[str, int]] = {}  # leaf id -> held by admitted workloads
+        self._counts: dict[tuple[object, ...], Counts] = {}  # per request, kept current
         other = other_usage or {}
         last = len(self.levels) - 1
         for node in nodes:
@@ -182,6 +193,8 @@ class TopologyDomains:
             for resource, amount in node.allocatable.items():
                 leaf.free[resource] = leaf.free.get(resource, 0) + amount
             minus(leaf.free, other.get(node.name, {}))
+        for leaf in self.leaves.values():
+            leaf.room = dict(leaf.free)
         self.roots = (
             sorted(self.by_level[0].values(), key=lambda d: d.values) if self.levels else []
         )
@@ -213,10 +226,17 @@ class TopologyDomains:
             if leaf is None:
                 continue
             used = self.used.setdefault(leaf.id, {})
+            room = leaf.room
             for resource, amount in per_pod.items():
-                used[resource] = used.get(resource, 0) + sign * amount * domain.count
+                taken = sign * amount * domain.count
+                used[resource] = used.get(resource, 0) + taken
+                room[resource] = room.get(resource, 0) - taken
+            for counts in self._counts.values():
+                counts.dirty.add(leaf)
 
-    def fill_counts(
+    # ----- what each domain can take, for one request --------------------------------------
+
+    def counts_for(
         self,
         workers: PodSetPlacement,
         leader: PodSetPlacement | None,
@@ -224,91 +244,232 @@ class TopologyDomains:
         simulate_empty: bool,
         within: str | None,
         search: Search,
-    ) -> None:
-        for domains in self.by_level:
-            for d in domains.values():
-                d.pods = d.pods_with_leader = d.slices = d.slices_with_leader = d.leaders = 0
-        stats = search.stats
+    ) -> Counts:
+        """How many pods (slices, leaders) of this request each domain can take. Kept per
+        request and brought up to date from the leaves whose room changed since, so a
+        placement costs what changed, not the whole tree; a placement with assumed usage, a
+        restriction to one domain or usage ignored is counted afresh."""
         worker_req = with_pod(workers.requests)
         leader_req = with_pod(leader.requests) if leader is not None else None
-        tolerations = workers.tolerations + self.tolerations
-        stats.total += len(self.leaves)
-        for leaf in self.leaves.values():
-            node = leaf.node
-            if node is not None and not self._admits(node, workers, tolerations, stats):
-                continue
-            if within is not None:
-                path = ",".join(leaf.values)
-                if path != within and not path.startswith(within + ","):
-                    stats.topology_domain += 1
-                    continue
-            room = dict(leaf.free)
-            if not simulate_empty:
-                minus(room, self.used.get(leaf.id, {}))
-            minus(room, assumed.get(leaf.id, {}))
-            leaf.pods, limiting = count_in(worker_req, room)
-            if leaf.pods == 0 and limiting:
-                stats.resources[limiting] = stats.resources.get(limiting, 0) + 1
-            if leader_req is not None and count_in(leader_req, room)[0] > 0:
-                leaf.leaders = 1
-                minus(room, leader_req)
-            leaf.pods_with_leader = count_in(worker_req, room)[0]
-        for root in self.roots:
-            self._count(root, search)
+        filters = (
+            (
+                tuple(sorted(workers.node_selector.items())),
+                workers.required_terms,
+                workers.tolerations,
+            )
+            if self.hostname_lowest
+            else None
+        )
+        fresh = bool(assumed) or simulate_empty or within is not None
+        key = (
+            tuple(sorted(worker_req.items())),
+            tuple(sorted(leader_req.items())) if leader_req is not None else None,
+            filters,
+            search.slice_size,
+            search.slice_level,
+            tuple(sorted(search.inner_sizes.items())),
+        )
+        counts = None if fresh else self._counts.get(key)
+        if counts is None:
+            counts = Counts(worker_req, leader_req, workers, self.tolerations + workers.tolerations)
+            room_of = self._room_of(assumed, simulate_empty)
+            for leaf in self.leaves.values():
+                self._count_leaf(leaf, counts, room_of, within, search)
+            for root in self.roots:
+                self._count_subtree(root, counts, search)
+            if not fresh:
+                if len(self._counts) >= _KEPT_COUNTS:
+                    self._counts.pop(next(iter(self._counts)))
+                self._counts[key] = counts
+        elif counts.dirty:
+            room_of = self._room_of(assumed, simulate_empty)
+            parents: set[Domain] = set()
+            for leaf in counts.dirty:
+                self._count_leaf(leaf, counts, room_of, within, search)
+                parents.update(self._ancestors(leaf))
+            counts.dirty.clear()
+            for parent in sorted(parents, key=lambda d: -d.level):  # the deepest first
+                self._count_parent(parent, counts, search)
+        return counts
 
-    @staticmethod
-    def _admits(
-        node: Node, pod_set: PodSetPlacement, tolerations: tuple[Toleration, ...], stats: Stats
-    ) -> bool:
-        """A host leaf's node against the pods' taints, nodeSelector and required affinity."""
-        for taint in node.taints:
-            if taint.effect in _SCHEDULING_EFFECTS and not tolerated(taint, tolerations):
-                text = _taint_text(taint)
-                stats.taints[text] = stats.taints.get(text, 0) + 1
-                return False
-        labels = node.labels
-        if any(labels.get(k) != v for k, v in pod_set.node_selector.items()):
-            stats.node_selector += 1
-            return False
-        if not matches_affinity(pod_set.required_terms, labels):
-            stats.affinity += 1
-            return False
-        return True
+    def _room_of(
+        self, assumed: Mapping[str, Requests], simulate_empty: bool
+    ) -> Callable[[Domain], Mapping[str, int]]:
+        def room_of(leaf: Domain) -> Mapping[str, int]:
+            room = leaf.free if simulate_empty else leaf.room
+            held = assumed.get(leaf.id) if assumed else None
+            if held:
+                room = dict(room)
+                minus(room, held)
+            return room
 
-    def _count(self, domain: Domain, search: Search) -> None:
-        size = search.slice_size
+        return room_of
+
+    def _ancestors(self, leaf: Domain) -> Iterator[Domain]:
+        values = leaf.values
+        for level in range(len(self.levels) - 2, -1, -1):
+            parent = self.by_level[level].get(",".join(values[: level + 1]))
+            if parent is not None:
+                yield parent
+
+    def _count_leaf(
+        self,
+        leaf: Domain,
+        counts: Counts,
+        room_of: Callable[[Domain], Mapping[str, int]],
+        within: str | None,
+        search: Search,
+    ) -> None:
+        """A leaf's record, and why it is excluded when it is (for a refusal's message)."""
+        record = counts.records.setdefault(leaf, [0, 0, 0, 0, 0])
+        record[:] = (0, 0, 0, 0, 0)
+        node = leaf.node
+        if node is not None and (node.taints or counts.constrained):
+            why = _excluded(node, counts.pod_set, counts.tolerations)
+            if why is not None:
+                counts.excluded[leaf] = why
+                return
+        if within is not None:
+            path = ",".join(leaf.values)
+            if path != within and not path.startswith(within + ","):
+                counts.excluded[leaf] = ("topologyDomain", "")
+                return
+        room = room_of(leaf)
+        leader_req = counts.leader_req
+        if leader_req is not None:
+            room = dict(room)  # the leader's share comes off below
+        pods, limiting = count_in(counts.worker_req, room)
+        pods_with_leader, leaders = pods, 0
+        if leader_req is not None:
+            if count_in(leader_req, room)[0] > 0:
+                leaders = 1
+                minus(room, leader_req)  # type: ignore[arg-type]
+            pods_with_leader = count_in(counts.worker_req, room)[0]
+        if pods == 0 and limiting:
+            counts.excluded[leaf] = ("resource", limiting)
+        else:
+            counts.excluded.pop(leaf, None)
+        slices = slices_with_leader = 0
+        if leaf.level == search.slice_level:
+            slices = pods // search.slice_size
+            slices_with_leader = pods_with_leader // search.slice_size
+        record[:] = (pods, pods_with_leader, slices, slices_with_leader, leaders)
+
+    def _count_subtree(self, domain: Domain, counts: Counts, search: Search) -> None:
         if not domain.children:
-            if domain.level == search.slice_level:
-                domain.slices = domain.pods // size
-                domain.slices_with_leader = domain.pods_with_leader // size
             return
+        for child in domain.children:
+            self._count_subtree(child, counts, search)
+        self._count_parent(domain, counts, search)
+
+    def _count_parent(self, domain: Domain, counts: Counts, search: Search) -> None:
+        """A parent's record from its children's (Kueue's fillInCountsHelper)."""
+        records = counts.records
         inner = search.inner_sizes.get(domain.level + 1)
         pods = slices = leaders = 0
         contributes = False
         least_pod_loss = least_slice_loss = MAX_COUNT
+        need_leader = search.leaders > 0
         for child in domain.children:
-            self._count(child, search)
-            child_pods, child_with_leader = child.pods, child.pods_with_leader
+            c_pods, c_with_leader, c_slices, c_slices_with_leader, c_leaders = records[child]
             if inner:
-                child_pods = child_pods // inner * inner
-                child_with_leader = child_with_leader // inner * inner
-            pods += child_pods
-            slices += child.slices
-            if not search.leaders or child.leaders > 0:
+                c_pods = c_pods // inner * inner
+                c_with_leader = c_with_leader // inner * inner
+            pods += c_pods
+            slices += c_slices
+            if not need_leader or c_leaders > 0:
                 contributes = True
-                least_pod_loss = min(least_pod_loss, child_pods - child_with_leader)
-                least_slice_loss = min(least_slice_loss, child.slices - child.slices_with_leader)
-            leaders = max(leaders, child.leaders)
-        domain.pods = pods
-        slices_with_leader = 0
+                loss = c_pods - c_with_leader
+                if loss < least_pod_loss:
+                    least_pod_loss = loss
+                loss = c_slices - c_slices_with_leader
+                if loss < least_slice_loss:
+                    least_slice_loss = loss
+            if c_leaders > leaders:
+                leaders = c_leaders
+        pods_with_leader = slices_with_leader = 0
         if contributes:
-            domain.pods_with_leader = pods - least_pod_loss
+            pods_with_leader = pods - least_pod_loss
             slices_with_leader = slices - least_slice_loss
-        else:
-            domain.pods_with_leader = 0
-        domain.leaders = leaders
         if domain.level == search.slice_level:
-            slices = domain.pods // size
-            slices_with_leader = domain.pods_with_leader // size
-        domain.slices = slices
-        domain.slices_with_leader = slices_with_leader
+            slices = pods // search.slice_size
+            slices_with_leader = pods_with_leader // search.slice_size
+        record = records.get(domain)
+        if record is None:
+            records[domain] = [pods, pods_with_leader, slices, slices_with_leader, leaders]
+        else:
+            record[:] = (pods, pods_with_leader, slices, slices_with_leader, leaders)
+
+    def stats_of(self, counts: Counts) -> Stats:
+        """Why leaves are left out, as a refusal words it (Kueue's exclusion stats)."""
+        stats = Stats(total=len(self.leaves))
+        for kind, detail in counts.excluded.values():
+            if kind == "nodeSelector":
+                stats.node_selector += 1
+            elif kind == "affinity":
+                stats.affinity += 1
+            elif kind == "topologyDomain":
+                stats.topology_domain += 1
+            elif kind == "taint":
+                stats.taints[detail] = stats.taints.get(detail, 0) + 1
+            else:
+                stats.resources[detail] = stats.resources.get(detail, 0) + 1
+        return stats
+
+
+_KEPT_COUNTS = 32  # requests whose counts are kept up to date at once (the oldest goes)
+
+
+class Counts:
+    """One request's counts on every domain: [pods, pods with the leader, slices, slices with
+    the leader, leaders], kept up to date from the leaves whose room changed (`dirty`)."""
+
+    __slots__ = (
+        "constrained",
+        "dirty",
+        "excluded",
+        "leader_req",
+        "pod_set",
+        "records",
+        "tolerations",
+        "worker_req",
+    )
+
+    def __init__(
+        self,
+        worker_req: Requests,
+        leader_req: Requests | None,
+        pod_set: PodSetPlacement,
+        tolerations: tuple[Toleration, ...],
+    ) -> None:
+        self.worker_req = worker_req
+        self.leader_req = leader_req
+        self.pod_set = pod_set
+        self.tolerations = tolerations
+        # Only a host's node is checked against the pods (Kueue checks nothing on a leaf of
+        # many nodes), and only when something could exclude it.
+        self.constrained = bool(pod_set.node_selector or pod_set.required_terms)
+        self.records: dict[Domain, list[int]] = {}
+        self.excluded: dict[Domain, tuple[str, str]] = {}
+        self.dirty: set[Domain] = set()
+
+    def load(self, domains: Iterable[Domain]) -> None:
+        """These domains' counts into their working fields (a placement changes those)."""
+        records = self.records
+        for d in domains:
+            d.pods, d.pods_with_leader, d.slices, d.slices_with_leader, d.leaders = records[d]
+
+
+def _excluded(
+    node: Node, pod_set: PodSetPlacement, tolerations: tuple[Toleration, ...]
+) -> tuple[str, str] | None:
+    """Why a host's node cannot take the pods (its taints, nodeSelector, required affinity)."""
+    for taint in node.taints:
+        if taint.effect in _SCHEDULING_EFFECTS and not tolerated(taint, tolerations):
+            return ("taint", _taint_text(taint))
+    labels = node.labels
+    if any(labels.get(k) != v for k, v in pod_set.node_selector.items()):
+        return ("nodeSelector", "")
+    if not matches_affinity(pod_set.required_terms, labels):
+        return ("affinity", "")
+    return None

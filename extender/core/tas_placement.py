@@ -30,6 +30,7 @@ from extender.core.tas_domains import (
     PodSetPlacement,
     Requests,
     Search,
+    Stats,
     TopologyDomains,
     count_in,
     minus,
@@ -155,6 +156,19 @@ class TopologySnapshot(TopologyDomains):
                         minus(assumed.setdefault(leaf.id, {}), with_pod(ps.requests), -domain.count)
         return Placed(out)
 
+    def place_within(
+        self, pod_set: PodSetPlacement, within: str | None
+    ) -> TopologyAssignment | str:
+        """Place one podSet's pods (a failed host's, again) only under the domain `within`
+        (its path of label values, "b1,r2"), or anywhere when None."""
+        found = self._find(pod_set, None, {}, False, within)
+        return found if isinstance(found, str) else found[pod_set.name]
+
+    def path_of(self, values: Sequence[str]) -> tuple[str, ...] | None:
+        """A leaf's label values at every level, from an assignment's domain."""
+        leaf = self.leaf_of(values)
+        return None if leaf is None else leaf.values
+
     def _level_key(self, request: TopologyRequest, implied: bool) -> str | None:
         if request.mode in (REQUIRED, PREFERRED):
             return request.level
@@ -218,7 +232,7 @@ class TopologySnapshot(TopologyDomains):
             inner_sizes=inner,
             layers=request.slices if inner else (),
         )
-        self.fill_counts(workers, leader, assumed, simulate_empty, within, search)
+        search.counts = self.counts_for(workers, leader, assumed, simulate_empty, within, search)
         chosen = self._fit_level(level, search)
         if isinstance(chosen, str):
             return chosen
@@ -227,14 +241,19 @@ class TopologySnapshot(TopologyDomains):
         fit = self._spread(fit, search.count, search.leaders, slice_size, lfc, True)
         last = len(self.levels) - 1
         current = fit_level
+        counts = search.counts
+        assert counts is not None
         while current < min(last, slice_level):
-            pooled = _sorted([c for d in fit for c in d.children], lfc)
+            pooled = [c for d in fit for c in d.children]
+            counts.load(pooled)
+            pooled = _sorted(pooled, lfc)
             fit = self._spread(pooled, search.count, search.leaders, slice_size, lfc, True)
             current += 1
         while current < last:
             unit = inner.get(current + 1, 1)
             below: list[Domain] = []
             for parent in fit:
+                counts.load(parent.children)
                 children = _sorted(parent.children, lfc)
                 if unit > 1:
                     for child in children:
@@ -249,9 +268,11 @@ class TopologySnapshot(TopologyDomains):
         out[workers.name] = self._assignment((d, d.pods) for d in fit)
         return out
 
-    # ----- step 1: what each domain can take --------------------------------------------
-
     # ----- step 2: the domains at the level that hold it ---------------------------------
+
+    def _stats(self, search: Search) -> Stats:
+        assert search.counts is not None
+        return self.stats_of(search.counts)
 
     def _not_fit(self, level: int, fit: int, total: int, search: Search) -> str:
         if search.layers:
@@ -270,29 +291,48 @@ class TopologySnapshot(TopologyDomains):
                 if layer.level not in self.levels:
                     continue
                 target = self.levels.index(layer.level)
-                fits = self._slices_below(best, target, layer.size)
+                fits = self._slices_below(best, target, layer.size, search)
                 text += f"; {fits}/{search.count // layer.size} slice(s) fit on level {layer.level}"
-            return text + search.stats.suffix()
+            return text + self._stats(search).suffix()
         unit = "pod" if search.slice_size == 1 else "slice"
         if fit == 0:
             text = f'topology "{self.name}" doesn\'t allow to fit any of {total} {unit}(s)'
         else:
             text = f'topology "{self.name}" allows to fit only {fit} out of {total} {unit}(s)'
-        return text + search.stats.suffix()
+        return text + self._stats(search).suffix()
 
-    def _slices_below(self, domain: Domain, target: int, size: int) -> int:
+    def _slices_below(self, domain: Domain, target: int, size: int, search: Search) -> int:
+        assert search.counts is not None
         if domain.level == target:
-            return domain.pods // size
-        return sum(self._slices_below(c, target, size) for c in domain.children)
+            return search.counts.records[domain][0] // size
+        return sum(self._slices_below(c, target, size, search) for c in domain.children)
 
     def _fit_level(self, level: int, search: Search) -> tuple[int, list[Domain]] | str:
         domains = self.by_level[level].values()
         if not domains:
             return f"no topology domains at level: {self.levels[level]}"
+        counts = search.counts
+        assert counts is not None
+        need, leaders = search.count // search.slice_size, search.leaders
+        if leaders == 0:
+            # One domain that holds it all: BestFit takes the tightest, LeastFreeCapacity the
+            # least free that holds it, and both come to the same key (without a leader every
+            # "with leader" count is the plain one). One pass, no sort, nothing loaded but it.
+            records = counts.records
+            best, best_key = None, None
+            for d in domains:
+                record = records[d]
+                if record[2] >= need:
+                    key = (record[2], record[0], d.values)
+                    if best_key is None or key < best_key:
+                        best, best_key = d, key
+            if best is not None:
+                counts.load((best,))
+                return level, [best]
+        counts.load(domains)
         lfc = search.unconstrained
         ordered = _sorted_with_leader(domains, lfc)
         top = ordered[0]
-        need, leaders = search.count // search.slice_size, search.leaders
         if not lfc and top.slices_with_leader >= need and top.leaders >= leaders:
             top = _best_fit(ordered, need, leaders, True)
         if lfc:

@@ -25,25 +25,12 @@ def _is_set(value: Any) -> bool:
     return value is not None and value != [] and value != {} and value != ""
 
 
-_TOPOLOGY_CONSTRAINTS = (
-    "required",
-    "preferred",
-    "podSetSliceRequiredTopology",
-    "podsetSliceRequiredTopologyConstraints",
-)
-
-
-def _constrains_topology(value: Any) -> bool:
-    # Index labels alone, or "unconstrained", ask for nothing Tower does not already do.
-    return isinstance(value, Mapping) and any(_is_set(value.get(k)) for k in _TOPOLOGY_CONSTRAINTS)
-
-
 @dataclass(frozen=True, slots=True)
 class Unacted:
     """One field Tower does not act on: where it is, what using it does, and why."""
 
     kind: str
-    path: str  # as in the manifest: spec.podSets[].topologyRequest
+    path: str  # as in the manifest: spec.preemptionGates
     effect: Effect
     feature: str  # Kueue's name for what the field is for
     advice: str = ""  # what to do instead, when Tower has something
@@ -81,21 +68,6 @@ UNACTED: tuple[Unacted, ...] = (
         "concurrent admission for flavor migration",
     ),
     Unacted(
-        "ResourceFlavor",
-        "spec.topologyName",
-        Effect.INACTIVE,
-        "topology-aware scheduling",
-        "annotate it with tower.dev/topology-key (a node label) instead",
-    ),
-    Unacted(
-        "Workload",
-        "spec.podSets[].topologyRequest",
-        Effect.WAITS,
-        "topology-aware scheduling",
-        "use a flavor annotated tower.dev/topology-key",
-        counts=_constrains_topology,
-    ),
-    Unacted(
         "Workload",
         "spec.preemptionGates",
         Effect.WAITS,
@@ -108,31 +80,6 @@ UNACTED: tuple[Unacted, ...] = (
         "maximum execution time",
         "set the Job's spec.activeDeadlineSeconds instead",
     ),
-)
-
-
-# Kueue's pod-template annotations that ask for topology-aware scheduling, on a Job's or a
-# JobSet's pods (Kueue turns them into the Workload's topologyRequest).
-_TOPOLOGY_ANNOTATIONS = (
-    "kueue.x-k8s.io/podset-required-topology",
-    "kueue.x-k8s.io/podset-preferred-topology",
-    "kueue.x-k8s.io/podset-slice-required-topology",
-)
-_TEMPLATES = {
-    "Job": "spec.template.metadata.annotations",
-    "JobSet": "spec.replicatedJobs[].template.spec.template.metadata.annotations",
-}
-UNACTED += tuple(
-    Unacted(
-        kind,
-        f'{path}["{annotation}"]',
-        Effect.WAITS,
-        "topology-aware scheduling",
-        "use a flavor annotated tower.dev/topology-key",
-        f"pod annotation {annotation}",
-    )
-    for kind, path in _TEMPLATES.items()
-    for annotation in _TOPOLOGY_ANNOTATIONS
 )
 
 

@@ -15,6 +15,7 @@ from extender.core.jobs import pod_set
 from extender.core.models import Admission, PodSetAssignment, Workload
 from extender.core.parse import ManifestError, as_map, check_version, name_of
 from extender.core.quantity import QuantityError, to_amount
+from extender.core.tas_model import decode, topology_request
 from extender.core.unacted import blocking
 
 _MAX_POD_SETS = 18
@@ -71,7 +72,16 @@ def workload(obj: Mapping[str, Any], *, creation_time: float | None = None) -> W
             raise ManifestError(
                 f"{path}.minCount", f"must be a positive integer, got {min_count!r}"
             )
-        sets.append(pod_set(ps_name, template, count, f"{path}.template", min_count))
+        sets.append(
+            pod_set(
+                ps_name,
+                template,
+                count,
+                f"{path}.template",
+                min_count,
+                topology_request(raw.get("topologyRequest")),
+            )
+        )
     queue = spec.get("queueName")
     if not queue:
         raise ManifestError("spec.queueName", "is required")
@@ -147,15 +157,17 @@ def admission_of(obj: Mapping[str, Any]) -> Admission | None:
             usage = {
                 str(r): to_amount(str(r), v) for r, v in (entry.get("resourceUsage") or {}).items()
             }
+            raw_topology = entry.get("topologyAssignment")
             assignments.append(
                 PodSetAssignment(
                     str(entry.get("name", "main")),
                     {str(r): str(f) for r, f in (entry.get("flavors") or {}).items()},
                     usage,
                     int(entry.get("count") or 0),
+                    decode(raw_topology) if isinstance(raw_topology, Mapping) else None,
                 )
             )
-    except (ManifestError, QuantityError, TypeError, ValueError, AttributeError):
+    except (ManifestError, QuantityError, TypeError, ValueError, AttributeError, LookupError):
         return None
     return Admission(str(raw["clusterQueue"]), tuple(assignments))
 

@@ -305,8 +305,12 @@ def parse(line: str) -> Case:
 
 
 def cases() -> list[Case]:
-    return [
+    """Every case of the table, in order (all 140 are transcribed)."""
+    out = [
         parse(line)
         for line in DATA.read_text(encoding="utf-8").splitlines()
         if line.startswith("- **#")
     ]
+    if [c.number for c in out] != list(range(1, 141)):
+        raise ValueError(f"{DATA} does not hold cases 1 to 140 in order")
+    return out

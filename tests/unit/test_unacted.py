@@ -96,10 +96,10 @@ CASES = [
     ),
     ("an empty list sets nothing", "ClusterQueue", with_spec(CQ, admissionChecks=[]), ()),
     (
-        "a required topology",
+        "a required topology is acted on",
         "Workload",
         with_pod_set(WORKLOAD, topologyRequest={"required": "cloud.com/rack"}),
-        ("spec.podSets[].topologyRequest",),
+        (),
     ),
     (
         "index labels alone constrain nothing",
@@ -146,13 +146,16 @@ def test_every_message_fits_a_kubernetes_warning() -> None:
         assert len(field.message("x" * 40)) <= 256, field.path
 
 
-def state(cq: dict[str, Any], flavor: dict[str, Any] = FLAVOR) -> ClusterState:
+def state(
+    cq: dict[str, Any], flavor: dict[str, Any] = FLAVOR, topology: dict[str, Any] | None = None
+) -> ClusterState:
     s = ClusterState()
     s.configure(
         flavors=[parse.resource_flavor(flavor)],
         cluster_queues=[parse.cluster_queue(cq)],
         cohorts=[],
         local_queues=[LocalQueue("default", "lq", "team")],
+        topologies=[parse.topology(topology)] if topology else [],
     )
     return s
 
@@ -192,16 +195,20 @@ def test_removing_the_field_lets_the_queue_admit() -> None:
     assert s.cluster_queue_active("team")[:2] == (True, "Ready")
 
 
-def test_a_flavor_with_a_topology_name_makes_its_queues_inactive_unless_tower_has_a_key() -> None:
+def test_a_flavor_naming_a_missing_topology_makes_its_queues_inactive_as_kueue() -> None:
     tas = with_spec(FLAVOR, nodeLabels={"gpu": "a100"}, topologyName="default-topology")
     s = state(CQ, tas)
     run(s, WORKLOAD)
-    active, reason, message = s.cluster_queue_active("team")
-    assert (active, reason) == (False, "UnsupportedField")
-    assert "ResourceFlavor default's spec.topologyName" in message
-    keyed = copy.deepcopy(tas)
-    keyed["metadata"]["annotations"] = {"tower.dev/topology-key": "cloud.com/rack"}
-    assert state(CQ, keyed).cluster_queue_active("team")[:2] == (True, "Ready")
+    assert s.cluster_queue_active("team") == (
+        False,
+        "TopologyNotFound",
+        'Can\'t admit new workloads: there is no Topology "default-topology" for TAS flavor '
+        '"default".',
+    )
+    topology = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Topology",
+                "metadata": {"name": "default-topology"},
+                "spec": {"levels": [{"nodeLabel": "kubernetes.io/hostname"}]}}  # fmt: skip
+    assert state(CQ, tas, topology).cluster_queue_active("team")[:2] == (True, "Ready")
 
 
 def test_a_workload_with_preemption_gates_waits_and_says_why() -> None:
@@ -261,29 +268,19 @@ JOB: dict[str, Any] = {
 }
 
 
-def test_a_job_asking_for_a_topology_waits_and_the_webhook_warns_when_it_queues_it() -> None:
-    path = 'spec.template.metadata.annotations["kueue.x-k8s.io/podset-required-topology"]'
-    assert blocking("Job", JOB) == (path,)
+def test_a_job_asking_for_a_topology_is_not_warned_and_its_workload_asks_for_it() -> None:
+    assert blocking("Job", JOB) == ()
     workload = workload_for(JOB, uid="u", creation_time=0.0)
-    assert workload.unacted == (path,)
-    s = state(CQ)
-    s.add_workload(workload)
-    s.schedule(0.0)
-    assert not s.is_admitted(workload.key)
-    assert path in s.pending_status(workload.key).message
-    request = {"uid": "1", "operation": "CREATE", "namespace": "default",
-               "kind": {"group": "batch", "kind": "Job"}, "object": JOB}  # fmt: skip
-    answer = mutate(request, Settings(), ("batch", "Job"))
-    assert answer["allowed"] is True
-    assert answer["warnings"] == [
-        "Job default/train: pod annotation kueue.x-k8s.io/podset-required-topology "
-        "(topology-aware scheduling) is not acted on by Tower; the workload waits while it is "
-        "set; use a flavor annotated tower.dev/topology-key"
-    ]
-    unconstrained = copy.deepcopy(JOB)
-    unconstrained["spec"]["template"]["metadata"]["annotations"] = {
-        "kueue.x-k8s.io/podset-unconstrained-topology": "true"
-    }
-    assert "warnings" not in mutate(
-        {**request, "object": unconstrained}, Settings(), ("batch", "Job")
+    assert workload.unacted == ()
+    request = workload.pod_sets[0].topology
+    assert request is not None
+    assert (request.mode, request.level, request.pod_index_label) == (
+        "required",
+        "cloud.com/rack",
+        "batch.kubernetes.io/job-completion-index",
     )
+    review = {"uid": "1", "operation": "CREATE", "namespace": "default",
+              "kind": {"group": "batch", "kind": "Job"}, "object": JOB}  # fmt: skip
+    answer = mutate(review, Settings(), ("batch", "Job"))
+    assert answer["allowed"] is True
+    assert "warnings" not in answer

@@ -59,6 +59,10 @@ class PodSetTemplate:
     template: Mapping[str, Any]
     path: str  # where the template is in the job, for errors ("spec.template")
     min_count: int | None = None
+    # The labels that number the kind's pods, for topology-aware placement by rank.
+    pod_index_label: str | None = None
+    sub_group_index_label: str | None = None
+    sub_group_count: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

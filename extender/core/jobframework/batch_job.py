@@ -15,6 +15,7 @@ from extender.core.jobframework.adapter import (
     replace_maps,
     template_placement,
 )
+from extender.core.jobframework.topology import COMPLETION_INDEX
 from extender.core.parse import ManifestError, as_map
 
 MIN_PARALLELISM_ANNOTATION = "kueue.x-k8s.io/job-min-parallelism"
@@ -91,7 +92,16 @@ class BatchJob(JobAdapter):
                 f'metadata.annotations["{MIN_PARALLELISM_ANNOTATION}"]',
                 f"should be between 0 and {count - 1}, got {min_count}",
             )
-        return [PodSetTemplate("main", count, template, "spec.template", min_count)]
+        return [
+            PodSetTemplate(
+                "main",
+                count,
+                template,
+                "spec.template",
+                min_count,
+                pod_index_label=COMPLETION_INDEX,
+            )
+        ]
 
     def templates(self, obj: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
         return {"main": as_mapping(as_mapping(obj.get("spec")).get("template"))}

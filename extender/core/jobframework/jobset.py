@@ -15,6 +15,7 @@ from extender.core.jobframework.adapter import (
     as_sequence,
 )
 from extender.core.jobframework.batch_job import job_finished, job_pod_count, non_negative
+from extender.core.jobframework.topology import COMPLETION_INDEX, JOB_INDEX_LABEL
 from extender.core.parse import ManifestError, as_list, as_map
 
 
@@ -46,7 +47,17 @@ class JobSetAdapter(JobAdapter):
             template = as_map(job_spec.get("template"), template_path)
             assert replicas is not None
             count = replicas * job_pod_count(job_spec, f"{path}.template.spec")
-            out.append(PodSetTemplate(name.lower(), count, template, template_path))
+            out.append(
+                PodSetTemplate(
+                    name.lower(),
+                    count,
+                    template,
+                    template_path,
+                    pod_index_label=COMPLETION_INDEX,
+                    sub_group_index_label=JOB_INDEX_LABEL,
+                    sub_group_count=replicas,
+                )
+            )
         return out
 
     def templates(self, obj: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:

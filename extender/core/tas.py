@@ -1,0 +1,370 @@
+"""Topology-aware scheduling in the cycle: each topology flavor's domains and the check.
+
+A ResourceFlavor that names a Topology (spec.topologyName) is a topology flavor. Once quota
+fits, a workload admitted to such a flavor is placed on its domains (tas_placement.py): the
+admission then carries a topology assignment per podSet, and the pods it places are held on
+their domains until the workload's quota is freed. A podSet that cannot be placed keeps the
+workload pending with Kueue's message ("couldn't assign flavors to pod set main: topology
+"default" allows to fit only 3 out of 4 pod(s)").
+
+The room of a domain is its nodes' allocatable (Ready and schedulable nodes with the flavor's
+labels and every level's label), less what pods outside topology-aware scheduling request
+there, less what admitted topology-aware workloads hold (Kueue's TAS cache).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+
+from extender.core.models import Admission, ResourceFlavor, Workload
+from extender.core.placement_model import Node
+from extender.core.tas_model import (
+    HOSTNAME,
+    REQUIRED,
+    DomainAssignment,
+    Topology,
+    TopologyAssignment,
+    TopologyRequest,
+)
+from extender.core.tas_placement import PodSetPlacement, TopologySnapshot, with_pod
+
+
+@dataclass(frozen=True, slots=True)
+class Held:
+    """One podSet's pods placed on a topology flavor's domains."""
+
+    flavor: str
+    pod_set: str
+    assignment: TopologyAssignment
+    requests: Mapping[str, int]  # one pod's
+
+
+class TopologyScheduling:
+    """Kueue's TAS cache and the in-cycle check (`__call__`), for every topology flavor.
+
+    Not thread-safe: the caller holds one lock around it. Snapshots are built when first
+    asked for and dropped when what they are built from changes (a node, a pod outside
+    topology-aware scheduling, a flavor, a Topology); holds are applied as they change."""
+
+    def __init__(self) -> None:
+        self.topologies: dict[str, Topology] = {}
+        self.flavors: dict[str, ResourceFlavor] = {}  # the topology flavors
+        self.nodes: dict[str, Node] = {}
+        self._hosts: dict[str, str] = {}  # kubernetes.io/hostname label -> node name
+        self._other: dict[str, dict[str, int]] = {}  # node -> what other pods request there
+        self._pods: dict[str, tuple[str, Mapping[str, int]]] = {}  # pod -> (node, requests)
+        self.held: dict[str, tuple[Held, ...]] = {}  # workload key -> its holds
+        self._snapshots: dict[str, TopologySnapshot] = {}
+        self._waiting: dict[str, tuple[str, frozenset[str]]] = {}  # workload -> (CQ, flavors)
+        self.grown: set[str] = set()  # topology flavors whose room grew
+        self.disturbed: set[str] = set()  # workloads with pods on a host that failed
+
+    # ----- what the domains are built from -----------------------------------------------
+
+    def set_topologies(self, topologies: Iterable[Topology]) -> None:
+        fresh = {t.name: t for t in topologies}
+        if fresh != self.topologies:
+            self.topologies = fresh
+            self._snapshots.clear()
+            self.grown.update(self.flavors)
+
+    def set_flavors(self, flavors: Iterable[ResourceFlavor]) -> None:
+        fresh = {f.name: f for f in flavors if f.topology_name}
+        if fresh != self.flavors:
+            self.flavors = fresh
+            self._snapshots.clear()
+            self.grown.update(fresh)
+
+    def set_node(self, node: Node) -> None:
+        old = self.nodes.get(node.name)
+        if old == node:
+            return
+        self.nodes[node.name] = node
+        self._hosts[node.labels.get(HOSTNAME, node.name)] = node.name
+        self._changed_on(node, old)
+
+    def delete_node(self, name: str) -> None:
+        old = self.nodes.pop(name, None)
+        if old is not None:
+            self._changed_on(old, old)
+
+    def set_pod(self, key: str, node: str | None, requests: Mapping[str, int] | None) -> None:
+        """A pod's usage outside topology-aware scheduling: bound to `node` and running
+        (requests given), or gone, terminated or a topology-aware pod (None)."""
+        old = self._pods.pop(key, None)
+        if old is not None:
+            self._add_other(old[0], old[1], -1)
+        if node is not None and requests is not None:
+            per_pod = with_pod(requests)
+            self._pods[key] = (node, per_pod)
+            self._add_other(node, per_pod, 1)
+        if old != self._pods.get(key):
+            for n in {old[0] if old else None, node} - {None}:
+                known = self.nodes.get(str(n))
+                if known is not None:
+                    self._changed_on(known, None)
+
+    def _add_other(self, node: str, requests: Mapping[str, int], sign: int) -> None:
+        used = self._other.setdefault(node, {})
+        for resource, amount in requests.items():
+            used[resource] = used.get(resource, 0) + sign * amount
+            if not used[resource]:
+                del used[resource]
+        if not used:
+            del self._other[node]
+
+    def _changed_on(self, node: Node, old: Node | None) -> None:
+        # A host that failed (gone, or NotReady); a cordoned one keeps its running pods.
+        if old is not None and old.ready and (node is old or not node.ready):
+            self._host_failed(old.labels.get(HOSTNAME, old.name))
+        for name, flavor in self.flavors.items():
+            if self._member(flavor, node) or (old is not None and self._member(flavor, old)):
+                self._snapshots.pop(name, None)
+                self.grown.add(name)
+
+    def _member(self, flavor: ResourceFlavor, node: Node) -> bool:
+        topology = self.topologies.get(flavor.topology_name or "")
+        labels = node.labels
+        return (
+            topology is not None
+            and node.usable
+            and all(labels.get(k) == v for k, v in flavor.node_labels.items())
+            and all(level in labels for level in topology.levels)
+        )
+
+    def snapshot(self, flavor_name: str) -> TopologySnapshot | None:
+        """The flavor's domains with what is held on them (None: no such Topology)."""
+        snap = self._snapshots.get(flavor_name)
+        if snap is not None:
+            return snap
+        flavor = self.flavors.get(flavor_name)
+        topology = self.topologies.get(flavor.topology_name or "") if flavor else None
+        if flavor is None or topology is None:
+            return None
+        nodes = [n for n in self.nodes.values() if self._member(flavor, n)]
+        snap = TopologySnapshot(topology, nodes, flavor.tolerations, self._other)
+        for holds in self.held.values():
+            for held in holds:
+                if self._shares(held.flavor, flavor_name, snap):
+                    snap.use(held.assignment, held.requests)
+        self._snapshots[flavor_name] = snap
+        return snap
+
+    def _shares(self, held_flavor: str, flavor: str, snap: TopologySnapshot) -> bool:
+        """Whether what is held in `held_flavor` takes room in `flavor`: its own, and, on
+        hosts, another topology flavor's on the same host (Kueue's overlapping flavors)."""
+        if held_flavor == flavor:
+            return True
+        other = self.flavors.get(held_flavor)
+        topology = self.topologies.get(other.topology_name or "") if other else None
+        return snap.hostname_lowest and topology is not None and topology.hostname_lowest
+
+    def _host_failed(self, host: str) -> None:
+        for key, holds in self.held.items():
+            if any(d.values[-1] == host for h in holds for d in h.assignment.domains):
+                self.disturbed.add(key)
+
+    # ----- what admitted workloads hold --------------------------------------------------
+
+    def hold(self, key: str, holds: Iterable[Held]) -> None:
+        """What an admitted workload holds (read from its Workload, or assumed in a cycle)."""
+        holds = tuple(holds)
+        if self.held.get(key) == holds:
+            return
+        self.release(key)
+        if holds:
+            self.held[key] = holds
+            self._apply(holds, 1)
+
+    def release(self, key: str) -> None:
+        """The workload's quota is freed: so is its room on the domains."""
+        self._waiting.pop(key, None)
+        holds = self.held.pop(key, None)
+        if holds:
+            self._apply(holds, -1)
+            self.grown.update(h.flavor for h in holds)
+
+    def _apply(self, holds: tuple[Held, ...], sign: int) -> None:
+        for name, snap in self._snapshots.items():
+            for held in holds:
+                if self._shares(held.flavor, name, snap):
+                    snap.use(held.assignment, held.requests, sign)
+
+    def to_requeue(self) -> set[str]:
+        """The ClusterQueues whose refused workloads wait on a flavor whose room grew."""
+        grown, self.grown = self.grown, set()
+        if not grown or not self._waiting:
+            return set()
+        ready = [k for k, (_, flavors) in self._waiting.items() if flavors & grown]
+        return {self._waiting.pop(k)[0] for k in ready}
+
+    # ----- the check in the cycle ----------------------------------------------------------
+
+    def is_topology_flavor(self, name: str) -> bool:
+        return name in self.flavors
+
+    def __call__(self, workload: Workload, admission: Admission) -> str | Admission | None:
+        """Place the podSets admitted to topology flavors: the admission with their
+        assignments (held from now on), a refusal in Kueue's words, or None (none is)."""
+        pod_sets = {ps.name: ps for ps in workload.pod_sets}
+        by_flavor: dict[str, list[PodSetPlacement]] = {}
+        for psa in admission.pod_set_assignments:
+            ps = pod_sets.get(psa.name)
+            if ps is None or psa.count == 0:
+                continue
+            explicit = ps.topology is not None and ps.topology.explicit
+            chosen = sorted({f for f in psa.flavors.values() if f in self.flavors})
+            if not chosen:
+                if explicit and self.flavors and psa.flavors:
+                    flavor = next(iter(psa.flavors.values()))
+                    return _refusal(
+                        ps.name, f'Flavor "{flavor}" does not support TopologyAwareScheduling'
+                    )
+                continue
+            if len(chosen) > 1:
+                return (
+                    f"failed to assign flavors to pod set {ps.name}: more than one TAS flavor "
+                    f"assigned: {', '.join(chosen)}"
+                )
+            request = ps.topology or TopologyRequest()
+            # Kueue places a podSet without a request of its own only in a ClusterQueue of
+            # topology flavors alone (elsewhere its search skips topology flavors for it);
+            # Tower's search does not, so a podSet admitted to one is placed, unconstrained.
+            implied = not explicit
+            snap = self.snapshot(chosen[0])
+            if snap is None:
+                return _refusal(
+                    ps.name, "workload requires Topology, but there is no TAS cache information"
+                )
+            if explicit and not snap.has_level(request, implied):
+                return _refusal(
+                    ps.name, f'Flavor "{chosen[0]}" does not contain the requested level'
+                )
+            by_flavor.setdefault(chosen[0], []).append(
+                PodSetPlacement(
+                    ps.name,
+                    psa.count,
+                    ps.requests,
+                    request,
+                    implied,
+                    ps.node_selector,
+                    ps.required_terms,
+                    ps.tolerations,
+                )
+            )
+        if not by_flavor:
+            return None
+        assignments: dict[str, TopologyAssignment] = {}
+        holds: list[Held] = []
+        for flavor, placements in sorted(by_flavor.items()):
+            snap = self.snapshot(flavor)
+            assert snap is not None  # checked above
+            placed = snap.assign(placements)
+            if placed.failed:
+                self._waiting[workload.key] = (admission.cluster_queue, frozenset(by_flavor))
+                return _refusal(placed.failed[0], placed.reason)
+            for placement in placements:
+                assignment = placed.assignments[placement.name]
+                assignments[placement.name] = assignment
+                holds.append(Held(flavor, placement.name, assignment, placement.requests))
+        self._waiting.pop(workload.key, None)
+        self.hold(workload.key, holds)
+        return Admission(
+            admission.cluster_queue,
+            tuple(
+                replace(psa, topology=assignments[psa.name]) if psa.name in assignments else psa
+                for psa in admission.pod_set_assignments
+            ),
+        )
+
+    def take_disturbed(self) -> set[str]:
+        disturbed, self.disturbed = self.disturbed, set()
+        return disturbed
+
+    def replace(self, workload: Workload, admission: Admission) -> Admission | str | None:
+        """A host of the workload's assignment failed (gone or NotReady): its pods
+        placed again, within the same domain of the required level (Kueue's node
+        replacement). The admission with the new assignment, Kueue's eviction message when
+        there is no replacement or more than one host failed, or None (nothing failed)."""
+        holds = self.held.get(workload.key)
+        if not holds:
+            return None
+        failed = sorted(
+            {
+                d.values[-1]
+                for h in holds
+                for d in h.assignment.domains
+                if h.assignment.levels[-1:] == (HOSTNAME,) and not self._usable(d.values[-1])
+            }
+        )
+        if not failed:
+            return None
+        if len(failed) > 1:
+            return (
+                "Workload eviction triggered due to multiple TAS assigned node failures, "
+                f"including: {', '.join(failed)}"
+            )
+        pod_sets = {ps.name: ps for ps in workload.pod_sets}
+        replaced: dict[str, TopologyAssignment] = {}
+        for held in holds:
+            gone = [d for d in held.assignment.domains if d.values[-1] == failed[0]]
+            snap = self.snapshot(held.flavor)
+            ps = pod_sets.get(held.pod_set)
+            if not gone or snap is None or ps is None:
+                continue
+            kept = [d for d in held.assignment.domains if d.values[-1] != failed[0]]
+            request = ps.topology or TopologyRequest()
+            within = None
+            if request.mode == REQUIRED and kept and request.level in snap.levels:
+                path = snap.path_of(kept[0].values)
+                if path is not None:
+                    within = ",".join(path[: snap.levels.index(request.level) + 1])
+            missing = sum(d.count for d in gone)
+            placement = PodSetPlacement(
+                ps.name,
+                missing,
+                ps.requests,
+                request,
+                not (ps.topology is not None and ps.topology.explicit),
+                ps.node_selector,
+                ps.required_terms,
+                ps.tolerations,
+            )
+            found = snap.place_within(placement, within)
+            if isinstance(found, str):
+                return (
+                    "Workload was evicted as there was no replacement for unhealthy node(s): "
+                    f"{failed[0]}"
+                )
+            counts: dict[tuple[str, ...], int] = {}
+            for d in (*kept, *found.domains):
+                counts[d.values] = counts.get(d.values, 0) + d.count
+            order = sorted(counts, key=lambda v: snap.path_of(v) or v)
+            replaced[held.pod_set] = TopologyAssignment(
+                held.assignment.levels, tuple(DomainAssignment(v, counts[v]) for v in order)
+            )
+        if not replaced:
+            return None
+        now = [
+            Held(h.flavor, h.pod_set, replaced.get(h.pod_set, h.assignment), h.requests)
+            for h in holds
+        ]
+        self.hold(workload.key, now)
+        # Every podSet's assignment from the holds: an earlier replacement is kept.
+        placed = {h.pod_set: h.assignment for h in now}
+        return Admission(
+            admission.cluster_queue,
+            tuple(
+                replace(psa, topology=placed[psa.name]) if psa.name in placed else psa
+                for psa in admission.pod_set_assignments
+            ),
+        )
+
+    def _usable(self, host: str) -> bool:
+        node = self.nodes.get(self._hosts.get(host, host))
+        return node is not None and node.ready
+
+
+def _refusal(pod_set: str, reason: str) -> str:
+    return f"couldn't assign flavors to pod set {pod_set}: {reason}"

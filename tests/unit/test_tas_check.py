@@ -1,0 +1,182 @@
+"""Topology-aware admission in the cycle: a workload in a topology flavor is placed on its
+domains, holds them, and waits with Kueue's message when no domain holds it."""
+
+from __future__ import annotations
+
+from extender.core.cycle import ClusterState
+from extender.core.labels import LabelSelector
+from extender.core.models import (
+    ClusterQueue,
+    FlavorQuotas,
+    LocalQueue,
+    PodSet,
+    ResourceFlavor,
+    ResourceGroup,
+    ResourceQuota,
+    Workload,
+)
+from extender.core.placement_model import Node
+from extender.core.tas import TopologyScheduling
+from extender.core.tas_model import (
+    HOSTNAME,
+    PREFERRED,
+    REQUIRED,
+    DomainAssignment,
+    Topology,
+    TopologyAssignment,
+    TopologyRequest,
+)
+
+BLOCK, RACK = "cloud.provider.com/topology-block", "cloud.provider.com/topology-rack"
+TOPOLOGY = Topology("default", (BLOCK, RACK, HOSTNAME))
+FLAVOR = ResourceFlavor("tas-flavor", {"node-group": "tas"}, topology_name="default")
+
+
+def node(name: str, block: str, rack: str, cpu: int = 4000) -> Node:
+    labels = {"node-group": "tas", BLOCK: block, RACK: rack, HOSTNAME: name}
+    return Node(name, labels, (), {"cpu": cpu, "memory": 16 << 30, "pods": 110})
+
+
+NODES = [
+    node("n1", "b1", "r1"),
+    node("n2", "b1", "r1"),
+    node("n3", "b1", "r2"),
+    node("n4", "b2", "r1"),
+]
+
+
+def state(tas: TopologyScheduling) -> ClusterState:
+    s = ClusterState()
+    cq = ClusterQueue(
+        "tas-cq",
+        (ResourceGroup(("cpu",), (FlavorQuotas("tas-flavor", (ResourceQuota("cpu", 100_000),)),)),),
+        namespace_selector=LabelSelector(),  # every namespace
+    )
+    s.configure(
+        flavors=[FLAVOR],
+        cluster_queues=[cq],
+        local_queues=[LocalQueue("default", "lq", "tas-cq")],
+        topologies=[TOPOLOGY],
+    )
+    s.add_admission_check(tas)
+    s.on_release(tas.release)
+    return s
+
+
+def job(name: str, pods: int, request: TopologyRequest | None, t: float = 0.0) -> Workload:
+    pod_set = PodSet("main", pods, {"cpu": 1000}, topology=request)
+    return Workload("default", name, name, "lq", (pod_set,), creation_time=t)
+
+
+def tas_with_nodes() -> TopologyScheduling:
+    tas = TopologyScheduling()
+    tas.set_topologies([TOPOLOGY])
+    tas.set_flavors([FLAVOR])
+    for n in NODES:
+        tas.set_node(n)
+    return tas
+
+
+def test_a_rack_is_chosen_and_held_and_the_next_waits_with_kueues_message() -> None:
+    tas = tas_with_nodes()
+    s = state(tas)
+    s.add_workload(job("a", 8, TopologyRequest(REQUIRED, RACK)))
+    result = s.schedule(0.0)
+    (admit,) = result.admitted
+    assignment = admit.admission.pod_set_assignments[0].topology
+    assert assignment == TopologyAssignment(
+        (HOSTNAME,), (DomainAssignment(("n1",), 4), DomainAssignment(("n2",), 4))
+    )
+    s.add_workload(job("b", 5, TopologyRequest(REQUIRED, RACK), 1.0))
+    s.schedule(1.0)
+    assert not s.is_admitted("default/b")
+    assert s.pending_status("default/b").message == (
+        'couldn\'t assign flavors to pod set main: topology "default" allows to fit only 4 '
+        'out of 5 pod(s). Total nodes: 4; excluded: resource "cpu": 2'
+    )
+    # Preferred: no rack, and no block, holds 5 more; at the top it spreads over blocks.
+    s.add_workload(job("c", 5, TopologyRequest(PREFERRED, RACK), 2.0))
+    (admit,) = s.schedule(2.0).admitted
+    assert admit.admission.pod_set_assignments[0].topology == TopologyAssignment(
+        (HOSTNAME,), (DomainAssignment(("n3",), 4), DomainAssignment(("n4",), 1))
+    )
+    # The first finishes: its hosts are free again, and b fits in their rack.
+    s.finish("default/a")
+    assert tas.to_requeue() == {"tas-cq"}
+    s.requeue_inadmissible({"tas-cq"})
+    (admit,) = s.schedule(3.0).admitted
+    assert admit.workload.name == "b"
+    assert admit.admission.pod_set_assignments[0].topology == TopologyAssignment(
+        (HOSTNAME,), (DomainAssignment(("n1",), 4), DomainAssignment(("n2",), 1))
+    )
+
+
+def test_pods_outside_topology_scheduling_take_room() -> None:
+    tas = tas_with_nodes()
+    s = state(tas)
+    tas.set_pod("other/p", "n1", {"cpu": 3500})
+    s.add_workload(job("a", 8, TopologyRequest(REQUIRED, RACK)))
+    s.schedule(0.0)
+    assert "allows to fit only 4 out of 8 pod(s)" in s.pending_status("default/a").message
+
+
+def test_a_flavor_without_its_topology_makes_the_queue_inactive() -> None:
+    s = state(tas_with_nodes())
+    s.delete_topology("default")
+    assert s.cluster_queue_active("tas-cq")[1] == "TopologyNotFound"
+    s.add_workload(job("a", 1, None))
+    s.schedule(0.0)
+    assert "TopologyNotFound" in s.pending_status("default/a").message
+
+
+def test_a_failed_host_is_replaced_within_the_rack_or_the_workload_evicted() -> None:
+    tas = tas_with_nodes()
+    s = state(tas)
+    s.add_workload(job("a", 6, TopologyRequest(REQUIRED, RACK)))
+    (admit,) = s.schedule(0.0).admitted
+    assert admit.admission.pod_set_assignments[0].topology == TopologyAssignment(
+        (HOSTNAME,), (DomainAssignment(("n1",), 4), DomainAssignment(("n2",), 2))
+    )
+    # n2 goes NotReady: its 2 pods go elsewhere in rack b1/r1, to n1 only if it had room;
+    # it has none, so nothing in the rack holds them: evicted with Kueue's message.
+    tas.set_node(Node("n2", NODES[1].labels, (), NODES[1].allocatable, ready=False))
+    assert tas.take_disturbed() == {"default/a"}
+    holder = s.admitted_workload("default/a")
+    assert holder is not None
+    assert tas.replace(holder.workload, admit.admission) == (
+        "Workload was evicted as there was no replacement for unhealthy node(s): n2"
+    )
+
+
+def test_a_failed_host_is_replaced_by_a_host_of_the_same_rack() -> None:
+    tas = tas_with_nodes()
+    tas.set_node(node("n5", "b1", "r1"))  # a third host in rack b1/r1
+    s = state(tas)
+    s.add_workload(job("a", 6, TopologyRequest(REQUIRED, RACK)))
+    (admit,) = s.schedule(0.0).admitted
+    first = admit.admission.pod_set_assignments[0].topology
+    assert first is not None
+    hosts = [d.values[0] for d in first.domains]
+    failed = hosts[-1]
+    failing = next(n for n in [*NODES, node("n5", "b1", "r1")] if n.name == failed)
+    tas.delete_node(failing.name)
+    assert tas.take_disturbed() == {"default/a"}
+    holder = s.admitted_workload("default/a")
+    assert holder is not None
+    replaced = tas.replace(holder.workload, admit.admission)
+    assert not isinstance(replaced, str)
+    assert replaced is not None
+    assignment = replaced.pod_set_assignments[0].topology
+    assert assignment is not None
+    assert assignment.total() == 6
+    now = {d.values[0] for d in assignment.domains}
+    assert failed not in now
+    assert now <= {"n1", "n2", "n5"}  # still rack b1/r1
+    # A second host failing evicts, naming both.
+    tas.delete_node(sorted(now)[0])
+    tas.delete_node(sorted(now)[-1])
+    message = tas.replace(holder.workload, replaced)
+    assert isinstance(message, str)
+    assert message.startswith(
+        "Workload eviction triggered due to multiple TAS assigned node failures, including: "
+    )
