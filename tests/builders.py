@@ -228,3 +228,18 @@ def run_until_quiet(
         if not result.progressed:
             return decisions
     raise AssertionError("the cycle never settled")
+
+
+def ready_node(name: str, labels: dict[str, str], allocatable: dict[str, str]) -> dict[str, Any]:
+    """A v1 Node as a kubelet reports one that is Ready (the double and the real cluster here
+    have no kubelet: tests create Nodes so)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": labels},
+        "status": {
+            "allocatable": allocatable,
+            "capacity": allocatable,
+            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}],
+        },
+    }

@@ -73,6 +73,7 @@ class Cluster:
             "WorkloadPriorityClass": r.WORKLOAD_PRIORITY_CLASSES,
             "PriorityClass": r.PRIORITY_CLASSES,
             "AdmissionCheck": r.ADMISSION_CHECKS,
+            "Topology": r.TOPOLOGIES,
         }
         for obj in objs:
             resource = plural[obj["kind"]]

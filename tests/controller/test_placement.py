@@ -9,6 +9,7 @@ from http.client import HTTPConnection
 from typing import Any
 
 from extender.kube.api import resources as r
+from tests.builders import ready_node
 from tests.controller.conftest import controller_process, eventually
 from tests.servers import free_port
 from tests.waiting import wait_until
@@ -56,16 +57,7 @@ def node(name: str, gpus: int | None) -> dict[str, Any]:
     if gpus is not None:
         allocatable[GPU] = str(gpus)
         labels["gpu"] = "a100"
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": name, "labels": labels},
-        "status": {
-            "allocatable": allocatable,
-            "capacity": allocatable,
-            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}],
-        },
-    }
+    return ready_node(name, labels, allocatable)
 
 
 def gpu_job(cluster: Any, name: str, pods: int, gpus: int) -> dict[str, Any]:

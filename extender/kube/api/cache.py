@@ -20,7 +20,12 @@ from extender.core.jobframework.pod import TemplateParent
 from extender.core.models import QUEUE_NAME_LABEL
 from extender.kube.api.client import KubeClient, KubeError
 from extender.kube.api.informer import Informer
-from extender.kube.api.placement import Placement, node_view, pod_transform
+from extender.kube.api.placement import (
+    Placement,
+    node_view,
+    pod_transform,
+    topology_workload_index,
+)
 from extender.kube.api.resources import (
     CONFIG,
     NODES,
@@ -99,6 +104,7 @@ class Cache:
         if placement is not None:
             store.register(NODES, node_view)
             store.register(PODS, pod_transform(placement.inventory.is_checked))
+            store.add_index(PODS, "topology-workload", topology_workload_index)
             placement.attach(store)
 
     def _job_transform(self, adapter: JobAdapter) -> Callable[[dict[str, Any]], Any]:

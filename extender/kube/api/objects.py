@@ -15,6 +15,12 @@ from extender.core.admission_checks import CheckState, with_updates
 from extender.core.jobframework import registry
 from extender.core.jobframework.adapter import JobAdapter, PodSetInfo, merge
 from extender.core.jobframework.groups import IS_GROUP_WORKLOAD
+from extender.core.jobframework.topology import (
+    TOPOLOGY_ANNOTATIONS,
+    TOPOLOGY_GATE,
+    UNCONSTRAINED_ANNOTATION,
+    request_json,
+)
 from extender.core.labels import Toleration
 from extender.core.models import (
     PRIORITY_CLASS_LABEL,
@@ -26,6 +32,7 @@ from extender.core.models import (
 )
 from extender.core.parse import ManifestError
 from extender.core.quantity import format_amount
+from extender.core.tas_model import encode as encode_assignment
 
 # The core reads a Workload's status the same way: one reading, re-exported for the controller.
 from extender.core.workloads import admission_of as admission_of
@@ -205,6 +212,8 @@ def _manifest(
         }
         if pod_set.min_count is not None:
             entry["minCount"] = pod_set.min_count
+        if pod_set.topology is not None:
+            entry["topologyRequest"] = request_json(pod_set.topology)
         pod_sets.append(entry)
     spec: Obj = {
         "queueName": workload.queue_name,
@@ -286,6 +295,7 @@ def pod_set_infos(
     *,
     workload: str | None = None,
     scheduler_name: str | None = None,
+    templates: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> dict[str, PodSetInfo]:
     """What an admission sets on each podSet's pods (Kueue's PodSetInfo).
 
@@ -293,7 +303,10 @@ def pod_set_infos(
     flavors' tolerations; pod labels name the podSet and the queues (Kueue's
     AssignQueueLabelsForPods). A workload with a placement plan names itself on its pods
     (annotation kueue.x-k8s.io/workload), so the scheduler extender finds their plan, and
-    goes to the scheduler that calls the extender when one is named.
+    goes to the scheduler that calls the extender when one is named. A podSet placed on
+    topology domains starts gated (kueue.x-k8s.io/topology) until the ungater gives each pod
+    its domain; one placed without asking (implicitly) is marked a topology-aware pod, as
+    Kueue marks it, so its room is not counted twice.
     """
     by_pod_set = {psa.name: psa for psa in admission.pod_set_assignments}
     infos = {}
@@ -309,6 +322,13 @@ def pod_set_infos(
             for toleration in map(toleration_dict, flavor.tolerations):
                 if toleration not in tolerations:
                     tolerations.append(toleration)
+        annotations = {WORKLOAD_ANNOTATION: workload} if workload is not None else {}
+        gates: list[Obj] = []
+        if psa is not None and psa.topology is not None:
+            gates.append({"name": TOPOLOGY_GATE})
+            meta = _m(_m((templates or {}).get(name)).get("metadata"))
+            if not any(a in _m(meta.get("annotations")) for a in TOPOLOGY_ANNOTATIONS):
+                annotations[UNCONSTRAINED_ANNOTATION] = "true"
         infos[name] = PodSetInfo(
             count=psa.count if psa is not None else 0,
             node_selector=selector,
@@ -318,10 +338,16 @@ def pod_set_infos(
                 LOCAL_QUEUE_LABEL: local_queue,
                 CLUSTER_QUEUE_LABEL: admission.cluster_queue,
             },
-            annotations={WORKLOAD_ANNOTATION: workload} if workload is not None else {},
+            annotations=annotations,
+            scheduling_gates=gates,
             scheduler_name=scheduler_name,
         )
     return infos
+
+
+def topology_placed(admission: Admission) -> bool:
+    """Its pods are placed on topology domains: they name their Workload for the ungater."""
+    return any(psa.topology is not None for psa in admission.pod_set_assignments)
 
 
 def start_patch(
@@ -346,6 +372,7 @@ def start_patch(
         local_queue,
         workload=workload,
         scheduler_name=scheduler_name,
+        templates=adapter.templates(job),
     )
     if checks:
         infos = with_updates(infos, checks)
@@ -370,20 +397,20 @@ def restore_patch(job: Mapping[str, Any], workload_obj: Mapping[str, Any]) -> Ob
 
 
 def admission_dict(admission: Admission) -> Obj:
-    return {
-        "clusterQueue": admission.cluster_queue,
-        "podSetAssignments": [
-            {
-                "name": psa.name,
-                "flavors": dict(psa.flavors),
-                "resourceUsage": {
-                    r: format_amount(r, v) for r, v in sorted(psa.resource_usage.items())
-                },
-                "count": psa.count,
-            }
-            for psa in admission.pod_set_assignments
-        ],
-    }
+    assignments = []
+    for psa in admission.pod_set_assignments:
+        entry: Obj = {
+            "name": psa.name,
+            "flavors": dict(psa.flavors),
+            "resourceUsage": {
+                r: format_amount(r, v) for r, v in sorted(psa.resource_usage.items())
+            },
+            "count": psa.count,
+        }
+        if psa.topology is not None:
+            entry["topologyAssignment"] = encode_assignment(psa.topology)
+        assignments.append(entry)
+    return {"clusterQueue": admission.cluster_queue, "podSetAssignments": assignments}
 
 
 def admit_patch(

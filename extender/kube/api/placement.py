@@ -14,10 +14,11 @@ import sys
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from extender.core import parse
 from extender.core.cycle import ClusterState
+from extender.core.jobframework.topology import TOPOLOGY_ANNOTATIONS, TOPOLOGY_GATE
 from extender.core.jobs import pod_requests
 from extender.core.models import PLACEMENT_ANNOTATION, WORKLOAD_ANNOTATION, Admission, Workload
 from extender.core.parse import ManifestError
@@ -31,11 +32,21 @@ from extender.core.placement import (
     is_extended_resource,
     node_of,
 )
+from extender.core.tas import Held, TopologyScheduling
+from extender.core.tas_model import TopologyAssignment
 from extender.kube.api import objects as o
-from extender.kube.api.resources import NODES, PODS, RESOURCE_FLAVORS, WORKLOADS
+from extender.kube.api.resources import (
+    NODES,
+    PODS,
+    RESOURCE_FLAVORS,
+    TOPOLOGIES,
+    WORKLOADS,
+    Resource,
+)
 from extender.kube.api.store import Store
 
 log = logging.getLogger("tower.placement")
+T = TypeVar("T")
 
 Obj = dict[str, Any]
 
@@ -50,6 +61,19 @@ class NodeView:
 
 
 @dataclass(frozen=True, slots=True)
+class TopologyPod:
+    """What the ungater reads of a pod placed on topology domains."""
+
+    workload: str  # namespace/name of its Workload
+    pod_set: str
+    gated: bool  # still behind kueue.x-k8s.io/topology
+    gates: tuple[str, ...]  # every scheduling gate it has
+    labels: Mapping[str, str]  # its index labels are among them
+    node_selector: Mapping[str, str]
+    created: str  # creationTimestamp, to take gated pods in a stable order
+
+
+@dataclass(frozen=True, slots=True)
 class PodView:
     """A Pod as the cache keeps it: its node, phase, checked requests and owner; `pod` is
     None while it is unbound or once it has terminated (it then holds nothing)."""
@@ -59,6 +83,10 @@ class PodView:
     pod: Pod | None
     phase: str
     owner: tuple[str, str] | None  # (kind, name) of its controller
+    # What it requests, when it is bound and runs outside topology-aware scheduling (its
+    # domains' room counts it); None for a topology-aware pod.
+    usage: Mapping[str, int] | None = None
+    topology: TopologyPod | None = None  # a pod its Workload placed on topology domains
 
 
 def _m(value: Any) -> Mapping[str, Any]:
@@ -95,16 +123,17 @@ def pod_view(obj: Obj, checked: Callable[[str], bool] = is_extended_resource) ->
     )
     node = spec.get("nodeName")
     pod = None
+    usage: dict[str, int] | None = None
     if node and phase not in ("Succeeded", "Failed"):
         try:
-            requests = {
-                sys.intern(r): v
-                for r, v in pod_requests(dict(spec), "spec").items()
-                if v > 0 and checked(r)
-            }
+            every = pod_requests(dict(spec), "spec")
         except ManifestError:
-            requests = {}
-        workload = _m(meta.get("annotations")).get(WORKLOAD_ANNOTATION)
+            every = {}
+        requests = {sys.intern(r): v for r, v in every.items() if v > 0 and checked(r)}
+        annotations = _m(meta.get("annotations"))
+        if not any(a in annotations for a in TOPOLOGY_ANNOTATIONS):
+            usage = {sys.intern(r): v for r, v in every.items() if v > 0}
+        workload = annotations.get(WORKLOAD_ANNOTATION)
         pod_set = _m(meta.get("labels")).get(o.PODSET_LABEL)
         pod = Pod(
             key,
@@ -113,7 +142,46 @@ def pod_view(obj: Obj, checked: Callable[[str], bool] = is_extended_resource) ->
             f"{namespace}/{workload}" if workload else None,
             sys.intern(str(pod_set)) if pod_set else None,
         )
-    return PodView(key, str(meta.get("resourceVersion") or ""), pod, phase, owner)
+    return PodView(
+        key,
+        str(meta.get("resourceVersion") or ""),
+        pod,
+        phase,
+        owner,
+        usage,
+        _topology_pod(namespace, meta, spec, phase),
+    )
+
+
+def _topology_pod(
+    namespace: str, meta: Mapping[str, Any], spec: Mapping[str, Any], phase: str
+) -> TopologyPod | None:
+    annotations, labels = _m(meta.get("annotations")), _m(meta.get("labels"))
+    workload, pod_set = annotations.get(WORKLOAD_ANNOTATION), labels.get(o.PODSET_LABEL)
+    if not workload or not pod_set or phase in ("Succeeded", "Failed"):
+        return None
+    gates = tuple(
+        str(g.get("name")) for g in spec.get("schedulingGates") or () if isinstance(g, Mapping)
+    )
+    gated = TOPOLOGY_GATE in gates
+    if not gated and not any(a in annotations for a in TOPOLOGY_ANNOTATIONS):
+        return None
+    return TopologyPod(
+        f"{namespace}/{workload}",
+        sys.intern(str(pod_set)),
+        gated,
+        gates,
+        {str(k): str(v) for k, v in labels.items()},
+        {str(k): str(v) for k, v in _m(spec.get("nodeSelector")).items()},
+        str(meta.get("creationTimestamp") or ""),
+    )
+
+
+def topology_workload_index(view: Any) -> list[str]:
+    """The pods store's index: a topology-placed pod under its Workload's key."""
+    if isinstance(view, PodView) and view.topology is not None:
+        return [view.topology.workload]
+    return []
 
 
 def plan_from_workload(obj: Mapping[str, Any], checked: Callable[[str], bool]) -> Plan | None:
@@ -145,6 +213,33 @@ def plan_from_workload(obj: Mapping[str, Any], checked: Callable[[str], bool]) -
     return Plan(key, pod_sets)
 
 
+def topology_from_workload(
+    obj: Mapping[str, Any],
+) -> list[tuple[tuple[str, ...], str, TopologyAssignment, dict[str, int]]]:
+    """What an admitted Workload holds on topology domains: per podSet with an assignment,
+    its flavors, the assignment and one pod's requests (nothing once it finished)."""
+    if not isinstance(obj, dict) or not o.is_true(obj, o.QUOTA_RESERVED):
+        return []
+    if o.is_true(obj, o.FINISHED):
+        return []
+    admission = o.admission_of(obj)
+    if admission is None:
+        return []
+    templates = {
+        str(_m(ps).get("name") or "main"): (i, _m(_m(ps).get("template")))
+        for i, ps in enumerate(_m(obj.get("spec")).get("podSets") or ())
+    }
+    out = []
+    for psa in admission.pod_set_assignments:
+        if psa.topology is None or psa.name not in templates:
+            continue
+        i, template = templates[psa.name]
+        requests = pod_requests(dict(_m(template.get("spec"))), f"spec.podSets[{i}].template.spec")
+        flavors = tuple(dict.fromkeys(psa.flavors.values()))
+        out.append((flavors, psa.name, psa.topology, requests))
+    return out
+
+
 class Placement:
     """The inventory, kept current from the store, and the check the leader's cycle uses."""
 
@@ -152,6 +247,7 @@ class Placement:
         self.lock = threading.Lock()
         self.inventory = Inventory(checked)
         self.check_in_cycle = PlacementCheck(self.inventory)
+        self.topology = TopologyScheduling()
         self._store: Store | None = None
 
     # ----- the store's handlers (informer threads) ----------------------------------------
@@ -163,33 +259,47 @@ class Placement:
         store.subscribe(PODS, self._on_pod)
         store.subscribe(RESOURCE_FLAVORS, self._on_flavor)
         store.subscribe(WORKLOADS, self._on_workload)
+        store.subscribe(TOPOLOGIES, self._on_topology)
 
     def _on_node(self, key: str, old: Any, new: Any) -> None:
         with self.lock:
             if isinstance(new, NodeView):
                 self.inventory.set_node(new.node)
+                self.topology.set_node(new.node)
             else:
                 self.inventory.delete_node(key)
+                self.topology.delete_node(key)
 
     def _on_pod(self, key: str, old: Any, new: Any) -> None:
         with self.lock:
             if isinstance(new, PodView) and new.pod is not None:
                 self.inventory.set_pod(new.pod)
+                self.topology.set_pod(key, new.pod.node, new.usage)
             else:
                 self.inventory.delete_pod(key)
+                self.topology.set_pod(key, None, None)
 
     def _on_flavor(self, key: str, old: Any, new: Any) -> None:
-        store = self._store
-        if store is None:
-            return
-        flavors = []
-        for name, obj in store.items(RESOURCE_FLAVORS):
-            try:
-                flavors.append(parse.resource_flavor(obj))
-            except ManifestError:
-                log.debug("ResourceFlavor %s is not valid; no nodes are its", name)
+        flavors = self._every(RESOURCE_FLAVORS, parse.resource_flavor)
         with self.lock:
             self.inventory.set_flavors(flavors)
+            self.topology.set_flavors(flavors)
+
+    def _on_topology(self, key: str, old: Any, new: Any) -> None:
+        topologies = self._every(TOPOLOGIES, parse.topology)
+        with self.lock:
+            self.topology.set_topologies(topologies)
+
+    def _every(self, resource: Resource, parse_one: Callable[[Any], T]) -> list[T]:
+        """Every object of a kind the store has, parsed (one that does not parse is left out:
+        no node is a flavor's, no domain a Topology's, until it is fixed)."""
+        out: list[T] = []
+        for name, obj in self._store.items(resource) if self._store is not None else ():
+            try:
+                out.append(parse_one(obj))
+            except ManifestError:
+                log.debug("%s %s is not valid; it is left out of placement", resource.kind, name)
+        return out
 
     def _on_workload(self, key: str, old: Any, new: Any) -> None:
         try:
@@ -199,8 +309,24 @@ class Placement:
                 "Workload %s: annotation %s is not a plan: %s", key, PLACEMENT_ANNOTATION, err
             )
             plan = None
+        try:
+            placed = topology_from_workload(new) if new is not None else []
+        except (ManifestError, ValueError, TypeError) as err:
+            log.warning("Workload %s: its topology assignment cannot be read: %s", key, err)
+            placed = []
         with self.lock:
             self.inventory.record(key, plan)
+            tas = self.topology
+            holds = [
+                Held(flavor, pod_set, assignment, requests)
+                for flavors, pod_set, assignment, requests in placed
+                for flavor in flavors
+                if tas.is_topology_flavor(flavor)
+            ]
+            if holds:
+                tas.hold(key, holds)
+            elif key in tas.held and (new is None or not o.is_true(new, o.QUOTA_RESERVED)):
+                tas.release(key)
 
     # ----- the leader's cycle ---------------------------------------------------------
 
@@ -217,13 +343,23 @@ class Placement:
             self.inventory.take_disturbed()
         self.connect(state)
 
-    def check(self, workload: Workload, admission: Admission) -> str | None:
+    def check(self, workload: Workload, admission: Admission) -> str | Admission | None:
+        """Topology placement first (it may amend the admission), then the physical plan;
+        a plan refused gives back the domains the placement took."""
         with self.lock:
-            return self.check_in_cycle(workload, admission)
+            placed = self.topology(workload, admission)
+            if isinstance(placed, str):
+                return placed
+            refusal = self.check_in_cycle(workload, placed or admission)
+            if refusal is not None:
+                self.topology.release(workload.key)
+                return refusal
+            return placed
 
     def forget(self, key: str) -> None:
         with self.lock:
             self.inventory.forget(key)
+            self.topology.release(key)
 
     def plan_of(self, key: str) -> Plan | None:
         with self.lock:
@@ -236,16 +372,24 @@ class Placement:
                 self.inventory.assume(plan)
             return plan
 
+    def replace_topology(self, workload: Workload, admission: Admission) -> Admission | str | None:
+        """A failed host's pods placed again on the workload's domains (see tas.replace)."""
+        with self.lock:
+            return self.topology.replace(workload, admission)
+
     def disturb(self, key: str) -> None:
         """Look at this workload's plan again on the next turn (a write of it failed)."""
         with self.lock:
             self.inventory.disturbed.add(key)
+            if key in self.topology.held:
+                self.topology.disturbed.add(key)
 
     def take_changes(self) -> tuple[set[str], set[str]]:
         """(ClusterQueues to try again, Workloads whose plan a node change broke)."""
         with self.lock:
             requeue = self.check_in_cycle.to_requeue(self.inventory.take_grown())
-            return requeue, self.inventory.take_disturbed()
+            requeue |= self.topology.to_requeue()
+            return requeue, self.inventory.take_disturbed() | self.topology.take_disturbed()
 
     # ----- the scheduler extender (HTTP threads) ----------------------------------------
 

@@ -51,8 +51,9 @@ def needed(
     """(verb, resource, subresource) the controller cannot work without."""
     out = [(verb, r, "") for r in CONFIG for verb in ("list", "watch")]
     out += [(verb, WORKLOADS, "") for verb in ("list", "watch", "create", "delete", "patch")]
-    if placement:  # physical fit: nodes, and the pods bound to them
+    if placement:  # physical fit: nodes, and the pods bound to them; the topology ungater
         out += [(verb, r, "") for r in (NODES, PODS) for verb in ("list", "watch")]
+        out += [("patch", PODS, "")]
     out += [("patch", WORKLOADS, "status"), ("patch", ADMISSION_CHECKS, "status")]
     out += [(verb, PROVISIONING_REQUEST_CONFIGS, "") for verb in ("list", "watch")]
     for resource in jobs:

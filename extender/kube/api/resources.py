@@ -122,6 +122,7 @@ CONFIG: tuple[Resource, ...] = (
     PRIORITY_CLASSES,
     NAMESPACES,
     ADMISSION_CHECKS,
+    TOPOLOGIES,
 )
 
 

@@ -18,11 +18,11 @@ from typing import Any
 from extender.core import admission_checks as checks
 from extender.core import pods_ready as ready_policy
 from extender.core.cycle import Admit, Evict
-from extender.core.models import PLACEMENT_ANNOTATION
+from extender.core.models import PLACEMENT_ANNOTATION, Admission
 from extender.core.placement import Plan
 from extender.core.workloads import check_states, creation_seconds
 from extender.kube.api import objects as o
-from extender.kube.api.client import ApiError, KubeError
+from extender.kube.api.client import ApiError, KubeError, NotLeaderError
 from extender.kube.api.placement import annotation
 from extender.kube.api.resources import WORKLOADS
 from extender.kube.api.writes import ADMIT
@@ -258,6 +258,52 @@ class AdmissionWriter:
         )
         return record(ctx, answer) or answer  # deleted meanwhile: the admission then fails
 
+    def follow_placement(self) -> None:
+        """Nodes and pods changed: workloads waiting for room are tried again where room
+        grew; a plan or topology assignment whose node died is redone (or its workload
+        evicted)."""
+        ctx = self.ctx
+        placement = ctx.placement
+        if placement is None:
+            return
+        requeue, disturbed = placement.take_changes()
+        if requeue and ctx.state.requeue_inadmissible(requeue):
+            ctx.reschedule()
+        for key in sorted(disturbed):
+            try:
+                self.replan(key)
+            except NotLeaderError:
+                raise
+            except KubeError as err:
+                log.warning("placement of %s not redone yet: %s", key, err)
+                placement.disturb(key)
+
+    def _write_topology(self, key: str, obj: Obj, admission: Admission) -> None:
+        """The new topology assignment on the Workload, as Kueue writes a node replacement:
+        status.admission changed in place (the ungater sends the new pods there)."""
+        ctx = self.ctx
+        namespace, name = key.split("/", 1)
+        patch = o.conditional({"status": {"admission": o.admission_dict(admission)}}, obj)
+        try:
+            answer = ctx.write(
+                WORKLOADS,
+                "patch-status",
+                lambda: ctx.client.patch(WORKLOADS, name, patch, namespace, subresource="status"),
+                key,
+            )
+        except KubeError as err:
+            log.warning("new topology assignment of %s not written (%s); trying again", key, err)
+            if ctx.placement is not None:
+                ctx.placement.disturb(key)
+            return
+        record(ctx, answer)
+        hosts = ", ".join(
+            f"{psa.name}: {len(psa.topology.domains)} domain(s)"
+            for psa in admission.pod_set_assignments
+            if psa.topology is not None
+        )
+        ctx.story(key, "Normal", "NodeReplaced", f"A failed host's pods placed again ({hosts})")
+
     def replan(self, key: str) -> None:
         """A node of an admitted workload's plan died or was cordoned: place its pods again,
         keeping those where they are; when no node has room, evict it (it is requeued and
@@ -267,6 +313,16 @@ class AdmissionWriter:
         placement = ctx.placement
         obj = ctx.store.get(WORKLOADS, key)
         if holder is None or holder.evicting or placement is None or not isinstance(obj, dict):
+            return
+        replaced = placement.replace_topology(holder.workload, holder.admission)
+        if isinstance(replaced, Admission):
+            self._write_topology(key, obj, replaced)
+            return
+        if isinstance(replaced, str):  # no replacement: Kueue's NodeFailures eviction
+            ctx.state.mark_evicting(key)
+            if not self.evict(Evict(holder.workload, NODE_FAILURES, None, replaced)):
+                ctx.state.keep(key)
+                placement.disturb(key)
             return
         old = placement.plan_of(key)
         if old is None:

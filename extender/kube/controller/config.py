@@ -26,6 +26,7 @@ from extender.core.models import (
 )
 from extender.core.parse import ManifestError
 from extender.core.quantity import QuantityError, parse_quantity
+from extender.core.tas_model import Topology
 from extender.kube.api.resources import (
     ADMISSION_CHECKS,
     CLUSTER_QUEUES,
@@ -34,6 +35,7 @@ from extender.kube.api.resources import (
     LOCAL_QUEUES,
     NAMESPACES,
     RESOURCE_FLAVORS,
+    TOPOLOGIES,
     WORKLOADS,
     Resource,
 )
@@ -135,7 +137,7 @@ class ConfigReconciler:
                 )
         elif isinstance(model, LocalQueue):
             ctx.touch_queues(local_queues=(model.key,), cluster_queues=(model.cluster_queue,))
-        elif isinstance(model, ResourceFlavor | Cohort | AdmissionCheck):
+        elif isinstance(model, ResourceFlavor | Cohort | AdmissionCheck | Topology):
             ctx.touch_queues(cluster_queues=ctx.state.cluster_queue_names())
         elif isinstance(model, Namespace):
             self._namespaces.append(model.name)  # looked at when the batch takes effect
@@ -161,7 +163,7 @@ class ConfigReconciler:
         if resource is NAMESPACES:
             self._managed.pop(key, None)
         old = self.builder.delete(resource.kind, key)
-        if resource in (RESOURCE_FLAVORS, COHORTS, ADMISSION_CHECKS):
+        if resource in (RESOURCE_FLAVORS, COHORTS, ADMISSION_CHECKS, TOPOLOGIES):
             ctx.touch_queues(cluster_queues=ctx.state.cluster_queue_names())
         elif resource is CLUSTER_QUEUES:
             self.on_queue_deleted(f"cq:{key}")

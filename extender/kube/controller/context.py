@@ -78,6 +78,7 @@ class Queues:
     schedule: WorkQueue[str]  # CYCLE when the state changed: a scheduling cycle is due
     checks: WorkQueue[Ref]  # ("check", name) / ("workload", key): Tower's own check controller
     groups: WorkQueue[str]  # group Workload keys: a pod group's, a StatefulSet's
+    ungate: WorkQueue[str]  # Workloads whose topology-placed pods may wait for their domain
 
 
 CYCLE = "cycle"  # the one key of Queues.schedule

@@ -125,7 +125,7 @@ class GroupPods:
                 dataclasses.replace(admission, pod_set_assignments=assigned),
                 ctx.state.resource_flavors(),
                 queue_name,
-                workload=name if planned else None,
+                workload=name if planned or o.topology_placed(admission) else None,
                 scheduler_name=ctx.settings.scheduler_name if planned else None,
                 checks=checks,
             )

@@ -125,7 +125,7 @@ class JobStarter:
                 admission,
                 ctx.state.resource_flavors(),
                 queue_name,
-                workload=str(meta.get("name")) if planned else None,
+                workload=str(meta.get("name")) if planned or o.topology_placed(admission) else None,
                 scheduler_name=ctx.settings.scheduler_name if planned else None,
                 checks=check_states(workload),
             )

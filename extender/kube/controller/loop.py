@@ -57,6 +57,7 @@ from extender.kube.controller.pods_ready import PodsReadyWatch
 from extender.kube.controller.provisioning import ProvisioningController
 from extender.kube.controller.queue_status import QueueStatusReconciler
 from extender.kube.controller.scheduling import MAX_CYCLES, Scheduler
+from extender.kube.controller.topology_ungater import TopologyUngater
 from extender.kube.controller.workloads import WorkloadReconciler
 
 log = logging.getLogger("tower.controller")
@@ -116,6 +117,7 @@ class Controller:
                 schedule=queue(),
                 checks=queue(),
                 groups=queue(),
+                ungate=queue(),
             ),
             settings=settings,
             metrics=metrics or Metrics(),
@@ -140,6 +142,7 @@ class Controller:
         )
         self.jobs = JobReconciler(ctx, self.starter, ready)
         self.groups = GroupReconciler.of_cache(ctx, self.starter, cache, ready)
+        self.ungater = TopologyUngater(ctx)
         self.queue_status = QueueStatusReconciler(ctx)
         self.config = ConfigReconciler(
             ctx, on_queue_deleted=self.queue_status.forget, mark_pending=self.pending.mark
@@ -201,6 +204,7 @@ class Controller:
 
             self._handlers.append((resource, on_job))
         self._handlers += self.groups.handlers()
+        self._handlers += self.ungater.handlers()
         for resource, handler in self._handlers:
             self.ctx.store.subscribe(resource, handler)
 
@@ -271,12 +275,13 @@ class Controller:
                 elif self.jobs.needs_attention(view):  # most jobs of a cluster are done
                     ctx.queues.jobs.add((resource.plural, key))
         self.groups.rebuild()
+        self.ungater.rebuild()
         ctx.reschedule()
 
     def turn(self) -> None:
         """One turn of the loop's work (see the module's docstring), without waiting."""
         self.take_in()
-        self._placement()
+        self.admission.follow_placement()
         self.schedule()
         self._create_workloads()
         self.pending.flush()
@@ -304,6 +309,7 @@ class Controller:
             queues.jobs,
             queues.checks,
             queues.groups,
+            queues.ungate,
         ]
         if not self._creations_held:  # else an answer from the pool wakes the loop
             watched.append(queues.creations)
@@ -345,6 +351,8 @@ class Controller:
             self._one(queues.jobs, "jobs", self.jobs.reconcile, ref)
         while (key := queues.groups.pop()) is not None:
             self._one(queues.groups, "groups", self.groups.reconcile, key)
+        while (key := queues.ungate.pop()) is not None:
+            self._one(queues.ungate, "ungate", self.ungater.reconcile, key)
         served = self.cache.serves(PROVISIONING_REQUESTS)
         if served != self._provisioning_served:  # its CRD came (or this term began)
             self._provisioning_served = served
@@ -352,24 +360,6 @@ class Controller:
                 queues.checks.add(("check", name))
         while (ref := queues.checks.pop()) is not None:
             self._one(queues.checks, "checks", self.provisioning.reconcile, ref)
-
-    def _placement(self) -> None:
-        """Nodes and pods changed: workloads waiting for room are tried again where room
-        grew; a plan whose node died or was cordoned is redone (or its workload evicted)."""
-        placement = self.ctx.placement
-        if placement is None:
-            return
-        requeue, disturbed = placement.take_changes()
-        if requeue and self.state.requeue_inadmissible(requeue):
-            self.ctx.reschedule()
-        for key in sorted(disturbed):
-            try:
-                self.admission.replan(key)
-            except NotLeaderError:
-                raise
-            except KubeError as err:
-                log.warning("placement of %s not redone yet: %s", key, err)
-                placement.disturb(key)
 
     def schedule(self) -> None:
         """Cycles while one is due: each cycle's decisions written, and what happened

@@ -1,0 +1,125 @@
+"""The topology ungater: each pod of a topology-placed podSet is given its domain.
+
+`reconcile(key)` takes an admitted Workload whose podSets carry topology assignments, reads
+its pods as the store has them now, and lets each gated pod through with its domain's
+labels as its nodeSelector (tas_ungate.py chooses the domain, by rank or in order), one
+conditional patch a pod. So pods stay within their domains without the scheduler extender,
+as with Kueue's own ungater.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from extender.core.jobframework.topology import TOPOLOGY_GATE
+from extender.core.tas_model import topology_request
+from extender.core.tas_ungate import PodOnDomains, domains_for_gated
+from extender.kube.api import objects as o
+from extender.kube.api.client import ApiError
+from extender.kube.api.placement import PodView
+from extender.kube.api.resources import PODS, WORKLOADS, Resource
+from extender.kube.controller.context import Context
+
+log = logging.getLogger("tower.ungater")
+
+Obj = dict[str, Any]
+
+
+class TopologyUngater:
+    """Lets gated pods of topology-placed Workloads through, each to its domain."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+
+    def handlers(self) -> list[tuple[Resource, Callable[[str, Any, Any], None]]]:
+        """An admitted Workload with topology assignments, and each of its pods, enqueue it."""
+
+        def on_workload(key: str, old: Any, new: Any) -> None:
+            if isinstance(new, dict) and _placed(new):
+                self.ctx.queues.ungate.add(key)
+
+        def on_pod(key: str, old: Any, new: Any) -> None:
+            view = new if new is not None else old
+            if isinstance(view, PodView) and view.topology is not None and view.topology.gated:
+                self.ctx.queues.ungate.add(view.topology.workload)
+
+        if self.ctx.placement is None:  # nodes and pods are not watched: nothing is placed
+            return []
+        return [(WORKLOADS, on_workload), (PODS, on_pod)]
+
+    def rebuild(self) -> None:
+        """At the start of a term: every admitted Workload that placed pods on domains."""
+        if self.ctx.placement is None:
+            return
+        for key, obj in self.ctx.store.items(WORKLOADS):
+            if isinstance(obj, dict) and _placed(obj):
+                self.ctx.queues.ungate.add(key)
+
+    def reconcile(self, key: str) -> None:
+        store = self.ctx.store
+        workload = store.get(WORKLOADS, key)
+        if not isinstance(workload, dict) or not _placed(workload):
+            return
+        admission = o.admission_of(workload)
+        if admission is None:
+            return
+        requests = {
+            str(ps.get("name") or "main"): topology_request(ps.get("topologyRequest"))
+            for ps in (workload.get("spec") or {}).get("podSets") or ()
+            if isinstance(ps, dict)
+        }
+        views = [store.get(PODS, k) for k in store.by_index(PODS, "topology-workload", key)]
+        for psa in admission.pod_set_assignments:
+            if psa.topology is None:
+                continue
+            pods = {
+                v.key: v
+                for v in views
+                if isinstance(v, PodView)
+                and v.topology is not None
+                and v.topology.pod_set == psa.name
+            }
+            ordered = sorted(pods.values(), key=lambda v: (v.topology.created, v.key))  # type: ignore[union-attr]
+            chosen = domains_for_gated(
+                psa.topology,
+                [
+                    PodOnDomains(v.key, t.gated, t.labels, t.node_selector)
+                    for v in ordered
+                    if (t := v.topology) is not None
+                ],
+                requests.get(psa.name),
+                psa.count,
+            )
+            for pod_key, selector in chosen.items():
+                self._let_through(pods[pod_key], selector)
+
+    def _let_through(self, view: PodView, selector: dict[str, str]) -> None:
+        """One conditional patch: the topology gate off, the domain's labels required."""
+        topology = view.topology
+        assert topology is not None
+        namespace, name = view.key.split("/", 1)
+        others = [{"name": g} for g in topology.gates if g != TOPOLOGY_GATE]
+        patch: Obj = {
+            "metadata": {"resourceVersion": view.resource_version},
+            "spec": {"schedulingGates": others or None, "nodeSelector": selector},
+        }
+        ctx = self.ctx
+        try:
+            answer = ctx.write(
+                PODS, "patch", lambda: ctx.client.patch(PODS, name, patch, namespace), view.key
+            )
+        except ApiError as err:
+            if err.conflict or err.not_found:
+                return  # it changed or went: its next event enqueues its Workload again
+            raise
+        ctx.store.record(PODS, answer)
+
+
+def _placed(workload: Obj) -> bool:
+    """Admitted, with a topology assignment for some podSet."""
+    if not o.is_true(workload, o.ADMITTED) or o.is_true(workload, o.FINISHED):
+        return False
+    admission = o.admission_of(workload)
+    return admission is not None and o.topology_placed(admission)

@@ -1,0 +1,312 @@
+"""Kueue's topology-aware scheduling examples, unchanged, through the double, the real webhook
+and `python -m extender run`: a rack chosen and written on the Workload, the Job's pods
+started gated and each let through to its host by completion index, and a Job larger than
+any rack waiting with Kueue's message although the quota holds it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from extender.kube.api import resources as r
+from tests.builders import ready_node
+from tests.controller.conftest import CRDS, controller_process, eventually
+from tests.controller.test_jobset import JOBSET_CRD
+from tests.controller.test_placement import pending_message
+from tests.yamlc import safe_load_all
+
+EXAMPLES = Path(__file__).parents[1] / "data" / "kueue-v0.19.2" / "examples" / "tas"
+BLOCK, RACK = "cloud.provider.com/topology-block", "cloud.provider.com/topology-rack"
+HOSTNAME = "kubernetes.io/hostname"
+INDEX = "batch.kubernetes.io/job-completion-index"
+
+
+def example(name: str) -> list[dict[str, Any]]:
+    return [d for d in safe_load_all((EXAMPLES / name).read_text()) if d]
+
+
+def node(name: str, block: str, rack: str, cpu: str = "6") -> dict[str, Any]:
+    """A node of Kueue's TAS kind cluster (examples/tas/kind-cluster.yaml): its group, block
+    and rack labels."""
+    labels = {
+        "cloud.provider.com/node-group": "tas-group",
+        BLOCK: block,
+        RACK: rack,
+        HOSTNAME: name,
+    }
+    return ready_node(name, labels, {"cpu": cpu, "memory": "32Gi", "pods": "110"})
+
+
+NODES = [
+    node(f"{block}-{rack}-{i}", block, rack)
+    for block in ("b1", "b2")
+    for rack in ("r1", "r2")
+    for i in (1, 2)
+]
+
+
+def started(cluster: Any, job: dict[str, Any]) -> dict[str, Any] | None:
+    current = cluster.get("jobs", job["metadata"]["name"], "default")
+    return current if current and current["spec"]["suspend"] is False else None
+
+
+def pods_of(job: dict[str, Any], count: int) -> list[dict[str, Any]]:
+    """What the Job controller makes from an Indexed Job's template: one pod per index."""
+    template = job["spec"]["template"]
+    meta = template.get("metadata") or {}
+    name = job["metadata"]["name"]
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": f"{name}-{i}",
+                "namespace": "default",
+                "labels": {**(meta.get("labels") or {}), INDEX: str(i)},
+                "annotations": {**(meta.get("annotations") or {}), INDEX: str(i)},
+                "ownerReferences": [
+                    {
+                        "apiVersion": "batch/v1",
+                        "kind": "Job",
+                        "name": name,
+                        "uid": job["metadata"]["uid"],
+                        "controller": True,
+                    }
+                ],
+            },
+            "spec": template["spec"],
+        }
+        for i in range(count)
+    ]
+
+
+def test_kueues_required_example_is_placed_in_one_rack_and_its_pods_pinned(cluster: Any) -> None:
+    for obj in NODES:
+        cluster.admin.create(r.NODES, obj)
+    cluster.apply(*example("sample-queues.yaml"))
+    (required,) = example("sample-job-required.yaml")
+    proc = controller_process(cluster)
+    try:
+        job = cluster.admin.create(r.JOBS, required, "default")
+        job = eventually(lambda: started(cluster, job), 20, "the required job to start")
+        workload = cluster.workload_of(job)
+        assert workload is not None
+        (psa,) = workload["status"]["admission"]["podSetAssignments"]
+        # 10 pods of 1 cpu; every rack holds 12: the first, its first host filled first.
+        assert psa["topologyAssignment"] == {
+            "levels": [HOSTNAME],
+            "slices": [
+                {
+                    "domainCount": 2,
+                    "valuesPerLevel": [{"individual": {"prefix": "b1-r1-", "roots": ["1", "2"]}}],
+                    "podCounts": {"individual": [6, 4]},
+                }
+            ],
+        }
+        request = workload["spec"]["podSets"][0]["topologyRequest"]
+        assert request == {"required": RACK, "podIndexLabel": INDEX}
+        template = job["spec"]["template"]
+        assert {"name": "kueue.x-k8s.io/topology"} in template["spec"]["schedulingGates"]
+        assert (
+            template["metadata"]["annotations"]["kueue.x-k8s.io/workload"]
+            == (workload["metadata"]["name"])
+        )
+
+        # The test plays the Job controller; each pod is let through to its rank's host.
+        for pod in pods_of(job, 10):
+            cluster.admin.create(r.PODS, pod, "default")
+
+        def pinned() -> dict[str, str] | None:
+            hosts = {}
+            for i in range(10):
+                pod = cluster.get("pods", f"{job['metadata']['name']}-{i}", "default")
+                if pod is None or pod["spec"].get("schedulingGates"):
+                    return None
+                hosts[str(i)] = pod["spec"]["nodeSelector"][HOSTNAME]
+            return hosts
+
+        hosts = eventually(pinned, 20, "every pod let through to its host")
+        assert hosts == {str(i): "b1-r1-1" if i < 6 else "b1-r1-2" for i in range(10)}
+        assert all(
+            cluster.get("pods", f"{job['metadata']['name']}-{i}", "default")["spec"][
+                "nodeSelector"
+            ]["cloud.provider.com/node-group"]
+            == "tas-group"
+            for i in range(10)
+        )
+
+        # Kueue's unconstrained example: anywhere, the tightest host first.
+        (loose,) = example("sample-job-unconstrained.yaml")
+        loose_job = cluster.admin.create(r.JOBS, loose, "default")
+        loose_job = eventually(lambda: started(cluster, loose_job), 20, "the unconstrained job")
+        loose_psa = cluster.workload_of(loose_job)["status"]["admission"]["podSetAssignments"][0]
+        assert loose_psa["topologyAssignment"]["slices"][0]["podCounts"] == {
+            "individual": [2, 6, 2]
+        }
+
+        # 14 pods in one rack: the quota holds them (100 cpu), no rack does.
+        big = dict(required, spec={**required["spec"], "parallelism": 14, "completions": 14})
+        big_job = cluster.admin.create(r.JOBS, big, "default")
+        message = eventually(lambda: pending_message(cluster, big_job), 20, "the big job's reason")
+        assert message == (
+            'couldn\'t assign flavors to pod set main: topology "default" allows to fit only 12 '
+            'out of 14 pod(s). Total nodes: 8; excluded: resource "cpu": 3'
+        )
+        assert cluster.get("jobs", big_job["metadata"]["name"], "default")["spec"]["suspend"]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+
+
+def test_a_failed_host_is_replaced_within_the_rack_then_the_workload_evicted(cluster: Any) -> None:
+    hosts = [node(f"h{i}", "b1", "r1") for i in (1, 2, 3)] + [node("h4", "b1", "r2")]
+    for obj in hosts:
+        cluster.admin.create(r.NODES, obj)
+    cluster.apply(*example("sample-queues.yaml"))
+    (required,) = example("sample-job-required.yaml")
+    eight = dict(required, spec={**required["spec"], "parallelism": 8, "completions": 8})
+    proc = controller_process(cluster)
+
+    def placed() -> dict[str, int] | None:
+        workload = cluster.workload_of(job)
+        admission = ((workload or {}).get("status") or {}).get("admission")
+        if not admission:
+            return None
+        (piece,) = admission["podSetAssignments"][0]["topologyAssignment"]["slices"]
+        level = piece["valuesPerLevel"][0]
+        roots = level["individual"]["roots"] if "individual" in level else [level["universal"]]
+        prefix = level.get("individual", {}).get("prefix", "")
+        counts = piece["podCounts"]
+        return {
+            prefix + root: counts["universal"] if "universal" in counts else counts["individual"][i]
+            for i, root in enumerate(roots)
+        }
+
+    try:
+        job = cluster.admin.create(r.JOBS, eight, "default")
+        job = eventually(lambda: started(cluster, job), 20, "the job to start")
+        assert placed() == {"h1": 6, "h2": 2}
+        # h2 goes NotReady: its 2 pods go to h3, in the same rack (h4 is in another).
+        broken = cluster.admin.get(r.NODES, "h2")
+        broken["status"]["conditions"] = [{"type": "Ready", "status": "False", "reason": "Down"}]
+        cluster.admin.update(r.NODES, broken, subresource="status")
+        assert eventually(lambda: placed() == {"h1": 6, "h3": 2}, 20, "h2's pods on h3")
+        # h3 fails too: no other host of the rack has room (h1 is full, h2 is down): evicted,
+        # with Kueue's message (after a replacement Kueue clears its unhealthy nodes too).
+        broken = cluster.admin.get(r.NODES, "h3")
+        broken["status"]["conditions"] = [{"type": "Ready", "status": "False", "reason": "Down"}]
+        cluster.admin.update(r.NODES, broken, subresource="status")
+
+        def evicted() -> dict[str, Any] | None:
+            workload = cluster.workload_of(job)
+            for condition in ((workload or {}).get("status") or {}).get("conditions") or []:
+                if condition["type"] == "Evicted" and condition["status"] == "True":
+                    return condition
+            return None
+
+        condition = eventually(evicted, 20, "the eviction")
+        assert condition["reason"] == "NodeFailures"
+        assert condition["message"] == (
+            "Workload was evicted as there was no replacement for unhealthy node(s): h3"
+        )
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+
+
+def test_a_jobsets_slices_each_get_a_host_and_its_pods_ranked_by_job_index(cluster: Any) -> None:
+    cluster.admin.create(CRDS, JOBSET_CRD)
+    for obj in [node(f"j-{rack}-{i}", "b1", rack) for rack in ("r1", "r2") for i in (1, 2)]:
+        cluster.admin.create(r.NODES, obj)
+    cluster.apply(*example("sample-queues.yaml"))
+    annotations = {
+        "kueue.x-k8s.io/podset-required-topology": RACK,
+        "kueue.x-k8s.io/podset-slice-required-topology": HOSTNAME,
+        "kueue.x-k8s.io/podset-slice-size": "4",
+    }
+    container = {"name": "c", "image": "x", "resources": {"requests": {"cpu": "1"}}}
+    pod_template = {
+        "metadata": {"annotations": annotations},
+        "spec": {"restartPolicy": "Never", "containers": [container]},
+    }
+    jobset = {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {"name": "sliced", "labels": {"kueue.x-k8s.io/queue-name": "tas-user-queue"}},
+        "spec": {
+            "replicatedJobs": [
+                {
+                    "name": "workers",
+                    "replicas": 2,
+                    "template": {
+                        "spec": {"parallelism": 4, "completions": 4, "template": pod_template}
+                    },
+                }
+            ]
+        },
+    }
+    proc = controller_process(cluster)
+    try:
+        created = cluster.admin.create(r.JOBSETS, jobset, "default")
+
+        def running() -> dict[str, Any] | None:
+            current = cluster.get("jobsets", "sliced", "default")
+            return current if current and current["spec"]["suspend"] is False else None
+
+        started_set = eventually(running, 20, "the JobSet to start")
+        workload = cluster.workload_of(created)
+        assert workload is not None
+        (pod_set,) = workload["spec"]["podSets"]
+        assert pod_set["topologyRequest"] == {
+            "required": RACK,
+            "podIndexLabel": INDEX,
+            "subGroupIndexLabel": "jobset.sigs.k8s.io/job-index",
+            "subGroupCount": 2,
+            "podSetSliceRequiredTopology": HOSTNAME,
+            "podSetSliceSize": 4,
+        }
+        (psa,) = workload["status"]["admission"]["podSetAssignments"]
+        assert psa["topologyAssignment"]["slices"][0]["podCounts"] == {"universal": 4}
+
+        # The test plays JobSet's and Job's controllers: 2 jobs of 4 indexed pods.
+        template = started_set["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
+        for job_index in (1, 0):
+            for i in range(4):
+                labels = {
+                    **(template["metadata"].get("labels") or {}),
+                    INDEX: str(i),
+                    "jobset.sigs.k8s.io/job-index": str(job_index),
+                }
+                pod = {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "metadata": {
+                        "name": f"sliced-workers-{job_index}-{i}",
+                        "namespace": "default",
+                        "labels": labels,
+                        "annotations": dict(template["metadata"].get("annotations") or {}),
+                    },
+                    "spec": template["spec"],
+                }
+                cluster.admin.create(r.PODS, pod, "default")
+
+        def hosts() -> dict[str, str] | None:
+            out = {}
+            for job_index in (0, 1):
+                for i in range(4):
+                    pod = cluster.get("pods", f"sliced-workers-{job_index}-{i}", "default")
+                    if pod is None or pod["spec"].get("schedulingGates"):
+                        return None
+                    out[f"{job_index}-{i}"] = pod["spec"]["nodeSelector"][HOSTNAME]
+            return out
+
+        pinned = eventually(hosts, 20, "every pod let through")
+        # One slice (one job's 4 pods) a host, both hosts in one rack.
+        by_job = {j: {pinned[f"{j}-{i}"] for i in range(4)} for j in (0, 1)}
+        assert all(len(h) == 1 for h in by_job.values()), pinned
+        assert by_job[0] != by_job[1]
+        racks = {h.split("-")[1] for hs in by_job.values() for h in hs}
+        assert len(racks) == 1, pinned
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
