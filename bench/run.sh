@@ -16,6 +16,9 @@ echo "== scheduler: large with 5,000 nodes, every pod placed (and the same on qu
 .venv/bin/python bench/scheduler.py large --nodes 5000 --quota-only \
   > bench/results/scheduler-large-5000-nodes-quota-only.json
 .venv/bin/python bench/summary.py bench/results/scheduler-{baseline,large,large-burst,large-5000-nodes,large-5000-nodes-quota-only}.json
+echo "== scheduler: topology-aware cycles at 5,000 nodes in 4 levels, and the same without" >&2
+.venv/bin/python bench/tas_cycle.py > bench/results/scheduler-tas-5000-nodes.json
+cat bench/results/scheduler-tas-5000-nodes.json
 echo "== scheduler: one cycle in which 30 ClusterQueues each preempt 4 workloads" >&2
 .venv/bin/python bench/preemption_cycle.py > bench/results/preemption-cycle.json
 
