@@ -17,6 +17,7 @@ from extender.core.jobs import group_workload, workload_for
 from extender.core.models import QUEUE_NAME_LABEL, Admission, Workload
 from extender.core.parse import ManifestError
 from extender.core.placement import Inventory, PlacementCheck
+from extender.core.tas import TopologyScheduling
 from extender.core.workloads import workload as parse_workload
 from extender.sim.loader import POD_GROUP, LoadError, Scenario, SimJob
 
@@ -77,12 +78,21 @@ class Simulator:
         # with a plan (its pods bind at once in virtual time; the plan holds until it ends).
         self.inventory: Inventory | None = None
         self._placement: PlacementCheck | None = None
+        self.topology: TopologyScheduling | None = None
         if scenario.nodes:
+            # Topology flavors' podSets are placed on their domains first (tas.py); the
+            # planner leaves those flavors to it.
+            self.topology = TopologyScheduling()
+            self.topology.set_topologies(scenario.config.topologies)
+            self.topology.set_flavors(scenario.config.flavors)
+            self.state.add_admission_check(self.topology)
+            self.state.on_release(self.topology.release)
             self.inventory = Inventory()
             self.inventory.set_flavors(scenario.config.flavors)
             for arrival, node in scenario.nodes:
                 if arrival <= 0:
                     self.inventory.set_node(node)
+                    self.topology.set_node(node)
             self._placement = PlacementCheck(self.inventory)
             self.state.add_admission_check(self._placement)
             self.state.on_release(self.inventory.forget)
@@ -135,6 +145,8 @@ class Simulator:
                     self._finish(now, ref)
                 elif what == "node" and self.inventory is not None:
                     self.inventory.set_node(self._nodes[ref])
+                    if self.topology is not None:
+                        self.topology.set_node(self._nodes[ref])
                     self._events.append(
                         {
                             "time": round(now, 6),
@@ -255,6 +267,8 @@ class Simulator:
         if self.inventory is not None and self._placement is not None:
             grown = self.inventory.take_grown()
             self.state.requeue_inadmissible(self._placement.to_requeue(grown))
+        if self.topology is not None:
+            self.state.requeue_inadmissible(self.topology.to_requeue())
         for _ in range(MAX_CYCLES_PER_INSTANT):
             if self._timer is not None:
                 start = self._timer()
@@ -301,6 +315,13 @@ class Simulator:
         plan = self.inventory.plan_of(key) if self.inventory is not None else None
         if plan is not None and plan.pod_sets:
             extra["placement"] = plan.as_annotation()
+        placed = {
+            psa.name: {"/".join(d.values): d.count for d in psa.topology.domains}
+            for psa in decision.admission.pod_set_assignments
+            if psa.topology is not None
+        }
+        if placed:
+            extra["topology"] = placed  # podSet -> domain -> pods
         self._emit(
             now,
             "Admitted",

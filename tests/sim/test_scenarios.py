@@ -272,3 +272,26 @@ def test_without_nodes_the_simulator_admits_on_quota_alone(capsys, tmp_path):
     assert admitted[0]["name"] == "big-training"
     assert admitted[0]["time"] == 0.0
     assert "placement" not in admitted[0]
+
+
+def test_topology_jobs_are_placed_in_one_rack_and_wait_for_one(capsys):
+    result = scenario(capsys, "topology.yaml")
+    assert timeline(result, "Admitted", "Finished") == [
+        (0.0, "Admitted", "rack-a"),
+        (1.0, "Admitted", "rack-b"),
+        (600.0, "Finished", "rack-a"),
+        (600.0, "Admitted", "rack-c"),
+        (900.0, "Finished", "rack-c"),
+        (1201.0, "Finished", "rack-b"),
+    ]
+    placed = {e["name"]: e["topology"] for e in result["events"] if e["event"] == "Admitted"}
+    assert placed == {
+        "rack-a": {"main": {"r1-host-1": 4, "r1-host-2": 2}},
+        "rack-b": {"main": {"r2-host-1": 4, "r2-host-2": 2}},
+        "rack-c": {"main": {"r1-host-1": 4}},
+    }
+    pending = next(e for e in result["events"] if e["event"] == "Pending")
+    assert pending["message"] == (
+        'couldn\'t assign flavors to pod set main: topology "default" allows to fit only 2 out '
+        'of 4 pod(s). Total nodes: 4; excluded: resource "cpu": 2'
+    )
