@@ -21,6 +21,9 @@ from extender.core.jobframework.adapter import (
 from extender.core.jobframework.batch_job import non_negative
 from extender.core.parse import ManifestError, as_map
 
+# The label the Kubeflow operators (and MPI's) number a replica type's pods with.
+REPLICA_INDEX = "training.kubeflow.org/replica-index"
+
 
 class ReplicaSpecsJob(JobAdapter):
     """A kind whose pods are a map of replica types to {replicas, template} (Kubeflow's
@@ -60,7 +63,15 @@ class ReplicaSpecsJob(JobAdapter):
             count = non_negative(replica, "replicas", path, 1)  # Kueue: replicas, else 1
             template = as_map(replica.get("template"), f"{path}.template")
             assert count is not None
-            out.append(PodSetTemplate(replica_type.lower(), count, template, f"{path}.template"))
+            out.append(
+                PodSetTemplate(
+                    replica_type.lower(),
+                    count,
+                    template,
+                    f"{path}.template",
+                    pod_index_label=REPLICA_INDEX,
+                )
+            )
         if not out:
             raise ManifestError(field, f"must have one of {', '.join(self.replica_types)}")
         return out
