@@ -31,7 +31,7 @@ from extender.core.models import (
 )
 from extender.core.preemption import AdmittedWorkload, Target
 from extender.core.queue_manager import QueueManager
-from extender.core.quota import available
+from extender.core.quota import QuotaNode, available
 from extender.core.reasons import (
     CLUSTER_QUEUE_STOPPED,
     INADMISSIBLE,
@@ -334,10 +334,12 @@ class ClusterState:
         flavors: Mapping[str, Mapping[str, str]],
         need: Iterable[FlavorResource] | None = None,
     ) -> list[Target]:
-        """Whom preemption would evict for a workload given the flavor of each resource of
-        each pod set, and the flavor-resources that need room (default: those that do not
-        fit now)."""
-        return self.scheduler.preemption_targets(workload, cq_name, flavors, need)
+        """Whom preemption would evict for a workload with these flavors per pod set, to make
+        room in `need` (default: the flavor-resources that do not fit now)."""
+        request, wanted = _preemption_request(
+            workload, flavors, self.cache.tree.cluster_queues[cq_name], need
+        )
+        return self.scheduler.targets_for(workload, cq_name, request, wanted)
 
     # ----- questions: workloads ---------------------------------------------------------
 
@@ -461,6 +463,26 @@ class ClusterState:
     def configuration(self) -> Configuration:
         """The configuration objects, as a new state can be configured from."""
         return self.cache.configuration()
+
+
+def _preemption_request(
+    workload: Workload,
+    flavors: Mapping[str, Mapping[str, str]],
+    node: QuotaNode,
+    need: Iterable[FlavorResource] | None,
+) -> tuple[dict[FlavorResource, int], frozenset[FlavorResource]]:
+    """What a workload asks of each flavor-resource with these flavors, and what needs room
+    (`need`, else what does not fit now)."""
+    request: dict[FlavorResource, int] = {}
+    for pod_set in workload.pod_sets:
+        chosen = flavors.get(pod_set.name, {})
+        for resource, amount in pod_set.totals.items():
+            if resource in chosen and amount > 0:
+                fr = (chosen[resource], resource)
+                request[fr] = request.get(fr, 0) + amount
+    if need is not None:
+        return request, frozenset(need)
+    return request, frozenset(fr for fr, amount in request.items() if available(node, fr) < amount)
 
 
 class FairSharingUsage:

@@ -68,6 +68,10 @@ LowestPriority = Callable[[str], "int | None"]
 """The lowest priority admitted in a ClusterQueue (None when it admitted nothing)."""
 
 
+AlsoFits = Callable[[list[AdmittedWorkload]], bool]
+"""Whether a preemptor fits, besides its quota, were these candidates gone."""
+
+
 def _may_hold_lower(
     lowest: LowestPriority | None, cq_name: str, priority: int, equal: bool
 ) -> bool:
@@ -207,13 +211,15 @@ def _fill_back(
     request: Mapping[FlavorResource, int],
     removed: list[AdmittedWorkload],
     allow_borrowing: bool,
+    also_fits: AlsoFits | None = None,
 ) -> list[AdmittedWorkload]:
     """Put back every removed workload that is not needed after all; restore the tree.
     Returns the targets."""
     targets = list(removed)
     for candidate in reversed(removed[:-1]):
         add_usage(candidate.node, candidate.usage, 1)
-        if fits(node, request, allow_borrowing):
+        without = [t for t in targets if t is not candidate]
+        if fits(node, request, allow_borrowing) and (also_fits is None or also_fits(without)):
             targets.remove(candidate)
         else:
             add_usage(candidate.node, candidate.usage, -1)
@@ -393,9 +399,11 @@ def classical_targets(
     admitted_in: AdmittedIn,
     lowest_priority: LowestPriority | None = None,
     lq_usage: VictimUsage | None = None,
+    also_fits: AlsoFits | None = None,
 ) -> list[Target]:
     """Kueue's classical preemption: take candidates in order until the workload fits, then
-    put back every one that is not needed after all.
+    put back every one that is not needed after all. `also_fits` is what must hold besides
+    the quota once the removed candidates are gone (a topology placement).
 
     Candidates come in three groups, each in Kueue's order (those already being evicted go
     first): other ClusterQueues' workloads the preemptor has a hierarchical advantage over,
@@ -447,8 +455,8 @@ def classical_targets(
             add_usage(victim.node, victim.usage, -1)
             removed.append(victim)
             variant_of[id(victim)] = variant
-            if fits(node, request, borrowing):
-                kept = _fill_back(node, request, removed, borrowing)
+            if fits(node, request, borrowing) and (also_fits is None or also_fits(removed)):
+                kept = _fill_back(node, request, removed, borrowing, also_fits)
                 return [Target(v, _VARIANT_REASONS[variant_of[id(v)]]) for v in kept]
         for victim in removed:
             add_usage(victim.node, victim.usage)

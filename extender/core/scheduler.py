@@ -8,7 +8,7 @@ here does I/O or reads a clock.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -53,7 +53,7 @@ from extender.core.preemption import (
 )
 from extender.core.queue_manager import QueueManager
 from extender.core.queues import ClusterQueueQueue
-from extender.core.quota import QuotaNode, add_usage, available, borrowing_level
+from extender.core.quota import QuotaNode, add_usage, borrowing_level
 from extender.core.reasons import (
     INADMISSIBLE,
     MISCONFIGURED,
@@ -73,6 +73,8 @@ _PREEMPTION_WHY = {
 }
 
 InternalCheck = Callable[[Workload, Admission], "str | Admission | None"]
+TopologyFit = Callable[[Workload, Admission, "Sequence[str] | None"], bool]
+_TOPOLOGY_REFUSAL = "couldn't assign flavors to pod set "
 """An admission check Tower decides inside the cycle, after quota fits (physical fit on
 nodes, topology placement): a refusal message, the admission with what it placed added, or
 None. AdmissionCheck objects are asked after quota is reserved."""
@@ -145,6 +147,9 @@ class Scheduler:
         # Kueue's PartialAdmission feature gate (on by default since v0.5): a pod set with
         # minCount may be admitted with fewer pods when all of them do not fit.
         self.partial_admission = True
+        # Topology-aware scheduling's "would it be placed were these workloads gone" (None:
+        # every topology-aware workload gone), for preemption that makes room on domains.
+        self.topology_fit: TopologyFit | None = None
 
     def schedule(self, now: float) -> CycleResult:
         """Run one scheduling cycle at time `now` and return its decisions."""
@@ -359,30 +364,14 @@ class Scheduler:
             lq_usage=lq_usage,
         )
 
-    def preemption_targets(
-        self,
-        workload: Workload,
-        cq_name: str,
-        flavors: Mapping[str, Mapping[str, str]],
-        need: Iterable[FlavorResource] | None = None,
-    ) -> list[Target]:
-        """Whom preemption would evict for a workload given the flavor of each resource of
-        each pod set, and the flavor-resources that need room (default: those that do not
-        fit now)."""
+    def targets_for(
+        self, workload: Workload, cq_name: str, request: Mapping[FlavorResource, int],
+        need: frozenset[FlavorResource],
+    ) -> list[Target]:  # fmt: skip
+        """Whom preemption would evict for a workload's request, to make room in `need`."""
         cache = self._cache
         cq, node = cache.cluster_queues[cq_name], cache.tree.cluster_queues[cq_name]
-        request: dict[FlavorResource, int] = {}
-        for pod_set in workload.pod_sets:
-            chosen = flavors.get(pod_set.name, {})
-            for resource, amount in pod_set.totals.items():
-                if resource in chosen and amount > 0:
-                    fr = (chosen[resource], resource)
-                    request[fr] = request.get(fr, 0) + amount
-        if need is None:
-            wanted = frozenset(fr for fr, amount in request.items() if available(node, fr) < amount)
-        else:
-            wanted = frozenset(need)
-        return self._targets(workload, cq, node, request, wanted) if wanted else []
+        return self._targets(workload, cq, node, request, need) if need else []
 
     # ----- step 4 ---------------------------------------------------------------------
 
@@ -417,6 +406,21 @@ class Scheduler:
             if verdict is not None:
                 admission = verdict
         if refusal is not None:
+            fit = None if self.fair_sharing else self.topology_fit  # classical preemption only
+            if fit is not None and (
+                targets := topology_targets(
+                    entry,
+                    admission,
+                    refusal,
+                    fit,
+                    self._cache,
+                    _victim_usage(self._queues, entry.cq),
+                )
+            ):
+                entry.targets = targets
+                entry.assignment = entry.assignment._replace(message=refusal)
+                self._preempt(entry, step)
+                return
             entry.status = PendingStatus(INADMISSIBLE, refusal)
             # Progress only if the queue moved (under StrictFIFO the head stays).
             if self._queues.set_aside(entry.node, entry.queue, workload):
@@ -515,6 +519,40 @@ class Scheduler:
             even_strict=assignment.reason == MISCONFIGURED,
         ):
             step.progressed = True
+
+
+def topology_targets(
+    entry: Entry,
+    admission: Admission,
+    refusal: str,
+    fit: TopologyFit,
+    cache: Cache,
+    lq_usage: Callable[[AdmittedWorkload], float] | None,
+) -> list[Target]:
+    """Kueue's preemption for topology: the quota fits but no domain holds the workload. If
+    the domains would hold it with no topology-aware workload on them, the candidates its
+    preemption policy allows are taken until it is placed, then those not needed are put
+    back; none when preemption cannot make room."""
+    cq, node, workload = entry.cq, entry.node, entry.workload
+    if not refusal.startswith(_TOPOLOGY_REFUSAL):
+        return []
+    may = cq.preemption.within_cluster_queue is not WITHIN_NEVER or (
+        node.parent is not None and cq.preemption.reclaim_within_cohort is not RECLAIM_NEVER
+    )
+    if not may or not fit(workload, admission, None):
+        return []
+    usage = entry.assignment.usage
+    return classical_targets(
+        workload,
+        cq,
+        node,
+        usage,
+        frozenset(usage),
+        cache.admitted_in,
+        cache.lowest_priority,
+        lq_usage=lq_usage,
+        also_fits=lambda removed: fit(workload, admission, [v.workload.key for v in removed]),
+    )
 
 
 def _victim_usage(

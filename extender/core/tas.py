@@ -14,7 +14,7 @@ there, less what admitted topology-aware workloads hold (Kueue's TAS cache).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from extender.core.models import Admission, ResourceFlavor, Workload
@@ -207,6 +207,67 @@ class TopologyScheduling:
     def __call__(self, workload: Workload, admission: Admission) -> str | Admission | None:
         """Place the podSets admitted to topology flavors: the admission with their
         assignments (held from now on), a refusal in Kueue's words, or None (none is)."""
+        by_flavor = self._placements(workload, admission)
+        if isinstance(by_flavor, str):
+            return by_flavor
+        if not by_flavor:
+            return None
+        assignments: dict[str, TopologyAssignment] = {}
+        holds: list[Held] = []
+        for flavor, placements in sorted(by_flavor.items()):
+            snap = self.snapshot(flavor)
+            assert snap is not None  # checked by _placements
+            placed = snap.assign(placements)
+            if placed.failed:
+                self._waiting[workload.key] = (admission.cluster_queue, frozenset(by_flavor))
+                return _refusal(placed.failed[0], placed.reason)
+            for placement in placements:
+                assignment = placed.assignments[placement.name]
+                assignments[placement.name] = assignment
+                holds.append(Held(flavor, placement.name, assignment, placement.requests))
+        self._waiting.pop(workload.key, None)
+        self.hold(workload.key, holds)
+        return Admission(
+            admission.cluster_queue,
+            tuple(
+                replace(psa, topology=assignments[psa.name]) if psa.name in assignments else psa
+                for psa in admission.pod_set_assignments
+            ),
+        )
+
+    def fits_without(
+        self, workload: Workload, admission: Admission, victims: Sequence[str] | None
+    ) -> bool:
+        """Whether the workload's topology podSets could be placed were these admitted
+        workloads gone (None: were every topology-aware workload gone, Kueue's
+        "simulate empty"). Nothing is held; what the victims hold is put back."""
+        by_flavor = self._placements(workload, admission)
+        if isinstance(by_flavor, str):
+            return False
+        if victims is None:
+            return all(
+                not snap.assign(placements, simulate_empty=True).failed
+                for flavor, placements in by_flavor.items()
+                if (snap := self.snapshot(flavor)) is not None
+            )
+        gone = [self.held[k] for k in victims if k in self.held]
+        for holds in gone:
+            self._apply(holds, -1)
+        try:
+            return all(
+                not snap.assign(placements).failed
+                for flavor, placements in by_flavor.items()
+                if (snap := self.snapshot(flavor)) is not None
+            )
+        finally:
+            for holds in gone:
+                self._apply(holds, 1)
+
+    def _placements(
+        self, workload: Workload, admission: Admission
+    ) -> dict[str, list[PodSetPlacement]] | str:
+        """Per topology flavor, the podSets admitted to it, as the placement takes them; a
+        refusal in Kueue's words when one cannot be placed there at all."""
         pod_sets = {ps.name: ps for ps in workload.pod_sets}
         by_flavor: dict[str, list[PodSetPlacement]] = {}
         for psa in admission.pod_set_assignments:
@@ -253,30 +314,7 @@ class TopologyScheduling:
                     ps.tolerations,
                 )
             )
-        if not by_flavor:
-            return None
-        assignments: dict[str, TopologyAssignment] = {}
-        holds: list[Held] = []
-        for flavor, placements in sorted(by_flavor.items()):
-            snap = self.snapshot(flavor)
-            assert snap is not None  # checked above
-            placed = snap.assign(placements)
-            if placed.failed:
-                self._waiting[workload.key] = (admission.cluster_queue, frozenset(by_flavor))
-                return _refusal(placed.failed[0], placed.reason)
-            for placement in placements:
-                assignment = placed.assignments[placement.name]
-                assignments[placement.name] = assignment
-                holds.append(Held(flavor, placement.name, assignment, placement.requests))
-        self._waiting.pop(workload.key, None)
-        self.hold(workload.key, holds)
-        return Admission(
-            admission.cluster_queue,
-            tuple(
-                replace(psa, topology=assignments[psa.name]) if psa.name in assignments else psa
-                for psa in admission.pod_set_assignments
-            ),
-        )
+        return by_flavor
 
     def take_disturbed(self) -> set[str]:
         disturbed, self.disturbed = self.disturbed, set()

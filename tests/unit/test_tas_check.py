@@ -10,9 +10,11 @@ from extender.core.models import (
     FlavorQuotas,
     LocalQueue,
     PodSet,
+    Preemption,
     ResourceFlavor,
     ResourceGroup,
     ResourceQuota,
+    WithinClusterQueue,
     Workload,
 )
 from extender.core.placement_model import Node
@@ -180,3 +182,60 @@ def test_a_failed_host_is_replaced_by_a_host_of_the_same_rack() -> None:
     assert message.startswith(
         "Workload eviction triggered due to multiple TAS assigned node failures, including: "
     )
+
+
+def test_a_higher_priority_workload_preempts_to_get_a_rack() -> None:
+    tas = tas_with_nodes()
+    s = state(tas)
+    s.scheduler.topology_fit = tas.fits_without
+    cq = s.cluster_queue("tas-cq")
+    assert cq is not None
+    s.apply_cluster_queue(
+        ClusterQueue(
+            cq.name,
+            cq.resource_groups,
+            namespace_selector=LabelSelector(),
+            preemption=Preemption(WithinClusterQueue.LOWER_PRIORITY),
+        )
+    )
+    # Two small low-priority workloads, one in each rack of block b1 (n1+n2: r1, n3: r2).
+    s.add_workload(job("low-1", 2, TopologyRequest(REQUIRED, HOSTNAME)))
+    s.add_workload(job("low-2", 2, TopologyRequest(REQUIRED, HOSTNAME), 1.0))
+    s.schedule(0.0)
+    s.schedule(1.0)
+    assert s.is_admitted("default/low-1")
+    assert s.is_admitted("default/low-2")
+    # 8 pods in one rack: quota holds them (100 cpu), r1 does only once low-* on it are gone.
+    urgent = Workload(
+        "default",
+        "urgent",
+        "urgent",
+        "lq",
+        (PodSet("main", 8, {"cpu": 1000}, topology=TopologyRequest(REQUIRED, RACK)),),
+        priority=100,
+        creation_time=2.0,
+    )
+    s.add_workload(urgent)
+    result = s.schedule(2.0)
+    evicted = sorted(e.workload.name for e in result.evicted)
+    assert evicted  # preemption made room on a rack
+    assert all(e.reason == "Preempted" for e in result.evicted)
+    status = s.pending_status("default/urgent")
+    assert status.message.startswith(
+        'couldn\'t assign flavors to pod set main: topology "default" allows to fit only'
+    )
+    assert "waiting for preempted workloads to stop" in status.message
+    for name in evicted:
+        s.release(f"default/{name}")
+    admitted = s.schedule(3.0).admitted
+    assert [a.workload.name for a in admitted][:1] == ["urgent"]
+
+
+def test_preemption_is_not_tried_when_even_empty_domains_cannot_hold_it() -> None:
+    tas = tas_with_nodes()
+    s = state(tas)
+    s.scheduler.topology_fit = tas.fits_without
+    s.add_workload(job("huge", 9, TopologyRequest(REQUIRED, RACK)))  # no rack has 9 cpu
+    result = s.schedule(0.0)
+    assert result.evicted == ()
+    assert "allows to fit only 8 out of 9" in s.pending_status("default/huge").message

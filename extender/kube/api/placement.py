@@ -12,7 +12,7 @@ import json
 import logging
 import sys
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -335,6 +335,7 @@ class Placement:
         quota."""
         state.add_admission_check(self.check)
         state.on_release(self.forget)
+        state.scheduler.topology_fit = self.topology_fit
 
     def new_term(self, state: ClusterState) -> None:
         """A term as leader begins: forget the last term's unwritten plans, and plug in."""
@@ -355,6 +356,13 @@ class Placement:
                 self.topology.release(workload.key)
                 return refusal
             return placed
+
+    def topology_fit(
+        self, workload: Workload, admission: Admission, victims: Sequence[str] | None
+    ) -> bool:
+        """Would its topology podSets be placed were these workloads gone (tas.fits_without)."""
+        with self.lock:
+            return self.topology.fits_without(workload, admission, victims)
 
     def forget(self, key: str) -> None:
         with self.lock:
