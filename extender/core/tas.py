@@ -93,17 +93,25 @@ class TopologyScheduling:
         """A pod's usage outside topology-aware scheduling: bound to `node` and running
         (requests given), or gone, terminated or a topology-aware pod (None)."""
         old = self._pods.pop(key, None)
-        if old is not None:
-            self._add_other(old[0], old[1], -1)
+        new = None
         if node is not None and requests is not None:
-            per_pod = with_pod(requests)
-            self._pods[key] = (node, per_pod)
-            self._add_other(node, per_pod, 1)
-        if old != self._pods.get(key):
-            for n in {old[0] if old else None, node} - {None}:
-                known = self.nodes.get(str(n))
-                if known is not None:
-                    self._changed_on(known, None)
+            new = self._pods[key] = (node, with_pod(requests))
+        if old == new:
+            return
+        # The change is applied to the snapshots in place (their kept counts follow the
+        # host), not by building them again: pods come and go all the time.
+        for change, sign in ((old, -1), (new, 1)):
+            if change is None:
+                continue
+            self._add_other(change[0], change[1], sign)
+            known = self.nodes.get(change[0])
+            if known is None:
+                continue
+            for name, snap in self._snapshots.items():
+                if self._member(self.flavors[name], known):
+                    snap.other_use(known, change[1], sign)
+                    if sign < 0:
+                        self.grown.add(name)
 
     def _add_other(self, node: str, requests: Mapping[str, int], sign: int) -> None:
         used = self._other.setdefault(node, {})

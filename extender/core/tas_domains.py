@@ -234,6 +234,19 @@ class TopologyDomains:
             for counts in self._counts.values():
                 counts.dirty.add(leaf)
 
+    def other_use(self, node: Node, requests: Requests, sign: int) -> None:
+        """A pod outside topology-aware scheduling came to (1) or left (-1) this node: its
+        leaf's room changes, and with it the kept counts of that leaf."""
+        leaf = self.leaf_of(tuple(node.labels.get(level, "") for level in self.levels))
+        if leaf is None:
+            return
+        free, room = leaf.free, leaf.room
+        for resource, amount in requests.items():
+            free[resource] = free.get(resource, 0) - sign * amount
+            room[resource] = room.get(resource, 0) - sign * amount
+        for counts in self._counts.values():
+            counts.dirty.add(leaf)
+
     # ----- what each domain can take, for one request --------------------------------------
 
     def counts_for(

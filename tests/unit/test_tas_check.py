@@ -239,3 +239,29 @@ def test_preemption_is_not_tried_when_even_empty_domains_cannot_hold_it() -> Non
     result = s.schedule(0.0)
     assert result.evicted == ()
     assert "allows to fit only 8 out of 9" in s.pending_status("default/huge").message
+
+
+def test_pods_coming_and_going_change_a_built_snapshot_as_building_it_anew() -> None:
+    tas = tas_with_nodes()
+    request = TopologyRequest(REQUIRED, RACK)
+    s = state(tas)
+    s.add_workload(job("a", 2, request))
+    s.schedule(0.0)  # the snapshot is built, with its counts for this request
+    tas.set_pod("other/p1", "n3", {"cpu": 3500})  # r2's only host is nearly full now
+    tas.set_pod("other/p2", "n1", {"cpu": 1000})
+    tas.set_pod("other/p2", None, None)  # and that one is gone again
+    fresh = tas_with_nodes()
+    fresh.set_pod("other/p1", "n3", {"cpu": 3500})
+    for holds in tas.held.values():
+        fresh.hold("a", holds)
+    probe = job("probe", 4, request)
+    kept, anew = state(tas), state(fresh)
+    for st in (kept, anew):
+        st.add_workload(probe)
+    got = kept.schedule(1.0).admitted
+    want = anew.schedule(1.0).admitted
+    assert [a.admission for a in got] == [a.admission for a in want]
+    # 4 pods: rack b1/r1 has 6 cpu left, b1/r2 0.5 (the pod), b2/r1 4: the tightest, n4.
+    (placed,) = got
+    assignment = placed.admission.pod_set_assignments[0].topology
+    assert assignment == TopologyAssignment((HOSTNAME,), (DomainAssignment(("n4",), 4),))
