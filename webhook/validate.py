@@ -11,7 +11,7 @@ from extender.core.jobframework.adapter import JobAdapter, MissingReferenceError
 from extender.core.jobframework.pod import TemplateParent
 from extender.core.jobframework.topology import template_topology
 from extender.core.jobs import queue_name_of
-from extender.core.models import QUEUE_NAME_LABEL
+from extender.core.models import QUEUE_NAME_LABEL, TOPOLOGY_KEY_ANNOTATION
 from extender.core.workloads import workload
 from webhook.mutate import adapter_of, check_kind
 from webhook.reviews import Response, allow, deny
@@ -89,6 +89,13 @@ def validate_kueue(request: Mapping[str, Any], kind: str) -> Response:
         return deny(uid, f"{kind} {_name(obj)}: {err.path}: {err.message}")
     # A field Tower does not act on is accepted (the manifest is Kueue's), and said at once.
     warnings = unacted.warnings(kind, obj, _name(obj))
+    annotations = (obj.get("metadata") or {}).get("annotations") or {}
+    if kind == "ResourceFlavor" and TOPOLOGY_KEY_ANNOTATION in annotations:
+        warnings.append(
+            f"ResourceFlavor {_name(obj)}: {TOPOLOGY_KEY_ANNOTATION} is Tower's older way to keep "
+            "a workload's pods in one domain; Kueue's spec.topologyName with a Topology does more "
+            "(docs/topology.md, 'Migrating from tower.dev/topology-key')"
+        )
     if kind == "LocalQueue" and request.get("operation") == "UPDATE":
         old = request.get("oldObject") or {}
         before = (old.get("spec") or {}).get("clusterQueue")

@@ -7,7 +7,7 @@ import pytest
 
 from tests.fixtures import admission_review
 from webhook.mutate import JOB
-from webhook.validate import validate_job
+from webhook.validate import validate_job, validate_kueue
 
 CREATE = "02-validate.job-CREATE-generateName.seed-job"
 P = "kueue.x-k8s.io/podset-"
@@ -89,3 +89,19 @@ def test_good_topology_annotations_are_allowed():
         {P + "unconstrained-topology": "true"},
     ):  # fmt: skip
         assert validate_job(review(good), JOB)["allowed"] is True
+
+
+def test_a_flavor_with_towers_older_topology_key_is_warned_toward_topologies():
+    flavor = {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "ResourceFlavor",
+        "metadata": {"name": "racks", "annotations": {"tower.dev/topology-key": "rack"}},
+        "spec": {"nodeLabels": {"pool": "gpu"}},
+    }
+    request = {"uid": "u", "operation": "CREATE",
+               "kind": {"group": "kueue.x-k8s.io", "kind": "ResourceFlavor"}, "object": flavor}  # fmt: skip
+    answer = validate_kueue(request, "ResourceFlavor")
+    assert answer["allowed"] is True
+    (warning,) = answer["warnings"]
+    assert warning.startswith("ResourceFlavor racks: tower.dev/topology-key is Tower's older way")
+    assert "docs/topology.md" in warning
