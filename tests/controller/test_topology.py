@@ -13,7 +13,10 @@ from tests.builders import ready_node
 from tests.controller.conftest import CRDS, controller_process, eventually
 from tests.controller.test_jobset import JOBSET_CRD
 from tests.controller.test_placement import pending_message
-from tests.yamlc import safe_load_all
+from tests.controller.test_pod_groups import LWS, LWS_NAME, lws_pods
+from tests.yamlc import safe_load, safe_load_all
+
+LWS_CRD_FILE = "leaderworkerset.x-k8s.io_leaderworkersets.yaml"
 
 EXAMPLES = Path(__file__).parents[1] / "data" / "kueue-v0.19.2" / "examples" / "tas"
 BLOCK, RACK = "cloud.provider.com/topology-block", "cloud.provider.com/topology-rack"
@@ -307,6 +310,50 @@ def test_a_jobsets_slices_each_get_a_host_and_its_pods_ranked_by_job_index(clust
         assert by_job[0] != by_job[1]
         racks = {h.split("-")[1] for hs in by_job.values() for h in hs}
         assert len(racks) == 1, pinned
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+
+
+def test_kueues_leaderworkerset_tas_example_puts_each_group_in_one_rack(cluster: Any) -> None:
+    """site/static/examples/serving-workloads/sample-leaderworkerset-tas.yaml, unchanged: the
+    leader and its workers of each group required in one rack, together (podset-group-name)."""
+    crd = safe_load((Path(__file__).parents[1] / "data" / "lws" / LWS_CRD_FILE).read_text())
+    cluster.admin.create(CRDS, crd)
+    gpu_nodes = []
+    for rack in ("r1", "r2"):
+        for i in (1, 2):
+            obj = node(f"g-{rack}-{i}", "b1", rack, cpu="4")
+            for key in ("allocatable", "capacity"):
+                obj["status"][key]["nvidia.com/gpu"] = "2"
+            gpu_nodes.append(obj)
+    for obj in gpu_nodes:
+        cluster.admin.create(r.NODES, obj)
+    cluster.apply(*example("sample-gpu-queues.yaml"))
+    (sample,) = example("sample-leaderworkerset-tas.yaml")
+    proc = controller_process(cluster)
+    try:
+        created = cluster.admin.create(LWS, sample, "default")
+        for index in range(2):
+            for pod in lws_pods(created, index):
+                cluster.admin.create(r.PODS, pod, "default")
+
+        def placed() -> dict[str, str] | None:
+            hosts = {}
+            for index in range(2):
+                for pod in lws_pods(created, index):
+                    name = pod["metadata"]["name"]
+                    current = cluster.get("pods", name, "default")
+                    if current is None or current["spec"].get("schedulingGates"):
+                        return None
+                    hosts[name] = current["spec"]["nodeSelector"][HOSTNAME]
+            return hosts
+
+        hosts = eventually(placed, 30, "every pod of both groups let through to a host")
+        for index in range(2):
+            group = [h for name, h in hosts.items() if name.startswith(f"{LWS_NAME}-{index}")]
+            assert len(group) == 3
+            assert len({h.split("-")[1] for h in group}) == 1, hosts  # one rack a group
     finally:
         proc.terminate()
         proc.wait(timeout=20)
