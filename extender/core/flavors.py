@@ -158,7 +158,26 @@ def _try_next_flavor(verdict: _Verdict, fungibility: FlavorFungibility) -> bool:
     return verdict.level > 0 and fungibility.when_can_borrow is TRY_NEXT_FLAVOR
 
 
-def _incompatibility(flavor: ResourceFlavor, pod_set: PodSet) -> str | None:
+def topology_only(cq: ClusterQueue, flavors: Mapping[str, ResourceFlavor]) -> bool:
+    """Kueue's TAS-only ClusterQueue: every flavor it names is a topology flavor (then a
+    podSet without a topology request of its own is placed on topology implicitly)."""
+    return all(
+        (flavor := flavors.get(name)) is not None and flavor.topology_name
+        for name in cq.flavor_names()
+    )
+
+
+def _incompatibility(
+    flavor: ResourceFlavor, pod_set: PodSet, topology_only: bool = False
+) -> str | None:
+    # Kueue's checkPodSetAndFlavorMatchForTAS: a podSet that asks for a topology needs a
+    # topology flavor, and one that does not is kept off topology flavors unless its
+    # ClusterQueue has no other kind.
+    asks = pod_set.topology is not None and pod_set.topology.explicit
+    if flavor.topology_name and not asks and not topology_only:
+        return f'Flavor "{flavor.name}" supports only TopologyAwareScheduling'
+    if asks and not flavor.topology_name:
+        return f'Flavor "{flavor.name}" does not support TopologyAwareScheduling'
     if not flavor.node_taints and not flavor.node_labels:
         return None
     for taint in flavor.node_taints:
@@ -263,6 +282,7 @@ def quick_plan(
     assigned: dict[str, str] = {}
     usage: dict[FlavorResource, int] = {}
     groups: list[tuple[tuple[FlavorResource, int], ...]] = []
+    only = topology_only(cq, flavors)
     for group_index in sorted(needs):
         request = needs[group_index]
         for flavor_quotas in cq.resource_groups[group_index].flavors:
@@ -270,7 +290,7 @@ def quick_plan(
             flavor = flavors.get(name)
             if flavor is None:
                 continue  # a missing flavor is passed over, as the search does
-            if _incompatibility(flavor, pod_set) is not None:
+            if _incompatibility(flavor, pod_set, only) is not None:
                 continue
             groups.append(tuple(((name, resource), amount) for resource, amount in request.items()))
             for resource, amount in request.items():
@@ -378,6 +398,7 @@ def search_flavors(
     )
     preempts = reclaims or cq.preemption.within_cluster_queue is not WITHIN_NEVER
     always_reclaims = cq.preemption.reclaim_within_cohort is RECLAIM_ANY
+    only = topology_only(cq, flavors)
     pod_set_flavors: list[dict[str, str]] = [{} for _ in workload.pod_sets]
     usage: dict[FlavorResource, int] = {}
     mode, level = FIT, 0
@@ -412,6 +433,7 @@ def search_flavors(
                         preempts,
                         preemption_over_borrowing,
                         always_reclaims,
+                        only,
                     )
                 notes.append(verdict)
                 if not _try_next_flavor(verdict, fungibility):
@@ -468,10 +490,11 @@ def _judge(
     preempts: bool,
     preemption_over_borrowing: bool,
     always_reclaims: bool = False,
+    topology_only: bool = False,
 ) -> _Verdict:
     """How one pod set's request for one resource group fits one flavor, on top of what
     earlier pod sets of the workload were assigned: the worst of its resources' verdicts."""
-    problem = _incompatibility(flavor, pod_set)
+    problem = _incompatibility(flavor, pod_set, topology_only)
     if problem is not None:
         return _Verdict(flavor.name, NO_FIT, 0, _NOTHING, NO_MATCHING_FLAVOR, problem)
     # The worst (mode, level) so far, as plain values: one verdict is built, at the end.

@@ -297,9 +297,9 @@ class TopologyScheduling:
                     f"assigned: {', '.join(chosen)}"
                 )
             request = ps.topology or TopologyRequest()
-            # Kueue places a podSet without a request of its own only in a ClusterQueue of
-            # topology flavors alone (elsewhere its search skips topology flavors for it);
-            # Tower's search does not, so a podSet admitted to one is placed, unconstrained.
+            # A podSet without a request of its own reaches a topology flavor only in a
+            # ClusterQueue of topology flavors alone (the flavor search keeps it off them
+            # elsewhere, as Kueue's): it is placed implicitly, unconstrained.
             implied = not explicit
             snap = self.snapshot(chosen[0])
             if snap is None:

@@ -265,3 +265,37 @@ def test_pods_coming_and_going_change_a_built_snapshot_as_building_it_anew() -> 
     (placed,) = got
     assignment = placed.admission.pod_set_assignments[0].topology
     assert assignment == TopologyAssignment((HOSTNAME,), (DomainAssignment(("n4",), 4),))
+
+
+def test_a_mixed_queue_keeps_each_podset_to_its_kind_of_flavor() -> None:
+    tas = tas_with_nodes()
+    plain = ResourceFlavor("plain")
+    s = ClusterState()
+    quota = (ResourceQuota("cpu", 100_000),)
+    cq = ClusterQueue(
+        "mixed",
+        (
+            ResourceGroup(
+                ("cpu",), (FlavorQuotas("tas-flavor", quota), FlavorQuotas("plain", quota))
+            ),
+        ),
+        namespace_selector=LabelSelector(),
+    )
+    s.configure(
+        flavors=[FLAVOR, plain],
+        cluster_queues=[cq],
+        local_queues=[LocalQueue("default", "lq", "mixed")],
+        topologies=[TOPOLOGY],
+    )
+    s.add_admission_check(tas)
+    s.add_workload(job("asks", 2, TopologyRequest(REQUIRED, RACK)))
+    s.add_workload(job("does-not", 2, None, 1.0))
+    admitted = {  # one head a cycle
+        a.workload.name: a.admission.pod_set_assignments[0]
+        for now in (0.0, 1.0)
+        for a in s.schedule(now).admitted
+    }
+    assert admitted["asks"].flavors == {"cpu": "tas-flavor"}
+    assert admitted["asks"].topology is not None
+    assert admitted["does-not"].flavors == {"cpu": "plain"}  # off the topology flavor
+    assert admitted["does-not"].topology is None
