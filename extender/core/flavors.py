@@ -161,10 +161,11 @@ def _try_next_flavor(verdict: _Verdict, fungibility: FlavorFungibility) -> bool:
 def topology_only(cq: ClusterQueue, flavors: Mapping[str, ResourceFlavor]) -> bool:
     """Kueue's TAS-only ClusterQueue: every flavor it names is a topology flavor (then a
     podSet without a topology request of its own is placed on topology implicitly)."""
-    return all(
-        (flavor := flavors.get(name)) is not None and flavor.topology_name
-        for name in cq.flavor_names()
-    )
+    for name in cq.flavor_names():
+        flavor = flavors.get(name)
+        if flavor is None or not flavor.topology_name:
+            return False
+    return True
 
 
 def _incompatibility(

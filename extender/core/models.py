@@ -192,8 +192,12 @@ class ClusterQueue:
     # Every (flavor, resource) a flavor search may look at: each flavor of each group with
     # each of the group's covered resources.
     flavor_resources: tuple[FlavorResource, ...] = field(init=False, repr=False, compare=False)
+    names_of_flavors: tuple[str, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        object.__setattr__(
+            self, "names_of_flavors", tuple(f.name for g in self.resource_groups for f in g.flavors)
+        )
         object.__setattr__(self, "quotas", _quota_index(self.resource_groups))
         object.__setattr__(
             self,
@@ -213,7 +217,7 @@ class ClusterQueue:
 
     def flavor_names(self) -> tuple[str, ...]:
         """Every flavor this ClusterQueue names, in order."""
-        return tuple(f.name for g in self.resource_groups for f in g.flavors)
+        return self.names_of_flavors
 
 
 @dataclass(frozen=True, slots=True)
