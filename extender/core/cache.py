@@ -10,7 +10,7 @@ admitted workloads a stopped queue must give back.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from extender.core.models import (
     Admission,
@@ -171,6 +171,12 @@ class Cache:
             lq.stop_policy is not StopPolicy.NONE for lq in self.local_queues.values()
         )
         self.tree = QuotaTree.build(self.cluster_queues.values(), self.cohorts.values())
+        for name, flavor in self.flavors.items():
+            if flavor.topology_name is not None:
+                topology = self.topologies.get(flavor.topology_name)
+                levels = topology.levels if topology is not None else ()
+                if levels != flavor.topology_levels:
+                    self.flavors[name] = replace(flavor, topology_levels=levels)
         for admitted in self.admitted.values():
             node = self.tree.cluster_queues.get(admitted.admission.cluster_queue)
             if node is None:

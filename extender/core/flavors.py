@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from enum import IntEnum
 from types import MappingProxyType
 from typing import NamedTuple
@@ -32,6 +32,7 @@ from extender.core.quota import (
     lowest_subtree_that_fits,
     potential_available,
 )
+from extender.core.tas_model import has_levels
 
 PODS = "pods"
 
@@ -169,16 +170,29 @@ def topology_only(cq: ClusterQueue, flavors: Mapping[str, ResourceFlavor]) -> bo
 
 
 def _incompatibility(
-    flavor: ResourceFlavor, pod_set: PodSet, topology_only: bool = False
+    flavor: ResourceFlavor,
+    pod_set: PodSet,
+    topology_only: bool = False,
+    resources: Iterable[str] = (),
 ) -> str | None:
     # Kueue's checkPodSetAndFlavorMatchForTAS: a podSet that asks for a topology needs a
-    # topology flavor, and one that does not is kept off topology flavors unless its
-    # ClusterQueue has no other kind.
+    # topology flavor with the levels it names (a plain flavor still serves resources the
+    # pod itself does not request: quota-only ones made by resources.transformations), and
+    # one that does not ask is kept off topology flavors unless its ClusterQueue has no
+    # other kind.
     asks = pod_set.topology is not None and pod_set.topology.explicit
     if flavor.topology_name and not asks and not topology_only:
         return f'Flavor "{flavor.name}" supports only TopologyAwareScheduling'
     if asks and not flavor.topology_name:
-        return f'Flavor "{flavor.name}" does not support TopologyAwareScheduling'
+        if any(r in pod_set.pod_requests for r in resources):
+            return f'Flavor "{flavor.name}" does not support TopologyAwareScheduling'
+    elif (
+        asks
+        and pod_set.topology is not None
+        and flavor.topology_levels
+        and not has_levels(pod_set.topology, flavor.topology_levels, False)
+    ):
+        return f'Flavor "{flavor.name}" does not contain the requested level'
     if not flavor.node_taints and not flavor.node_labels:
         return None
     for taint in flavor.node_taints:
@@ -291,7 +305,7 @@ def quick_plan(
             flavor = flavors.get(name)
             if flavor is None:
                 continue  # a missing flavor is passed over, as the search does
-            if _incompatibility(flavor, pod_set, only) is not None:
+            if _incompatibility(flavor, pod_set, only, request) is not None:
                 continue
             groups.append(tuple(((name, resource), amount) for resource, amount in request.items()))
             for resource, amount in request.items():
@@ -495,7 +509,7 @@ def _judge(
 ) -> _Verdict:
     """How one pod set's request for one resource group fits one flavor, on top of what
     earlier pod sets of the workload were assigned: the worst of its resources' verdicts."""
-    problem = _incompatibility(flavor, pod_set, topology_only)
+    problem = _incompatibility(flavor, pod_set, topology_only, request)
     if problem is not None:
         return _Verdict(flavor.name, NO_FIT, 0, _NOTHING, NO_MATCHING_FLAVOR, problem)
     # The worst (mode, level) so far, as plain values: one verdict is built, at the end.

@@ -87,6 +87,8 @@ class ResourceFlavor:
     tolerations: tuple[Toleration, ...] = ()
     topology_name: str | None = None
     topology_key: str | None = None  # tower.dev/topology-key: all pods of a workload in one domain
+    # Its Topology's levels, widest first, once known (the cache fills them in).
+    topology_levels: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -287,10 +289,18 @@ class PodSet:
     tolerations: tuple[Toleration, ...] = ()
     min_count: int | None = None
     topology: TopologyRequest | None = None  # spec.podSets[].topologyRequest
+    # What the pod itself asks of a node, where the quota counts otherwise (Kueue's
+    # resources.transformations and excludeResourcePrefixes); None: the same as `requests`.
+    own_requests: Mapping[str, int] | None = None
     totals: Mapping[str, int] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "totals", {r: v * self.count for r, v in self.requests.items()})
+
+    @property
+    def pod_requests(self) -> Mapping[str, int]:
+        """One pod's requests as a node sees them (placement), before the quota's policy."""
+        return self.requests if self.own_requests is None else self.own_requests
 
     def total(self, count: int | None = None) -> Mapping[str, int]:
         """What the whole pod set requests, for `count` pods (default: all of them)."""

@@ -42,7 +42,7 @@ class Planner:
         self.shortcuts = Shortcuts(inventory)
 
     def needs_plan(self, workload: Workload) -> bool:
-        return any(self.inventory.checked_requests(ps.requests) for ps in workload.pod_sets)
+        return any(self.inventory.checked_requests(ps.pod_requests) for ps in workload.pod_sets)
 
     def plan(
         self, workload: Workload, admission: Admission, keep: Plan | None = None
@@ -119,7 +119,7 @@ class Planner:
         assignments = {psa.name: psa for psa in admission.pod_set_assignments}
         groups = []
         for ps in workload.pod_sets:
-            requests = inventory.checked_requests(ps.requests)
+            requests = inventory.checked_requests(ps.pod_requests)
             psa = assignments.get(ps.name)
             if not requests or psa is None:
                 continue

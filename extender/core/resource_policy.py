@@ -85,7 +85,8 @@ def apply(workload: Workload, policy: ResourcePolicy) -> Workload:
     if not policy:
         return workload
     pod_sets = tuple(
-        replace(ps, requests=effective(ps.requests, policy)) for ps in workload.pod_sets
+        replace(ps, requests=effective(ps.requests, policy), own_requests=ps.pod_requests)
+        for ps in workload.pod_sets
     )
     if all(a.requests == b.requests for a, b in zip(pod_sets, workload.pod_sets, strict=True)):
         return workload

@@ -23,6 +23,7 @@ from extender.core.tas_model import (
     HOSTNAME,
     REQUIRED,
     DomainAssignment,
+    SliceLayer,
     Topology,
     TopologyAssignment,
     TopologyRequest,
@@ -314,7 +315,7 @@ class TopologyScheduling:
                 PodSetPlacement(
                     ps.name,
                     psa.count,
-                    ps.requests,
+                    ps.pod_requests,
                     request,
                     implied,
                     ps.node_selector,
@@ -360,19 +361,16 @@ class TopologyScheduling:
             if not gone or snap is None or ps is None:
                 continue
             kept = [d for d in held.assignment.domains if d.values[-1] != failed[0]]
-            request = ps.topology or TopologyRequest()
-            within = None
-            if request.mode == REQUIRED and kept and request.level in snap.levels:
-                path = snap.path_of(kept[0].values)
-                if path is not None:
-                    within = ",".join(path[: snap.levels.index(request.level) + 1])
             missing = sum(d.count for d in gone)
+            implied = not (ps.topology is not None and ps.topology.explicit)
+            request = ps.topology or TopologyRequest()
+            within, request = _replacement_scope(snap, request, implied, kept, missing)
             placement = PodSetPlacement(
                 ps.name,
                 missing,
-                ps.requests,
+                ps.pod_requests,
                 request,
-                not (ps.topology is not None and ps.topology.explicit),
+                implied,
                 ps.node_selector,
                 ps.required_terms,
                 ps.tolerations,
@@ -410,6 +408,53 @@ class TopologyScheduling:
     def _usable(self, host: str) -> bool:
         node = self.nodes.get(self._hosts.get(host, host))
         return node is not None and node.ready
+
+
+def _replacement_scope(
+    snap: TopologySnapshot,
+    request: TopologyRequest,
+    implied: bool,
+    kept: Sequence[DomainAssignment],
+    missing: int,
+) -> tuple[str | None, TopologyRequest]:
+    """Where a failed host's `missing` pods may go, and the request they are placed by
+    (Kueue's requiredReplacementDomain): a required podSet stays in its domain of the
+    required level; a podSet in slices whose slice the failure broke is mended within that
+    slice's domain, in the largest slice size the missing pods make up (single pods if
+    none). None: anywhere."""
+    key = snap.level_key(request, implied)
+    if not kept or key not in snap.levels:
+        return None, request
+    if request.slices and missing % request.slices[0].size:
+        layers = request.slices
+        broken = next(s for s in reversed(layers) if missing % s.size)  # the innermost
+        within = _incomplete_slice(snap, kept, missing, broken)
+        if within is None:
+            return None, request
+        whole = next((s for s in reversed(layers) if missing % s.size == 0), None)
+        return within, replace(request, slices=(whole,) if whole is not None else ())
+    if request.mode != REQUIRED:
+        return None, request
+    path = snap.path_of(kept[0].values)
+    if path is None:
+        return None, request
+    return ",".join(path[: snap.levels.index(key) + 1]), request
+
+
+def _incomplete_slice(
+    snap: TopologySnapshot, kept: Sequence[DomainAssignment], missing: int, layer: SliceLayer
+) -> str | None:
+    """The domain of the slice level whose pods, with the missing ones, make whole slices."""
+    if layer.level not in snap.levels:
+        return None
+    depth = snap.levels.index(layer.level) + 1
+    pods: dict[str, int] = {}
+    for d in kept:
+        path = snap.path_of(d.values)
+        if path is not None:
+            domain = ",".join(path[:depth])
+            pods[domain] = pods.get(domain, 0) + d.count
+    return next((d for d, n in pods.items() if (n + missing) % layer.size == 0), None)
 
 
 def _refusal(pod_set: str, reason: str) -> str:

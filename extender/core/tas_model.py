@@ -120,6 +120,27 @@ def topology_request(raw: Any) -> TopologyRequest | None:
     )
 
 
+def level_key(request: TopologyRequest, levels: Sequence[str], implied: bool) -> str | None:
+    """The level a podSet's pods are kept within (Kueue's levelKey, with the implied
+    fallback): the one it names, the widest for slices alone, the lowest when unconstrained
+    or implied; None when it asks for nothing."""
+    if request.mode in (REQUIRED, PREFERRED):
+        return request.level
+    if request.slices:  # slices alone: anywhere, slice by slice
+        return levels[0] if levels else None
+    if request.mode == UNCONSTRAINED or (request.mode == IMPLICIT and implied):
+        return levels[-1] if levels else None
+    return None
+
+
+def has_levels(request: TopologyRequest, levels: Sequence[str], implied: bool) -> bool:
+    """Kueue's HasLevel: every level the request names is one of the Topology's."""
+    key = level_key(request, levels, implied)
+    if key is None or key not in levels:
+        return False
+    return all(layer.level in levels for layer in request.slices)
+
+
 # ----- the Workload's forms of an assignment -----------------------------------------------
 
 

@@ -37,13 +37,14 @@ from extender.core.tas_domains import (
     with_pod,
 )
 from extender.core.tas_model import (
-    IMPLICIT,
     PREFERRED,
     REQUIRED,
     UNCONSTRAINED,
     DomainAssignment,
     TopologyAssignment,
     TopologyRequest,
+    has_levels,
+    level_key,
 )
 
 __all__ = ["PODS", "Placed", "PodSetPlacement", "TopologySnapshot", "count_in", "with_pod"]
@@ -119,10 +120,7 @@ class TopologySnapshot(TopologyDomains):
 
     def has_level(self, request: TopologyRequest, implied: bool) -> bool:
         """Kueue's HasLevel: every level the request names is one of this Topology's."""
-        key = self._level_key(request, implied)
-        if key is None or key not in self.levels:
-            return False
-        return all(layer.level in self.levels for layer in request.slices)
+        return has_levels(request, self.levels, implied)
 
     # ----- placing a workload ----------------------------------------------------------
 
@@ -169,14 +167,8 @@ class TopologySnapshot(TopologyDomains):
         leaf = self.leaf_of(values)
         return None if leaf is None else leaf.values
 
-    def _level_key(self, request: TopologyRequest, implied: bool) -> str | None:
-        if request.mode in (REQUIRED, PREFERRED):
-            return request.level
-        if request.slices:  # slices alone: anywhere, slice by slice
-            return self.levels[0]
-        if request.mode == UNCONSTRAINED or (request.mode == IMPLICIT and implied):
-            return self.levels[-1]
-        return None
+    def level_key(self, request: TopologyRequest, implied: bool) -> str | None:
+        return level_key(request, self.levels, implied)
 
     def _find(
         self,
@@ -190,7 +182,7 @@ class TopologySnapshot(TopologyDomains):
         slice_size = request.slices[0].size if request.slices else 1
         if slice_size <= 0:
             return "slice topology requested, but slice size not provided"
-        key = self._level_key(request, workers.implied)
+        key = self.level_key(request, workers.implied)
         if key is None:
             return "topology level not specified"
         if key not in self.levels:
