@@ -168,7 +168,7 @@ class Scheduler:
 
         # 4. Order: classical (the least borrowing first, then priority, FIFO) or fair-sharing
         #    tournament.
-        ordered = _fair_order(entries) if self.fair_sharing else iter(self._classical(entries))
+        ordered = _fair_order(entries) if self.fair_sharing else iter(_classical(entries))
 
         # 5. Admit or preempt, entry by entry. A preempting entry reserves its quota in the
         #    snapshot for the rest of the cycle, so what its victims free (and what is free
@@ -312,6 +312,11 @@ class Scheduler:
         entry = Entry(cq, node, queue, workload, assignment, memo=memo)
         if assignment.mode in PREEMPTING:
             entry.targets = targets(assignment.usage, assignment.needs_preemption)
+            fit = None if self.fair_sharing else self.topology_fit
+            if entry.targets and fit is not None:
+                entry.targets = placeable_targets(
+                    entry, entry.targets, fit, cache, _victim_usage(self._queues, cq)
+                )
             if not entry.targets:
                 entry.assignment = assignment._replace(mode=NO_CANDIDATES)
         if (
@@ -375,12 +380,6 @@ class Scheduler:
 
     # ----- step 4 ---------------------------------------------------------------------
 
-    @staticmethod
-    def _classical(entries: list[Entry]) -> list[Entry]:
-        # Kueue's order: by how high in the cohort tree each must borrow (0: not at all), then
-        # priority, then FIFO.
-        return sorted(entries, key=lambda e: (e.assignment.borrowing_level, e.workload.order))
-
     # ----- step 5, by what nomination found -----------------------------------------
 
     def _admit(self, entry: Entry, step: _Step5) -> None:
@@ -396,7 +395,7 @@ class Scheduler:
         if self.block_admission and self.not_ready:
             entry.status = PendingStatus(WAITING_FOR_PODS_READY, PODS_READY_BLOCK_MESSAGE)
             return  # it stays the head; a workload getting ready calls for the next cycle
-        admission = self._admission(entry)
+        admission = admission_of(entry)
         refusal = None
         for check in self.admission_checks:
             verdict = check(workload, admission)
@@ -407,24 +406,24 @@ class Scheduler:
                 admission = verdict
         if refusal is not None:
             fit = None if self.fair_sharing else self.topology_fit  # classical preemption only
-            if fit is not None and (
-                targets := topology_targets(
-                    entry,
-                    admission,
-                    refusal,
-                    fit,
-                    self._cache,
-                    _victim_usage(self._queues, entry.cq),
-                )
-            ):
-                entry.targets = targets
+            remedy: list[Target] | Assignment | None = None
+            if fit is not None and refusal.startswith(_TOPOLOGY_REFUSAL):
+                usage = _victim_usage(self._queues, entry.cq)
+                remedy = topology_targets(entry, admission, fit, self._cache, usage)
+                if not remedy and self.partial_admission and not assignment.counts:
+                    remedy = shrink_to_topology(entry, fit, self._cache)
+            if isinstance(remedy, list) and remedy:
+                entry.targets = remedy
                 entry.assignment = entry.assignment._replace(message=refusal)
                 self._preempt(entry, step)
-                return
-            entry.status = PendingStatus(INADMISSIBLE, refusal)
-            # Progress only if the queue moved (under StrictFIFO the head stays).
-            if self._queues.set_aside(entry.node, entry.queue, workload):
-                step.progressed = True
+            elif isinstance(remedy, Assignment):
+                entry.assignment = remedy
+                self._admit(entry, step)  # shrunk: asked again, and never shrunk twice
+            else:
+                entry.status = PendingStatus(INADMISSIBLE, refusal)
+                # Progress only if the queue moved (under StrictFIFO the head stays).
+                if self._queues.set_aside(entry.node, entry.queue, workload):
+                    step.progressed = True
             return
         self._queues.admitted(workload)
         self._cache.assume(workload, admission, step.now, assignment.usage)
@@ -440,26 +439,6 @@ class Scheduler:
         quota.admitted(entry)
         step.admitted.append(Admit(workload, admission))
         step.progressed = True
-
-    def _admission(self, entry: Entry) -> Admission:
-        """The admission an entry's assignment amounts to. Members of an equivalence class
-        have equal pod sets, so one admitted to the same flavors gets an equal admission:
-        the last one built for the class is reused (frozen, it is shared safely)."""
-        workload, assignment, memo = entry.workload, entry.assignment, entry.memo
-        if assignment.counts or memo is None:
-            # Shrunk: an admission of the class's full counts is not this one's, and this
-            # one is not the class's.
-            return assignment.admission(entry.cq.name, workload)
-        kept = memo.admission
-        if kept is not None and kept.cluster_queue == entry.cq.name:
-            # The same plan's flavors are the same tuple: equal without comparing.
-            flavors, kept_flavors = assignment.pod_set_flavors, memo.admission_flavors
-            if kept_flavors is flavors or kept_flavors == flavors:
-                return kept
-        admission = assignment.admission(entry.cq.name, workload)
-        memo.admission = admission
-        memo.admission_flavors = assignment.pod_set_flavors
-        return admission
 
     def _preempt(self, entry: Entry, step: _Step5) -> None:
         """It fits once its targets are gone: they are evicted and it waits for them, unless
@@ -521,10 +500,36 @@ class Scheduler:
             step.progressed = True
 
 
+def admission_of(entry: Entry) -> Admission:
+    """The admission an entry's assignment amounts to. Members of an equivalence class
+    have equal pod sets, so one admitted to the same flavors gets an equal admission:
+    the last one built for the class is reused (frozen, it is shared safely)."""
+    workload, assignment, memo = entry.workload, entry.assignment, entry.memo
+    if assignment.counts or memo is None:
+        # Shrunk: an admission of the class's full counts is not this one's, and this
+        # one is not the class's.
+        return assignment.admission(entry.cq.name, workload)
+    kept = memo.admission
+    if kept is not None and kept.cluster_queue == entry.cq.name:
+        # The same plan's flavors are the same tuple: equal without comparing.
+        flavors, kept_flavors = assignment.pod_set_flavors, memo.admission_flavors
+        if kept_flavors is flavors or kept_flavors == flavors:
+            return kept
+    admission = assignment.admission(entry.cq.name, workload)
+    memo.admission = admission
+    memo.admission_flavors = assignment.pod_set_flavors
+    return admission
+
+
+def _classical(entries: list[Entry]) -> list[Entry]:
+    # Kueue's order: by how high in the cohort tree each must borrow (0: not at all), then
+    # priority, then FIFO.
+    return sorted(entries, key=lambda e: (e.assignment.borrowing_level, e.workload.order))
+
+
 def topology_targets(
     entry: Entry,
     admission: Admission,
-    refusal: str,
     fit: TopologyFit,
     cache: Cache,
     lq_usage: Callable[[AdmittedWorkload], float] | None,
@@ -534,8 +539,6 @@ def topology_targets(
     preemption policy allows are taken until it is placed, then those not needed are put
     back; none when preemption cannot make room."""
     cq, node, workload = entry.cq, entry.node, entry.workload
-    if not refusal.startswith(_TOPOLOGY_REFUSAL):
-        return []
     may = cq.preemption.within_cluster_queue is not WITHIN_NEVER or (
         node.parent is not None and cq.preemption.reclaim_within_cohort is not RECLAIM_NEVER
     )
@@ -546,6 +549,53 @@ def topology_targets(
         workload,
         cq,
         node,
+        usage,
+        frozenset(usage),
+        cache.admitted_in,
+        cache.lowest_priority,
+        lq_usage=lq_usage,
+        also_fits=lambda removed: fit(workload, admission, [v.workload.key for v in removed]),
+    )
+
+
+def shrink_to_topology(entry: Entry, fit: TopologyFit, cache: Cache) -> Assignment | None:
+    """Partial admission when the quota fits but no domain holds every pod: the largest
+    counts whose quota fits and whose domains hold them (Kueue's reducer asks both)."""
+    workload, cq, node = entry.workload, entry.cq, entry.node
+    if not may_shrink(workload):
+        return None
+
+    def fits(counts: tuple[int, ...]) -> Assignment | None:
+        assignment = search_flavors(scaled(workload, counts), cq, cache.flavors, node)
+        if assignment.mode != FIT:
+            return None
+        assignment = assignment._replace(counts=counts)
+        return assignment if fit(workload, assignment.admission(cq.name, workload), []) else None
+
+    found = largest_fit(workload.pod_sets, fits)
+    return None if found is None else found[1]
+
+
+def placeable_targets(
+    entry: Entry,
+    victims: list[Target],
+    fit: TopologyFit,
+    cache: Cache,
+    lq_usage: Callable[[AdmittedWorkload], float] | None,
+) -> list[Target]:
+    """Victims for the quota, checked against topology: when the workload's domains would
+    still not hold it once they are gone, every flavor-resource it uses is preempted for,
+    with its placement the test (Kueue switches a flavor that fits by quota but not by
+    topology from Fit to Preempt). None when even that makes no room."""
+    workload = entry.workload
+    admission = entry.assignment.admission(entry.cq.name, workload)
+    if fit(workload, admission, [t.victim.workload.key for t in victims]):
+        return victims
+    usage = entry.assignment.usage
+    return classical_targets(
+        workload,
+        entry.cq,
+        entry.node,
         usage,
         frozenset(usage),
         cache.admitted_in,

@@ -200,6 +200,13 @@ class TopologyScheduling:
                 if self._shares(held.flavor, name, snap):
                     snap.use(held.assignment, held.requests, sign)
 
+    def _apply_among(
+        self, snaps: Mapping[str, TopologySnapshot | None], held: Held, sign: int
+    ) -> None:
+        for name, snap in snaps.items():
+            if name != held.flavor and snap is not None and self._shares(held.flavor, name, snap):
+                snap.use(held.assignment, held.requests, sign)
+
     def to_requeue(self) -> set[str]:
         """The ClusterQueues whose refused workloads wait on a flavor whose room grew."""
         grown, self.grown = self.grown, set()
@@ -223,17 +230,25 @@ class TopologyScheduling:
             return None
         assignments: dict[str, TopologyAssignment] = {}
         holds: list[Held] = []
-        for flavor, placements in sorted(by_flavor.items()):
-            snap = self.snapshot(flavor)
-            assert snap is not None  # checked by _placements
-            placed = snap.assign(placements)
-            if placed.failed:
-                self._waiting[workload.key] = (admission.cluster_queue, frozenset(by_flavor))
-                return _refusal(placed.failed[0], placed.reason)
-            for placement in placements:
-                assignment = placed.assignments[placement.name]
-                assignments[placement.name] = assignment
-                holds.append(Held(flavor, placement.name, assignment, placement.requests))
+        snaps = {flavor: self.snapshot(flavor) for flavor in sorted(by_flavor)}
+        try:
+            for flavor, snap in snaps.items():
+                assert snap is not None  # checked by _placements
+                placed = snap.assign(by_flavor[flavor])
+                if placed.failed:
+                    self._waiting[workload.key] = (admission.cluster_queue, frozenset(by_flavor))
+                    return _refusal(placed.failed[0], placed.reason)
+                for placement in by_flavor[flavor]:
+                    assignment = placed.assignments[placement.name]
+                    assignments[placement.name] = assignment
+                    held = Held(flavor, placement.name, assignment, placement.requests)
+                    holds.append(held)
+                    # A sibling flavor over the same hosts sees it while its own podSets
+                    # are placed (Kueue's overlapping flavors).
+                    self._apply_among(snaps, held, 1)
+        finally:
+            for held in holds:
+                self._apply_among(snaps, held, -1)
         self._waiting.pop(workload.key, None)
         self.hold(workload.key, holds)
         return Admission(

@@ -39,10 +39,6 @@ RESERVE = "a preemptor's domains are not reserved for it within the cycle"
 # Cases that need a part of Kueue Tower has not built yet; each says which.
 NOT_BUILT: dict[str, str] = {
     **{f"sched-{n:03}": DELAYED for n in (4, 5, 25, 26, 27, 28, 29, 30)},
-    "sched-050": "two podSets in sibling flavors over the same nodes are placed as if alone",
-    "sched-051": "partial admission does not shrink a podSet to what its topology holds",
-    "preempt-009": "a flavor that fits by quota but not by topology does not switch to preempt",
-    "cohort-026": "a flavor that fits by quota but not by topology does not switch to preempt",
     "cohort-001": RESERVE,
     "cohort-006": RESERVE,
     "cohort-007": RESERVE,
