@@ -8,9 +8,9 @@ here does I/O or reads a clock.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Set
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 from extender.core.cache import Cache
 from extender.core.cycle_quota import CycleQuota, Entry, to_reserve
@@ -73,11 +73,28 @@ _PREEMPTION_WHY = {
 }
 
 InternalCheck = Callable[[Workload, Admission], "str | Admission | None"]
-TopologyFit = Callable[[Workload, Admission, "Sequence[str] | None"], bool]
-_TOPOLOGY_REFUSAL = "couldn't assign flavors to pod set "
 """An admission check Tower decides inside the cycle, after quota fits (physical fit on
 nodes, topology placement): a refusal message, the admission with what it placed added, or
 None. AdmissionCheck objects are asked after quota is reserved."""
+TopologyFit = Callable[[Workload, Admission, "Sequence[str] | None"], bool]
+_TOPOLOGY_REFUSAL = "couldn't assign flavors to pod set "
+
+
+class TopologyHooks(Protocol):
+    """What preemption asks of topology-aware scheduling (tas.TopologyScheduling)."""
+
+    def fits_without(
+        self, workload: Workload, admission: Admission, victims: Sequence[str] | None
+    ) -> bool:
+        """Would its topology podSets be placed were these workloads gone (None: all)."""
+
+    def reserve(
+        self, workload: Workload, admission: Admission, victims: Sequence[str] | None
+    ) -> None:
+        """Keep the domains it will take from later entries, until the cycle ends."""
+
+    def end_cycle(self) -> None:
+        """Give back what the cycle reserved."""
 
 
 class Admit(NamedTuple):
@@ -149,7 +166,7 @@ class Scheduler:
         self.partial_admission = True
         # Topology-aware scheduling's "would it be placed were these workloads gone" (None:
         # every topology-aware workload gone), for preemption that makes room on domains.
-        self.topology_fit: TopologyFit | None = None
+        self.topology: TopologyHooks | None = None
 
     def schedule(self, now: float) -> CycleResult:
         """Run one scheduling cycle at time `now` and return its decisions."""
@@ -186,6 +203,8 @@ class Scheduler:
             else:
                 leave_pending(entry, step)
         step.quota.release_holds()
+        if self.topology is not None:
+            self.topology.end_cycle()
 
         # 6. Requeue: what was not admitted keeps its place or was parked above; record why.
         pending = [(e.workload, e.status) for e in entries if e.status is not None]
@@ -312,10 +331,14 @@ class Scheduler:
         entry = Entry(cq, node, queue, workload, assignment, memo=memo)
         if assignment.mode in PREEMPTING:
             entry.targets = targets(assignment.usage, assignment.needs_preemption)
-            fit = None if self.fair_sharing else self.topology_fit
-            if entry.targets and fit is not None:
+            topology = None if self.fair_sharing else self.topology
+            if entry.targets and topology is not None:
                 entry.targets = placeable_targets(
-                    entry, entry.targets, fit, cache, _victim_usage(self._queues, cq)
+                    entry,
+                    entry.targets,
+                    topology.fits_without,
+                    cache,
+                    _victim_usage(self._queues, cq),
                 )
             if not entry.targets:
                 entry.assignment = assignment._replace(mode=NO_CANDIDATES)
@@ -405,11 +428,11 @@ class Scheduler:
             if verdict is not None:
                 admission = verdict
         if refusal is not None:
-            fit = None if self.fair_sharing else self.topology_fit  # classical preemption only
+            topology = None if self.fair_sharing else self.topology  # classical preemption only
             remedy: list[Target] | Assignment | None = None
-            if fit is not None and refusal.startswith(_TOPOLOGY_REFUSAL):
-                usage = _victim_usage(self._queues, entry.cq)
-                remedy = topology_targets(entry, admission, fit, self._cache, usage)
+            if topology is not None and refusal.startswith(_TOPOLOGY_REFUSAL):
+                fit, usage = topology.fits_without, _victim_usage(self._queues, entry.cq)
+                remedy = topology_targets(entry, admission, fit, self._cache, usage, step.claimed)
                 if not remedy and self.partial_admission and not assignment.counts:
                     remedy = shrink_to_topology(entry, fit, self._cache)
             if isinstance(remedy, list) and remedy:
@@ -421,6 +444,11 @@ class Scheduler:
                 self._admit(entry, step)  # shrunk: asked again, and never shrunk twice
             else:
                 entry.status = PendingStatus(INADMISSIBLE, refusal)
+                if (
+                    topology is not None
+                    and entry.cq.preemption.reclaim_within_cohort is not RECLAIM_ANY
+                ):
+                    topology.reserve(workload, admission, None)  # as a quota hold, below
                 # Progress only if the queue moved (under StrictFIFO the head stays).
                 if self._queues.set_aside(entry.node, entry.queue, workload):
                     step.progressed = True
@@ -458,6 +486,9 @@ class Scheduler:
             entry.status = PendingStatus(WAITING_FOR_QUOTA, no_longer_fits)
             return
         step.claimed |= keys
+        if self.topology is not None and not self.fair_sharing:
+            admission = assignment.admission(entry.cq.name, workload)
+            self.topology.reserve(workload, admission, sorted(keys))
         for target in entry.targets:
             if target.victim.evicting:
                 continue
@@ -489,8 +520,11 @@ class Scheduler:
             and entry.cq.preemption.reclaim_within_cohort is not RECLAIM_ANY
         ):
             # It could not take its quota back later: what it needs is kept from entries
-            # after it, as Kueue does.
+            # after it, as Kueue does (and the domains it would take).
             step.quota.hold(entry, to_reserve(entry))
+            if self.topology is not None and not self.fair_sharing:
+                admission = assignment.admission(entry.cq.name, entry.workload)
+                self.topology.reserve(entry.workload, admission, None)
         if self._queues.set_aside(
             entry.node,
             entry.queue,
@@ -533,11 +567,13 @@ def topology_targets(
     fit: TopologyFit,
     cache: Cache,
     lq_usage: Callable[[AdmittedWorkload], float] | None,
+    claimed: Set[str] = frozenset(),
 ) -> list[Target]:
     """Kueue's preemption for topology: the quota fits but no domain holds the workload. If
     the domains would hold it with no topology-aware workload on them, the candidates its
     preemption policy allows are taken until it is placed, then those not needed are put
-    back; none when preemption cannot make room."""
+    back; none when preemption cannot make room. Workloads `claimed` by a preemptor earlier
+    in the cycle are not candidates: the cycle's quota already counts them gone."""
     cq, node, workload = entry.cq, entry.node, entry.workload
     may = cq.preemption.within_cluster_queue is not WITHIN_NEVER or (
         node.parent is not None and cq.preemption.reclaim_within_cohort is not RECLAIM_NEVER
@@ -545,13 +581,17 @@ def topology_targets(
     if not may or not fit(workload, admission, None):
         return []
     usage = entry.assignment.usage
+
+    def admitted_in(name: str) -> Iterable[AdmittedWorkload]:
+        return [a for a in cache.admitted_in(name) if a.workload.key not in claimed]
+
     return classical_targets(
         workload,
         cq,
         node,
         usage,
         frozenset(usage),
-        cache.admitted_in,
+        admitted_in if claimed else cache.admitted_in,
         cache.lowest_priority,
         lq_usage=lq_usage,
         also_fits=lambda removed: fit(workload, admission, [v.workload.key for v in removed]),

@@ -87,7 +87,7 @@ class Simulator:
             self.topology.set_flavors(scenario.config.flavors)
             self.state.add_admission_check(self.topology)
             self.state.on_release(self.topology.release)
-            self.state.scheduler.topology_fit = self.topology.fits_without
+            self.state.scheduler.topology = self.topology
             self.inventory = Inventory()
             self.inventory.set_flavors(scenario.config.flavors)
             for arrival, node in scenario.nodes:

@@ -274,7 +274,7 @@ def run(case: Case) -> Outcome:
     )
     state.add_admission_check(tas)
     state.on_release(tas.release)
-    state.scheduler.topology_fit = tas.fits_without
+    state.scheduler.topology = tas
     resources = policy(case)
 
     initially: set[str] = set()

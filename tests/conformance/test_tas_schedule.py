@@ -35,13 +35,9 @@ DIFFERENT: dict[str, str] = {
 }
 
 DELAYED = "delayed topology requests (ProvisioningRequest's second pass) are not built"
-RESERVE = "a preemptor's domains are not reserved for it within the cycle"
 # Cases that need a part of Kueue Tower has not built yet; each says which.
 NOT_BUILT: dict[str, str] = {
     **{f"sched-{n:03}": DELAYED for n in (4, 5, 25, 26, 27, 28, 29, 30)},
-    "cohort-001": RESERVE,
-    "cohort-006": RESERVE,
-    "cohort-007": RESERVE,
     "cohort-002": "left in the active queue where Tower sets it aside",
     "cohort-016": "partial admission with preemption chooses another victim",
 }

@@ -187,7 +187,7 @@ def test_a_failed_host_is_replaced_by_a_host_of_the_same_rack() -> None:
 def test_a_higher_priority_workload_preempts_to_get_a_rack() -> None:
     tas = tas_with_nodes()
     s = state(tas)
-    s.scheduler.topology_fit = tas.fits_without
+    s.scheduler.topology = tas
     cq = s.cluster_queue("tas-cq")
     assert cq is not None
     s.apply_cluster_queue(
@@ -234,7 +234,7 @@ def test_a_higher_priority_workload_preempts_to_get_a_rack() -> None:
 def test_preemption_is_not_tried_when_even_empty_domains_cannot_hold_it() -> None:
     tas = tas_with_nodes()
     s = state(tas)
-    s.scheduler.topology_fit = tas.fits_without
+    s.scheduler.topology = tas
     s.add_workload(job("huge", 9, TopologyRequest(REQUIRED, RACK)))  # no rack has 9 cpu
     result = s.schedule(0.0)
     assert result.evicted == ()

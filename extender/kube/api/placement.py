@@ -335,7 +335,7 @@ class Placement:
         quota."""
         state.add_admission_check(self.check)
         state.on_release(self.forget)
-        state.scheduler.topology_fit = self.topology_fit
+        state.scheduler.topology = self
 
     def new_term(self, state: ClusterState) -> None:
         """A term as leader begins: forget the last term's unwritten plans, and plug in."""
@@ -357,12 +357,24 @@ class Placement:
                 return refusal
             return placed
 
-    def topology_fit(
+    # ----- scheduler.TopologyHooks, under the lock ---------------------------------------
+
+    def fits_without(
         self, workload: Workload, admission: Admission, victims: Sequence[str] | None
     ) -> bool:
         """Would its topology podSets be placed were these workloads gone (tas.fits_without)."""
         with self.lock:
             return self.topology.fits_without(workload, admission, victims)
+
+    def reserve(
+        self, workload: Workload, admission: Admission, victims: Sequence[str] | None
+    ) -> None:
+        with self.lock:
+            self.topology.reserve(workload, admission, victims)
+
+    def end_cycle(self) -> None:
+        with self.lock:
+            self.topology.end_cycle()
 
     def forget(self, key: str) -> None:
         with self.lock:
