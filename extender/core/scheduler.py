@@ -171,7 +171,7 @@ class Scheduler:
     def schedule(self, now: float) -> CycleResult:
         """Run one scheduling cycle at time `now` and return its decisions."""
         # 0. Drain: stopped queues with HoldAndDrain give back what they admitted.
-        evicted = self._drain()
+        evicted = drain(self._cache)
 
         # 1. Heads: one workload per active ClusterQueue.
         heads = self._queues.heads()
@@ -212,20 +212,6 @@ class Scheduler:
         return CycleResult(
             tuple(step.admitted), tuple(evicted), tuple(pending), len(heads), step.progressed
         )
-
-    # ----- step 0 ---------------------------------------------------------------------
-
-    def _drain(self) -> list[Evict]:
-        cache = self._cache
-        evicted: list[Evict] = []
-        for key in sorted(cache.to_drain):
-            holder = cache.admitted[key]
-            why = cache.drain_reason(holder)
-            if why is not None and not holder.evicting:
-                holder.evicting = True
-                evicted.append(Evict(holder.workload, why[0], None, why[1]))
-        cache.to_drain.clear()
-        return evicted
 
     # ----- step 3 ---------------------------------------------------------------------
 
@@ -435,7 +421,18 @@ class Scheduler:
                 remedy = topology_targets(entry, admission, fit, self._cache, usage, step.claimed)
                 if not remedy and self.partial_admission and not assignment.counts:
                     remedy = shrink_to_topology(entry, fit, self._cache)
-            if isinstance(remedy, list) and remedy:
+            taken = [a.workload.key for a in step.admitted]
+            if (
+                not remedy
+                and taken
+                and topology
+                and topology.fits_without(workload, admission, taken)
+            ):
+                # Kueue's sticky nomination: an entry admitted earlier in this cycle took the
+                # domains; it stays queued, and is tried again as it was.
+                entry.status = PendingStatus(WAITING_FOR_QUOTA, refusal)
+                step.progressed = True
+            elif isinstance(remedy, list) and remedy:
                 entry.targets = remedy
                 entry.assignment = entry.assignment._replace(message=refusal)
                 self._preempt(entry, step)
@@ -532,6 +529,19 @@ class Scheduler:
             even_strict=assignment.reason == MISCONFIGURED,
         ):
             step.progressed = True
+
+
+def drain(cache: Cache) -> list[Evict]:
+    """Stopped queues with HoldAndDrain (and the like) give back what they admitted."""
+    evicted: list[Evict] = []
+    for key in sorted(cache.to_drain):
+        holder = cache.admitted[key]
+        why = cache.drain_reason(holder)
+        if why is not None and not holder.evicting:
+            holder.evicting = True
+            evicted.append(Evict(holder.workload, why[0], None, why[1]))
+    cache.to_drain.clear()
+    return evicted
 
 
 def admission_of(entry: Entry) -> Admission:

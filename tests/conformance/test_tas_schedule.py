@@ -38,7 +38,6 @@ DELAYED = "delayed topology requests (ProvisioningRequest's second pass) are not
 # Cases that need a part of Kueue Tower has not built yet; each says which.
 NOT_BUILT: dict[str, str] = {
     **{f"sched-{n:03}": DELAYED for n in (4, 5, 25, 26, 27, 28, 29, 30)},
-    "cohort-002": "left in the active queue where Tower sets it aside",
     "cohort-016": "partial admission with preemption chooses another victim",
 }
 
