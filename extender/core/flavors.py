@@ -400,6 +400,8 @@ def search_flavors(
                 )
             needs.setdefault(group, {})[resource] = amount
         requests.append(needs)
+    own = [{r for need in needs.values() for r in need} for needs in requests]
+    groups = _pod_set_groups(workload, requests)
 
     fungibility = cq.flavor_fungibility
     preemption_over_borrowing = fungibility.preference == "PreemptionOverBorrowing"
@@ -481,6 +483,17 @@ def search_flavors(
                 need = need | best.need
             if best.note:
                 notes_text = f"{notes_text}; {best.note}" if notes_text else best.note
+    for members in groups:
+        # One flavor per resource for the whole group (Kueue's grouped requests): each member
+        # names those of the resources it requests; one that requests none is placed with
+        # its group, on the group's topology flavors.
+        chosen = pod_set_flavors[members[0]]
+        for m in members:
+            pod_set_flavors[m] = {
+                r: f
+                for r, f in chosen.items()
+                if (r in own[m] if own[m] else _is_topology(flavors.get(f)))
+            }
     if notes_text and mode != FIT and len(workload.pod_sets) > 1:
         notes_text = f"pod sets {', '.join(p.name for p in workload.pod_sets)}: {notes_text}"
     return Assignment(
@@ -492,6 +505,33 @@ def search_flavors(
         WAITING_FOR_QUOTA if mode != FIT else "",
         notes_text,
     )
+
+
+def _is_topology(flavor: ResourceFlavor | None) -> bool:
+    return flavor is not None and flavor.topology_name is not None
+
+
+def _pod_set_groups(
+    workload: Workload, requests: list[dict[int, dict[str, int]]]
+) -> list[list[int]]:
+    """Pod sets of one podSetGroupName (a leader and its workers) are searched as one: the
+    group's requests are summed into its first member's (which `requests` then holds), so
+    the whole group gets one flavor per resource, as Kueue assigns them."""
+    by_name: dict[str, list[int]] = {}
+    for i, pod_set in enumerate(workload.pod_sets):
+        name = pod_set.topology.group if pod_set.topology is not None else None
+        if name:
+            by_name.setdefault(name, []).append(i)
+    groups = [members for members in by_name.values() if len(members) > 1]
+    for members in groups:
+        first = requests[members[0]]
+        for m in members[1:]:
+            for group_index, need in requests[m].items():
+                into = first.setdefault(group_index, {})
+                for resource, amount in need.items():
+                    into[resource] = into.get(resource, 0) + amount
+            requests[m] = {}
+    return groups
 
 
 def _judge(

@@ -345,6 +345,9 @@ class PodSetAssignment:
     resource_usage: Mapping[str, int]
     count: int
     topology: TopologyAssignment | None = None  # where its pods go, in a topology flavor
+    # Kueue's delayedTopologyRequest: "Pending" until a ProvisioningRequest check is Ready
+    # and the pods are placed ("Ready"); None when placement is not delayed.
+    delayed_topology: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -63,6 +63,7 @@ from extender.core.reasons import (
     WAITING_FOR_PREEMPTED,
     PendingStatus,
 )
+from extender.core.tas import with_delayed_topology
 from extender.core.verdicts import State, Verdict, state_of
 
 _PREEMPTION_WHY = {
@@ -404,7 +405,10 @@ class Scheduler:
         if self.block_admission and self.not_ready:
             entry.status = PendingStatus(WAITING_FOR_PODS_READY, PODS_READY_BLOCK_MESSAGE)
             return  # it stays the head; a workload getting ready calls for the next cycle
-        admission = admission_of(entry)
+        cache = self._cache
+        admission = with_delayed_topology(
+            admission_of(entry), entry.cq, cache.admission_checks, cache.flavors
+        )
         refusal = None
         for check in self.admission_checks:
             verdict = check(workload, admission)

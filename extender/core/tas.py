@@ -17,9 +17,18 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from extender.core.models import Admission, ResourceFlavor, Workload
+from extender.core.models import (
+    Admission,
+    AdmissionCheck,
+    ClusterQueue,
+    ResourceFlavor,
+    Workload,
+)
 from extender.core.placement_model import Node
+from extender.core.provisioning import CONTROLLER as PROVISIONING_CONTROLLER
 from extender.core.tas_model import (
+    DELAYED_PENDING,
+    DELAYED_READY,
     HOSTNAME,
     Topology,
     TopologyAssignment,
@@ -221,12 +230,30 @@ class TopologyScheduling:
 
     def __call__(self, workload: Workload, admission: Admission) -> str | Admission | None:
         """Place the podSets admitted to topology flavors: the admission with their
-        assignments (held from now on), a refusal in Kueue's words, or None (none is)."""
+        assignments (held from now on), a refusal in Kueue's words, or None (none is).
+        A podSet whose placement is delayed (delayedTopologyRequest Pending) waits for
+        `place_delayed`."""
         by_flavor = self._placements(workload, admission)
         if isinstance(by_flavor, str):
             return by_flavor
-        if not by_flavor:
-            return None
+        return self._place(workload, admission, by_flavor, ()) if by_flavor else None
+
+    def place_delayed(self, workload: Workload, admission: Admission) -> str | Admission | None:
+        """Kueue's second pass: the podSets whose placement waited for their admission
+        checks (a ProvisioningRequest) are placed now, their delayedTopologyRequest Ready;
+        a refusal in Kueue's words, or None when none waits."""
+        by_flavor = self._placements(workload, admission, delayed=True)
+        if isinstance(by_flavor, str) or not by_flavor:
+            return by_flavor if isinstance(by_flavor, str) else None
+        return self._place(workload, admission, by_flavor, self.held.get(workload.key, ()))
+
+    def _place(
+        self,
+        workload: Workload,
+        admission: Admission,
+        by_flavor: Mapping[str, list[PodSetPlacement]],
+        kept: tuple[Held, ...],
+    ) -> str | Admission:
         assignments: dict[str, TopologyAssignment] = {}
         holds: list[Held] = []
         snaps = {flavor: self.snapshot(flavor) for flavor in sorted(by_flavor)}
@@ -249,11 +276,17 @@ class TopologyScheduling:
             for held in holds:
                 self._apply_among(snaps, held, -1)
         self._waiting.pop(workload.key, None)
-        self.hold(workload.key, holds)
+        self.hold(workload.key, (*kept, *holds))
         return Admission(
             admission.cluster_queue,
             tuple(
-                replace(psa, topology=assignments[psa.name]) if psa.name in assignments else psa
+                replace(
+                    psa,
+                    topology=assignments[psa.name],
+                    delayed_topology=DELAYED_READY if psa.delayed_topology else None,
+                )
+                if psa.name in assignments
+                else psa
                 for psa in admission.pod_set_assignments
             ),
         )
@@ -329,7 +362,7 @@ class TopologyScheduling:
         self._reserved.clear()
 
     def _placements(
-        self, workload: Workload, admission: Admission
+        self, workload: Workload, admission: Admission, delayed: bool = False
     ) -> dict[str, list[PodSetPlacement]] | str:
         """Per topology flavor, the podSets admitted to it, as the placement takes them; a
         refusal in Kueue's words when one cannot be placed there at all."""
@@ -337,7 +370,7 @@ class TopologyScheduling:
         by_flavor: dict[str, list[PodSetPlacement]] = {}
         for psa in admission.pod_set_assignments:
             ps = pod_sets.get(psa.name)
-            if ps is None or psa.count == 0:
+            if ps is None or psa.count == 0 or (psa.delayed_topology == DELAYED_PENDING) != delayed:
                 continue
             explicit = ps.topology is not None and ps.topology.explicit
             chosen = sorted({f for f in psa.flavors.values() if f in self.flavors})
@@ -347,6 +380,20 @@ class TopologyScheduling:
                     return _refusal(
                         ps.name, f'Flavor "{flavor}" does not support TopologyAwareScheduling'
                     )
+                if explicit and not psa.flavors:
+                    # A podSet that asks for a topology but requests nothing of its own, and
+                    # has no group to take its flavor from (Kueue's pod-set errors).
+                    uses_topology = any(
+                        f in self.flavors
+                        for other in admission.pod_set_assignments
+                        for f in other.flavors.values()
+                    )
+                    error = (
+                        "no TAS flavor assigned"
+                        if uses_topology
+                        else "workload requires Topology, but there is no TAS cache information"
+                    )
+                    return f"failed to assign flavors to pod set {ps.name}: {error}"
                 continue
             if len(chosen) > 1:
                 return (
@@ -393,6 +440,51 @@ class TopologyScheduling:
         """Whether the node of this hostname exists and is Ready."""
         node = self.nodes.get(self._hosts.get(host, host))
         return node is not None and node.ready
+
+
+MULTIKUEUE_CONTROLLER = "kueue.x-k8s.io/multikueue"
+
+
+def with_delayed_topology(
+    admission: Admission,
+    cq: ClusterQueue,
+    checks: Mapping[str, AdmissionCheck],
+    flavors: Mapping[str, ResourceFlavor],
+) -> Admission:
+    """Kueue's delayed topology request: a podSet admitted to a topology flavor on which a
+    ProvisioningRequest check applies (or in a ClusterQueue with a MultiKueue check) is not
+    placed when its quota is reserved; its delayedTopologyRequest is Pending until the
+    checks are Ready and the second pass (`place_delayed`) places it where the capacity
+    was provisioned."""
+    if not cq.admission_checks:
+        return admission
+    provisioning: list[frozenset[str]] = []
+    everywhere = False
+    for rule in cq.admission_checks:
+        check = checks.get(rule.name)
+        if check is None:
+            continue
+        if check.controller_name == MULTIKUEUE_CONTROLLER:
+            everywhere = True
+        elif check.controller_name == PROVISIONING_CONTROLLER:
+            provisioning.append(rule.on_flavors)
+    if not everywhere and not provisioning:
+        return admission
+    changed = False
+    out = []
+    for psa in admission.pod_set_assignments:
+        topology = {f for f in psa.flavors.values() if (rf := flavors.get(f)) and rf.topology_name}
+        if (
+            psa.count
+            and topology
+            and psa.topology is None
+            and psa.delayed_topology is None
+            and (everywhere or any(not on or on & topology for on in provisioning))
+        ):
+            psa = replace(psa, delayed_topology=DELAYED_PENDING)
+            changed = True
+        out.append(psa)
+    return Admission(admission.cluster_queue, tuple(out)) if changed else admission
 
 
 def _refusal(pod_set: str, reason: str) -> str:

@@ -120,6 +120,11 @@ def topology_request(raw: Any) -> TopologyRequest | None:
     )
 
 
+# spec.podSets' delayedTopologyRequest (status.admission.podSetAssignments[]).
+DELAYED_PENDING = "Pending"
+DELAYED_READY = "Ready"
+
+
 def level_key(request: TopologyRequest, levels: Sequence[str], implied: bool) -> str | None:
     """The level a podSet's pods are kept within (Kueue's levelKey, with the implied
     fallback): the one it names, the widest for slices alone, the lowest when unconstrained

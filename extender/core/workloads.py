@@ -165,6 +165,7 @@ def admission_of(obj: Mapping[str, Any]) -> Admission | None:
                     usage,
                     int(entry.get("count") or 0),
                     decode(raw_topology) if isinstance(raw_topology, Mapping) else None,
+                    entry.get("delayedTopologyRequest") or None,
                 )
             )
     except (ManifestError, QuantityError, TypeError, ValueError, AttributeError, LookupError):

@@ -168,6 +168,7 @@ def admission(raw: Mapping[str, Any]) -> Admission:
                 {r: to_amount(r, v) for r, v in (psa.get("resourceUsage") or {}).items()},
                 psa.get("count", 1),
                 topology_assignment(topology) if topology else None,
+                psa.get("delayedTopologyRequest"),
             )
         )
     return Admission(raw["clusterQueue"], tuple(assignments))
@@ -280,6 +281,7 @@ def run(case: Case) -> Outcome:
     initially: set[str] = set()
     failed_hosts: dict[str, Workload] = {}
     replacing: list[tuple[Workload, Admission]] = []
+    second_pass: list[tuple[Workload, Admission]] = []  # placement delayed, checks Ready
     for w in raw["workloads"]:
         model = apply_policy(parse_workload(workload_manifest(w)), resources)
         model = _with_time(model, _when(w.get("creationTimestamp")))
@@ -309,6 +311,9 @@ def run(case: Case) -> Outcome:
             failed_hosts[host] = model
         if unhealthy:
             replacing.append((model, held))
+        checks = status.get("admissionChecks") or []
+        if not _is_true(w, "Admitted") and all(c["state"] == "Ready" for c in checks):
+            second_pass.append((model, held))
     # Tower learns of a failed host from its Node (NotReady or gone), not from
     # status.unhealthyNodes: the hosts the table names unhealthy are made NotReady.
     for node in list(tas.nodes.values()):
@@ -338,6 +343,14 @@ def run(case: Case) -> Outcome:
                     if tas.is_topology_flavor(flavor)
                 ],
             )
+
+    # Kueue's second pass for a delayed topology request: Tower's controller places it once
+    # every check is Ready, before it writes Admitted (kube/controller/checks.py).
+    for model, held in second_pass:
+        placed = tas.place_delayed(model, held)
+        if isinstance(placed, Admission):
+            state.forget(model.key)
+            state.assume(model, placed, NOW)
 
     result = state.schedule(NOW)
     assignments = {

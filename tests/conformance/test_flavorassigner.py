@@ -794,12 +794,8 @@ def test_multi_podset_one_fits_and_another_fails_fitting_podset_attempts_skipped
 
 # Rows whose input the core's models cannot express, and why.
 NOT_PORTED = {
-    "multiple flavors, leader worker set, leader and workers request the same resources fits": "pod set groups (topologyRequest.podSetGroupName) belong to topology-aware scheduling, which Tower does not act on: such a Workload waits with a reason",
-    "multiple flavors, leader worker set, workers request GPU, leader does not request GPU, fits": "as above: pod set groups",
-    "multiple flavors, leader worker set, workers request GPU, leader does not request GPU, does not fit, without group it would fit": "as above: pod set groups",
     "workload slice preemption fits in the original workload resource flavor": "workload slices (ElasticJobsViaWorkloadSlices) are not implemented",
     "workload slice preemption does not fit in the original workload resource flavor": "as above: workload slices",
-    "multiple TAS flavors assigned to different resources in the same PodSet leads to NoFit": "topology-aware scheduling: Tower does not act on topologyRequest (the Workload waits with a reason) nor on a flavor's topologyName (its ClusterQueues are inactive)",
 }
 
 

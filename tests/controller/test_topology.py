@@ -14,6 +14,7 @@ from tests.controller.conftest import CRDS, controller_process, eventually
 from tests.controller.test_jobset import JOBSET_CRD
 from tests.controller.test_placement import pending_message
 from tests.controller.test_pod_groups import LWS, LWS_NAME, lws_pods
+from tests.controller.test_provisioning import PR_CRD, set_condition
 from tests.yamlc import safe_load, safe_load_all
 
 LWS_CRD_FILE = "leaderworkerset.x-k8s.io_leaderworkersets.yaml"
@@ -354,6 +355,73 @@ def test_kueues_leaderworkerset_tas_example_puts_each_group_in_one_rack(cluster:
             group = [h for name, h in hosts.items() if name.startswith(f"{LWS_NAME}-{index}")]
             assert len(group) == 3
             assert len({h.split("-")[1] for h in group}) == 1, hosts  # one rack a group
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+
+
+def test_a_provisioning_check_delays_placement_until_the_capacity_is_provisioned(
+    cluster: Any,
+) -> None:
+    """Kueue's delayed topology request: with a ProvisioningRequest check on the topology
+    flavor, quota is reserved without a placement (delayedTopologyRequest Pending); once the
+    request is Provisioned the pods are placed (Ready) and only then is the job admitted."""
+    for obj in NODES:
+        cluster.admin.create(r.NODES, obj)
+    cluster.admin.create(CRDS, safe_load(PR_CRD.read_text()))
+    topology, flavor, cq, lq = example("sample-queues.yaml")
+    cq["spec"]["admissionChecksStrategy"] = {"admissionChecks": [{"name": "tas-prov"}]}
+    check = {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "AdmissionCheck",
+        "metadata": {"name": "tas-prov"},
+        "spec": {
+            "controllerName": "kueue.x-k8s.io/provisioning-request",
+            "parameters": {
+                "apiGroup": "kueue.x-k8s.io",
+                "kind": "ProvisioningRequestConfig",
+                "name": "tas-prov-config",
+            },
+        },
+    }
+    config = {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "ProvisioningRequestConfig",
+        "metadata": {"name": "tas-prov-config"},
+        "spec": {"provisioningClassName": "check-capacity.autoscaling.x-k8s.io"},
+    }
+    cluster.admin.create(r.PROVISIONING_REQUEST_CONFIGS, config)
+    cluster.apply(topology, flavor, check, cq, lq)
+    (required,) = example("sample-job-required.yaml")
+    proc = controller_process(cluster)
+    try:
+        job = cluster.admin.create(r.JOBS, required, "default")
+
+        def requested() -> tuple[dict[str, Any], str] | None:
+            workload = cluster.workload_of(job)
+            if workload is None or not (workload.get("status") or {}).get("admission"):
+                return None
+            name = f"{workload['metadata']['name']}-tas-prov-1"
+            found = cluster.get("provisioningrequests", name, "default")
+            return (workload, name) if found is not None else None
+
+        workload, request = eventually(requested, 20, "quota reserved and capacity requested")
+        (psa,) = workload["status"]["admission"]["podSetAssignments"]
+        assert psa["delayedTopologyRequest"] == "Pending"
+        assert "topologyAssignment" not in psa
+        admitted = [c for c in workload["status"]["conditions"] if c["type"] == "Admitted"]
+        assert not admitted or admitted[0]["status"] != "True"
+        assert cluster.get("jobs", job["metadata"]["name"], "default")["spec"]["suspend"]
+
+        set_condition(cluster, request, "Provisioned", "Provisioned")
+        job = eventually(lambda: started(cluster, job), 20, "the job to start once provisioned")
+        (psa,) = cluster.workload_of(job)["status"]["admission"]["podSetAssignments"]
+        assert psa["delayedTopologyRequest"] == "Ready"
+        (piece,) = psa["topologyAssignment"]["slices"]
+        assert piece["valuesPerLevel"] == [
+            {"individual": {"prefix": "b1-r1-", "roots": ["1", "2"]}}
+        ]
+        assert piece["podCounts"] == {"individual": [6, 4]}
     finally:
         proc.terminate()
         proc.wait(timeout=20)

@@ -158,3 +158,113 @@ def test_kueues_examples_are_placed_and_bound_in_their_domains(tower):
     assert "out of 14 pod(s)" in why
     job = json.loads(kubectl("get", "job", big, "-n", "default", "-o", "json"))
     assert job["spec"]["suspend"] is True
+
+
+PR_CRD = ROOT / "tests" / "data" / "autoscaler" / "autoscaling.x-k8s.io_provisioningrequests.yaml"
+DELAYED_SETUP = [
+    {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "ProvisioningRequestConfig",
+        "metadata": {"name": "tas-prov-config"},
+        "spec": {"provisioningClassName": "check-capacity.autoscaling.x-k8s.io"},
+    },
+    {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "AdmissionCheck",
+        "metadata": {"name": "tas-prov"},
+        "spec": {
+            "controllerName": "kueue.x-k8s.io/provisioning-request",
+            "parameters": {
+                "apiGroup": "kueue.x-k8s.io",
+                "kind": "ProvisioningRequestConfig",
+                "name": "tas-prov-config",
+            },
+        },
+    },
+    {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "ClusterQueue",
+        "metadata": {"name": "tas-prov-queue"},
+        "spec": {
+            "namespaceSelector": {},
+            "resourceGroups": [
+                {
+                    "coveredResources": ["cpu", "memory"],
+                    "flavors": [
+                        {
+                            "name": "tas-flavor",
+                            "resources": [
+                                {"name": "cpu", "nominalQuota": 100},
+                                {"name": "memory", "nominalQuota": "100Gi"},
+                            ],
+                        }
+                    ],
+                }
+            ],
+            "admissionChecksStrategy": {"admissionChecks": [{"name": "tas-prov"}]},
+        },
+    },
+    {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "LocalQueue",
+        "metadata": {"name": "tas-prov-user-queue", "namespace": "default"},
+        "spec": {"clusterQueue": "tas-prov-queue"},
+    },
+]
+
+
+def test_a_provisioning_check_delays_the_placement_until_provisioned(tower):
+    """Kueue's delayed topology request: quota reserved with delayedTopologyRequest Pending
+    and no placement while the ProvisioningRequest is pending; once it is Provisioned, the
+    pods are placed in one rack (Ready), the Job starts and the real scheduler binds them."""
+    core = tower
+    kubectl("apply", "-f", str(PR_CRD))
+    kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
+    setup = json.dumps({"apiVersion": "v1", "kind": "List", "items": DELAYED_SETUP})
+    kubectl("apply", "-f", "-", input=setup)
+    try:
+        (job,) = yamlc.safe_load_all((EXAMPLES / "sample-job-required.yaml").read_text())
+        job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] = "tas-prov-user-queue"
+        job["spec"] = {**job["spec"], "parallelism": 2, "completions": 2}
+        out = kubectl("create", "-n", "default", "-f", "-", "-o", "json", input=json.dumps(job))
+        name = str(json.loads(out)["metadata"]["name"])
+
+        def reserved() -> tuple[dict[str, Any], str] | None:
+            workload = workload_of(name)
+            admission = ((workload or {}).get("status") or {}).get("admission")
+            if not workload or not admission:
+                return None
+            request = f"{workload['metadata']['name']}-tas-prov-1"
+            found = kubectl("get", "provisioningrequests", request, "-n", "default",
+                            "-o", "name", check=False)  # fmt: skip
+            return (workload, request) if found.strip() else None
+
+        workload, request = wait(reserved, 60, "quota reserved and capacity requested")
+        (psa,) = workload["status"]["admission"]["podSetAssignments"]
+        assert psa["delayedTopologyRequest"] == "Pending"
+        assert "topologyAssignment" not in psa
+        started = json.loads(kubectl("get", "job", name, "-n", "default", "-o", "json"))
+        assert started["spec"]["suspend"] is True
+
+        condition = {
+            "type": "Provisioned",
+            "status": "True",
+            "reason": "Provisioned",
+            "message": "Provisioned",
+            "lastTransitionTime": "2026-01-01T00:00:00Z",
+        }
+        kubectl("patch", "provisioningrequests", request, "-n", "default", "--subresource=status",
+                "--type=merge", "-p", json.dumps({"status": {"conditions": [condition]}}))  # fmt: skip
+        placed = wait(lambda: assignment(name), 60, "the placement once provisioned")
+        assert sum(placed.values()) == 2
+        assert len({NODES[host] for host in placed}) == 1, placed
+        (psa,) = workload_of(name)["status"]["admission"]["podSetAssignments"]  # type: ignore[index]
+        assert psa["delayedTopologyRequest"] == "Ready"
+        hosts = wait(lambda: bound(core, name, 2), 120, "the delayed job's pods bound")
+        assert dict(hosts) == placed
+    finally:
+        kubectl("delete", "jobs", "-n", "default", "-l",
+                "kueue.x-k8s.io/queue-name=tas-prov-user-queue", "--wait=false",
+                check=False)  # fmt: skip
+        kubectl("delete", "provisioningrequests", "--all", "-n", "default", check=False)
+        kubectl("delete", "-f", "-", "--wait=false", input=setup, check=False)

@@ -409,6 +409,8 @@ def admission_dict(admission: Admission) -> Obj:
         }
         if psa.topology is not None:
             entry["topologyAssignment"] = encode_assignment(psa.topology)
+        if psa.delayed_topology is not None:
+            entry["delayedTopologyRequest"] = psa.delayed_topology
         assignments.append(entry)
     return {"clusterQueue": admission.cluster_queue, "podSetAssignments": assignments}
 

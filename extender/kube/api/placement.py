@@ -392,6 +392,11 @@ class Placement:
                 self.inventory.assume(plan)
             return plan
 
+    def place_delayed(self, workload: Workload, admission: Admission) -> Admission | str | None:
+        """The podSets whose placement waited for admission checks, placed (tas.place_delayed)."""
+        with self.lock:
+            return self.topology.place_delayed(workload, admission)
+
     def replace_topology(self, workload: Workload, admission: Admission) -> Admission | str | None:
         """A failed host's pods placed again on the workload's domains (see tas.replace)."""
         with self.lock:

@@ -19,6 +19,7 @@ from extender.core import admission_checks as policy
 from extender.core import pods_ready as ready_policy
 from extender.core.cycle import Evict
 from extender.core.models import Workload
+from extender.core.tas_model import DELAYED_PENDING
 from extender.core.workloads import check_states
 from extender.kube.api import objects as o
 from extender.kube.controller.admission import AdmissionWriter
@@ -27,6 +28,8 @@ from extender.kube.controller.pods_ready import DEACTIVATION_TARGET
 from extender.kube.controller.workload_status import record, write_status
 
 log = logging.getLogger("tower.checks")
+
+SECOND_PASS_RETRY = 10.0  # seconds before a delayed placement that found no room is retried
 
 Obj = dict[str, Any]
 
@@ -56,13 +59,13 @@ class CheckGate:
                 self._write_checks(key, obj, wanted)
                 return True
             if not wanted:  # reserved, and nothing left to wait for
-                self._admit(key, obj)
+                self._admit(key, obj, model)
                 return True
         decision = policy.decide([c for c in states if c.name in names])
         if decision.action == policy.ADMIT:
             if o.is_true(obj, o.ADMITTED):
                 return False
-            self._admit(key, obj)
+            self._admit(key, obj, model)
             return True
         if decision.action == policy.REJECT:
             return self._reject(key, obj, decision.message)
@@ -75,12 +78,27 @@ class CheckGate:
         if write_status(self.ctx, key, o.conditional(patch, obj), "admission-checks"):
             self.ctx.queues.workloads.add(key)
 
-    def _admit(self, key: str, obj: Obj) -> None:
+    def _admit(self, key: str, obj: Obj, model: Workload) -> None:
         ctx = self.ctx
         now = ctx.clock()
         admission = o.admission_of(obj)
         if admission is None:
             return
+        status: Obj = {}
+        if ctx.placement is not None and any(
+            psa.delayed_topology == DELAYED_PENDING for psa in admission.pod_set_assignments
+        ):
+            # Kueue's second pass: placement waited for the checks (the capacity a
+            # ProvisioningRequest brought); the pods are placed now, before Admitted.
+            placed = ctx.placement.place_delayed(model, admission)
+            if isinstance(placed, str):
+                if ctx.told.first(f"second-pass:{key}", placed):
+                    ctx.story(key, "Warning", "SecondPassFailed", placed)
+                ctx.queues.workloads.add_after(key, SECOND_PASS_RETRY)
+                return
+            if placed is not None:
+                admission = placed
+                status["admission"] = o.admission_dict(placed)
         changes = [(o.ADMITTED, "True", "Admitted", "The workload is admitted")]
         if ctx.settings.wait_for_pods_ready is not None:
             changes.append(
@@ -91,7 +109,8 @@ class CheckGate:
                     ready_policy.NOT_READY_MESSAGE,
                 )
             )
-        patch = {"status": {"conditions": o.with_conditions(obj, now, *changes)}}
+        status["conditions"] = o.with_conditions(obj, now, *changes)
+        patch = {"status": status}
         answer = write_status(ctx, key, o.conditional(patch, obj), "admit-checked")
         if answer is None:
             return  # moved on: reconciled again on what it is now
