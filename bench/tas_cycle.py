@@ -78,12 +78,15 @@ SHAPES = (
 )
 
 
-def workloads(count: int, seed: int) -> list[Workload]:
+def workloads(count: int, seed: int, with_topology: bool) -> list[Workload]:
+    """The same workloads either way; without topology they carry no topology request (a
+    podSet that asks for one is kept off a plain flavor, as in Kueue)."""
     rng = random.Random(seed)
     out = []
     for i in range(count):
         request, pods, gpus = SHAPES[rng.randrange(len(SHAPES))]
-        pod_set = PodSet("main", pods, {GPU: gpus, "cpu": 1000}, topology=request)
+        topology = request if with_topology else None
+        pod_set = PodSet("main", pods, {GPU: gpus, "cpu": 1000}, topology=topology)
         queue = f"lq{i % 10}"
         out.append(Workload("default", f"w{i}", f"w{i}", queue, (pod_set,), creation_time=i))
     return out
@@ -160,15 +163,14 @@ def main() -> None:
     args = parser.parse_args()
     tune_for_scheduling()
     node_list = nodes(args.nodes_per_rack)
-    wls = workloads(args.workloads, args.seed)
-    plain = run(False, node_list, wls, args.seed)
-    placed = run(True, node_list, wls, args.seed)
+    plain = run(False, node_list, workloads(args.workloads, args.seed, False), args.seed)
+    placed = run(True, node_list, workloads(args.workloads, args.seed, True), args.seed)
     print(
         json.dumps(
             {
                 "nodes": len(node_list),
                 "levels": len(TOPOLOGY.levels),
-                "workloads": len(wls),
+                "workloads": args.workloads,
                 "without_topology": plain,
                 "with_topology": placed,
                 "ratio_p99": round(placed["cycle_p99_ms"] / plain["cycle_p99_ms"], 2),

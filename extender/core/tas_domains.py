@@ -9,6 +9,7 @@ v0.19.2's fillInCounts does; tas_placement.py searches those counts.
 
 from __future__ import annotations
 
+from bisect import bisect_left, insort
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -84,6 +85,7 @@ class Domain:
         "leaders",
         "level",
         "node",
+        "parent",
         "pods",
         "pods_with_leader",
         "room",
@@ -97,6 +99,7 @@ class Domain:
         self.values = values
         self.level = level
         self.children: list[Domain] = []
+        self.parent: Domain | None = None
         self.node: Node | None = None  # a host leaf's node: the pod's constraints are checked
         self.free: dict[str, int] = {}  # a leaf's allocatable less what other pods use
         self.room: dict[str, int] = {}  # and less what admitted workloads hold (`use`)
@@ -210,6 +213,7 @@ class TopologyDomains:
             if parent is None:
                 parent = self._add(values[:level], level - 1)
             parent.children.append(domain)
+            domain.parent = parent
         return domain
 
     def leaf_of(self, values: Sequence[str]) -> Domain | None:
@@ -294,15 +298,20 @@ class TopologyDomains:
                 if len(self._counts) >= _KEPT_COUNTS:
                     self._counts.pop(next(iter(self._counts)))
                 self._counts[key] = counts
+                counts.kept = True
         elif counts.dirty:
             room_of = self._room_of(assumed, simulate_empty)
             parents: set[Domain] = set()
             for leaf in counts.dirty:
                 self._count_leaf(leaf, counts, room_of, within, search)
                 parents.update(self._ancestors(leaf))
+            changed = list(counts.dirty)
             counts.dirty.clear()
             for parent in sorted(parents, key=lambda d: -d.level):  # the deepest first
                 self._count_parent(parent, counts, search)
+            if counts.index:
+                for domain in (*changed, *parents):
+                    counts.reindex(domain)
         return counts
 
     def _room_of(
@@ -318,12 +327,12 @@ class TopologyDomains:
 
         return room_of
 
-    def _ancestors(self, leaf: Domain) -> Iterator[Domain]:
-        values = leaf.values
-        for level in range(len(self.levels) - 2, -1, -1):
-            parent = self.by_level[level].get(",".join(values[: level + 1]))
-            if parent is not None:
-                yield parent
+    @staticmethod
+    def _ancestors(leaf: Domain) -> Iterator[Domain]:
+        parent = leaf.parent
+        while parent is not None:
+            yield parent
+            parent = parent.parent
 
     def _count_leaf(
         self,
@@ -438,9 +447,13 @@ class Counts:
     the leader, leaders], kept up to date from the leaves whose room changed (`dirty`)."""
 
     __slots__ = (
+        "by_values",
         "constrained",
         "dirty",
         "excluded",
+        "index",
+        "kept",
+        "keys",
         "leader_req",
         "pod_set",
         "records",
@@ -465,6 +478,42 @@ class Counts:
         self.records: dict[Domain, list[int]] = {}
         self.excluded: dict[Domain, tuple[str, str]] = {}
         self.dirty: set[Domain] = set()
+        self.kept = False  # kept current across placements (then worth an index)
+        # Per level asked for, its domains by (slices, pods, values): the tightest that
+        # holds a count is found by bisection, and kept in order as records change.
+        self.index: dict[int, list[tuple[int, int, tuple[str, ...]]]] = {}
+        self.keys: dict[Domain, tuple[int, int, tuple[str, ...]]] = {}
+        self.by_values: dict[tuple[str, ...], Domain] = {}
+
+    def tightest(self, domains: Iterable[Domain], level: int, need: int) -> Domain | None:
+        """The domain of the level with the fewest slices (then pods, then values) that
+        still holds `need` slices, from the level's index (built when first asked)."""
+        ordered = self.index.get(level)
+        if ordered is None:
+            records, keys, by_values = self.records, self.keys, self.by_values
+            ordered = []
+            for d in domains:
+                record = records[d]
+                key = keys[d] = (record[2], record[0], d.values)
+                by_values[d.values] = d
+                ordered.append(key)
+            ordered.sort()
+            self.index[level] = ordered
+        at = bisect_left(ordered, (need,))
+        return self.by_values[ordered[at][2]] if at < len(ordered) else None
+
+    def reindex(self, domain: Domain) -> None:
+        """A domain's record changed: its place in its level's index follows."""
+        old = self.keys.get(domain)
+        if old is None:
+            return
+        record = self.records[domain]
+        if old[0] == record[2] and old[1] == record[0]:
+            return
+        ordered = self.index[domain.level]
+        del ordered[bisect_left(ordered, old)]
+        new = self.keys[domain] = (record[2], record[0], domain.values)
+        insort(ordered, new)
 
     def load(self, domains: Iterable[Domain]) -> None:
         """These domains' counts into their working fields (a placement changes those)."""

@@ -312,12 +312,15 @@ class TopologySnapshot(TopologyDomains):
             # "with leader" count is the plain one). One pass, no sort, nothing loaded but it.
             records = counts.records
             best, best_key = None, None
-            for d in domains:
-                record = records[d]
-                if record[2] >= need:
-                    key = (record[2], record[0], d.values)
-                    if best_key is None or key < best_key:
-                        best, best_key = d, key
+            if counts.kept:  # an index of the level, kept in order (Counts.tightest)
+                best = counts.tightest(domains, level, need)
+            else:
+                for d in domains:
+                    record = records[d]
+                    if record[2] >= need:
+                        key = (record[2], record[0], d.values)
+                        if best_key is None or key < best_key:
+                            best, best_key = d, key
             if best is not None:
                 counts.load((best,))
                 return level, [best]
