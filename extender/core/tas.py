@@ -428,6 +428,27 @@ class TopologyScheduling:
             )
         return by_flavor
 
+    def within_assignment(self, key: str, pod_set: str, names: Iterable[str]) -> set[str] | None:
+        """Which of these nodes lie in a domain of the podSet's topology assignment (None:
+        it has none); costs what the candidates are, not every node."""
+        holds = [h for h in self.held.get(key, ()) if h.pod_set == pod_set]
+        if not holds:
+            return None
+        out: set[str] = set()
+        for name in names:
+            node = self.nodes.get(name)
+            if node is None:
+                continue
+            for held in holds:
+                values = tuple(node.labels.get(level, "") for level in held.assignment.levels)
+                flavor = self.flavors.get(held.flavor)
+                if any(d.values == values for d in held.assignment.domains) and (
+                    flavor is None or self._member(flavor, node)
+                ):
+                    out.add(name)
+                    break
+        return out
+
     def take_disturbed(self) -> set[str]:
         disturbed, self.disturbed = self.disturbed, set()
         return disturbed

@@ -12,9 +12,10 @@ from extender.kube.api import resources as r
 from tests.builders import ready_node
 from tests.controller.conftest import CRDS, controller_process, eventually
 from tests.controller.test_jobset import JOBSET_CRD
-from tests.controller.test_placement import pending_message
+from tests.controller.test_placement import pending_message, scheduler_filter
 from tests.controller.test_pod_groups import LWS, LWS_NAME, lws_pods
 from tests.controller.test_provisioning import PR_CRD, set_condition
+from tests.servers import free_port
 from tests.yamlc import safe_load, safe_load_all
 
 LWS_CRD_FILE = "leaderworkerset.x-k8s.io_leaderworkersets.yaml"
@@ -89,7 +90,8 @@ def test_kueues_required_example_is_placed_in_one_rack_and_its_pods_pinned(clust
         cluster.admin.create(r.NODES, obj)
     cluster.apply(*example("sample-queues.yaml"))
     (required,) = example("sample-job-required.yaml")
-    proc = controller_process(cluster)
+    port = free_port()
+    proc = controller_process(cluster, "--scheduler-extender-address", f"127.0.0.1:{port}")
     try:
         job = cluster.admin.create(r.JOBS, required, "default")
         job = eventually(lambda: started(cluster, job), 20, "the required job to start")
@@ -115,6 +117,16 @@ def test_kueues_required_example_is_placed_in_one_rack_and_its_pods_pinned(clust
             template["metadata"]["annotations"]["kueue.x-k8s.io/workload"]
             == (workload["metadata"]["name"])
         )
+
+        # Where the scheduler extender runs, it holds the pods to the same two hosts.
+        names = [n["metadata"]["name"] for n in NODES]
+        answer = scheduler_filter(port, pods_of(job, 1)[0], names)
+        assert answer["NodeNames"] == ["b1-r1-1", "b1-r1-2"]
+        assert answer["FailedNodes"] == {
+            n: "not in a domain of its podSet's topology assignment"
+            for n in names
+            if n not in ("b1-r1-1", "b1-r1-2")
+        }
 
         # The test plays the Job controller; each pod is let through to its rank's host.
         for pod in pods_of(job, 10):

@@ -427,7 +427,22 @@ class Placement:
         candidates: Iterable[str],
     ) -> tuple[list[str], dict[str, str]]:
         with self.lock:
-            return self.inventory.filter(namespace, workload, pod_set, requests, candidates)
+            names = list(candidates)
+            inside = (
+                self.topology.within_assignment(f"{namespace}/{workload}", pod_set or "", names)
+                if workload
+                else None
+            )
+            if inside is None:
+                return self.inventory.filter(namespace, workload, pod_set, requests, names)
+            # A podSet placed on topology domains: only their nodes (the ungater's
+            # nodeSelector says the same; a pod made without it is held to it here).
+            kept = [n for n in names if n in inside]
+            passed, failed = self.inventory.filter(namespace, workload, pod_set, requests, kept)
+            for name in names:
+                if name not in inside:
+                    failed[name] = "not in a domain of its podSet's topology assignment"
+            return passed, failed
 
     def prioritize(
         self, namespace: str, workload: str | None, pod_set: str | None, candidates: Iterable[str]
