@@ -36,6 +36,27 @@ def _index(labels: Mapping[str, str], label: str, bound: int) -> int | None:
     return index if index < bound else None
 
 
+def rank_offsets(pod_sets: Sequence[tuple[str, int, str | None]]) -> dict[str, int]:
+    """Where each podSet's pod indexes start: 0, but in a group of two podSets (a
+    LeaderWorkerSet's leader and workers) the larger one's start after the smaller one's
+    (the leader is index 0, its workers 1..n), as Kueue's ungater reads them. `pod_sets`:
+    (name, count, podSetGroupName)."""
+    groups: dict[str, list[tuple[str, int]]] = {}
+    for i, (name, count, group) in enumerate(pod_sets):
+        groups.setdefault(group or f"\x00{i}", []).append((name, count))
+    out: dict[str, int] = {}
+    for members in groups.values():
+        if len(members) > 1:
+            smaller, larger = members[0], members[1]
+            if smaller[1] > larger[1]:
+                smaller, larger = larger, smaller
+            out[smaller[0]] = 0
+            out[larger[0]] = smaller[1]
+        else:
+            out[members[0][0]] = 0
+    return out
+
+
 def ranks(
     pods: Sequence[PodOnDomains],
     request: TopologyRequest | None,

@@ -10,7 +10,7 @@ from extender.core.tas_model import (
     TopologyAssignment,
     TopologyRequest,
 )
-from extender.core.tas_ungate import PodOnDomains, domains_for_gated
+from extender.core.tas_ungate import PodOnDomains, domains_for_gated, rank_offsets
 
 INDEX = "batch.kubernetes.io/job-completion-index"
 JOB = "jobset.sigs.k8s.io/job-index"
@@ -64,3 +64,35 @@ def hosts(out: dict[str, dict[str, str]]) -> dict[str, str]:
 )
 def test_gated_pods_get_their_domain(pods, request_, want):
     assert hosts(domains_for_gated(ASSIGNMENT, pods, request_, 3)) == want
+
+
+WORKER = "leaderworkerset.sigs.k8s.io/worker-index"
+
+
+def test_a_leaderworkersets_workers_are_ranked_from_index_one() -> None:
+    """Workers are numbered 1..n (the leader is 0): with the leader's podSet of one pod in
+    their group, worker-index 1 is rank 0."""
+    workers = [pod("w3", **{WORKER: "3"}), pod("w1", **{WORKER: "1"}), pod("w2", **{WORKER: "2"})]
+    request = TopologyRequest(pod_index_label=WORKER, group="g")
+    assert hosts(domains_for_gated(ASSIGNMENT, workers, request, 3, 1)) == {
+        "w1": "n1",
+        "w2": "n1",
+        "w3": "n2",
+    }
+
+
+@pytest.mark.parametrize(
+    ("pod_sets", "want"),
+    [
+        ([("main", 4, None)], {"main": 0}),
+        ([("leader", 1, "g"), ("worker", 3, "g")], {"leader": 0, "worker": 1}),
+        ([("worker", 3, "g"), ("leader", 1, "g")], {"leader": 0, "worker": 1}),
+        ([("a", 2, None), ("b", 5, None)], {"a": 0, "b": 0}),
+        (
+            [("l1", 1, "g1"), ("w1", 2, "g1"), ("l2", 1, "g2"), ("w2", 4, "g2")],
+            {"l1": 0, "w1": 1, "l2": 0, "w2": 1},
+        ),
+    ],
+)
+def test_rank_offsets(pod_sets, want) -> None:
+    assert rank_offsets(pod_sets) == want

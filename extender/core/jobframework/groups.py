@@ -25,6 +25,7 @@ FAST_ADMISSION = "kueue.x-k8s.io/pod-group-fast-admission"
 SERVING = "kueue.x-k8s.io/pod-group-serving"
 ROLE_HASH = "kueue.x-k8s.io/role-hash"
 RETRIABLE = "kueue.x-k8s.io/retriable-in-group"
+POD_INDEX = "kueue.x-k8s.io/pod-group-pod-index"  # a member's rank, for topology placement
 # On a group's Workload: it is followed by its pods, not by one owner.
 IS_GROUP_WORKLOAD = "kueue.x-k8s.io/is-group-workload"
 OWNER_GVK = "kueue.x-k8s.io/job-owner-gvk"
@@ -196,7 +197,11 @@ def compose(members: Sequence[Member], total: int, fast: bool) -> list[PodSetTem
         raise ManifestError("metadata.labels[" + GROUP_NAME + "]", "the group has no pods yet")
     if fast:
         first = runnable[0]
-        return [PodSetTemplate(first.role, total, first.template or {}, "spec")]
+        return [
+            PodSetTemplate(
+                first.role, total, first.template or {}, "spec", pod_index_label=POD_INDEX
+            )
+        ]
     if len(runnable) < total:
         raise ManifestError(
             f"metadata.annotations[{TOTAL_COUNT}]",
@@ -215,7 +220,9 @@ def compose(members: Sequence[Member], total: int, fast: bool) -> list[PodSetTem
             f"{len(counts)}",
         )
     return [
-        PodSetTemplate(role, counts[role], templates.get(role, {}), "spec")
+        PodSetTemplate(
+            role, counts[role], templates.get(role, {}), "spec", pod_index_label=POD_INDEX
+        )
         for role in sorted(counts)
     ]
 

@@ -33,6 +33,9 @@ from extender.core.jobframework.adapter import (
 from extender.core.jobframework.pod import TemplateParent
 from extender.core.parse import ManifestError
 
+STATEFULSET_POD_INDEX = "apps.kubernetes.io/pod-index"
+LWS_WORKER_INDEX = "leaderworkerset.sigs.k8s.io/worker-index"
+
 
 def _replicas(obj: Mapping[str, Any]) -> int:
     return as_count(as_mapping(obj.get("spec")).get("replicas"), 1)
@@ -74,7 +77,15 @@ class StatefulSet(TemplateParent):
         template = as_mapping(as_mapping(obj.get("spec")).get("template"))
         if not isinstance(template.get("spec"), Mapping):
             raise ManifestError("spec.template.spec", "is required")
-        return [PodSetTemplate("main", replicas, {"spec": dict(template["spec"])}, "spec.template")]
+        return [
+            PodSetTemplate(
+                "main",
+                replicas,
+                {"spec": dict(template["spec"])},
+                "spec.template",
+                pod_index_label=STATEFULSET_POD_INDEX,
+            )
+        ]
 
     def update_problem(self, old: Mapping[str, Any], new: Mapping[str, Any]) -> None:
         """Kueue's rule: a queued StatefulSet scales only to zero and back, as one group."""
@@ -146,7 +157,17 @@ class LeaderWorkerSet(TemplateParent):
         if leader is not None:
             out.append(PodSetTemplate("leader", 1, _template(leader), f"{base}.leaderTemplate"))
         rest = ("worker", size - 1) if leader is not None else ("main", size)
-        out.append(PodSetTemplate(rest[0], rest[1], _template(worker), f"{base}.workerTemplate"))
+        # Kueue numbers the workers by their worker index (the leader's is 0), so the
+        # topology ungater can pin them by rank.
+        out.append(
+            PodSetTemplate(
+                rest[0],
+                rest[1],
+                _template(worker),
+                f"{base}.workerTemplate",
+                pod_index_label=LWS_WORKER_INDEX,
+            )
+        )
         return out
 
     def owner_annotations(self, obj: Mapping[str, Any], name: str) -> dict[str, str]:

@@ -15,7 +15,7 @@ from typing import Any
 
 from extender.core.jobframework.topology import TOPOLOGY_GATE
 from extender.core.tas_model import topology_request
-from extender.core.tas_ungate import PodOnDomains, domains_for_gated
+from extender.core.tas_ungate import PodOnDomains, domains_for_gated, rank_offsets
 from extender.kube.api import objects as o
 from extender.kube.api.client import ApiError
 from extender.kube.api.placement import PodView
@@ -71,6 +71,12 @@ class TopologyUngater:
             if isinstance(ps, dict)
         }
         views = [store.get(PODS, k) for k in store.by_index(PODS, "topology-workload", key)]
+        offsets = rank_offsets(
+            [
+                (psa.name, psa.count, r.group if (r := requests.get(psa.name)) else None)
+                for psa in admission.pod_set_assignments
+            ]
+        )
         for psa in admission.pod_set_assignments:
             if psa.topology is None:
                 continue
@@ -91,6 +97,7 @@ class TopologyUngater:
                 ],
                 requests.get(psa.name),
                 psa.count,
+                offsets.get(psa.name, 0),
             )
             for pod_key, selector in chosen.items():
                 self._let_through(pods[pod_key], selector)
