@@ -117,7 +117,7 @@ class TopologyScheduling:
             if known is None:
                 continue
             for name, snap in self._snapshots.items():
-                if self._member(self.flavors[name], known):
+                if self.member(self.flavors[name], known):
                     snap.other_use(known, change[1], sign)
                     if sign < 0:
                         self.grown.add(name)
@@ -136,11 +136,11 @@ class TopologyScheduling:
         if old is not None and old.ready and (node is old or not node.ready):
             self._host_failed(old.labels.get(HOSTNAME, old.name))
         for name, flavor in self.flavors.items():
-            if self._member(flavor, node) or (old is not None and self._member(flavor, old)):
+            if self.member(flavor, node) or (old is not None and self.member(flavor, old)):
                 self._snapshots.pop(name, None)
                 self.grown.add(name)
 
-    def _member(self, flavor: ResourceFlavor, node: Node) -> bool:
+    def member(self, flavor: ResourceFlavor, node: Node) -> bool:
         topology = self.topologies.get(flavor.topology_name or "")
         labels = node.labels
         return (
@@ -159,7 +159,7 @@ class TopologyScheduling:
         topology = self.topologies.get(flavor.topology_name or "") if flavor else None
         if flavor is None or topology is None:
             return None
-        nodes = [n for n in self.nodes.values() if self._member(flavor, n)]
+        nodes = [n for n in self.nodes.values() if self.member(flavor, n)]
         snap = TopologySnapshot(topology, nodes, flavor.tolerations, self._other)
         for holds in self.held.values():
             for held in holds:
@@ -428,27 +428,6 @@ class TopologyScheduling:
             )
         return by_flavor
 
-    def within_assignment(self, key: str, pod_set: str, names: Iterable[str]) -> set[str] | None:
-        """Which of these nodes lie in a domain of the podSet's topology assignment (None:
-        it has none); costs what the candidates are, not every node."""
-        holds = [h for h in self.held.get(key, ()) if h.pod_set == pod_set]
-        if not holds:
-            return None
-        out: set[str] = set()
-        for name in names:
-            node = self.nodes.get(name)
-            if node is None:
-                continue
-            for held in holds:
-                values = tuple(node.labels.get(level, "") for level in held.assignment.levels)
-                flavor = self.flavors.get(held.flavor)
-                if any(d.values == values for d in held.assignment.domains) and (
-                    flavor is None or self._member(flavor, node)
-                ):
-                    out.add(name)
-                    break
-        return out
-
     def take_disturbed(self) -> set[str]:
         disturbed, self.disturbed = self.disturbed, set()
         return disturbed
@@ -461,6 +440,30 @@ class TopologyScheduling:
         """Whether the node of this hostname exists and is Ready."""
         node = self.nodes.get(self._hosts.get(host, host))
         return node is not None and node.ready
+
+
+def within_assignment(
+    tas: TopologyScheduling, key: str, pod_set: str, names: Iterable[str]
+) -> set[str] | None:
+    """Which of these nodes lie in a domain of the podSet's topology assignment (None:
+    it has none); costs what the candidates are, not every node."""
+    holds = [h for h in tas.held.get(key, ()) if h.pod_set == pod_set]
+    if not holds:
+        return None
+    out: set[str] = set()
+    for name in names:
+        node = tas.nodes.get(name)
+        if node is None:
+            continue
+        for held in holds:
+            values = tuple(node.labels.get(level, "") for level in held.assignment.levels)
+            flavor = tas.flavors.get(held.flavor)
+            if any(d.values == values for d in held.assignment.domains) and (
+                flavor is None or tas.member(flavor, node)
+            ):
+                out.add(name)
+                break
+    return out
 
 
 MULTIKUEUE_CONTROLLER = "kueue.x-k8s.io/multikueue"

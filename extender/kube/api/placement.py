@@ -32,7 +32,7 @@ from extender.core.placement import (
     is_extended_resource,
     node_of,
 )
-from extender.core.tas import Held, TopologyScheduling
+from extender.core.tas import Held, TopologyScheduling, within_assignment
 from extender.core.tas_model import TopologyAssignment
 from extender.kube.api import objects as o
 from extender.kube.api.resources import (
@@ -429,7 +429,7 @@ class Placement:
         with self.lock:
             names = list(candidates)
             inside = (
-                self.topology.within_assignment(f"{namespace}/{workload}", pod_set or "", names)
+                within_assignment(self.topology, f"{namespace}/{workload}", pod_set or "", names)
                 if workload
                 else None
             )
