@@ -3,8 +3,10 @@ and kube-scheduler: eight Nodes labelled as Kueue's TAS kind cluster is (two blo
 of two hosts), Kueue's sample queues and Jobs applied unchanged. The real Job controller makes
 the pods (gated by kueue.x-k8s.io/topology), Tower gives each its host, and the real scheduler
 binds it there: the required Job's pods only inside one rack; the preferred Job, which no block
-holds, spread over both blocks; a Job larger than any rack waits with Kueue's message though
-the quota holds it."""
+holds, spread over both blocks; the unconstrained Job wherever there is room; a Job larger than
+any rack waits with Kueue's message though the quota holds it. With a ProvisioningRequest
+check on the flavor, placement waits for the request to be Provisioned (Kueue's delayed
+topology request; cluster-autoscaler's part is played by setting its condition)."""
 
 from __future__ import annotations
 
@@ -119,47 +121,6 @@ def bound(core: client.CoreV1Api, job: str, count: int) -> Counter[str] | None:
     return hosts if sum(hosts.values()) == count else None
 
 
-def test_kueues_examples_are_placed_and_bound_in_their_domains(tower):
-    core = tower
-    listed = kubectl("get", "topologies")
-    assert listed.split()[:3] == ["NAME", "AGE", "default"]
-
-    # Required: one rack. The real scheduler binds each pod to the host Tower gave it.
-    required = create("sample-job-required.yaml")
-    placed = wait(lambda: assignment(required), 60, "the required job's topology assignment")
-    assert sum(placed.values()) == 10
-    racks = {NODES[host] for host in placed}
-    assert len(racks) == 1, placed
-    hosts = wait(lambda: bound(core, required, 10), 120, "the required job's pods bound")
-    assert dict(hosts) == placed
-
-    # Preferred, 40 pods: no block holds them (32 cpu each, 10 taken): spread over both.
-    preferred = create("sample-job-preferred.yaml")
-    placed = wait(lambda: assignment(preferred), 60, "the preferred job's topology assignment")
-    assert sum(placed.values()) == 40
-    assert {NODES[host][0] for host in placed} == {"b1", "b2"}
-    hosts = wait(lambda: bound(core, preferred, 40), 180, "the preferred job's pods bound")
-    assert dict(hosts) == placed
-
-    # 14 pods in one rack: the quota (100 cpu) holds them, no rack (16 cpu, partly used) does.
-    big = create("sample-job-required.yaml", parallelism=14, completions=14)
-
-    def message() -> str | None:
-        workload = workload_of(big)
-        for condition in ((workload or {}).get("status") or {}).get("conditions") or []:
-            if condition["type"] == "QuotaReserved" and condition["status"] == "False":
-                return str(condition["message"])
-        return None
-
-    why = wait(message, 60, "the big job's reason")
-    assert why.startswith(
-        'couldn\'t assign flavors to pod set main: topology "default" allows to fit only '
-    ), why
-    assert "out of 14 pod(s)" in why
-    job = json.loads(kubectl("get", "job", big, "-n", "default", "-o", "json"))
-    assert job["spec"]["suspend"] is True
-
-
 PR_CRD = ROOT / "tests" / "data" / "autoscaler" / "autoscaling.x-k8s.io_provisioningrequests.yaml"
 DELAYED_SETUP = [
     {
@@ -268,3 +229,52 @@ def test_a_provisioning_check_delays_the_placement_until_provisioned(tower):
                 check=False)  # fmt: skip
         kubectl("delete", "provisioningrequests", "--all", "-n", "default", check=False)
         kubectl("delete", "-f", "-", "--wait=false", input=setup, check=False)
+
+
+def test_kueues_examples_are_placed_and_bound_in_their_domains(tower):
+    core = tower
+    listed = kubectl("get", "topologies")
+    assert listed.split()[:3] == ["NAME", "AGE", "default"]
+
+    # Required: one rack. The real scheduler binds each pod to the host Tower gave it.
+    required = create("sample-job-required.yaml")
+    placed = wait(lambda: assignment(required), 60, "the required job's topology assignment")
+    assert sum(placed.values()) == 10
+    racks = {NODES[host] for host in placed}
+    assert len(racks) == 1, placed
+    hosts = wait(lambda: bound(core, required, 10), 120, "the required job's pods bound")
+    assert dict(hosts) == placed
+
+    # Preferred, 40 pods: no block holds them (32 cpu each, 10 taken): spread over both.
+    preferred = create("sample-job-preferred.yaml")
+    placed = wait(lambda: assignment(preferred), 60, "the preferred job's topology assignment")
+    assert sum(placed.values()) == 40
+    assert {NODES[host][0] for host in placed} == {"b1", "b2"}
+    hosts = wait(lambda: bound(core, preferred, 40), 180, "the preferred job's pods bound")
+    assert dict(hosts) == placed
+
+    # Unconstrained (Kueue's example, 10 pods): anywhere there is room, the tightest hosts
+    # first; bound where placed.
+    loose = create("sample-job-unconstrained.yaml")
+    placed = wait(lambda: assignment(loose), 60, "the unconstrained job's topology assignment")
+    assert sum(placed.values()) == 10
+    hosts = wait(lambda: bound(core, loose, 10), 180, "the unconstrained job's pods bound")
+    assert dict(hosts) == placed
+
+    # 14 pods in one rack: the quota (100 cpu) holds them, no rack (16 cpu, partly used) does.
+    big = create("sample-job-required.yaml", parallelism=14, completions=14)
+
+    def message() -> str | None:
+        workload = workload_of(big)
+        for condition in ((workload or {}).get("status") or {}).get("conditions") or []:
+            if condition["type"] == "QuotaReserved" and condition["status"] == "False":
+                return str(condition["message"])
+        return None
+
+    why = wait(message, 60, "the big job's reason")
+    assert why.startswith(
+        'couldn\'t assign flavors to pod set main: topology "default" allows to fit only '
+    ), why
+    assert "out of 14 pod(s)" in why
+    job = json.loads(kubectl("get", "job", big, "-n", "default", "-o", "json"))
+    assert job["spec"]["suspend"] is True
