@@ -7,10 +7,12 @@ workloads in a flavor without a topology.
 share one flavor; 2,000 workloads arrive in waves of 100: a quarter ask for one rack (8 pods of
 8 GPUs), a quarter for one block (16 pods of 4 GPUs), a quarter prefer a block (32 pods of
 2 GPUs) and a quarter are unconstrained (8 pods of 1 GPU). Each wave is followed by cycles
-until nothing more is admitted; a tenth of what runs then finishes. The same waves run twice
-in one process: with the flavor naming the Topology (each admission placed on domains) and
-without (quota only). Prints one JSON object: cycles, their p50/p99/max, admissions, and the
-ratios (with topology / without).
+until nothing more is admitted; a tenth of what runs then finishes. The same waves run three
+times in one process: without a topology on quota alone; without a topology with Tower's node
+planner on the same nodes (every GPU pod given a node before admission, as `run` does with
+physical resources on); and with the flavor naming the Topology (each admission placed on
+domains; the planner is attached too and leaves topology flavors to it). Prints one JSON
+object: cycles, their p50/p99/max, admissions, and the ratios of the topology run to each.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from extender.core.models import (
     ResourceQuota,
     Workload,
 )
+from extender.core.placement import Inventory, PlacementCheck
 from extender.core.placement_model import Node
 from extender.core.tas import TopologyScheduling
 from extender.core.tas_model import (
@@ -92,7 +95,9 @@ def workloads(count: int, seed: int, with_topology: bool) -> list[Workload]:
     return out
 
 
-def state(with_topology: bool, node_list: list[Node]) -> ClusterState:
+def state(with_topology: bool, node_list: list[Node], planner: bool = False) -> ClusterState:
+    """The ClusterState of one run: quota only, or with Tower's node planner on the same
+    nodes (as `run --physical-resources` wires it), and with topology on top."""
     flavor = ResourceFlavor(
         "gpus", {"pool": "gpu"}, topology_name="default" if with_topology else None
     )
@@ -110,6 +115,13 @@ def state(with_topology: bool, node_list: list[Node]) -> ClusterState:
         local_queues=[LocalQueue("default", f"lq{i}", f"cq{i}") for i in range(10)],
         topologies=[TOPOLOGY] if with_topology else [],
     )
+    if planner:
+        inventory = Inventory()
+        inventory.set_flavors([flavor])
+        for n in node_list:
+            inventory.set_node(n)
+        s.add_admission_check(PlacementCheck(inventory))
+        s.on_release(inventory.forget)
     if with_topology:
         tas = TopologyScheduling()
         tas.set_topologies([TOPOLOGY])
@@ -118,13 +130,18 @@ def state(with_topology: bool, node_list: list[Node]) -> ClusterState:
             tas.set_node(n)
         s.add_admission_check(tas)
         s.on_release(tas.release)
+        s.scheduler.topology = tas  # preemption's and the cycle's topology hooks
     return s
 
 
 def run(
-    with_topology: bool, node_list: list[Node], wls: list[Workload], seed: int
+    with_topology: bool,
+    node_list: list[Node],
+    wls: list[Workload],
+    seed: int,
+    planner: bool = False,
 ) -> dict[str, Any]:
-    s = state(with_topology, node_list)
+    s = state(with_topology, node_list, planner)
     rng = random.Random(seed)
     cycles: list[float] = []
     admitted: list[str] = []
@@ -164,7 +181,12 @@ def main() -> None:
     tune_for_scheduling()
     node_list = nodes(args.nodes_per_rack)
     plain = run(False, node_list, workloads(args.workloads, args.seed, False), args.seed)
-    placed = run(True, node_list, workloads(args.workloads, args.seed, True), args.seed)
+    planned = run(
+        False, node_list, workloads(args.workloads, args.seed, False), args.seed, planner=True
+    )
+    placed = run(
+        True, node_list, workloads(args.workloads, args.seed, True), args.seed, planner=True
+    )
     print(
         json.dumps(
             {
@@ -172,9 +194,12 @@ def main() -> None:
                 "levels": len(TOPOLOGY.levels),
                 "workloads": args.workloads,
                 "without_topology": plain,
+                "without_topology_node_planner": planned,
                 "with_topology": placed,
                 "ratio_p99": round(placed["cycle_p99_ms"] / plain["cycle_p99_ms"], 2),
                 "ratio_p50": round(placed["cycle_p50_ms"] / plain["cycle_p50_ms"], 2),
+                "ratio_p99_vs_planner": round(placed["cycle_p99_ms"] / planned["cycle_p99_ms"], 2),
+                "ratio_p50_vs_planner": round(placed["cycle_p50_ms"] / planned["cycle_p50_ms"], 2),
             }
         )
     )

@@ -14,7 +14,8 @@ there, less what admitted topology-aware workloads hold (Kueue's TAS cache).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
 from extender.core.models import (
@@ -306,18 +307,12 @@ class TopologyScheduling:
                 for flavor, placements in by_flavor.items()
                 if (snap := self.snapshot(flavor)) is not None
             )
-        gone = [self.held[k] for k in victims if k in self.held]
-        for holds in gone:
-            self._apply(holds, -1)
-        try:
+        with _taken_off(self, victims, by_flavor):
             return all(
                 not snap.assign(placements).failed
                 for flavor, placements in by_flavor.items()
                 if (snap := self.snapshot(flavor)) is not None
             )
-        finally:
-            for holds in gone:
-                self._apply(holds, 1)
 
     def reserve(
         self, workload: Workload, admission: Admission, victims: Sequence[str] | None
@@ -329,11 +324,8 @@ class TopologyScheduling:
         by_flavor = self._placements(workload, admission)
         if isinstance(by_flavor, str) or not by_flavor:
             return
-        gone = [self.held[k] for k in victims or () if k in self.held]
-        for holds in gone:
-            self._apply(holds, -1)
         reserved: list[Held] = []
-        try:
+        with _taken_off(self, victims or (), by_flavor):
             for flavor, placements in sorted(by_flavor.items()):
                 snap = self.snapshot(flavor)
                 if snap is None:
@@ -344,9 +336,6 @@ class TopologyScheduling:
                     for p in placements
                     if p.name in placed.assignments
                 )
-        finally:
-            for holds in gone:
-                self._apply(holds, 1)
         if reserved:
             key = f"{workload.key}\x00reserved"
             self.held[key] = tuple(reserved)
@@ -440,6 +429,30 @@ class TopologyScheduling:
         """Whether the node of this hostname exists and is Ready."""
         node = self.nodes.get(self._hosts.get(host, host))
         return node is not None and node.ready
+
+
+@contextmanager
+def _taken_off(
+    tas: TopologyScheduling, victims: Sequence[str], flavors: Iterable[str]
+) -> Iterator[None]:
+    """These workloads' holds taken off while a placement is tried, then put back. The
+    kept counts that no placement read meanwhile keep their marks: for them nothing
+    changed, and recounting the hosts would be wasted."""
+    for flavor in flavors:
+        tas.snapshot(flavor)  # built with every hold, before any is taken off
+    gone = [tas.held[k] for k in victims if k in tas.held]
+    marks = {name: snap.marks() for name, snap in tas._snapshots.items()} if gone else {}
+    for holds in gone:
+        tas._apply(holds, -1)
+    try:
+        yield
+    finally:
+        for holds in gone:
+            tas._apply(holds, 1)
+        for name, saved in marks.items():
+            snap = tas._snapshots.get(name)
+            if snap is not None:
+                snap.restore_marks(saved)
 
 
 def within_assignment(

@@ -236,7 +236,8 @@ class TopologyDomains:
                 used[resource] = used.get(resource, 0) + taken
                 room[resource] = room.get(resource, 0) - taken
             for counts in self._counts.values():
-                counts.dirty.add(leaf)
+                if not counts.empty:  # counted on free room, which holds do not change
+                    counts.dirty.add(leaf)
 
     def other_use(self, node: Node, requests: Requests, sign: int) -> None:
         """A pod outside topology-aware scheduling came to (1) or left (-1) this node: its
@@ -265,7 +266,9 @@ class TopologyDomains:
         """How many pods (slices, leaders) of this request each domain can take. Kept per
         request and brought up to date from the leaves whose room changed since, so a
         placement costs what changed, not the whole tree; a placement with assumed usage, a
-        restriction to one domain or usage ignored is counted afresh."""
+        restriction to one domain is counted afresh. Counts on empty domains (usage
+        ignored, Kueue's simulateEmpty) are kept too: only pods outside topology-aware
+        scheduling and nodes change them."""
         worker_req = with_pod(workers.requests)
         leader_req = with_pod(leader.requests) if leader is not None else None
         filters = (
@@ -277,7 +280,7 @@ class TopologyDomains:
             if self.hostname_lowest
             else None
         )
-        fresh = bool(assumed) or simulate_empty or within is not None
+        fresh = bool(assumed) or within is not None
         key = (
             tuple(sorted(worker_req.items())),
             tuple(sorted(leader_req.items())) if leader_req is not None else None,
@@ -285,10 +288,12 @@ class TopologyDomains:
             search.slice_size,
             search.slice_level,
             tuple(sorted(search.inner_sizes.items())),
+            simulate_empty,
         )
         counts = None if fresh else self._counts.get(key)
         if counts is None:
             counts = Counts(worker_req, leader_req, workers, self.tolerations + workers.tolerations)
+            counts.empty = simulate_empty
             room_of = self._room_of(assumed, simulate_empty)
             for leaf in self.leaves.values():
                 self._count_leaf(leaf, counts, room_of, within, search)
@@ -312,7 +317,21 @@ class TopologyDomains:
             if counts.index:
                 for domain in (*changed, *parents):
                     counts.reindex(domain)
+        counts.uses += 1
         return counts
+
+    def marks(self) -> dict[tuple[object, ...], tuple[Counts, int, frozenset[Domain]]]:
+        """Each kept count's dirty hosts, and how often it was read so far."""
+        return {k: (c, c.uses, frozenset(c.dirty)) for k, c in self._counts.items()}
+
+    def restore_marks(
+        self, saved: Mapping[tuple[object, ...], tuple[Counts, int, frozenset[Domain]]]
+    ) -> None:
+        """Usage taken off and put back: a kept count not read meanwhile is as it was."""
+        for key, counts in self._counts.items():
+            before = saved.get(key)
+            if before is not None and before[0] is counts and before[1] == counts.uses:
+                counts.dirty = set(before[2])
 
     def _room_of(
         self, assumed: Mapping[str, Requests], simulate_empty: bool
@@ -450,6 +469,7 @@ class Counts:
         "by_values",
         "constrained",
         "dirty",
+        "empty",
         "excluded",
         "index",
         "kept",
@@ -458,6 +478,7 @@ class Counts:
         "pod_set",
         "records",
         "tolerations",
+        "uses",
         "worker_req",
     )
 
@@ -479,6 +500,8 @@ class Counts:
         self.excluded: dict[Domain, tuple[str, str]] = {}
         self.dirty: set[Domain] = set()
         self.kept = False  # kept current across placements (then worth an index)
+        self.empty = False  # counted on free room (usage ignored: Kueue's simulateEmpty)
+        self.uses = 0  # how often a placement read it
         # Per level asked for, its domains by (slices, pods, values): the tightest that
         # holds a count is found by bisection, and kept in order as records change.
         self.index: dict[int, list[tuple[int, int, tuple[str, ...]]]] = {}

@@ -8,7 +8,9 @@ import random
 
 import pytest
 
+from extender.core.models import Admission, PodSet, PodSetAssignment, ResourceFlavor, Workload
 from extender.core.placement_model import Node
+from extender.core.tas import TopologyScheduling
 from extender.core.tas_model import (
     HOSTNAME,
     PREFERRED,
@@ -71,7 +73,62 @@ def test_kept_counts_place_as_fresh_counts(seed: int) -> None:
             fresh.use(assignment, reqs)
         got, want = kept.assign([placement]), fresh.assign([placement])
         assert got == want, (seed, step)
+        # On empty domains (usage ignored) too: those counts are kept across holds.
+        empty = kept.assign([placement], simulate_empty=True)
+        assert empty == fresh.assign([placement], simulate_empty=True), (seed, step)
         if not got.failed:
             assignment = got.assignments[placement.name]
             kept.use(assignment, requests)
             held.append((assignment, requests))
+
+
+def _probe(name: str, rng: random.Random) -> tuple[Workload, Admission]:
+    req = request(rng)
+    pods = rng.choice((1, 2, 3, 4, 6))
+    cpu = rng.choice((500, 1000, 2000))
+    workload = Workload(
+        "default", name, name, "lq", (PodSet("main", pods, {"cpu": cpu}, topology=req),)
+    )
+    admission = Admission(
+        "cq", (PodSetAssignment("main", {"cpu": "tas"}, {"cpu": cpu * pods}, pods),)
+    )
+    return workload, admission
+
+
+def _scheduling(node_list: list[Node]) -> TopologyScheduling:
+    tas = TopologyScheduling()
+    tas.set_topologies([TOPOLOGY])
+    tas.set_flavors([ResourceFlavor("tas", {}, topology_name=TOPOLOGY.name)])
+    for n in node_list:
+        tas.set_node(n)
+    return tas
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_trying_a_placement_without_victims_leaves_the_kept_counts_true(seed: int) -> None:
+    """Preemption and the cycle's sticky check take holds off and put them back
+    (fits_without, reserve); the counts nobody read meanwhile keep their marks. Every
+    placement still decides as one on a TopologyScheduling built afresh from the holds."""
+    rng = random.Random(seed)
+    node_list = nodes(rng)
+    kept = _scheduling(node_list)
+    for step in range(120):
+        keys = list(kept.held)
+        roll = rng.random()
+        if keys and roll < 0.2:
+            kept.release(rng.choice(keys))
+            continue
+        workload, admission = _probe(f"w{step}", rng)
+        if keys and roll < 0.5:
+            victims = rng.sample(keys, rng.randrange(1, len(keys) + 1))
+            kept.fits_without(workload, admission, victims)
+            if rng.random() < 0.5:
+                kept.reserve(workload, admission, victims)
+                kept.end_cycle()
+            continue
+        fresh = _scheduling(node_list)
+        for key, holds in kept.held.items():
+            fresh.hold(key, holds)
+        want = fresh(workload, admission)
+        got = kept(workload, admission)
+        assert got == want, (seed, step)
