@@ -35,7 +35,12 @@ from extender.core.tas_model import (
     TopologyAssignment,
     TopologyRequest,
 )
-from extender.core.tas_placement import PodSetPlacement, TopologySnapshot, with_pod
+from extender.core.tas_placement import (
+    PodSetPlacement,
+    TopologySnapshot,
+    placement_of,
+    with_pod,
+)
 from extender.core.tas_replacement import replace_failed
 
 
@@ -404,16 +409,7 @@ class TopologyScheduling:
                     ps.name, f'Flavor "{chosen[0]}" does not contain the requested level'
                 )
             by_flavor.setdefault(chosen[0], []).append(
-                PodSetPlacement(
-                    ps.name,
-                    psa.count,
-                    ps.pod_requests,
-                    request,
-                    implied,
-                    ps.node_selector,
-                    ps.required_terms,
-                    ps.tolerations,
-                )
+                placement_of(ps, psa.count, request, implied)
             )
         return by_flavor
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from extender.core.models import PodSet
 from extender.core.tas_domains import (
     MAX_COUNT,
     PODS,
@@ -47,7 +48,31 @@ from extender.core.tas_model import (
     level_key,
 )
 
-__all__ = ["PODS", "Placed", "PodSetPlacement", "TopologySnapshot", "count_in", "with_pod"]
+__all__ = [
+    "PODS",
+    "Placed",
+    "PodSetPlacement",
+    "TopologySnapshot",
+    "count_in",
+    "placement_of",
+    "with_pod",
+]
+
+
+def placement_of(
+    pod_set: PodSet, count: int, request: TopologyRequest, implied: bool
+) -> PodSetPlacement:
+    """`count` pods of a workload's podSet to place, as their pods ask of a node."""
+    return PodSetPlacement(
+        pod_set.name,
+        count,
+        pod_set.pod_requests,
+        request,
+        implied,
+        pod_set.node_selector,
+        pod_set.required_terms,
+        pod_set.tolerations,
+    )
 
 
 @dataclass(frozen=True, slots=True)

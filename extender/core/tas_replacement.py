@@ -21,7 +21,7 @@ from extender.core.tas_model import (
     TopologyAssignment,
     TopologyRequest,
 )
-from extender.core.tas_placement import PodSetPlacement, TopologySnapshot
+from extender.core.tas_placement import TopologySnapshot, placement_of
 
 if TYPE_CHECKING:
     from extender.core.tas import TopologyScheduling
@@ -65,16 +65,7 @@ def replace_failed(
         implied = not (ps.topology is not None and ps.topology.explicit)
         request = ps.topology or TopologyRequest()
         within, request = _replacement_scope(snap, request, implied, kept, missing)
-        placement = PodSetPlacement(
-            ps.name,
-            missing,
-            ps.pod_requests,
-            request,
-            implied,
-            ps.node_selector,
-            ps.required_terms,
-            ps.tolerations,
-        )
+        placement = placement_of(ps, missing, request, implied)
         found = snap.place_within(placement, within)
         if isinstance(found, str):
             return (

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from extender.core.cycle import ClusterState
-from extender.core.flavors import EXCEEDS_MAX_QUOTA, Assignment, Mode, search_flavors
+from extender.core.flavors import EXCEEDS_MAX_QUOTA, Assignment, search_flavors
 from extender.core.models import ClusterQueue, LocalQueue, PodSet, ResourceFlavor, Workload
 from extender.core.placement_model import Node
 from extender.core.quantity import to_amount
@@ -30,6 +30,7 @@ from extender.core.quota import QuotaTree
 from extender.core.tas import TopologyScheduling
 from extender.core.tas_model import HOSTNAME, REQUIRED, Topology, TopologyRequest
 from tests.builders import CQ
+from tests.conformance.test_flavorassigner import flavors, rep_mode
 
 FILE = "pkg/scheduler/flavorassigner/flavorassigner_test.go"
 MI = 1024 * 1024
@@ -89,24 +90,6 @@ def search(cq: ClusterQueue, *pod_sets: PodSet) -> Assignment:
     tree = QuotaTree.build([cq], [])
     workload = Workload("default", "wl", "uid-wl", "lq", pod_sets)
     return search_flavors(workload, cq, FLAVORS, tree.cluster_queues[cq.name])
-
-
-def rep_mode(a: Assignment) -> str:
-    """Kueue's representative mode: NoFit, Preempt or Fit."""
-    if a.mode == Mode.NO_FIT:
-        return "NoFit"
-    return "Fit" if a.mode == Mode.FIT else "Preempt"
-
-
-def flavors(a: Assignment, *names: str) -> dict[str, dict[str, str]]:
-    """Per pod set, each resource's "flavor/Mode" as Kueue's wantAssignment lists them."""
-    return {
-        name: {
-            r: f"{f}/{'Preempt' if (f, r) in a.needs_preemption else 'Fit'}"
-            for r, f in chosen.items()
-        }
-        for name, chosen in zip(names, a.pod_set_flavors, strict=True)
-    }
 
 
 def one_cycle(
