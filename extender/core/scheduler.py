@@ -165,8 +165,8 @@ class Scheduler:
         # Kueue's PartialAdmission feature gate (on by default since v0.5): a pod set with
         # minCount may be admitted with fewer pods when all of them do not fit.
         self.partial_admission = True
-        # Topology-aware scheduling's "would it be placed were these workloads gone" (None:
-        # every topology-aware workload gone), for preemption that makes room on domains.
+        # Topology-aware scheduling, for preemption that makes room on domains and for the
+        # domains a waiting entry keeps from later ones until the cycle ends.
         self.topology: TopologyHooks | None = None
 
     def schedule(self, now: float) -> CycleResult:
@@ -387,8 +387,6 @@ class Scheduler:
         cache = self._cache
         cq, node = cache.cluster_queues[cq_name], cache.tree.cluster_queues[cq_name]
         return self._targets(workload, cq, node, request, need) if need else []
-
-    # ----- step 4 ---------------------------------------------------------------------
 
     # ----- step 5, by what nomination found -----------------------------------------
 
