@@ -183,6 +183,7 @@ def test_a_provisioning_check_delays_the_placement_until_provisioned(tower):
     kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
     setup = json.dumps({"apiVersion": "v1", "kind": "List", "items": DELAYED_SETUP})
     kubectl("apply", "-f", "-", input=setup)
+    name = ""
     try:
         (job,) = yamlc.safe_load_all((EXAMPLES / "sample-job-required.yaml").read_text())
         job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] = "tas-prov-user-queue"
@@ -227,6 +228,9 @@ def test_a_provisioning_check_delays_the_placement_until_provisioned(tower):
         kubectl("delete", "jobs", "-n", "default", "-l",
                 "kueue.x-k8s.io/queue-name=tas-prov-user-queue", "--wait=false",
                 check=False)  # fmt: skip
+        # No kubelet finishes the pods here: gone at once, so the next test's pods bind.
+        kubectl("delete", "pods", "-n", "default", "-l", f"batch.kubernetes.io/job-name={name}",
+                "--force", "--grace-period=0", check=False)  # fmt: skip
         kubectl("delete", "provisioningrequests", "--all", "-n", "default", check=False)
         kubectl("delete", "-f", "-", "--wait=false", input=setup, check=False)
 
