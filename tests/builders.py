@@ -243,3 +243,28 @@ def ready_node(name: str, labels: dict[str, str], allocatable: dict[str, str]) -
             "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}],
         },
     }
+
+
+def provisioning_check(name: str, config: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A ProvisioningRequest AdmissionCheck and the ProvisioningRequestConfig it names (class
+    check-capacity), as Kueue's documentation writes them."""
+    check = {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "AdmissionCheck",
+        "metadata": {"name": name},
+        "spec": {
+            "controllerName": "kueue.x-k8s.io/provisioning-request",
+            "parameters": {
+                "apiGroup": "kueue.x-k8s.io",
+                "kind": "ProvisioningRequestConfig",
+                "name": config,
+            },
+        },
+    }
+    settings = {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "ProvisioningRequestConfig",
+        "metadata": {"name": config},
+        "spec": {"provisioningClassName": "check-capacity.autoscaling.x-k8s.io"},
+    }
+    return check, settings

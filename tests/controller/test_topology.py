@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from extender.kube.api import resources as r
-from tests.builders import ready_node
+from tests.builders import provisioning_check, ready_node
 from tests.controller.conftest import CRDS, controller_process, eventually
 from tests.controller.test_jobset import JOBSET_CRD
 from tests.controller.test_placement import pending_message, scheduler_filter
@@ -383,25 +383,7 @@ def test_a_provisioning_check_delays_placement_until_the_capacity_is_provisioned
     cluster.admin.create(CRDS, safe_load(PR_CRD.read_text()))
     topology, flavor, cq, lq = example("sample-queues.yaml")
     cq["spec"]["admissionChecksStrategy"] = {"admissionChecks": [{"name": "tas-prov"}]}
-    check = {
-        "apiVersion": "kueue.x-k8s.io/v1beta2",
-        "kind": "AdmissionCheck",
-        "metadata": {"name": "tas-prov"},
-        "spec": {
-            "controllerName": "kueue.x-k8s.io/provisioning-request",
-            "parameters": {
-                "apiGroup": "kueue.x-k8s.io",
-                "kind": "ProvisioningRequestConfig",
-                "name": "tas-prov-config",
-            },
-        },
-    }
-    config = {
-        "apiVersion": "kueue.x-k8s.io/v1beta2",
-        "kind": "ProvisioningRequestConfig",
-        "metadata": {"name": "tas-prov-config"},
-        "spec": {"provisioningClassName": "check-capacity.autoscaling.x-k8s.io"},
-    }
+    check, config = provisioning_check("tas-prov", "tas-prov-config")
     cluster.admin.create(r.PROVISIONING_REQUEST_CONFIGS, config)
     cluster.apply(topology, flavor, check, cq, lq)
     (required,) = example("sample-job-required.yaml")

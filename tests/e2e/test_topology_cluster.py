@@ -19,7 +19,7 @@ import pytest
 from kubernetes import client
 
 from tests import yamlc
-from tests.builders import ready_node
+from tests.builders import provisioning_check, ready_node
 from tests.e2e.conftest import controller_process, kubectl, serve_webhook, wait, webhook_host_port
 
 pytestmark = pytest.mark.e2e
@@ -123,25 +123,7 @@ def bound(core: client.CoreV1Api, job: str, count: int) -> Counter[str] | None:
 
 PR_CRD = ROOT / "tests" / "data" / "autoscaler" / "autoscaling.x-k8s.io_provisioningrequests.yaml"
 DELAYED_SETUP = [
-    {
-        "apiVersion": "kueue.x-k8s.io/v1beta2",
-        "kind": "ProvisioningRequestConfig",
-        "metadata": {"name": "tas-prov-config"},
-        "spec": {"provisioningClassName": "check-capacity.autoscaling.x-k8s.io"},
-    },
-    {
-        "apiVersion": "kueue.x-k8s.io/v1beta2",
-        "kind": "AdmissionCheck",
-        "metadata": {"name": "tas-prov"},
-        "spec": {
-            "controllerName": "kueue.x-k8s.io/provisioning-request",
-            "parameters": {
-                "apiGroup": "kueue.x-k8s.io",
-                "kind": "ProvisioningRequestConfig",
-                "name": "tas-prov-config",
-            },
-        },
-    },
+    *reversed(provisioning_check("tas-prov", "tas-prov-config")),
     {
         "apiVersion": "kueue.x-k8s.io/v1beta2",
         "kind": "ClusterQueue",
