@@ -207,6 +207,8 @@ class TopologyScheduling:
         if holds:
             self._apply(holds, -1)
             self.grown.update(h.flavor for h in holds)
+            for snap in self._snapshots.values():
+                snap.settle()  # recounted now, for the hosts it left, not in the next cycle
 
     def _apply(self, holds: tuple[Held, ...], sign: int) -> None:
         for name, snap in self._snapshots.items():

@@ -10,7 +10,7 @@ v0.19.2's fillInCounts does; tas_placement.py searches those counts.
 from __future__ import annotations
 
 from bisect import bisect_left, insort
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from extender.core.labels import NodeSelectorTerm, Taint, Toleration, tolerated
@@ -47,6 +47,26 @@ def count_in(requests: Requests, room: Requests) -> tuple[int, str]:
         if best < 0 or fits < best or (fits == best and resource < limiting):
             best, limiting = fits, resource
     return (best if best > 0 else 0), limiting
+
+
+def fits_in(items: Sequence[tuple[str, int]], room: Requests) -> tuple[int, str]:
+    """`count_in` for requests given as (resource, amount) pairs sorted by resource, every
+    amount above zero (`positive_items`): the same count, and the same limiting resource
+    whenever the count is 0. The hot path of counting a leaf."""
+    best, limiting = MAX_COUNT, ""
+    get = room.get
+    for resource, amount in items:
+        fits = get(resource, 0) // amount
+        if fits < best:
+            if fits <= 0:
+                return 0, resource  # sorted: no later resource is limiting on a tie at 0
+            best, limiting = fits, resource
+    return best, limiting
+
+
+def positive_items(requests: Requests) -> tuple[tuple[str, int], ...]:
+    """The requests `fits_in` takes: sorted by resource, without zero amounts."""
+    return tuple(sorted((r, a) for r, a in requests.items() if a > 0))
 
 
 def minus(room: dict[str, int], used: Requests, times: int = 1) -> None:
@@ -294,6 +314,7 @@ class TopologyDomains:
         if counts is None:
             counts = Counts(worker_req, leader_req, workers, self.tolerations + workers.tolerations)
             counts.empty = simulate_empty
+            counts.search = search
             room_of = self._room_of(assumed, simulate_empty)
             for leaf in self.leaves.values():
                 self._count_leaf(leaf, counts, room_of, within, search)
@@ -305,20 +326,63 @@ class TopologyDomains:
                 self._counts[key] = counts
                 counts.kept = True
         elif counts.dirty:
-            room_of = self._room_of(assumed, simulate_empty)
-            parents: set[Domain] = set()
-            for leaf in counts.dirty:
-                self._count_leaf(leaf, counts, room_of, within, search)
-                parents.update(self._ancestors(leaf))
-            changed = list(counts.dirty)
-            counts.dirty.clear()
-            for parent in sorted(parents, key=lambda d: -d.level):  # the deepest first
-                self._count_parent(parent, counts, search)
-            if counts.index:
-                for domain in (*changed, *parents):
-                    counts.reindex(domain)
+            self._refresh(counts)
         counts.uses += 1
         return counts
+
+    def settle(self) -> None:
+        """Bring every kept count up to date now (a workload's hold was given back): the
+        work is done when the room changes, for the hosts it changed on, so the next cycle
+        finds the counts current."""
+        for counts in self._counts.values():
+            if counts.dirty:
+                self._refresh(counts)
+
+    def _refresh(self, counts: Counts) -> None:
+        """Recount a kept count's dirty leaves, then their ancestors: by the change in pods
+        and slices up each leaf's path when no leader or inner slice layer makes a parent
+        more than its children's sum, else each ancestor afresh (the deepest first). Only
+        what changed is reindexed."""
+        search = counts.search
+        assert search is not None
+        room_of = self._room_of({}, counts.empty)
+        records = counts.records
+        changed: set[Domain] = set()
+        summed = counts.leader_req is None and not search.inner_sizes
+        size, slice_level = search.slice_size, search.slice_level
+        for leaf in counts.dirty:
+            record = records.get(leaf)
+            before = tuple(record) if record is not None else (0, 0, 0, 0, 0)
+            self._count_leaf(leaf, counts, room_of, None, search)
+            record = records[leaf]
+            if before == tuple(record):
+                continue
+            pods, slices = record[0] - before[0], record[2] - before[2]
+            changed.add(leaf)
+            parent = leaf.parent
+            if not summed:
+                while parent is not None and parent not in changed:
+                    changed.add(parent)
+                    parent = parent.parent
+                continue
+            while parent is not None and (pods or slices):
+                up = records[parent]
+                up[0] += pods
+                if parent.level == slice_level:
+                    whole = up[0] // size
+                    slices, up[2] = whole - up[2], whole
+                else:
+                    up[2] += slices
+                up[1], up[3] = up[0], up[2]  # no leader: "with the leader" is the same
+                changed.add(parent)
+                parent = parent.parent
+        counts.dirty.clear()
+        if not summed:
+            for parent in sorted((d for d in changed if d.children), key=_deepest_first):
+                self._count_parent(parent, counts, search)
+        if counts.index:
+            for domain in changed:
+                counts.reindex(domain)
 
     def marks(self) -> dict[tuple[object, ...], tuple[Counts, int, frozenset[Domain]]]:
         """Each kept count's dirty hosts, and how often it was read so far."""
@@ -346,13 +410,6 @@ class TopologyDomains:
 
         return room_of
 
-    @staticmethod
-    def _ancestors(leaf: Domain) -> Iterator[Domain]:
-        parent = leaf.parent
-        while parent is not None:
-            yield parent
-            parent = parent.parent
-
     def _count_leaf(
         self,
         leaf: Domain,
@@ -362,39 +419,41 @@ class TopologyDomains:
         search: Search,
     ) -> None:
         """A leaf's record, and why it is excluded when it is (for a refusal's message)."""
-        record = counts.records.setdefault(leaf, [0, 0, 0, 0, 0])
-        record[:] = (0, 0, 0, 0, 0)
+        record = counts.records.get(leaf)
+        if record is None:
+            record = counts.records[leaf] = [0, 0, 0, 0, 0]
         node = leaf.node
         if node is not None and (node.taints or counts.constrained):
             why = _excluded(node, counts.pod_set, counts.tolerations)
             if why is not None:
-                counts.excluded[leaf] = why
+                record[:] = (0, 0, 0, 0, 0)
+                counts.exclude(leaf, why)
                 return
         if within is not None:
             path = ",".join(leaf.values)
             if path != within and not path.startswith(within + ","):
-                counts.excluded[leaf] = ("topologyDomain", "")
+                record[:] = (0, 0, 0, 0, 0)
+                counts.exclude(leaf, ("topologyDomain", ""))
                 return
         room = room_of(leaf)
         leader_req = counts.leader_req
-        if leader_req is not None:
-            room = dict(room)  # the leader's share comes off below
-        pods, limiting = count_in(counts.worker_req, room)
+        pods, limiting = fits_in(counts.worker_items, room)
         pods_with_leader, leaders = pods, 0
         if leader_req is not None:
+            room = dict(room)  # the leader's share comes off
             if count_in(leader_req, room)[0] > 0:
                 leaders = 1
-                minus(room, leader_req)  # type: ignore[arg-type]
-            pods_with_leader = count_in(counts.worker_req, room)[0]
-        if pods == 0 and limiting:
-            counts.excluded[leaf] = ("resource", limiting)
-        else:
-            counts.excluded.pop(leaf, None)
-        slices = slices_with_leader = 0
+                minus(room, leader_req)
+            pods_with_leader = fits_in(counts.worker_items, room)[0]
+        if pods == 0:
+            counts.exclude(leaf, ("resource", limiting))
+        elif leaf in counts.excluded:
+            counts.include(leaf)
         if leaf.level == search.slice_level:
-            slices = pods // search.slice_size
-            slices_with_leader = pods_with_leader // search.slice_size
-        record[:] = (pods, pods_with_leader, slices, slices_with_leader, leaders)
+            size = search.slice_size
+            record[:] = (pods, pods_with_leader, pods // size, pods_with_leader // size, leaders)
+        else:
+            record[:] = (pods, pods_with_leader, 0, 0, leaders)
 
     def _count_subtree(self, domain: Domain, counts: Counts, search: Search) -> None:
         if not domain.children:
@@ -442,20 +501,25 @@ class TopologyDomains:
             record[:] = (pods, pods_with_leader, slices, slices_with_leader, leaders)
 
     def stats_of(self, counts: Counts) -> Stats:
-        """Why leaves are left out, as a refusal words it (Kueue's exclusion stats)."""
+        """Why leaves are left out, as a refusal words it (Kueue's exclusion stats), from
+        the tally the count keeps as leaves are excluded and let back in."""
         stats = Stats(total=len(self.leaves))
-        for kind, detail in counts.excluded.values():
+        for (kind, detail), leaves in counts.tally.items():
             if kind == "nodeSelector":
-                stats.node_selector += 1
+                stats.node_selector += leaves
             elif kind == "affinity":
-                stats.affinity += 1
+                stats.affinity += leaves
             elif kind == "topologyDomain":
-                stats.topology_domain += 1
+                stats.topology_domain += leaves
             elif kind == "taint":
-                stats.taints[detail] = stats.taints.get(detail, 0) + 1
+                stats.taints[detail] = stats.taints.get(detail, 0) + leaves
             else:
-                stats.resources[detail] = stats.resources.get(detail, 0) + 1
+                stats.resources[detail] = stats.resources.get(detail, 0) + leaves
         return stats
+
+
+def _deepest_first(domain: Domain) -> int:
+    return -domain.level
 
 
 _KEPT_COUNTS = 32  # requests whose counts are kept up to date at once (the oldest goes)
@@ -477,8 +541,11 @@ class Counts:
         "leader_req",
         "pod_set",
         "records",
+        "search",
+        "tally",
         "tolerations",
         "uses",
+        "worker_items",
         "worker_req",
     )
 
@@ -490,6 +557,7 @@ class Counts:
         tolerations: tuple[Toleration, ...],
     ) -> None:
         self.worker_req = worker_req
+        self.worker_items = positive_items(worker_req)
         self.leader_req = leader_req
         self.pod_set = pod_set
         self.tolerations = tolerations
@@ -498,6 +566,8 @@ class Counts:
         self.constrained = bool(pod_set.node_selector or pod_set.required_terms)
         self.records: dict[Domain, list[int]] = {}
         self.excluded: dict[Domain, tuple[str, str]] = {}
+        self.tally: dict[tuple[str, str], int] = {}  # leaves excluded, per reason
+        self.search: Search | None = None  # the shape counted (to recount dirty leaves)
         self.dirty: set[Domain] = set()
         self.kept = False  # kept current across placements (then worth an index)
         self.empty = False  # counted on free room (usage ignored: Kueue's simulateEmpty)
@@ -507,6 +577,27 @@ class Counts:
         self.index: dict[int, list[tuple[int, int, tuple[str, ...]]]] = {}
         self.keys: dict[Domain, tuple[int, int, tuple[str, ...]]] = {}
         self.by_values: dict[tuple[str, ...], Domain] = {}
+
+    def exclude(self, leaf: Domain, why: tuple[str, str]) -> None:
+        old = self.excluded.get(leaf)
+        if old == why:
+            return
+        if old is not None:
+            self._untally(old)
+        self.excluded[leaf] = why
+        self.tally[why] = self.tally.get(why, 0) + 1
+
+    def include(self, leaf: Domain) -> None:
+        old = self.excluded.pop(leaf, None)
+        if old is not None:
+            self._untally(old)
+
+    def _untally(self, why: tuple[str, str]) -> None:
+        left = self.tally[why] - 1
+        if left:
+            self.tally[why] = left
+        else:
+            del self.tally[why]
 
     def tightest(self, domains: Iterable[Domain], level: int, need: int) -> Domain | None:
         """The domain of the level with the fewest slices (then pods, then values) that

@@ -73,6 +73,7 @@ def test_kept_counts_place_as_fresh_counts(seed: int) -> None:
             fresh.use(assignment, reqs)
         got, want = kept.assign([placement]), fresh.assign([placement])
         assert got == want, (seed, step)
+        _assert_same_records(kept, fresh, (seed, step))
         # On empty domains (usage ignored) too: those counts are kept across holds.
         empty = kept.assign([placement], simulate_empty=True)
         assert empty == fresh.assign([placement], simulate_empty=True), (seed, step)
@@ -80,6 +81,24 @@ def test_kept_counts_place_as_fresh_counts(seed: int) -> None:
             assignment = got.assignments[placement.name]
             kept.use(assignment, requests)
             held.append((assignment, requests))
+
+
+def _assert_same_records(
+    kept: TopologySnapshot, fresh: TopologySnapshot, where: tuple[int, int]
+) -> None:
+    """Every count the long-lived snapshot keeps, brought up to date, holds on every
+    domain what a count made afresh on the oracle holds, and excludes the same leaves."""
+    kept.settle()
+    for counts in kept._counts.values():
+        assert counts.leader_req is None  # no leaders in this test
+        assert counts.search is not None
+        other = fresh.counts_for(counts.pod_set, None, {}, counts.empty, None, counts.search)
+        by_id = {d.id: r for d, r in counts.records.items()}
+        assert by_id == {d.id: r for d, r in other.records.items()}, where
+        assert counts.tally == other.tally, where
+        assert {d.id: w for d, w in counts.excluded.items()} == {
+            d.id: w for d, w in other.excluded.items()
+        }, where
 
 
 def _probe(name: str, rng: random.Random) -> tuple[Workload, Admission]:
