@@ -25,6 +25,8 @@ KINDS = (
     "admissionchecks",
     "provisioningrequestconfigs",
     "topologies",
+    "multikueueconfigs",
+    "multikueueclusters",
 )
 
 

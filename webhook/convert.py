@@ -100,11 +100,31 @@ def _wl_down(obj: Obj) -> None:
     _topology_assignments(obj, tas_model.to_v1beta1)
 
 
+_CLUSTER_SOURCES = ("kubeConfig", "clusterProfileRef")
+
+
+def _mkc_up(obj: Obj) -> None:
+    """v1beta1 names where a worker's kubeconfig is at the top of spec; v1beta2 under
+    spec.clusterSource."""
+    spec = obj.setdefault("spec", {})
+    source = {k: spec.pop(k) for k in _CLUSTER_SOURCES if k in spec}
+    if source:
+        spec["clusterSource"] = source
+
+
+def _mkc_down(obj: Obj) -> None:
+    spec = obj.setdefault("spec", {})
+    source = spec.pop("clusterSource", None)
+    if isinstance(source, Mapping):
+        spec.update({k: source[k] for k in _CLUSTER_SOURCES if k in source})
+
+
 _CONVERTERS: dict[str, tuple[Callable[[Obj], None], Callable[[Obj], None]]] = {
     "ClusterQueue": (_cq_up, _unchanged),
     "LocalQueue": (_lq_up, _unchanged),
     "Workload": (_wl_up, _wl_down),
     "Cohort": (_unchanged, _unchanged),  # field-identical across versions
+    "MultiKueueCluster": (_mkc_up, _mkc_down),
 }
 
 

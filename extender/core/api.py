@@ -1,6 +1,6 @@
 """Kueue's API as Tower serves it: one declarative schema per kind and version.
 
-Every field of the eight kinds is named here once, with its type, enum, default, limits, list keys
+Every field of the eleven kinds is named here once, with its type, enum, default, limits, list keys
 and CEL rules (Kueue v0.19.2's, checked path by path by tests/unit/test_kueue_schema.py). The
 CRDs are rendered from it (extender/kube/generators/crds.py); the parsers take their enums and
 defaults from it (`enum`, `default`), and the conversion webhook its version renames (`RENAMES`).
@@ -1024,6 +1024,50 @@ def _topology(version: str) -> Schema:
     return _root(_obj({"levels": levels}, ["levels"]), None)
 
 
+def _multikueue_cluster(version: str) -> Schema:
+    v1 = version == "v1beta1"
+    profile = _obj({"name": _str(maxLength=256, minLength=1)}, ["name"])
+    location = _str() if v1 else _str(maxLength=256, minLength=1)
+    kube_config = _obj(
+        {"location": location, "locationType": _enum(["Secret", "Path"], "Secret")},
+        ["location", "locationType"] if v1 else ["location"],
+    )
+    conditions = _CONDITIONS_V1BETA1 if v1 else _CONDITIONS
+    status = _obj({"conditions": conditions})
+    if v1:
+        spec = _obj({"kubeConfig": kube_config, "clusterProfileRef": profile}, ["kubeConfig"])
+        return _root(spec, status)
+    source = _obj(
+        {"kubeConfig": kube_config, "clusterProfileRef": profile},
+        **_cel(
+            (
+                "has(self.kubeConfig) != has(self.clusterProfileRef)",
+                "set one of kubeConfig and clusterProfileRef, not both",
+            )
+        ),
+    )
+    return _root(_obj({"clusterSource": source}, ["clusterSource"]), status)
+
+
+def _multikueue_config(version: str) -> Schema:
+    if version == "v1beta1":
+        clusters = _list(_str(), maxItems=20, minItems=1, **{"x-kubernetes-list-type": "set"})
+        return _root(_obj({"clusters": clusters}, ["clusters"]), None)
+    clusters = _list(
+        _str(maxLength=256),
+        maxItems=20,
+        minItems=1,
+        **{"x-kubernetes-list-type": "atomic"},
+        **_cel(
+            ("self.all(c, self.filter(d, d == c).size() == 1)", "each cluster may be named once")
+        ),
+    )
+    spec = _obj(
+        {"clusters": clusters, "quotaManagement": _enum(["Manual", "Automated"])}, ["clusters"]
+    )
+    return _root(spec, None)
+
+
 def _root(spec: Schema, status: Schema | None, extra: dict[str, Any] | None = None) -> Schema:
     properties: dict[str, Schema] = {
         "apiVersion": _str(),
@@ -1046,6 +1090,8 @@ _BUILDERS = {
     "AdmissionCheck": _admission_check,
     "ProvisioningRequestConfig": _provisioning_request_config,
     "Topology": _topology,
+    "MultiKueueConfig": _multikueue_config,
+    "MultiKueueCluster": _multikueue_cluster,
 }
 KINDS = tuple(_BUILDERS)
 VERSIONS = ("v1beta2", "v1beta1")  # stored first

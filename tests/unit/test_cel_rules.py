@@ -263,6 +263,19 @@ TOPOLOGY_LEVELS = [
     (levels("block"), levels("block", "rack")),
     (levels("block", "zone"), levels("block", "rack")),
 ]
+KUBECONFIG = {"location": "worker1-secret", "locationType": "Secret"}
+CLUSTER_SOURCE = [
+    create({"kubeConfig": KUBECONFIG}),
+    create({"clusterProfileRef": {"name": "worker1"}}),
+    create({"kubeConfig": KUBECONFIG, "clusterProfileRef": {"name": "worker1"}}),
+    create({}),
+]
+MULTIKUEUE_CLUSTERS = [
+    create(["worker1"]),
+    create(["worker1", "worker2"]),
+    create(["worker1", "worker2", "worker1"]),
+    create(["a", "a"]),
+]
 ONE_OF = [
     create({"universal": 1}),
     create({"individual": [1]}),
@@ -282,6 +295,8 @@ def cases_for(plural: str, version: str, path: str) -> list[Case]:
         ("localqueues", ".spec.clusterQueue"): [create("cq"), ("cq", "cq"), ("other", "cq")],
         ("resourceflavors", ".spec"): FLAVOR_SPEC,
         ("topologies", ".spec.levels"): TOPOLOGY_LEVELS,
+        ("multikueueclusters", ".spec.clusterSource"): CLUSTER_SOURCE,
+        ("multikueueconfigs", ".spec.clusters"): MULTIKUEUE_CLUSTERS,
         ("resourceflavors", ".spec.nodeTaints"): TAINTS,
         ("resourceflavors", ".spec.tolerations"): TOLERATIONS,
         ("workloads", ""): workload_root(v1),
@@ -323,6 +338,8 @@ def places() -> list[tuple[str, str, str]]:
         "resourceflavors",
         "topologies",
         "workloads",
+        "multikueueclusters",
+        "multikueueconfigs",
     ):
         for version in kueue(plural)["versions"]:
             for path, schema in walk(version["schema"]["openAPIV3Schema"]):

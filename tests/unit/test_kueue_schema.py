@@ -130,7 +130,7 @@ CASES = [(p, v["name"]) for p in PLURALS for v in kueue(p)["versions"]]
 
 
 def test_the_copy_of_kueues_schema_is_there():
-    assert len(PLURALS) == 9
+    assert len(PLURALS) == 11
     assert sum(1 for p, v in CASES for _ in walk(
         next(x for x in kueue(p)["versions"] if x["name"] == v)["schema"]["openAPIV3Schema"]
     )) > 3000  # fmt: skip

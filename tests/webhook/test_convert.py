@@ -193,3 +193,21 @@ def test_a_topology_assignment_is_listed_at_v1beta1_and_compacted_at_v1beta2():
     assert back["status"]["admission"]["podSetAssignments"][0]["topologyAssignment"] == (
         assignment_v1beta2
     )
+
+
+def test_a_multikueue_clusters_kubeconfig_moves_under_cluster_source():
+    """Kueue's v1beta1 setup guide names the worker's Secret at spec.kubeConfig; v1beta2
+    keeps it under spec.clusterSource, and a read at v1beta1 puts it back."""
+    old = {
+        "apiVersion": "kueue.x-k8s.io/v1beta1",
+        "kind": "MultiKueueCluster",
+        "metadata": {"name": "multikueue-test-worker1"},
+        "spec": {"kubeConfig": {"locationType": "Secret", "location": "worker1-secret"}},
+        "status": {"conditions": []},
+    }
+    answer = convert(envelope([old], "kueue.x-k8s.io/v1beta2"))
+    [new] = answer["response"]["convertedObjects"]
+    assert new["spec"] == {
+        "clusterSource": {"kubeConfig": {"locationType": "Secret", "location": "worker1-secret"}}
+    }
+    assert convert_object(new, "kueue.x-k8s.io/v1beta1") == old

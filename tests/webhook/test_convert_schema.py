@@ -17,7 +17,7 @@ import pytest
 from extender.kube.generators.crds import custom_resource_definitions
 from webhook.convert import convert_object
 
-KINDS = ("ClusterQueue", "Cohort", "LocalQueue", "Workload")
+KINDS = ("ClusterQueue", "Cohort", "LocalQueue", "Workload", "MultiKueueCluster")
 # v1beta2 field -> the v1beta1 field it is read as (kube/convert.py's renames and reshapes).
 COUNTERPARTS = {
     "ClusterQueue": {"spec.cohortName": "spec.cohort"},
@@ -25,6 +25,10 @@ COUNTERPARTS = {
     "Workload": {
         "spec.priorityClassRef": "spec.priorityClassName",
         "status.accumulatedPastExecutionTimeSeconds": "status.accumulatedPastExexcutionTimeSeconds",
+    },
+    "MultiKueueCluster": {
+        "spec.clusterSource.kubeConfig": "spec.kubeConfig",
+        "spec.clusterSource.clusterProfileRef": "spec.clusterProfileRef",
     },
 }
 

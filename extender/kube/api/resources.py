@@ -103,6 +103,12 @@ PROVISIONING_REQUEST_CONFIGS = Resource(
     KUEUE_GROUP, KUEUE_VERSION, "provisioningrequestconfigs", "ProvisioningRequestConfig", False
 )
 TOPOLOGIES = Resource(KUEUE_GROUP, KUEUE_VERSION, "topologies", "Topology", False)
+MULTIKUEUE_CONFIGS = Resource(
+    KUEUE_GROUP, KUEUE_VERSION, "multikueueconfigs", "MultiKueueConfig", False
+)
+MULTIKUEUE_CLUSTERS = Resource(
+    KUEUE_GROUP, KUEUE_VERSION, "multikueueclusters", "MultiKueueCluster", False
+)
 PROVISIONING_REQUESTS = Resource(
     "autoscaling.x-k8s.io", "v1", "provisioningrequests", "ProvisioningRequest", True
 )

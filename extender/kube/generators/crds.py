@@ -191,6 +191,36 @@ _KINDS: list[dict[str, Any]] = [
         "conversion": False,
         "columns": [],
     },
+    {
+        "kind": "MultiKueueConfig",
+        "plural": "multikueueconfigs",
+        "scope": "Cluster",
+        "shortNames": ["mkconf"],
+        "status": False,
+        "conversion": False,
+        "columns": [],
+    },
+    {
+        "kind": "MultiKueueCluster",
+        "plural": "multikueueclusters",
+        "scope": "Cluster",
+        "shortNames": ["mkc"],
+        "status": True,
+        "conversion": True,
+        "columns": [
+            _column(
+                "Connected",
+                ".status.conditions[?(@.type=='Active')].status",
+                description="MultiKueueCluster is connected",
+            ),
+            _column(
+                "Age",
+                ".metadata.creationTimestamp",
+                "date",
+                description="Time this workload was created",
+            ),
+        ],
+    },
 ]
 
 
