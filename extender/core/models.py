@@ -12,6 +12,7 @@ from extender.core.tas_model import TopologyAssignment, TopologyRequest
 
 GROUP = "kueue.x-k8s.io"
 QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
+PREBUILT_WORKLOAD_LABEL = "kueue.x-k8s.io/prebuilt-workload-name"  # label or annotation
 PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
 # Where Tower records the `suspend` a Job had before the webhook suspended it.
 ORIGINAL_SUSPEND_ANNOTATION = "tower.dev/original-suspend"

@@ -17,7 +17,7 @@ from typing import Any
 
 from extender.core.jobframework import registry
 from extender.core.jobframework.adapter import JobAdapter, workload_name
-from extender.core.models import PRIORITY_CLASS_LABEL, QUEUE_NAME_LABEL
+from extender.core.models import PREBUILT_WORKLOAD_LABEL, PRIORITY_CLASS_LABEL, QUEUE_NAME_LABEL
 from extender.kube.api.objects import CLUSTER_QUEUE_ANNOTATION
 from extender.kube.api.resources import Resource, resource_of
 
@@ -205,6 +205,10 @@ class JobView:
     # (Workload name, podSet) of a member of a group that shares one Workload (a pod group's
     # pod, a StatefulSet's): the group room follows it, not the job reconciler.
     group: tuple[str, str] | None = None
+    # The Workload made for it beforehand (kueue.x-k8s.io/prebuilt-workload-name, annotation
+    # or label): it is followed, never created (a MultiKueue worker's job).
+    prebuilt: str | None = None
+    managed_by: str | None = None  # spec.managedBy (MultiKueue's, on a manager's job)
 
     @property
     def holds(self) -> bool:
@@ -311,7 +315,24 @@ def job_view(obj: Obj, *, keep_source: bool, adapter: JobAdapter | None = None) 
             else ()
         ),
         group=group,
+        prebuilt=prebuilt_name(meta),
+        managed_by=_managed_by(obj),
     )
+
+
+def _managed_by(obj: Obj) -> str | None:
+    value = _mapping(obj.get("spec")).get("managedBy")
+    return sys.intern(value) if isinstance(value, str) and value else None
+
+
+def prebuilt_name(meta: Mapping[str, Any]) -> str | None:
+    """The prebuilt Workload a job names: the annotation first, then the label (Kueue's
+    order: the annotation is what it writes by default, the label what older versions did)."""
+    for source in (_mapping(meta.get("annotations")), _mapping(meta.get("labels"))):
+        value = source.get(PREBUILT_WORKLOAD_LABEL)
+        if isinstance(value, str) and value:
+            return value
+    return None
 
 
 def _mapping(value: Any) -> Mapping[str, Any]:
@@ -328,6 +349,8 @@ def workload_key(job: JobView) -> str:
     """The key of the Workload Kueue names for a job (a group member's: its group's)."""
     if job.group is not None:
         return f"{job.namespace}/{job.group[0]}"
+    if job.prebuilt is not None:
+        return f"{job.namespace}/{job.prebuilt}"
     return f"{job.namespace}/{workload_name(job.kind, job.adapter.group, job.name, job.uid)}"
 
 

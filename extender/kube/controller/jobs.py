@@ -13,6 +13,7 @@ from typing import Any
 
 from extender.core.jobframework.adapter import MissingReferenceError, Reference
 from extender.core.jobs import resolve_priority, workload_for
+from extender.core.models import PREBUILT_WORKLOAD_LABEL
 from extender.core.parse import ManifestError
 from extender.core.workloads import creation_seconds
 from extender.kube.api import objects as o
@@ -29,6 +30,7 @@ log = logging.getLogger("tower.jobs")
 
 Obj = dict[str, Any]
 CREATE_WAIT = 5.0  # a created Workload the watch has not shown yet is looked for again
+PREBUILT_WAIT = 2.0  # a job's prebuilt Workload that is not there is looked for again
 
 
 def _m(value: Any) -> Any:
@@ -179,7 +181,11 @@ class JobReconciler:
         if job.started and not holds_quota(workload):
             job = stop_job(ctx, job, workload)  # finish stopping it (its start is cleared)
         if workload is None:
+            if job.prebuilt is not None:
+                return self._await_prebuilt(job, wl_key)
             return self._create(resource, job, wl_key)
+        if job.prebuilt is not None and self.ctx.owner_of(workload) is None:
+            return self._adopt(job, wl_key, workload)
         self._creating.pop(wl_key, None)
         if job.source is not None:
             ctx.store.put(resource, job.key, job.without_source())  # the template is recorded
@@ -230,6 +236,55 @@ class JobReconciler:
         elif not job.suspended and self.ready is not None:
             self.ready.follow(wl_key, workload, job.pods_ready)  # as its adapter reads it
         return None
+
+    def _await_prebuilt(self, job: JobView, wl_key: str) -> float:
+        """A job that names a prebuilt Workload not there (yet): no other is made for it
+        (Kueue's prebuilt workloads); it is looked at again shortly."""
+        message = (
+            f"{job.kind} {job.key} names the prebuilt Workload {wl_key} "
+            f"({PREBUILT_WORKLOAD_LABEL}), which does not exist yet: it waits for it"
+        )
+        if self.ctx.told.first(f"prebuilt:{job.uid}", message):
+            log.info("%s", message)
+            self.ctx.event(job.as_object(), "Normal", "WaitingForPrebuiltWorkload", message)
+        return PREBUILT_WAIT
+
+    def _adopt(self, job: JobView, wl_key: str, workload: Obj) -> float | None:
+        """The job takes its prebuilt Workload as its own, as Kueue's reconciler does: the
+        Workload gets the job as its controller and the job-uid label, so its changes reach
+        the job from now on."""
+        ctx = self.ctx
+        meta = workload.get("metadata") or {}
+        owners = [dict(owner) for owner in meta.get("ownerReferences") or ()]
+        owners.append(
+            {
+                "apiVersion": job.adapter.api_version,
+                "kind": job.kind,
+                "name": job.name,
+                "uid": job.uid,
+                "controller": True,
+                "blockOwnerDeletion": True,
+            }
+        )
+        patch = {"metadata": {"ownerReferences": owners, "labels": {o.JOB_UID_LABEL: job.uid}}}
+        namespace, name = wl_key.split("/", 1)
+        body = o.conditional(patch, workload)
+        try:
+            answer = ctx.write(
+                WORKLOADS,
+                "patch",
+                lambda: ctx.client.patch(WORKLOADS, name, body, namespace),
+                wl_key,
+            )
+        except ApiError as err:
+            if err.conflict:
+                ctx.refresh(WORKLOADS, wl_key)
+                return 0.0
+            raise
+        record(ctx, answer)
+        ctx.event(job.as_object(), "Normal", "AdoptedWorkload", f"Adopted Workload: {wl_key}")
+        ctx.queues.workloads.add(wl_key)
+        return 0.0
 
     def _gone(self, resource: Resource, key: str) -> None:
         """A deleted Job's Workloads are deleted now, so its quota is free at once (and a Job
