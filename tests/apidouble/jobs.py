@@ -5,7 +5,8 @@ gets Suspended=True/JobSuspended; unsuspended it gets startTime, `active` and
 Suspended=False/JobResumed; re-suspended it drops `active` but keeps startTime; finished it
 gets SuccessCriteriaMet then Complete (CompletionsReached) and completionTime. There are no
 pods: a Job "runs" for the duration in its `tower.dev/sim-duration` annotation (no
-annotation: it runs until stopped), and `tower.dev/sim-fail: "true"` makes it fail.
+annotation: it runs until stopped), and `tower.dev/sim-fail: "true"` makes it fail. A Job whose
+spec.managedBy names another controller is left alone, as kube-controller-manager leaves it.
 """
 
 from __future__ import annotations
@@ -50,6 +51,9 @@ def _set(conditions: list[Obj], new: Obj) -> None:
     conditions.append(new)
 
 
+JOB_CONTROLLER = "kubernetes.io/job-controller"  # spec.managedBy of the built-in controller
+
+
 class JobRunner:
     """Reacts to Job commits in its own thread (never inside the store's lock)."""
 
@@ -78,6 +82,8 @@ class JobRunner:
         job = self.api.get("jobs", name, namespace)
         if job is None:
             return
+        if job["spec"].get("managedBy", JOB_CONTROLLER) != JOB_CONTROLLER:
+            return  # another controller runs it (JobManagedBy, on by default in v1.32)
         status = job.get("status") or {}
         if any(
             c["type"] in ("Complete", "Failed") and c["status"] == "True"

@@ -751,26 +751,27 @@ class ApiDouble:
         user: Obj,
         dry_run: bool,
     ) -> tuple[Obj, list[str]]:
-        configurations = [
-            ("mutating", c)
-            for c in self.store.objects[
-                "mutatingwebhookconfigurations.admissionregistration.k8s.io"
-            ].values()
-        ] + [
-            ("validating", c)
-            for c in self.store.objects[
-                "validatingwebhookconfigurations.admissionregistration.k8s.io"
-            ].values()
-        ]
-        if not configurations:
-            return obj, []
-        namespace = (obj.get("metadata") or {}).get("namespace") or ""
-        ns_obj = self.store.get(self.kind("namespaces"), "", namespace) if namespace else None
-        ns_labels = dict(((ns_obj or {}).get("metadata") or {}).get("labels") or {})
+        with self.store.lock:  # read under the lock; the webhooks are called after it
+            configurations = [
+                ("mutating", copy.deepcopy(c))
+                for c in self.store.objects[
+                    "mutatingwebhookconfigurations.admissionregistration.k8s.io"
+                ].values()
+            ] + [
+                ("validating", copy.deepcopy(c))
+                for c in self.store.objects[
+                    "validatingwebhookconfigurations.admissionregistration.k8s.io"
+                ].values()
+            ]
+            if not configurations:
+                return obj, []
+            namespace = (obj.get("metadata") or {}).get("namespace") or ""
+            ns_obj = self.store.get(self.kind("namespaces"), "", namespace) if namespace else None
+            ns_labels = dict(((ns_obj or {}).get("metadata") or {}).get("labels") or {})
         if ns_obj is not None:
             ns_labels.setdefault("kubernetes.io/metadata.name", namespace)
         outcome = admit(
-            [(t, copy.deepcopy(c)) for t, c in configurations],
+            configurations,
             group=kind.group,
             version=version,
             kind=kind.kind,
@@ -823,10 +824,13 @@ class ApiDouble:
             if kind.namespaced:
                 self._check_namespace(kind, namespace or "")
             default_job(kind, obj)
-            warnings: list[str] = []
-            if kind.group != "admissionregistration.k8s.io":  # webhook rules decide the rest
-                obj, warnings = self._admission(kind, version, "CREATE", obj, None, user, dry_run)
-                meta = obj["metadata"]
+        warnings: list[str] = []
+        if kind.group != "admissionregistration.k8s.io":  # webhook rules decide the rest
+            # Without the store's lock, as kube-apiserver calls webhooks: a webhook may read
+            # the API meanwhile (Tower's reads a job's LocalQueue, as Kueue's does).
+            obj, warnings = self._admission(kind, version, "CREATE", obj, None, user, dry_run)
+            meta = obj["metadata"]
+        with self.store.lock:
             if not meta.get("name"):
                 if not meta.get("generateName"):
                     raise invalid(
