@@ -34,6 +34,7 @@ CONVERTED_CRDS = (
     "localqueues.kueue.x-k8s.io",
     "workloads.kueue.x-k8s.io",
     "cohorts.kueue.x-k8s.io",
+    "multikueueclusters.kueue.x-k8s.io",
 )
 
 

@@ -17,6 +17,7 @@ from webhook import metrics
 from webhook.convert import convert
 from webhook.mutate import mutate, mutate_parent
 from webhook.reviews import ReviewError, allow, request_of, review
+from webhook.routes import QueueRoutes
 from webhook.settings import Settings
 from webhook.validate import KUEUE_PARSERS, validate_job, validate_kueue, validate_parent
 
@@ -35,6 +36,7 @@ def admission_routes(settings: Settings) -> dict[str, Handler]:
     own objects. A kind whose integration is not enabled is answered with a plain allow, as
     Kueue's no-op webhooks do, so a configuration that still names it never blocks it."""
     routes: dict[str, Handler] = {}
+    queues = QueueRoutes(settings.kubeconfig) if settings.kubeconfig else None
     # The enabled adapter of each integration (pods only of the kinds that queue them, when
     # `pod` itself is not named: Kueue's implicit pod integration).
     active = {a.framework: a for a in registry.enabled(settings.integrations)}
@@ -42,7 +44,7 @@ def admission_routes(settings: Settings) -> dict[str, Handler]:
         on = active.get(adapter.framework)
         for verb in ("mutate", "validate"):
             path = registry.webhook_path(adapter, verb)
-            routes[path] = _job_handler(verb, on, settings) if on is not None else _allow
+            routes[path] = _job_handler(verb, on, settings, queues) if on is not None else _allow
     for parent in registry.PARENTS.values():
         enabled = parent in registry.enabled_parents(settings.integrations)
         mutate_path = registry.webhook_path(parent, "mutate")
@@ -54,10 +56,12 @@ def admission_routes(settings: Settings) -> dict[str, Handler]:
     return routes
 
 
-def _job_handler(verb: str, adapter: JobAdapter, settings: Settings) -> Handler:
+def _job_handler(
+    verb: str, adapter: JobAdapter, settings: Settings, queues: QueueRoutes | None
+) -> Handler:
     # The functions are looked up when called (a test replaces them to make one fail).
     if verb == "mutate":
-        return lambda request: mutate(request, settings, adapter)
+        return lambda request: mutate(request, settings, adapter, queues)
     return lambda request: validate_job(request, adapter)
 
 

@@ -13,7 +13,9 @@ from extender.core.jobframework.pod import TemplateParent
 from extender.core.jobframework.webhooks import queue_patch, resuspend_patch, suspend_field
 from extender.core.jobs import queue_name_of
 from extender.core.models import CLUSTER_QUEUE_ANNOTATION, QUEUE_NAME_LABEL
+from extender.core.multikueue import CONTROLLER as MULTIKUEUE
 from webhook.reviews import Response, allow, deny
+from webhook.routes import QueueRoutes
 from webhook.settings import Settings
 from webhook.shape import request_problem
 
@@ -50,7 +52,10 @@ def check_kind(request: Mapping[str, Any], expect: tuple[str, str]) -> str | Non
 
 
 def mutate(
-    request: Mapping[str, Any], settings: Settings, kind: JobAdapter | tuple[str, str]
+    request: Mapping[str, Any],
+    settings: Settings,
+    kind: JobAdapter | tuple[str, str],
+    routes: QueueRoutes | None = None,
 ) -> Response:
     """The AdmissionResponse for a job of the adapter's kind on /mutate-…."""
     adapter = adapter_of(kind)
@@ -71,11 +76,40 @@ def mutate(
         warnings = None
         if patch:  # queued: say at once what Tower will not act on
             name = f"{namespace}/{meta.get('name') or meta.get('generateName') or '?'}"
-            warnings = unacted.warnings(adapter.kind, obj, name) or None
+            warnings = unacted.warnings(adapter.kind, obj, name) or []
+            queue = queue_name_of(obj) or default
+            patch += _multikueue_ops(obj, adapter, namespace, name, queue, routes, warnings)
+            warnings = warnings or None
         return allow(uid, patch, warnings)
     if operation == "UPDATE":
         return _keep_suspended(uid, request, obj, settings, adapter)
     return allow(uid)
+
+
+def _multikueue_ops(
+    obj: Mapping[str, Any],
+    adapter: JobAdapter,
+    namespace: str,
+    name: str,
+    queue: str | None,
+    routes: QueueRoutes | None,
+    warnings: list[str],
+) -> list[dict[str, Any]]:
+    """spec.managedBy handed to MultiKueue when the job's LocalQueue leads to a MultiKueue
+    check (Kueue's defaulting); a lookup that failed is told, and decides nothing."""
+    if routes is None or queue is None or adapter.own_controller is None:
+        return []
+    ops = adapter.managed_by_ops(obj, MULTIKUEUE)
+    if not ops:
+        return []
+    found = routes.multikueue(namespace, queue)
+    if isinstance(found, str):
+        warnings.append(
+            f"{adapter.kind} {name}: could not tell whether LocalQueue {queue} dispatches to "
+            f"MultiKueue ({found}); spec.managedBy is left as it is"
+        )
+        return []
+    return ops if found else []
 
 
 def _keep_suspended(

@@ -31,6 +31,10 @@ class Settings:
     bind_address: str = "0.0.0.0"
     # The kinds of job to queue, by Kueue's integration names (None: Kueue's default set).
     integrations: tuple[str, ...] | None = None
+    # Where the webhook reads LocalQueues, ClusterQueues and AdmissionChecks to hand jobs
+    # of MultiKueue queues to MultiKueue (spec.managedBy): a kubeconfig, "in-cluster" for
+    # its ServiceAccount, or "" to read nothing (webhook/routes.py).
+    kubeconfig: str = ""
 
     def __post_init__(self) -> None:
         if self.integrations is not None:
@@ -180,6 +184,14 @@ def parser() -> argparse.ArgumentParser:
         + ", ".join(a.framework for a in registry.enabled())
         + " [TOWER_INTEGRATIONS]",
     )
+    p.add_argument(
+        "--kubeconfig",
+        default=default("kubeconfig", ""),
+        help="kubeconfig to read LocalQueues, ClusterQueues and AdmissionChecks with, so a "
+        "Job or JobSet queued to a ClusterQueue with a MultiKueue check is handed to "
+        "MultiKueue (spec.managedBy, as Kueue's webhook does); 'in-cluster' uses the "
+        "webhook's ServiceAccount; empty reads nothing [TOWER_WEBHOOK_KUBECONFIG]",
+    )
     return p
 
 
@@ -217,4 +229,5 @@ def from_args(argv: Sequence[str] | None = None) -> Settings:
         threads=args.threads,
         bind_address=args.bind_address,
         integrations=integrations,
+        kubeconfig=args.kubeconfig,
     )

@@ -350,7 +350,7 @@ UNACTED: tuple[Unacted, ...] = (
     _cfg("integrations.externalFrameworks", "jobs managed by external controllers"),
     _cfg("integrations.labelKeysToCopy", "job labels copied to the Workload"),
     _cfg("integrations.podOptions", "pod integration options, dropped in v1beta2"),
-    _cfg("multiKueue", "MultiKueue"),
+    _cfg("multiKueue.externalFrameworks", "MultiKueue for jobs of external frameworks"),
     _cfg(
         "fairSharing.preemptionStrategies",
         "fair-sharing preemption strategies",

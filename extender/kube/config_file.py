@@ -11,9 +11,11 @@ import yaml
 from extender.core.kueue_config import (
     ConfigError,
     KueueConfig,
+    MultiKueue,
     default_namespace_selector,
     parse,
 )
+from extender.core.multikueue import INCREMENTAL_STEP, MultiKueueSettings
 from extender.core.resource_policy import ResourcePolicy
 
 _Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -33,6 +35,8 @@ TOWER_DEFAULTS: dict[str, Any] = {
     "resource_policy": ResourcePolicy(),  # requests as the pods ask for them
     "admission_fair_sharing": None,  # off
     "managed_namespaces": None,  # Kueue's default, with Tower's namespace (settle)
+    "multikueue": MultiKueueSettings(),  # Kueue's multiKueue defaults
+    "namespace": None,  # Tower's own (settle): where workers' kubeconfig Secrets are
 }
 
 
@@ -76,10 +80,22 @@ def from_file(config: KueueConfig) -> dict[str, Any]:
         "resource_policy": config.resource_policy,
         "admission_fair_sharing": config.admission_fair_sharing,
         "managed_namespaces": config.managed_jobs_namespace_selector,
+        "multikueue": multikueue_settings(config.multi_kueue),
     }
     if lease.resource_namespace is not None:  # else the pod's namespace, as in Kueue
         values["leader_election_namespace"] = lease.resource_namespace
     return values
+
+
+def multikueue_settings(section: MultiKueue) -> MultiKueueSettings:
+    """The file's multiKueue section as the MultiKueue check controller takes it."""
+    return MultiKueueSettings(
+        origin=section.origin,
+        worker_lost_timeout=section.worker_lost_timeout,
+        gc_interval=section.gc_interval,
+        dispatcher=section.dispatcher_name,
+        incremental_step=section.incremental_step_size or INCREMENTAL_STEP,
+    )
 
 
 def settle(args: argparse.Namespace) -> list[str]:
@@ -91,6 +107,7 @@ def settle(args: argparse.Namespace) -> list[str]:
     own = os.environ.get("POD_NAMESPACE") or "tower-system"
     fallback["leader_election_namespace"] = own
     fallback["managed_namespaces"] = default_namespace_selector(own)
+    fallback["namespace"] = own
     if args.config:
         config = load(args.config)
         fallback.update(from_file(config))

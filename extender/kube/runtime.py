@@ -13,6 +13,7 @@ import ssl
 import sys
 import threading
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -79,6 +80,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="writes sent to the API server together (besides the loop's own), each "
         "object's in order, within the budget above (0: one at a time) "
         "[TOWER_WRITE_CONCURRENCY] (default 8)",
+    )
+    parser.add_argument(
+        "--multikueue-admission-timeout",
+        type=_seconds_or_zero,
+        default=env("TOWER_MULTIKUEUE_ADMISSION_TIMEOUT", "900"),
+        help="seconds a Workload dispatched by a MultiKueue check may wait for a worker "
+        "cluster to admit it before its quota here is given back, with each worker's answer "
+        "(Kueue waits forever: 0) [TOWER_MULTIKUEUE_ADMISSION_TIMEOUT] (default 900)",
     )
     parser.add_argument(
         "--event-qps",
@@ -229,6 +238,16 @@ def _above_zero(value: str) -> float:
         number = math.nan
     if not 0 < number < math.inf:  # NaN fails too
         raise argparse.ArgumentTypeError(f"{value!r} is not a number above 0")
+    return number
+
+
+def _seconds_or_zero(value: str) -> float:
+    try:
+        number = float(value)
+    except ValueError:
+        number = math.nan
+    if not 0 <= number < math.inf:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number of seconds (0 or more)")
     return number
 
 
@@ -492,6 +511,8 @@ def _serve(
         resource_policy=args.resource_policy,
         admission_fair_sharing=args.admission_fair_sharing,
         managed_namespaces=args.managed_namespaces,
+        multikueue=replace(args.multikueue, admission_timeout=args.multikueue_admission_timeout),
+        namespace=args.namespace,
     )
     try:
         while not stop.is_set():

@@ -74,6 +74,8 @@ class Cluster:
             "PriorityClass": r.PRIORITY_CLASSES,
             "AdmissionCheck": r.ADMISSION_CHECKS,
             "Topology": r.TOPOLOGIES,
+            "MultiKueueConfig": r.MULTIKUEUE_CONFIGS,
+            "MultiKueueCluster": r.MULTIKUEUE_CLUSTERS,
         }
         for obj in objs:
             resource = plural[obj["kind"]]

@@ -30,6 +30,7 @@ from tests.controller.test_preemption import (
     local_queue,
     priority_preemption_setup,
 )
+from tests.controller.workers import name_worker, worker_cluster, worker_tower
 from tests.waiting import wait_until
 
 PR_CRD = ROOT / "tests" / "data" / "autoscaler" / "autoscaling.x-k8s.io_provisioningrequests.yaml"
@@ -439,6 +440,97 @@ def test_every_verb_granted_is_used_and_every_verb_used_is_granted(cluster, webh
             timeout=20,
             what="the finished Job's ProvisioningRequest deleted",
         )
+        # MultiKueue: a JobSet of a queue with a MultiKueue check runs on a worker cluster
+        # (the worker's kubeconfig Secret read, the cluster's Active condition written), and
+        # takes the worker's status when it completes there.
+        with worker_cluster(cluster.tmp / "worker", webhook, JOBSET_CRD) as worker:
+            worker.apply(
+                {
+                    "apiVersion": "kueue.x-k8s.io/v1beta2",
+                    "kind": "ResourceFlavor",
+                    "metadata": {"name": "pool-a"},
+                },
+                cluster_queue("mk-cq", 4),
+                local_queue("mk-queue", "mk-cq"),
+            )
+            name_worker(cluster, worker, "worker-1", "worker-1-secret")
+            mk_cq = cluster_queue("mk-cq", 4)
+            mk_cq["spec"]["admissionChecksStrategy"] = {"admissionChecks": [{"name": "mk"}]}
+            cluster.apply(
+                {
+                    "apiVersion": "kueue.x-k8s.io/v1beta2",
+                    "kind": "MultiKueueConfig",
+                    "metadata": {"name": "mk-config"},
+                    "spec": {"clusters": ["worker-1"]},
+                },
+                {
+                    "apiVersion": "kueue.x-k8s.io/v1beta2",
+                    "kind": "AdmissionCheck",
+                    "metadata": {"name": "mk"},
+                    "spec": {
+                        "controllerName": "kueue.x-k8s.io/multikueue",
+                        "parameters": {
+                            "apiGroup": "kueue.x-k8s.io",
+                            "kind": "MultiKueueConfig",
+                            "name": "mk-config",
+                        },
+                    },
+                },
+                mk_cq,
+                local_queue("mk-queue", "mk-cq"),
+            )
+            with worker_tower(worker):
+                cluster.admin.create(
+                    r.JOBSETS,
+                    {
+                        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+                        "kind": "JobSet",
+                        "metadata": {
+                            "name": "remote",
+                            "labels": {"kueue.x-k8s.io/queue-name": "mk-queue"},
+                        },
+                        "spec": {
+                            "managedBy": "kueue.x-k8s.io/multikueue",
+                            "replicatedJobs": [replicated("workers", 1, "1")],
+                        },
+                    },
+                    "default",
+                )
+                eventually(
+                    lambda: (
+                        (worker.get("jobsets", "remote", "default") or {})
+                        .get("spec", {})
+                        .get("suspend")
+                        is False
+                    ),
+                    timeout=30,
+                    what="the JobSet started on the worker",
+                )
+                completed = {
+                    "type": "Completed",
+                    "status": "True",
+                    "reason": "AllJobsCompleted",
+                    "message": "jobset completed successfully",
+                    "lastTransitionTime": "2026-12-01T00:00:00Z",
+                }
+                worker.admin.patch(
+                    r.JOBSETS,
+                    "remote",
+                    {"status": {"conditions": [completed]}},
+                    "default",
+                    subresource="status",
+                )
+                eventually(
+                    lambda: any(
+                        c["type"] == "Completed"
+                        for c in (
+                            cluster.get("jobsets", "remote", "default").get("status") or {}
+                        ).get("conditions")
+                        or []
+                    ),
+                    timeout=30,
+                    what="the manager's JobSet completed as the worker's",
+                )
     finally:
         stop(proc)
 
@@ -453,7 +545,11 @@ def test_every_verb_granted_is_used_and_every_verb_used_is_granted(cluster, webh
 
     enabled = registry.enabled()
     docs = documents()
-    cluster_role = next(d for d in docs if d["kind"] == "ClusterRole")
+    cluster_role = next(
+        d
+        for d in docs
+        if d["kind"] == "ClusterRole" and d["metadata"]["name"] == "tower-controller"
+    )
     role = next(d for d in docs if d["kind"] == "Role")
     grants = {**granted(cluster_role["rules"]), **granted(role["rules"], "tower-system")}
     basic = granted(BASIC_USER)
@@ -482,7 +578,8 @@ def test_every_verb_granted_is_used_and_every_verb_used_is_granted(cluster, webh
         for resource in entry["resources"]
     }
     unused = set(grants) - used_grants
-    assert sorted((k for k in unused if k[:2] not in idle), key=str) == []
+    left = sorted((k for k in unused if k[:2] not in idle), key=str)
+    assert left == []
 
 
 def test_the_rules_on_jobs_are_the_registrys():
@@ -519,19 +616,32 @@ def conditions_of(workload):
     ]
 
 
-def test_the_webhook_needs_no_permission_and_mounts_no_token():
+def test_the_webhook_may_only_read_where_a_queue_leads():
+    """Its one read (webhook/routes.py): a job's LocalQueue, ClusterQueue and their
+    AdmissionChecks, to hand a MultiKueue queue's jobs to MultiKueue. Nothing else, and
+    nothing written."""
     docs = documents()
     account = next(
         d
         for d in docs
         if d["kind"] == "ServiceAccount" and d["metadata"]["name"] == "tower-webhook"
     )
-    assert account["automountServiceAccountToken"] is False
+    assert account["automountServiceAccountToken"] is True
     bound = [
-        s
+        (d["kind"], d["roleRef"]["name"])
         for d in docs
         if d["kind"] in ("RoleBinding", "ClusterRoleBinding")
         for s in d["subjects"]
         if s["name"] == "tower-webhook"
     ]
-    assert bound == []
+    assert bound == [("ClusterRoleBinding", "tower-webhook")]
+    [role] = [
+        d for d in docs if d["kind"] == "ClusterRole" and d["metadata"]["name"] == "tower-webhook"
+    ]
+    assert role["rules"] == [
+        {
+            "apiGroups": ["kueue.x-k8s.io"],
+            "resources": ["localqueues", "clusterqueues", "admissionchecks"],
+            "verbs": ["get"],
+        }
+    ]

@@ -100,7 +100,14 @@ READ_AND_PATCH = ["get", "list", "watch", "patch"]
             "batch/job",
             [rule("batch", "jobs", READ_AND_PATCH), rule("batch", "jobs/status", ["patch"])],
         ),
-        ("jobset.x-k8s.io/jobset", [rule("jobset.x-k8s.io", "jobsets", READ_AND_PATCH)]),
+        (
+            "jobset.x-k8s.io/jobset",
+            [
+                rule("jobset.x-k8s.io", "jobsets", READ_AND_PATCH),
+                # the worker's status, taken by a JobSet MultiKueue ran on a worker
+                rule("jobset.x-k8s.io", "jobsets/status", ["patch"]),
+            ],
+        ),
         ("example.com/toyjob", [rule("example.com", "toyjobs", READ_AND_PATCH)]),
         ("example.com/toypod", [rule("", "toypods", READ_AND_PATCH)]),
     ],

@@ -113,3 +113,41 @@ def test_another_kind_on_the_job_endpoint_is_refused_with_400():
         response["status"]["message"]
         == "this endpoint handles Job.batch, got JobSet.jobset.x-k8s.io"
     )
+
+
+class Routes:
+    """QueueRoutes' answer for one LocalQueue (webhook/routes.py reads it from the API)."""
+
+    def __init__(self, answer):
+        self.answer = answer
+        self.asked = []
+
+    def multikueue(self, namespace, queue):
+        self.asked.append((namespace, queue))
+        return self.answer
+
+
+@pytest.mark.parametrize("expect", [JOB, JOBSET], ids=["Job", "JobSet"])
+def test_a_job_of_a_multikueue_queue_is_handed_to_multikueue(expect):
+    review = admission_review(CREATE)
+    request = review["request"] if expect is JOB else as_jobset(review)["request"]
+    routes = Routes(True)
+    once = apply(request["object"], mutate(request, SETTINGS, expect, routes))
+    assert once["spec"]["managedBy"] == "kueue.x-k8s.io/multikueue"
+    assert once["spec"]["suspend"] is True
+    assert routes.asked == [("default", "user-queue")]
+
+
+def test_a_job_of_another_queue_keeps_its_controller():
+    request = admission_review(CREATE)["request"]
+    once = apply(request["object"], mutate(request, SETTINGS, JOB, Routes(False)))
+    assert "managedBy" not in once["spec"]
+
+
+def test_a_queue_that_cannot_be_read_is_told_and_decides_nothing():
+    request = admission_review(CREATE)["request"]
+    response = mutate(request, SETTINGS, JOB, Routes("connection refused"))
+    assert "managedBy" not in apply(request["object"], response)["spec"]
+    [warning] = response["warnings"]
+    assert "could not tell whether LocalQueue user-queue dispatches to MultiKueue" in warning
+    assert "connection refused" in warning

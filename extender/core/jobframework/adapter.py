@@ -237,6 +237,10 @@ class JobAdapter:
     # Annotations of the job that its start or stop reads (a Job's job-min-parallelism): the
     # watch cache keeps these, and only these, of its annotations.
     kept_annotations: ClassVar[tuple[str, ...]] = ()
+    # spec.managedBy of the kind's own controller, for a kind MultiKueue can run on a worker
+    # (None: it cannot). The webhook hands such a job to MultiKueue when its ClusterQueue
+    # has a MultiKueue check, so the manager's own controller never runs it.
+    own_controller: ClassVar[str | None] = None
 
     @property
     def api_version(self) -> str:
@@ -386,6 +390,52 @@ class JobAdapter:
     def release_patch(self, obj: Mapping[str, Any]) -> Obj:
         """The patch that takes Kueue's finalizer off ({} for a kind that has none)."""
         return {}
+
+    # ----- MultiKueue (the job run on a worker cluster) ----------------------------------
+
+    def managed_by_ops(self, obj: Mapping[str, Any], controller: str) -> list[Obj]:
+        """The webhook's operations that hand a new job to `controller` (spec.managedBy),
+        when the job leaves it to the kind's own controller (unset, or set to it)."""
+        if self.own_controller is None:
+            return []
+        current = as_mapping(obj.get("spec")).get("managedBy")
+        if current not in (None, self.own_controller):
+            return []
+        return [{"op": "add", "path": pointer("spec", "managedBy"), "value": controller}]
+
+    def remote_copy(
+        self,
+        obj: Mapping[str, Any],
+        extra_labels: Mapping[str, str],
+        extra_annotations: Mapping[str, str],
+    ) -> Obj:
+        """The job as it is created on a worker: its name, namespace, labels and annotations
+        (with these added) and its spec, without managedBy (the worker's own controller runs
+        it) and without what the API server or a controller set on the manager's."""
+        meta = as_mapping(obj.get("metadata"))
+        out_meta: Obj = {"name": meta.get("name"), "namespace": meta.get("namespace")}
+        labels = {**as_mapping(meta.get("labels")), **extra_labels}
+        annotations = {**as_mapping(meta.get("annotations")), **extra_annotations}
+        out_meta["labels"] = labels
+        if annotations:
+            out_meta["annotations"] = annotations
+        spec = copy.deepcopy(dict(as_mapping(obj.get("spec"))))
+        spec.pop("managedBy", None)
+        return {
+            "apiVersion": self.api_version,
+            "kind": self.kind,
+            "metadata": out_meta,
+            "spec": self.worker_spec(spec),
+        }
+
+    def worker_spec(self, spec: Obj) -> Obj:
+        """A job's spec as the worker takes it (a Job's selector is the worker's to make)."""
+        return spec
+
+    def status_from_worker(self, local: Mapping[str, Any], remote: Mapping[str, Any]) -> Obj | None:
+        """The status the manager's job takes from the worker's copy: all of it (None: not
+        now, the manager's job is not started yet)."""
+        return dict(as_mapping(remote.get("status")))
 
     def kept(self, obj: Mapping[str, Any]) -> Obj:
         """What the watch cache keeps of the spec to start and stop the job later: its

@@ -63,12 +63,17 @@ def job_finished(obj: Mapping[str, Any]) -> tuple[str, str] | None:
     return None
 
 
+# The pod-template labels kube-apiserver sets from a Job's uid (the worker's Job has its own).
+_CONTROLLER_LABELS = ("controller-uid", "batch.kubernetes.io/controller-uid", "job-name")
+
+
 class BatchJob(JobAdapter):
     framework = "batch/job"
     group, version, kind, plural = "batch", "v1", "Job", "jobs"
     # kube-apiserver refuses a change to a Job's template while status.startTime is set.
     started_path = ("status", "startTime")
     kept_annotations = (MIN_PARALLELISM_ANNOTATION, COMPLETIONS_EQUAL_PARALLELISM_ANNOTATION)
+    own_controller = "kubernetes.io/job-controller"
 
     def pod_sets(self, obj: Mapping[str, Any]) -> list[PodSetTemplate]:
         spec = as_map(obj.get("spec"), "spec")
@@ -108,6 +113,29 @@ class BatchJob(JobAdapter):
 
     def is_active(self, obj: Mapping[str, Any]) -> bool:
         return bool(as_mapping(obj.get("status")).get("active"))
+
+    def worker_spec(self, spec: Obj) -> Obj:
+        # The selector and the labels that carry the manager's Job uid are the worker's
+        # Job controller's to make (kube-apiserver refuses a selector it did not generate).
+        spec.pop("selector", None)
+        template = spec.get("template")
+        labels = as_mapping(as_mapping(template).get("metadata")).get("labels")
+        if isinstance(labels, dict):
+            for key in _CONTROLLER_LABELS:
+                labels.pop(key, None)
+        return spec
+
+    def status_from_worker(self, local: Mapping[str, Any], remote: Mapping[str, Any]) -> Obj | None:
+        # A startTime copied onto a Job still suspended here would freeze its template
+        # (kube-apiserver refuses changes once it is set): wait for the start, unless the
+        # worker's Job already ended or both are suspended.
+        if (
+            self.is_suspended(local)
+            and not self.is_suspended(remote)
+            and self.finished(remote) is None
+        ):
+            return None
+        return dict(as_mapping(remote.get("status")))
 
     def finished(self, obj: Mapping[str, Any]) -> tuple[str, str] | None:
         return job_finished(obj)

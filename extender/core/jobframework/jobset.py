@@ -27,6 +27,7 @@ class JobSetAdapter(JobAdapter):
     framework = "jobset.x-k8s.io/jobset"
     group, version, kind, plural = "jobset.x-k8s.io", "v1alpha2", "JobSet", "jobsets"
     children = (("batch", "Job"),)
+    own_controller = "jobset.sigs.k8s.io/jobset-controller"
 
     def pod_sets(self, obj: Mapping[str, Any]) -> list[PodSetTemplate]:
         spec = as_map(obj.get("spec"), "spec")

@@ -492,9 +492,14 @@ def requeue_patch(
     requeued: bool = True,
 ) -> Obj:
     """Once stopped: no admission, QuotaReserved/Admitted False, Requeued, back in the queue.
-    Requeued=False says it waits for something first (a backoff), as Kueue says it."""
+    Requeued=False says it waits for something first (a backoff), as Kueue says it. Where
+    MultiKueue dispatched it (clusterName, nominatedClusterNames) is cleared, as Kueue
+    clears it, so it is dispatched afresh."""
+    status = obj.get("status") or {}
+    dispatched = {k: None for k in ("clusterName", "nominatedClusterNames") if k in status}
     return {
         "status": {
+            **dispatched,
             "admission": None,
             "conditions": with_conditions(
                 obj,

@@ -113,9 +113,15 @@ PROVISIONING_REQUESTS = Resource(
     "autoscaling.x-k8s.io", "v1", "provisioningrequests", "ProvisioningRequest", True
 )
 POD_TEMPLATES = Resource("", "v1", "podtemplates", "PodTemplate", True)
+SECRETS = Resource("", "v1", "secrets", "Secret", True)  # read one by one, never watched
 # Watched once the API server serves them (a CRD installed later is taken up): what Tower's
 # ProvisioningRequest admission check controller reads.
-OPTIONAL: tuple[Resource, ...] = (PROVISIONING_REQUEST_CONFIGS, PROVISIONING_REQUESTS)
+OPTIONAL: tuple[Resource, ...] = (
+    PROVISIONING_REQUEST_CONFIGS,
+    PROVISIONING_REQUESTS,
+    MULTIKUEUE_CONFIGS,  # and what Tower's MultiKueue check controller reads
+    MULTIKUEUE_CLUSTERS,
+)
 
 
 # The queues' configuration: every kind the core's state is configured from.

@@ -14,6 +14,7 @@ from typing import Any
 from extender.core.admission_fair_sharing import AfsConfig
 from extender.core.cycle import ClusterState
 from extender.core.kueue_config import LabelSelector, WaitForPodsReady, default_namespace_selector
+from extender.core.multikueue import MultiKueueSettings
 from extender.core.resource_policy import ResourcePolicy
 from extender.kube.api.client import ApiError, KubeClient, KubeError
 from extender.kube.api.events import Recorder
@@ -62,6 +63,10 @@ class Settings:
     # Kueue's managedJobsNamespaceSelector: a job in another namespace is left alone, queue
     # label or not (Kueue's ManagedJobsNamespaceSelectorAlwaysRespected, GA in v0.19).
     managed_namespaces: LabelSelector = DEFAULT_MANAGED_NAMESPACES
+    # Kueue's multiKueue section, from the --config file; and Tower's own namespace, where
+    # the workers' kubeconfig Secrets are.
+    multikueue: MultiKueueSettings = field(default_factory=MultiKueueSettings)
+    namespace: str = "tower-system"
 
 
 @dataclass(slots=True)

@@ -39,6 +39,8 @@ from extender.kube.api.metrics import Metrics
 from extender.kube.api.resources import (
     ADMISSION_CHECKS,
     CONFIG,
+    MULTIKUEUE_CLUSTERS,
+    MULTIKUEUE_CONFIGS,
     PROVISIONING_REQUESTS,
     WORKLOADS,
     Resource,
@@ -48,10 +50,12 @@ from extender.kube.api.workqueue import WorkQueue, wait
 from extender.kube.api.writes import WritePool
 from extender.kube.controller.admission import AdmissionWriter
 from extender.kube.controller.config import ConfigReconciler
-from extender.kube.controller.context import Context, Queues, Settings
+from extender.kube.controller.context import Context, Queues, Ref, Settings
 from extender.kube.controller.groups import GroupReconciler
 from extender.kube.controller.job_start import JobStarter
 from extender.kube.controller.jobs import JobReconciler
+from extender.kube.controller.multikueue import MultiKueueController
+from extender.kube.controller.multikueue_workers import rest_client_factory
 from extender.kube.controller.pending import PendingReasons
 from extender.kube.controller.pods_ready import PodsReadyWatch
 from extender.kube.controller.provisioning import ProvisioningController
@@ -152,6 +156,7 @@ class Controller:
             ctx, served=lambda: cache.serves(PROVISIONING_REQUESTS)
         )
         self._provisioning_served: bool | None = None  # None: not looked at this term
+        self.multikueue = _multikueue(ctx, cache, client)
         self.admission.on_written = self.scheduler.written
         self.admission.on_refused = self.scheduler.refused
         self.admission.on_failed = self.scheduler.failed
@@ -185,10 +190,12 @@ class Controller:
                 if owner is not None:
                     queues.jobs.add((owner[0].plural, owner[1]))
             self.provisioning.workload_changed(key, old, new)
+            self.multikueue.workload_changed(key, old, new)
 
         self._handlers.append((WORKLOADS, on_workload))
 
         self._handlers += self.provisioning.handlers()
+        self._handlers += self.multikueue.handlers()
         for resource in self.cache.job_resources:
 
             def on_job(key: str, old: Any, new: Any, plural: str = resource.plural) -> None:
@@ -236,6 +243,7 @@ class Controller:
         finally:
             self.ready.clear()
             self._unsubscribe()
+            self.multikueue.stop()
             self.stop_writes()
 
     def stop_writes(self) -> None:
@@ -256,6 +264,7 @@ class Controller:
             )
         self._subscribe()
         self.rebuild()
+        self.multikueue.start()
 
     def rebuild(self) -> None:
         """The core's state from the cache: configuration, then every Workload (an admitted
@@ -358,8 +367,9 @@ class Controller:
             self._provisioning_served = served
             for name in self.ctx.store.keys(ADMISSION_CHECKS):
                 queues.checks.add(("check", name))
+        check_controllers = _each(self.provisioning.reconcile, self.multikueue.reconcile)
         while (ref := queues.checks.pop()) is not None:
-            self._one(queues.checks, "checks", self.provisioning.reconcile, ref)
+            self._one(queues.checks, "checks", check_controllers, ref)
 
     def schedule(self) -> None:
         """Cycles while one is due: each cycle's decisions written, and what happened
@@ -465,3 +475,25 @@ class Controller:
 
 
 __all__ = ["Controller", "Settings"]
+
+
+def _multikueue(ctx: Context, cache: Cache, client: KubeClient) -> MultiKueueController:
+    """The MultiKueue check controller; its workers' writes are fenced as the manager's."""
+    return MultiKueueController(
+        ctx,
+        ctx.settings.multikueue,
+        ctx.settings.namespace,
+        served=lambda: cache.serves(MULTIKUEUE_CLUSTERS) and cache.serves(MULTIKUEUE_CONFIGS),
+        client_factory=rest_client_factory(getattr(client, "fence", None)),
+    )
+
+
+def _each(*reconcilers: Callable[[Ref], float | None]) -> Callable[[Ref], float | None]:
+    """Reconcilers that share a queue, each acting only on its own keys (Tower's admission
+    check controllers): the soonest requeue any asks for."""
+
+    def reconcile(ref: Ref) -> float | None:
+        waits = [w for w in (r(ref) for r in reconcilers) if w is not None]
+        return min(waits) if waits else None
+
+    return reconcile

@@ -34,6 +34,7 @@ from extender.kube.api.resources import (
     WORKLOADS,
     Resource,
 )
+from extender.kube.controller.active import set_active
 from extender.kube.controller.context import Context, Ref
 from extender.kube.controller.workload_status import write_status
 
@@ -158,19 +159,7 @@ class ProvisioningController:
                 if config is not None
                 else ("False", "BadParametersRef", why)
             )
-        current = o.condition(obj, "Active") or {}
-        if (current.get("status"), current.get("reason"), current.get("message")) == want:
-            return
-        patch = {"status": {"conditions": o.with_conditions(obj, ctx.clock(), ("Active", *want))}}
-        answer = ctx.write(
-            ADMISSION_CHECKS,
-            "status-active",
-            lambda: ctx.client.patch(
-                ADMISSION_CHECKS, name, o.conditional(patch, obj), subresource="status"
-            ),
-        )
-        ctx.store.record(ADMISSION_CHECKS, answer)
-        log.info("AdmissionCheck %s: Active=%s (%s)", name, want[0], want[2])
+        set_active(ctx, ADMISSION_CHECKS, name, obj, *want)
 
     def _workload(self, key: str) -> None:
         ctx = self.ctx

@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from extender.core import multikueue
 from extender.core.jobframework import registry
 from extender.core.jobframework.groups import UNSTAMPED
 from extender.core.models import QUEUE_NAME_LABEL, ClusterQueue, Workload
@@ -297,6 +298,12 @@ def why(client: KubeClient, snapshot: Snapshot, args: argparse.Namespace, now: f
         answer["state"] = "Admitted"
         answer["clusterQueue"] = holder.admission.cluster_queue
         answer["reason"] = f"admitted in ClusterQueue {holder.admission.cluster_queue}"
+        status = (snapshot.objects.get(key) or {}).get("status") or {}
+        where = multikueue.whereabouts(holder.admission.cluster_queue, status)
+        if where is not None:  # a multi-cluster job: where it was sent, who runs it
+            answer["reason"], answer["multiKueue"] = where
+            if "admittedBy" not in where[1]:
+                answer["state"] = "Dispatched"
         return answer
     workload = state.pending_workload(key)
     if workload is None:

@@ -19,6 +19,7 @@ from typing import Any
 
 import orjson
 
+from extender.core import multikueue
 from extender.core.quantity import format_amount
 from extender.kube.api import objects as o
 from extender.kube.api.resources import CONFIG, WORKLOADS, Resource
@@ -138,6 +139,7 @@ class Dashboard:
                     "admitted": len(list(state.admitted_in(name))),
                     "resources": resources,
                     "pending": _pending(snapshot, name),
+                    "multiCluster": _multi_cluster(snapshot, name),
                 }
             )
         cohorts: dict[str, list[str]] = {}
@@ -172,6 +174,18 @@ def _pending(snapshot: Snapshot, cq_name: str) -> list[dict[str, Any]]:
             }
         )
     return out
+
+
+def _multi_cluster(snapshot: Snapshot, cq_name: str) -> list[dict[str, Any]]:
+    """Its Workloads that MultiKueue sent to worker clusters: where each one is."""
+    out = []
+    for held in snapshot.state.admitted_in(cq_name):
+        key = held.workload.key
+        status = (snapshot.objects.get(key) or {}).get("status") or {}
+        where = multikueue.whereabouts(cq_name, status)
+        if where is not None:
+            out.append({"workload": key, "where": where[0], **where[1]})
+    return sorted(out, key=lambda e: e["workload"])
 
 
 def _true(obj: Any, kind: str) -> bool:

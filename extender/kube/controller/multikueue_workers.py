@@ -1,0 +1,416 @@
+"""MultiKueue's worker clusters: each one's client, its Active condition, Tower's copies there.
+
+A MultiKueueCluster names a worker by its kubeconfig: a Secret in Tower's own namespace (key
+`kubeconfig`) or a path. Tower refuses kubeconfigs Kueue refuses (files, plugins, no TLS
+verification), connects, and says so on the cluster's Active condition (Kueue's reasons); a
+worker not reached is tried again after 5 s, doubling up to 320 s. What Tower made on a
+worker (the origin label) is watched into a store of its own, so the manager reads a
+worker's answer from memory and each change there wakes the Workload it belongs to.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+from kubernetes import config as k8s_config
+
+from extender.core import multikueue as policy
+from extender.core.jobframework import registry
+from extender.core.jobframework.adapter import JobAdapter, as_mapping
+from extender.core.multikueue import MultiKueueSettings
+from extender.kube.api.client import ApiError, KubeClient, KubeError, RequestBudget, RestClient
+from extender.kube.api.informer import Informer
+from extender.kube.api.resources import MULTIKUEUE_CLUSTERS, SECRETS, WORKLOADS, Resource
+from extender.kube.api.store import Store
+from extender.kube.api.trim import JobView, prebuilt_name
+from extender.kube.api.workqueue import Backoff
+from extender.kube.controller.active import set_active
+from extender.kube.controller.context import Context
+
+log = logging.getLogger("tower.multikueue")
+
+Obj = dict[str, Any]
+_PROBE = "tower.dev/multikueue-probe=none"
+HEARTBEAT = 10.0  # seconds between looks at a connected worker (a lost one shows here)
+RETRY_BASE, RETRY_STEPS = 5.0, 7  # a worker not reached: 5 s, 10 s ... 320 s (Kueue's)
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """Why a worker cannot be reached: the Active condition's reason and message."""
+
+    reason: str
+    message: str
+
+
+@dataclass(slots=True)
+class Worker:
+    """One worker cluster: its client, the copies Tower made there, and whether it answers."""
+
+    name: str
+    fingerprint: str = ""
+    client: KubeClient | None = None
+    store: Store | None = None
+    stop: threading.Event = field(default_factory=threading.Event)
+    connected: bool = False
+    lost_since: float | None = None
+    failures: int = 0
+    retry_at: float = 0.0
+
+    def close(self) -> None:
+        self.stop.set()
+        self.connected = False
+
+
+ClientFactory = Callable[[Obj], KubeClient]
+
+
+def rest_client_factory(fence: Callable[[], None] | None) -> ClientFactory:
+    """Clients for workers from their kubeconfigs (the `kubernetes` package's)."""
+
+    def make(kubeconfig: Obj) -> KubeClient:
+        api_client = k8s_config.new_client_from_config_dict(kubeconfig)
+        return RestClient(api_client, RequestBudget(50, 100), timeout=10.0, fence=fence)
+
+    return make
+
+
+class WorkerClusters:
+    """Every MultiKueueCluster's connection, for one term."""
+
+    def __init__(
+        self,
+        ctx: Context,
+        settings: MultiKueueSettings,
+        namespace: str,
+        client_factory: ClientFactory,
+        on_change: Callable[[], None],
+    ) -> None:
+        self.ctx = ctx
+        self.settings = settings
+        self.namespace = namespace  # where the kubeconfig Secrets are
+        self.client_factory = client_factory
+        self.on_change = on_change  # a worker came or went: dispatched Workloads look again
+        self.workers: dict[str, Worker] = {}
+
+    def stop(self) -> None:
+        for worker in self.workers.values():
+            worker.close()
+        self.workers.clear()
+
+    def job_resources(self) -> list[Resource]:
+        return [r for r in self.ctx.job_resources if job_adapter(r) is not None]
+
+    def reconcile(self, name: str) -> float | None:
+        ctx = self.ctx
+        obj = ctx.store.get(MULTIKUEUE_CLUSTERS, name)
+        if obj is None:
+            worker = self.workers.pop(name, None)
+            if worker is not None:
+                worker.close()
+            return None
+        worker = self.workers.setdefault(name, Worker(name))
+        source = policy.cluster_source(obj)
+        if not isinstance(source, policy.KubeConfigSource):
+            self._disconnect(worker)
+            self._set_active(name, obj, "False", *source)
+            return None
+        loaded = self._kubeconfig(source)
+        if isinstance(loaded, Refusal):
+            self._disconnect(worker)
+            self._set_active(name, obj, "False", loaded.reason, loaded.message)
+            return None
+        text, kubeconfig = loaded
+        fingerprint = hashlib.sha256(text).hexdigest()
+        if fingerprint != worker.fingerprint:
+            worker.close()
+            worker = self.workers[name] = Worker(name, fingerprint)
+        now = ctx.monotonic()
+        if not worker.connected and now < worker.retry_at:
+            return worker.retry_at - now
+        try:
+            if worker.client is None:
+                worker.client = self.client_factory(kubeconfig)
+            # Reached, and allowed to read Workloads (a selector nothing carries: no items).
+            worker.client.list(WORKLOADS, label_selector=_PROBE, page=1)
+        except (KubeError, ValueError, OSError) as err:
+            worker.failures += 1
+            wait = RETRY_BASE * 2.0 ** (min(worker.failures, RETRY_STEPS) - 1)
+            worker.retry_at = now + wait
+            if worker.connected or worker.lost_since is None:
+                worker.lost_since = ctx.clock()
+            worker.connected = False
+            self._set_active(name, obj, "False", "ClientConnectionFailed", _one_line(err))
+            self.on_change()
+            return wait
+        was = worker.connected
+        worker.connected, worker.failures, worker.lost_since = True, 0, None
+        if worker.store is None:
+            self._watch(worker)
+        self._set_active(name, obj, "True", "Active", "Connected")
+        if not was:
+            self.on_change()
+        return HEARTBEAT
+
+    def _kubeconfig(self, source: policy.KubeConfigSource) -> tuple[bytes, Obj] | Refusal:
+        """The kubeconfig (its bytes and parsed) or (reason, message), in Kueue's words."""
+        if source.location_type == "Secret":
+            try:
+                secret = self.ctx.client.get(SECRETS, source.location, self.namespace)
+            except ApiError as err:
+                if err.not_found:
+                    return Refusal(
+                        "BadKubeConfig",
+                        f'load client config failed: secrets "{source.location}" not found '
+                        f"in {self.namespace} (Tower reads workers' kubeconfigs from its own "
+                        "namespace)",
+                    )
+                raise
+            data = as_mapping(secret.get("data")).get(policy.SECRET_KEY)
+            if not isinstance(data, str):
+                return Refusal(
+                    "BadKubeConfig",
+                    f'load client config failed: key "{policy.SECRET_KEY}" not found in '
+                    f'secret "{source.location}"',
+                )
+            try:
+                text = base64.b64decode(data)
+            except ValueError:
+                return Refusal(
+                    "BadKubeConfig",
+                    "load client config failed: the secret's data is not base64",
+                )
+        else:
+            try:
+                with open(source.location, "rb") as handle:
+                    text = handle.read()
+            except OSError as err:
+                return Refusal(
+                    "BadKubeConfig",
+                    f"load client config failed: {err.strerror}: {source.location}",
+                )
+        try:
+            parsed = yaml.load(text, Loader=yaml.CSafeLoader)
+        except yaml.YAMLError as err:
+            return Refusal("BadKubeConfig", f"load client config failed: {_one_line(err)}")
+        if not isinstance(parsed, dict):
+            return Refusal(
+                "BadKubeConfig", "load client config failed: not a kubeconfig (a YAML mapping)"
+            )
+        why = policy.insecure(parsed)
+        if why is not None:
+            return Refusal("InsecureKubeConfig", f"load client config failed: {why}")
+        return text, parsed
+
+    def _disconnect(self, worker: Worker) -> None:
+        if worker.connected or worker.lost_since is None:
+            worker.lost_since = self.ctx.clock()
+        worker.close()
+        worker.client = None
+        worker.store = None
+        worker.fingerprint = ""
+        self.on_change()
+
+    def _watch(self, worker: Worker) -> None:
+        """The copies Tower made on the worker, watched into a store of their own: a change
+        there wakes its Workload here."""
+        assert worker.client is not None
+        store = Store()
+        selector = f"{policy.ORIGIN_LABEL}={self.settings.origin}"
+        queue = self.ctx.queues.checks
+
+        def on_remote(key: str, old: Any, new: Any) -> None:
+            obj = new if new is not None else old
+            meta = as_mapping(as_mapping(obj).get("metadata"))
+            name = prebuilt_name(meta) if as_mapping(obj).get("kind") != "Workload" else None
+            queue.add(("workload", f"{meta.get('namespace')}/{name or meta.get('name')}"))
+
+        client = worker.client
+        served = [
+            r
+            for r in self.job_resources()
+            if r.plural in (client.served(f"{r.group}/{r.version}" if r.group else r.version) or ())
+        ]
+
+        def lost(resource: Resource, err: KubeError) -> None:
+            # A watch cut off: the worker is looked at now, not at its next heartbeat.
+            if not worker.stop.is_set():
+                queue.add(("cluster", worker.name))
+
+        for resource in (WORKLOADS, *served):
+            store.register(resource)
+            store.subscribe(resource, on_remote)
+            Informer(
+                worker.client,
+                store,
+                resource,
+                stop=worker.stop,
+                label_selector=selector,
+                backoff=Backoff(base=0.5, cap=10.0),
+                on_error=lost,
+            ).start()
+        worker.store = store
+
+    def _set_active(self, name: str, obj: Any, status: str, reason: str, message: str) -> None:
+        set_active(self.ctx, MULTIKUEUE_CLUSTERS, name, obj, status, reason, message)
+
+    def connected(self, cluster: str) -> bool:
+        worker = self.workers.get(cluster)
+        return worker is not None and worker.connected and worker.store is not None
+
+    def remote(self, cluster: str, resource: Resource, key: str) -> Obj | None:
+        worker = self.workers.get(cluster)
+        if worker is None or worker.store is None:
+            return None
+        found = worker.store.get(resource, key)
+        return found if isinstance(found, dict) else None
+
+    def create(self, cluster: str, resource: Resource, body: Obj) -> None:
+        worker = self.workers[cluster]
+        assert worker.client is not None
+        namespace = body["metadata"]["namespace"]
+        try:
+            made = worker.client.create(resource, body, namespace)
+        except ApiError as err:
+            if err.already_exists:
+                return
+            raise
+        if worker.store is not None:
+            worker.store.record(resource, made)
+        log.info(
+            "%s %s/%s created on worker %s",
+            resource.kind,
+            namespace,
+            body["metadata"]["name"],
+            cluster,
+        )
+
+    def remove(self, cluster: str, key: str) -> None:
+        """A Workload's job and copy removed from one worker: the job (only one Tower made),
+        then the copy, its Kueue finalizer taken off first."""
+        worker = self.workers.get(cluster)
+        if worker is None or worker.client is None or not worker.connected:
+            return
+        client = worker.client
+        namespace, name = key.split("/", 1)
+        copy = self.remote(cluster, WORKLOADS, key)
+        for resource in self.job_resources():
+            for job_key, job in worker.store.items(resource) if worker.store else ():
+                meta = as_mapping(as_mapping(job).get("metadata"))
+                if job_key.split("/", 1)[0] == namespace and prebuilt_name(meta) == name:
+                    _delete(client, resource, str(meta.get("name")), namespace)
+        if copy is not None:
+            finalizers = as_mapping(copy.get("metadata")).get("finalizers") or []
+            if policy.RESOURCE_IN_USE in finalizers:
+                kept = [f for f in finalizers if f != policy.RESOURCE_IN_USE]
+                try:
+                    client.patch(
+                        WORKLOADS, name, {"metadata": {"finalizers": kept or None}}, namespace
+                    )
+                except ApiError as err:
+                    if not err.not_found:
+                        raise
+            _delete(client, WORKLOADS, name, namespace)
+
+    def remove_everywhere(self, key: str, keep: str | None) -> None:
+        for cluster in list(self.workers):
+            if cluster == keep:
+                continue
+            if self.remote(cluster, WORKLOADS, key) is not None or self._remote_jobs(cluster, key):
+                self.remove(cluster, key)
+
+    def _remote_jobs(self, cluster: str, key: str) -> bool:
+        worker = self.workers.get(cluster)
+        if worker is None or worker.store is None:
+            return False
+        namespace, name = key.split("/", 1)
+        return any(
+            k.split("/", 1)[0] == namespace
+            and prebuilt_name(as_mapping(as_mapping(j).get("metadata"))) == name
+            for r in self.job_resources()
+            for k, j in worker.store.items(r)
+        )
+
+    def collect(self) -> None:
+        """Copies on connected workers whose Workload here is gone (Kueue's gcInterval)."""
+        for cluster, worker in list(self.workers.items()):
+            if not worker.connected or worker.store is None:
+                continue
+            for key, _ in worker.store.items(WORKLOADS):
+                local = self.ctx.store.get(WORKLOADS, key)
+                if local is None or (
+                    as_mapping(as_mapping(local).get("metadata")).get("deletionTimestamp")
+                ):
+                    log.info("Workload %s is gone here: its copy on %s is removed", key, cluster)
+                    self.remove(cluster, key)
+
+
+def mirror_job(
+    clusters: WorkerClusters,
+    synced: dict[str, str],
+    cluster: str,
+    key: str,
+    job: JobView,
+    adapter: JobAdapter,
+    final: bool,
+) -> bool:
+    """The job made on the worker that admitted its Workload (from the manager's job, read
+    whole), or its status copied back to the manager's job, once per version of the
+    worker's; True when the copy waits for the manager's job to start. `synced` remembers
+    the version copied per Workload."""
+    ctx = clusters.ctx
+    resource = job.resource
+    remote = clusters.remote(cluster, resource, job.key)
+    origin = clusters.settings.origin
+    if remote is None:
+        if final:
+            return False
+        local = ctx.client.get(resource, job.name, job.namespace)
+        labels, annotations = policy.job_markers(origin, key.split("/", 1)[1])
+        clusters.create(cluster, resource, adapter.remote_copy(local, labels, annotations))
+        return False
+    meta = as_mapping(remote.get("metadata"))
+    if as_mapping(meta.get("labels")).get(policy.ORIGIN_LABEL) != origin:
+        return False  # not Tower's: never touched
+    version = str(meta.get("resourceVersion"))
+    if synced.get(key) == version:
+        return False
+    wanted = adapter.status_from_worker(job.as_object(), remote)
+    if wanted is None:
+        return True
+    ctx.write(
+        resource,
+        "patch-status",
+        lambda: ctx.client.patch(
+            resource, job.name, {"status": wanted}, job.namespace, subresource="status"
+        ),
+        job.key,
+    )
+    synced[key] = version
+    return False
+
+
+def job_adapter(resource: Resource) -> JobAdapter | None:
+    for adapter in registry.ADAPTERS.values():
+        if adapter.plural == resource.plural and adapter.group == resource.group:
+            return adapter if adapter.own_controller is not None else None
+    return None
+
+
+def _delete(client: KubeClient, resource: Resource, name: str, namespace: str) -> None:
+    try:
+        client.delete(resource, name, namespace)  # Background propagation, as Kueue's
+    except ApiError as err:
+        if not err.not_found:
+            raise
+
+
+def _one_line(err: BaseException) -> str:
+    return " ".join(str(err).split())
