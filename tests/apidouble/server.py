@@ -957,6 +957,8 @@ class ApiDouble:
                         ],
                     )
             warnings: list[str] = []
+            if sub == "status" and kind.plural == "jobs" and kind.group == "batch":
+                check_job_status(kind, new)
             if sub != "status":
                 if kind.plural == "jobs":
                     check_job_update(kind, old, new)
@@ -1154,6 +1156,33 @@ def check_job_update(kind: Kind, old: Obj, new: Obj) -> None:
             old["metadata"]["name"],
             ["spec.template: Invalid value: core.PodTemplateSpec{...}: field is immutable"],
         )
+
+
+def check_job_status(kind: Kind, new: Obj) -> None:
+    """kube-apiserver v1.32 refuses a finished Job (Complete or Failed) that still counts
+    active pods or uncounted terminated ones (seen on a real control plane: a status merged
+    into the previous one kept `active: 1`)."""
+    status = new.get("status") or {}
+    finished = any(
+        c.get("type") in ("Complete", "Failed") and c.get("status") == "True"
+        for c in status.get("conditions") or []
+    )
+    if not finished:
+        return
+    errors = []
+    active = status.get("active") or 0
+    if active:
+        errors.append(
+            f"status.active: Invalid value: {active}: active>0 is invalid for finished job"
+        )
+    uncounted = status.get("uncountedTerminatedPods") or {}
+    if uncounted.get("succeeded") or uncounted.get("failed"):
+        errors.append(
+            "status.uncountedTerminatedPods: Invalid value: uncountedTerminatedPods needs to be "
+            "empty for finished job"
+        )
+    if errors:
+        raise invalid(kind, new["metadata"]["name"], errors)
 
 
 class _Handler(BaseHTTPRequestHandler):

@@ -15,6 +15,7 @@ import hashlib
 import logging
 import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,7 +26,14 @@ from extender.core import multikueue as policy
 from extender.core.jobframework import registry
 from extender.core.jobframework.adapter import JobAdapter, as_mapping
 from extender.core.multikueue import MultiKueueSettings
-from extender.kube.api.client import ApiError, KubeClient, KubeError, RequestBudget, RestClient
+from extender.kube.api.client import (
+    JSON_PATCH,
+    ApiError,
+    KubeClient,
+    KubeError,
+    RequestBudget,
+    RestClient,
+)
 from extender.kube.api.informer import Informer
 from extender.kube.api.resources import MULTIKUEUE_CLUSTERS, SECRETS, WORKLOADS, Resource
 from extender.kube.api.store import Store
@@ -39,6 +47,7 @@ log = logging.getLogger("tower.multikueue")
 Obj = dict[str, Any]
 _PROBE = "tower.dev/multikueue-probe=none"
 HEARTBEAT = 10.0  # seconds between looks at a connected worker (a lost one shows here)
+WRITERS = 8  # writes to workers in flight together
 RETRY_BASE, RETRY_STEPS = 5.0, 7  # a worker not reached: 5 s, 10 s ... 320 s (Kueue's)
 
 
@@ -99,8 +108,17 @@ class WorkerClusters:
         self.client_factory = client_factory
         self.on_change = on_change  # a worker came or went: dispatched Workloads look again
         self.workers: dict[str, Worker] = {}
+        # The writes to workers: never on the loop's thread (a worker may be slow or gone).
+        self._pool: ThreadPoolExecutor | None = ThreadPoolExecutor(
+            max_workers=WRITERS, thread_name_prefix="multikueue"
+        )
+        self._inflight: set[tuple[str, str, str]] = set()
+        self._lock = threading.Lock()
 
     def stop(self) -> None:
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
         for worker in self.workers.values():
             worker.close()
         self.workers.clear()
@@ -272,8 +290,50 @@ class WorkerClusters:
         found = worker.store.get(resource, key)
         return found if isinstance(found, dict) else None
 
-    def create(self, cluster: str, resource: Resource, body: Obj) -> None:
-        worker = self.workers[cluster]
+    def create(self, cluster: str, key: str, resource: Resource, body: Callable[[], Obj]) -> None:
+        """Make an object on a worker, in the background (`body` is read there too): the
+        loop never waits on a worker's API server."""
+        self._submit(
+            cluster,
+            key,
+            f"create {resource.plural}",
+            lambda: self._create(cluster, resource, body()),
+        )
+
+    def remove(self, cluster: str, key: str) -> None:
+        """Remove a Workload's job and copy from one worker, in the background."""
+        self._submit(cluster, key, "remove", lambda: self._remove(cluster, key))
+
+    def _submit(self, cluster: str, key: str, what: str, work: Callable[[], None]) -> None:
+        """One piece of work per (worker, Workload, what) at a time; when it is done, its
+        Workload is looked at again (a failure too, after a pause)."""
+        token = (cluster, key, what)
+        with self._lock:
+            if token in self._inflight or self._pool is None:
+                return
+            self._inflight.add(token)
+
+        def run() -> None:
+            retry = 0.0
+            try:
+                work()
+            except Exception as err:  # an unreachable worker, a refused write: tried again
+                log.warning("worker %s: %s for %s: %s", cluster, what, key, _one_line(err))
+                retry = RETRY_BASE
+            finally:
+                with self._lock:
+                    self._inflight.discard(token)
+                if retry:
+                    self.ctx.queues.checks.add_after(("workload", key), retry)
+                else:
+                    self.ctx.queues.checks.add(("workload", key))
+
+        self._pool.submit(run)
+
+    def _create(self, cluster: str, resource: Resource, body: Obj) -> None:
+        worker = self.workers.get(cluster)
+        if worker is None or worker.client is None:
+            return
         assert worker.client is not None
         namespace = body["metadata"]["namespace"]
         try:
@@ -292,7 +352,7 @@ class WorkerClusters:
             cluster,
         )
 
-    def remove(self, cluster: str, key: str) -> None:
+    def _remove(self, cluster: str, key: str) -> None:
         """A Workload's job and copy removed from one worker: the job (only one Tower made),
         then the copy, its Kueue finalizer taken off first."""
         worker = self.workers.get(cluster)
@@ -372,9 +432,13 @@ def mirror_job(
     if remote is None:
         if final:
             return False
-        local = ctx.client.get(resource, job.name, job.namespace)
         labels, annotations = policy.job_markers(origin, key.split("/", 1)[1])
-        clusters.create(cluster, resource, adapter.remote_copy(local, labels, annotations))
+
+        def body() -> Obj:
+            local = ctx.client.get(resource, job.name, job.namespace)
+            return adapter.remote_copy(local, labels, annotations)
+
+        clusters.create(cluster, key, resource, body)
         return False
     meta = as_mapping(remote.get("metadata"))
     if as_mapping(meta.get("labels")).get(policy.ORIGIN_LABEL) != origin:
@@ -385,11 +449,15 @@ def mirror_job(
     wanted = adapter.status_from_worker(job.as_object(), remote)
     if wanted is None:
         return True
+    # The whole status replaced, not merged: a field the worker's job no longer has (its
+    # `active` once it finished) must go here too (kube-apiserver refuses a finished Job
+    # with active pods).
+    whole = [{"op": "add", "path": "/status", "value": wanted}]
     ctx.write(
         resource,
         "patch-status",
         lambda: ctx.client.patch(
-            resource, job.name, {"status": wanted}, job.namespace, subresource="status"
+            resource, job.name, whole, job.namespace, subresource="status", content_type=JSON_PATCH
         ),
         job.key,
     )
