@@ -420,3 +420,41 @@ def test_a_lost_worker_is_inactive_and_its_workload_runs_elsewhere(
         finally:
             for item in running:
                 item.halt()
+
+
+def test_the_incremental_dispatcher_nominates_step_by_step(
+    cluster, webhook, routed_webhook, tmp_path
+):
+    """Kueue's Incremental dispatcher, stepSize 1: the first round nominates the config's
+    first worker only, and only it gets a copy."""
+    with (
+        worker_cluster(tmp_path / "w1", webhook) as w1,
+        worker_cluster(tmp_path / "w2", webhook) as w2,
+    ):
+        for w in (w1, w2):
+            _worker_setup(w, "0")  # nobody admits: the rounds are what is seen
+        name_worker(cluster, w1, "w1", "w1-secret")
+        name_worker(cluster, w2, "w2", "w2-secret")
+        _manager_setup(cluster, ["w1", "w2"])
+        settings = MultiKueueSettings(
+            dispatcher="kueue.x-k8s.io/multikueue-dispatcher-incremental",
+            incremental_step=1,
+            admission_timeout=0.0,
+        )
+        running = [_start(cluster, multikueue=settings), _start(w1), _start(w2)]
+        try:
+            job = cluster.job("stepwise", "1", queue="user-queue", duration="600s")
+            key = eventually(lambda: cluster.workload_of(job), what="its Workload")["metadata"][
+                "name"
+            ]
+            eventually(lambda: w1.get("workloads", key, "default"), timeout=20, what="w1's copy")
+            wl = cluster.get("workloads", key, "default")
+            assert wl["status"]["nominatedClusterNames"] == ["w1"]
+            time.sleep(1.0)  # a second look changes nothing within the round
+            assert w2.get("workloads", key, "default") is None
+            assert cluster.get("workloads", key, "default")["status"]["nominatedClusterNames"] == [
+                "w1"
+            ]
+        finally:
+            for item in running:
+                item.halt()

@@ -12,6 +12,7 @@ from memory and its change wakes the Workload up. The policy is extender/core/mu
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -242,7 +243,9 @@ class MultiKueueController:
             deferred = mirror_job(
                 self.clusters, self._synced, winner, key, job, adapter, final=False
             )
-            if mine.state not in (checks.RETRY, checks.REJECTED):
+            made = self.clusters.remote(winner, job.resource, job.key) is not None
+            if made and mine.state not in (checks.RETRY, checks.REJECTED):
+                # Ready once the job is there, as Kueue's (the job is made in the background).
                 self._admitted_on(key, obj, states, mine, winner)
             self._dispatched.pop(key, None)
             return policy.SYNC_DEFERRED_RETRY if deferred else self.settings.worker_lost_timeout
@@ -285,15 +288,10 @@ class MultiKueueController:
             if write_status(ctx, key, o.conditional(patch, obj), "multikueue-nominate") is None:
                 return None
         first = self._dispatched.setdefault(key, now)
-        full: Obj | None = None
+        copy = _copy_of(ctx, key, self.settings.origin)
         for cluster in connected:
             if cluster in nominated and remotes.get(cluster) is None:
-                if full is None:
-                    namespace, name = key.split("/", 1)
-                    full = ctx.client.get(WORKLOADS, name, namespace)
-                self.clusters.create(
-                    cluster, WORKLOADS, policy.remote_workload(full, self.settings.origin)
-                )
+                self.clusters.create(cluster, key, WORKLOADS, copy)
             elif cluster not in nominated and remotes.get(cluster) is not None:
                 self.clusters.remove(cluster, key)
         timeout = self.settings.admission_timeout
@@ -408,6 +406,24 @@ class MultiKueueController:
         self._rounds.pop(key, None)
         self._dispatched.pop(key, None)
         self._synced.pop(key, None)
+
+
+def _copy_of(ctx: Context, key: str, origin: str) -> Callable[[], Obj]:
+    """The copy of a Workload for a worker, read whole from the API server once, when the
+    first worker's copy is made (not on the loop's thread)."""
+    namespace, name = key.split("/", 1)
+    made: list[Obj] = []
+    lock = threading.Lock()
+
+    def copy() -> Obj:
+        with lock:
+            if not made:
+                made.append(
+                    policy.remote_workload(ctx.client.get(WORKLOADS, name, namespace), origin)
+                )
+            return made[0]
+
+    return copy
 
 
 def _adapter_of(job: JobView | None) -> JobAdapter | None:

@@ -1,0 +1,314 @@
+"""MultiKueue on two real v1.32 control planes: a manager and a worker, each with its Tower.
+
+`TOWER_E2E_KUBECONFIG` is the manager, `TOWER_E2E_WORKER_KUBECONFIG` the worker (the second
+control plane of shared/realk8s, REALK8S_PORT_OFFSET=100); `TOWER_E2E_WORKER_RUN` (its
+REALK8S_RUN) lets the last test kill the worker's kube-apiserver and start it again. The
+manager's webhook runs at TOWER_E2E_WEBHOOK_URL and reads the manager's queues, so Kueue's
+sample Job is handed to MultiKueue unchanged. There is no kubelet: the worker's pods are
+bound by its kube-scheduler and the test finishes them, as a kubelet would report.
+
+Then, as Kueue's e2e "Should run a job on worker if admitted" expects: the Job reserves quota
+on the manager, runs on the worker only (its pods bound to the worker's node, none on the
+manager), the manager's Job mirrors the worker's, its completion reaches the manager's Job
+and Workload, and the copies on the worker are removed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests import yamlc
+from tests.e2e.conftest import (
+    KUBECONFIG,
+    ROOT,
+    controller_process,
+    kubectl,
+    serve_webhook,
+    wait,
+)
+
+WORKER = os.environ.get("TOWER_E2E_WORKER_KUBECONFIG")
+WORKER_RUN = os.environ.get("TOWER_E2E_WORKER_RUN")
+EXAMPLES = Path(ROOT) / "tests" / "data" / "kueue-v0.19.2" / "examples"
+MULTIKUEUE = "kueue.x-k8s.io/multikueue"
+
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif(
+        not WORKER,
+        reason="no worker cluster: set TOWER_E2E_WORKER_KUBECONFIG to a second cluster's "
+        "kubeconfig (shared/realk8s/up.sh with REALK8S_PORT_OFFSET=100)",
+    ),
+]
+
+
+def on_worker(*args: str, input: str | None = None, check: bool = True) -> str:
+    done = subprocess.run(
+        ["kubectl", "--kubeconfig", WORKER or "", *args],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        input=input,
+    )
+    if check:
+        assert done.returncode == 0, f"kubectl (worker) {' '.join(args)}: {done.stderr}"
+    return done.stdout + done.stderr
+
+
+def get(where: Any, *args: str) -> dict[str, Any] | None:
+    out = where("get", *args, "-o", "json", check=False)
+    try:
+        return dict(json.loads(out))
+    except json.JSONDecodeError:
+        return None
+
+
+def condition(obj: dict[str, Any] | None, kind: str) -> dict[str, Any]:
+    for c in ((obj or {}).get("status") or {}).get("conditions") or []:
+        if c["type"] == kind:
+            return dict(c)
+    return {}
+
+
+def node(name: str) -> str:
+    return json.dumps(
+        {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+        }
+    )
+
+
+@pytest.fixture
+def clusters(tmp_path):
+    """Tower's CRDs on both; a Ready node on the worker; Kueue's setups; both Towers."""
+    for where in (kubectl, on_worker):
+        where("apply", "-f", str(Path(ROOT) / "deploy" / "crds"))
+        where("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
+        where("create", "namespace", "tower-system", check=False)
+    # The manager's webhook first: Kueue's objects are validated by it.
+    webhook = serve_webhook(
+        tmp_path / "certs",
+        ["--kubeconfig", KUBECONFIG or "", "--controller-username", "kubernetes-admin"],
+    )
+    on_worker("apply", "-f", "-", input=node("worker-node-1"))
+    status = {"status": {"capacity": {"cpu": "8", "memory": "32Gi", "pods": "110"},
+                         "allocatable": {"cpu": "8", "memory": "32Gi", "pods": "110"},
+                         "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
+                                         "message": "e2e"}]}}  # fmt: skip
+    on_worker("patch", "node", "worker-node-1", "--subresource=status", "--type=merge", "-p",
+              json.dumps(status))  # fmt: skip
+    on_worker("taint", "node", "worker-node-1", "node.kubernetes.io/not-ready-", check=False)
+    on_worker("apply", "-f", str(EXAMPLES / "single-clusterqueue-setup.yaml"))
+    # The worker's kubeconfig in a Secret of Tower's namespace on the manager (Kueue's guide
+    # puts it in kueue-system; Tower reads its own namespace).
+    flat = on_worker("config", "view", "--raw", "--flatten", "--minify")
+    kubectl("create", "secret", "generic", "worker1-secret", "-n", "tower-system",
+            f"--from-literal=kubeconfig={flat}", check=False)  # fmt: skip
+    kubectl("apply", "-f", str(EXAMPLES / "multikueue" / "multikueue-setup.yaml"))
+    manager = controller_process(
+        "--physical-resources", "none", "--multikueue-admission-timeout", "0"
+    )
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "extender", "run", "--kubeconfig", WORKER or "",
+         "--no-leader-elect", "--health-address", "127.0.0.1:0",
+         "--physical-resources", "none"],
+        cwd=ROOT,
+    )  # fmt: skip
+    yield
+    for proc in (manager, worker, webhook):
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+    for where in (kubectl, on_worker):
+        where("delete", "jobs", "--all", "-n", "default", "--wait=false", check=False)
+        where("delete", "pods", "--all", "-n", "default", "--force", "--grace-period=0",
+              check=False)  # fmt: skip
+        where("delete", "workloads.kueue.x-k8s.io", "--all", "-n", "default", "--wait=false",
+              check=False)  # fmt: skip
+    kubectl("delete", "-f", str(EXAMPLES / "multikueue" / "multikueue-setup.yaml"), check=False)
+    kubectl("delete", "secret", "worker1-secret", "-n", "tower-system", check=False)
+    on_worker("delete", "-f", str(EXAMPLES / "single-clusterqueue-setup.yaml"), check=False)
+
+
+def sample_job(name: str) -> str:
+    """Kueue's sample Job, with a name of the test's and one pod (no kubelet runs them)."""
+    [job] = yamlc.safe_load_all((EXAMPLES / "jobs" / "sample-job.yaml").read_text())
+    del job["metadata"]["generateName"]
+    job["metadata"]["name"] = name
+    job["spec"]["parallelism"] = job["spec"]["completions"] = 1
+    return json.dumps(job)
+
+
+def active_check(where: Any, name: str) -> dict[str, Any]:
+    return condition(get(where, "admissionchecks.kueue.x-k8s.io", name), "Active")
+
+
+def workload_of(job: str) -> dict[str, Any] | None:
+    listed = get(kubectl, "workloads.kueue.x-k8s.io", "-n", "default") or {"items": []}
+    for wl in listed["items"]:
+        if any(o.get("name") == job for o in wl["metadata"].get("ownerReferences") or []):
+            return dict(wl)
+    return None
+
+
+def finish_pods(job: str) -> None:
+    pods = get(on_worker, "pods", "-n", "default", "-l", f"batch.kubernetes.io/job-name={job}")
+    for pod in (pods or {}).get("items") or []:
+        on_worker("patch", "pod", pod["metadata"]["name"], "-n", "default",
+                  "--subresource=status", "--type=merge", "-p",
+                  json.dumps({"status": {"phase": "Succeeded"}}))  # fmt: skip
+
+
+def test_a_job_runs_on_the_worker_that_admits_it(clusters):
+    # Kueue's "verify" step.
+    mkc = wait(
+        lambda: (c := condition(get(kubectl, "multikueuecluster", "multikueue-test-worker1"),
+                                "Active")).get("status") == "True" and c,
+        what="the MultiKueueCluster connected",
+    )  # fmt: skip
+    assert (mkc["reason"], mkc["message"]) == ("Active", "Connected")
+    wait(lambda: active_check(kubectl, "sample-multikueue").get("status") == "True",
+         what="the AdmissionCheck Active")  # fmt: skip
+    assert "Can admit new workloads" in kubectl(
+        "get", "clusterqueues", "cluster-queue", "-o",
+        "jsonpath={.status.conditions[?(@.type=='Active')].message}",
+    )  # fmt: skip
+
+    kubectl("create", "-f", "-", input=sample_job("sample-job-e2e"))
+    job = get(kubectl, "job", "sample-job-e2e", "-n", "default")
+    assert job is not None
+    assert job["spec"]["managedBy"] == MULTIKUEUE
+    wl = wait(lambda: workload_of("sample-job-e2e"), what="the manager's Workload")
+    name = wl["metadata"]["name"]
+
+    def admitted() -> dict[str, Any] | None:
+        w = get(kubectl, "workloads.kueue.x-k8s.io", name, "-n", "default")
+        return w if condition(w, "Admitted").get("status") == "True" else None
+
+    wl = wait(admitted, timeout=60, what="admitted on the manager")
+    [check] = wl["status"]["admissionChecks"]
+    assert (check["state"], check["message"]) == (
+        "Ready",
+        'The workload was admitted on "multikueue-test-worker1"',
+    )
+    wait(lambda: (get(kubectl, "job", "sample-job-e2e", "-n", "default") or {})["spec"]
+         .get("suspend") is False, what="the manager's Job started")  # fmt: skip
+    # It runs on the worker: its pod bound there, on the worker's node; none on the manager.
+    pod = wait(
+        lambda: next(
+            (p for p in (get(on_worker, "pods", "-n", "default", "-l",
+                             "batch.kubernetes.io/job-name=sample-job-e2e") or {}).get("items")
+             or [] if p["spec"].get("nodeName")),
+            None,
+        ),
+        timeout=60,
+        what="the worker's pod bound",
+    )  # fmt: skip
+    assert pod["spec"]["nodeName"] == "worker-node-1"
+    remote = get(on_worker, "job", "sample-job-e2e", "-n", "default")
+    assert remote is not None
+    assert remote["metadata"]["annotations"]["kueue.x-k8s.io/prebuilt-workload-name"] == name
+    manager_pods = get(kubectl, "pods", "-n", "default", "-l",
+                       "batch.kubernetes.io/job-name=sample-job-e2e") or {}  # fmt: skip
+    assert manager_pods.get("items") == []
+    # The manager's Job mirrors the worker's (Kueue's e2e: startTime, active 1).
+    status = wait(
+        lambda: (s := (get(kubectl, "job", "sample-job-e2e", "-n", "default") or {})
+                 .get("status") or {}).get("active") == 1 and s,
+        timeout=60,
+        what="the manager's Job mirroring the worker's",
+    )  # fmt: skip
+    assert status["startTime"]
+    assert "completionTime" not in status
+
+    finish_pods("sample-job-e2e")
+    finished = wait(
+        lambda: (c := condition(get(kubectl, "workloads.kueue.x-k8s.io", name, "-n", "default"),
+                                "Finished")).get("status") == "True" and c,
+        timeout=90,
+        what="the manager's Workload finished",
+    )  # fmt: skip
+    assert finished["reason"] == "Succeeded"
+    assert condition(get(kubectl, "job", "sample-job-e2e", "-n", "default"),
+                     "Complete").get("status") == "True"  # fmt: skip
+    wait(lambda: get(on_worker, "job", "sample-job-e2e", "-n", "default") is None
+         and get(on_worker, "workloads.kueue.x-k8s.io", name, "-n", "default") is None,
+         timeout=90, what="the worker's copies removed")  # fmt: skip
+
+
+def test_deleting_the_job_on_the_manager_removes_the_copies(clusters):
+    wait(lambda: active_check(kubectl, "sample-multikueue").get("status") == "True",
+         what="the AdmissionCheck Active")  # fmt: skip
+    kubectl("create", "-f", "-", input=sample_job("deleted-e2e"))
+    wait(lambda: get(on_worker, "job", "deleted-e2e", "-n", "default"), timeout=60,
+         what="the worker's Job")  # fmt: skip
+    kubectl("delete", "job", "deleted-e2e", "-n", "default", "--wait=false")
+    wait(lambda: get(on_worker, "job", "deleted-e2e", "-n", "default") is None, timeout=90,
+         what="the worker's Job removed")  # fmt: skip
+
+
+@pytest.mark.skipif(not WORKER_RUN, reason="TOWER_E2E_WORKER_RUN (the worker's REALK8S_RUN) is "
+                    "not set: the worker's kube-apiserver cannot be restarted")  # fmt: skip
+def test_the_workers_api_server_killed_mid_flight(clusters):
+    """The cluster goes inactive on the manager; nothing is admitted twice; once the worker
+    is back, the Job completes as before."""
+    wait(lambda: active_check(kubectl, "sample-multikueue").get("status") == "True",
+         what="the AdmissionCheck Active")  # fmt: skip
+    kubectl("create", "-f", "-", input=sample_job("outage-e2e"))
+    wl = wait(lambda: workload_of("outage-e2e"), what="the manager's Workload")
+    name = wl["metadata"]["name"]
+    admitted = wait(
+        lambda: (c := condition(get(kubectl, "workloads.kueue.x-k8s.io", name, "-n", "default"),
+                                "Admitted")).get("status") == "True" and c,
+        timeout=60,
+        what="admitted",
+    )  # fmt: skip
+    pids = Path(WORKER_RUN or "") / "pids"
+    [line] = [p for p in pids.read_text().splitlines() if p.endswith(" kube-apiserver")]
+    pid = int(line.split()[0])
+    command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[:-1]
+    os.kill(pid, signal.SIGKILL)
+    lost = wait(
+        lambda: (c := condition(get(kubectl, "multikueuecluster", "multikueue-test-worker1"),
+                                "Active")).get("status") == "False" and c,
+        timeout=60,
+        what="the worker inactive on the manager",
+    )  # fmt: skip
+    assert lost["reason"] == "ClientConnectionFailed"
+    assert active_check(kubectl, "sample-multikueue")["reason"] == "NoUsableClusters"
+    # Within workerLostTimeout (15 minutes) the admission holds: still admitted once.
+    time.sleep(5)
+    wl = get(kubectl, "workloads.kueue.x-k8s.io", name, "-n", "default")
+    assert condition(wl, "Admitted").get("status") == "True"
+    assert wl["status"]["clusterName"] == "multikueue-test-worker1"
+    with open(Path(WORKER_RUN or "") / "logs" / "kube-apiserver.log", "ab") as log:
+        restarted = subprocess.Popen([c.decode() for c in command], stdout=log, stderr=log,
+                                     start_new_session=True)  # fmt: skip
+    with open(pids, "a") as out:
+        out.write(f"{restarted.pid} kube-apiserver\n")
+    wait(lambda: condition(get(kubectl, "multikueuecluster", "multikueue-test-worker1"),
+                           "Active").get("status") == "True", timeout=120,
+         what="the worker connected again")  # fmt: skip
+    wait(lambda: get(on_worker, "job", "outage-e2e", "-n", "default"), timeout=60,
+         what="the worker's Job")  # fmt: skip
+    wait(lambda: any(p["spec"].get("nodeName") for p in (get(on_worker, "pods", "-n", "default",
+         "-l", "batch.kubernetes.io/job-name=outage-e2e") or {}).get("items") or []),
+         timeout=60, what="its pod bound")  # fmt: skip
+    finish_pods("outage-e2e")
+    wait(lambda: condition(get(kubectl, "workloads.kueue.x-k8s.io", name, "-n", "default"),
+                           "Finished").get("status") == "True", timeout=90,
+         what="finished on the manager")  # fmt: skip
+    # Admitted once: never evicted, its admission the same one throughout.
+    wl = get(kubectl, "workloads.kueue.x-k8s.io", name, "-n", "default")
+    assert condition(wl, "Evicted").get("status") != "True"
+    assert condition(wl, "Admitted")["lastTransitionTime"] == admitted["lastTransitionTime"]
