@@ -37,6 +37,9 @@ echo "== controller: the same burst through an AdmissionCheck (another controlle
 for check in none external provisioning; do
   .venv/bin/python bench/burst.py --runs 2 --check "$check" > "bench/results/burst-check-$check.json"
 done
+echo "== MultiKueue: 1,000 Jobs through a manager to three workers (four doubles, four Towers)" >&2
+.venv/bin/python bench/multikueue.py > bench/results/multikueue-1000.json
+cat bench/results/multikueue-1000.json
 echo "== controller: Kueue's baseline through the API double at 50 QPS (about 6 minutes)" >&2
 .venv/bin/python bench/controller.py > bench/results/controller-baseline.json
 echo "== controller: the same with Jobs, one fifth of the size (about 4 minutes)" >&2
