@@ -136,6 +136,10 @@ def clusters(tmp_path):
         where("delete", "workloads.kueue.x-k8s.io", "--all", "-n", "default", "--wait=false",
               check=False)  # fmt: skip
     kubectl("delete", "-f", str(EXAMPLES / "multikueue" / "multikueue-setup.yaml"), check=False)
+    # Its webhook is gone: its registration goes too, or the next create of a Kueue object
+    # would be refused (the validating hooks fail closed).
+    kubectl("delete", "mutatingwebhookconfiguration", "tower-mutating-webhook", check=False)
+    kubectl("delete", "validatingwebhookconfiguration", "tower-validating-webhook", check=False)
     kubectl("delete", "secret", "worker1-secret", "-n", "tower-system", check=False)
     on_worker("delete", "-f", str(EXAMPLES / "single-clusterqueue-setup.yaml"), check=False)
 
@@ -274,7 +278,8 @@ def test_the_workers_api_server_killed_mid_flight(clusters):
         what="admitted",
     )  # fmt: skip
     pids = Path(WORKER_RUN or "") / "pids"
-    [line] = [p for p in pids.read_text().splitlines() if p.endswith(" kube-apiserver")]
+    # The last one started (an earlier run of this test appends the one it restarts).
+    line = [p for p in pids.read_text().splitlines() if p.endswith(" kube-apiserver")][-1]
     pid = int(line.split()[0])
     command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[:-1]
     os.kill(pid, signal.SIGKILL)
