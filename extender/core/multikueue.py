@@ -41,6 +41,7 @@ class MultiKueueSettings:
     gc_interval: float = 60.0
     dispatcher: str = ALL_AT_ONCE
     incremental_step: int = INCREMENTAL_STEP
+    incremental_round: float = INCREMENTAL_ROUND  # Kueue's five minutes (not configurable there)
     # Beyond Kueue (#8602): a Workload no worker admits within this is given back with
     # what each worker said (0: it waits, as in Kueue).
     admission_timeout: float = 900.0
@@ -202,6 +203,7 @@ def nominate(
     round_started: float | None,
     now: float,
     step: int = INCREMENTAL_STEP,
+    round_seconds: float = INCREMENTAL_ROUND,
 ) -> tuple[tuple[str, ...], float | None] | None:
     """The workers a reserved Workload is dispatched to now, and when the current round
     started; None: nothing changes. AllAtOnce nominates every connected worker;
@@ -212,7 +214,7 @@ def nominate(
         return None if set(wanted) == set(nominated) else (wanted, None)
     if dispatcher != INCREMENTAL:
         return None
-    if round_started is not None and now - round_started < INCREMENTAL_ROUND and nominated:
+    if round_started is not None and now - round_started < round_seconds and nominated:
         return None
     left = [c for c in clusters if c not in nominated]
     if not left:

@@ -426,7 +426,7 @@ def test_the_incremental_dispatcher_nominates_step_by_step(
     cluster, webhook, routed_webhook, tmp_path
 ):
     """Kueue's Incremental dispatcher, stepSize 1: the first round nominates the config's
-    first worker only, and only it gets a copy."""
+    first worker only, and only it gets a copy; the next round adds the second."""
     with (
         worker_cluster(tmp_path / "w1", webhook) as w1,
         worker_cluster(tmp_path / "w2", webhook) as w2,
@@ -439,6 +439,7 @@ def test_the_incremental_dispatcher_nominates_step_by_step(
         settings = MultiKueueSettings(
             dispatcher="kueue.x-k8s.io/multikueue-dispatcher-incremental",
             incremental_step=1,
+            incremental_round=3.0,  # Kueue's is five minutes: the same rounds, sooner
             admission_timeout=0.0,
         )
         running = [_start(cluster, multikueue=settings), _start(w1), _start(w2)]
@@ -450,11 +451,16 @@ def test_the_incremental_dispatcher_nominates_step_by_step(
             eventually(lambda: w1.get("workloads", key, "default"), timeout=20, what="w1's copy")
             wl = cluster.get("workloads", key, "default")
             assert wl["status"]["nominatedClusterNames"] == ["w1"]
-            time.sleep(1.0)  # a second look changes nothing within the round
+            time.sleep(0.5)  # a second look changes nothing within the round
             assert w2.get("workloads", key, "default") is None
             assert cluster.get("workloads", key, "default")["status"]["nominatedClusterNames"] == [
                 "w1"
             ]
+            # The next round adds the next worker of the config (the list only grows).
+            eventually(lambda: w2.get("workloads", key, "default"), timeout=20, what="w2's copy")
+            wl = cluster.get("workloads", key, "default")
+            assert wl["status"]["nominatedClusterNames"] == ["w1", "w2"]
+            assert w1.get("workloads", key, "default") is not None
         finally:
             for item in running:
                 item.halt()

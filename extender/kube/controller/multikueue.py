@@ -279,6 +279,7 @@ class MultiKueueController:
             self._rounds.get(key),
             now,
             self.settings.incremental_step,
+            self.settings.incremental_round,
         )
         if change is not None:
             nominated, started = change
@@ -309,7 +310,7 @@ class MultiKueueController:
             return self._set_state(key, obj, states, mine, checks.RETRY, message)
         waits = [timeout - (now - first)] if timeout > 0 else []
         if self.settings.dispatcher != ALL_AT_ONCE and key in self._rounds:
-            waits.append(policy.INCREMENTAL_ROUND - (now - self._rounds[key]))
+            waits.append(self.settings.incremental_round - (now - self._rounds[key]))
         return max(0.5, min(waits)) if waits else None
 
     def _admitting_remote_gone(
