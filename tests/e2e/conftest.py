@@ -48,9 +48,12 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.skip(reason=REASON))
 
 
-def kubectl(*args: str, input: str | None = None, check: bool = True) -> str:
+def kubectl(
+    *args: str, input: str | None = None, check: bool = True, kubeconfig: str | None = None
+) -> str:
+    """kubectl against the cluster (or the one `kubeconfig` names: a MultiKueue worker)."""
     done = subprocess.run(
-        ["kubectl", "--kubeconfig", KUBECONFIG or "", *args],
+        ["kubectl", "--kubeconfig", kubeconfig or KUBECONFIG or "", *args],
         capture_output=True,
         text=True,
         timeout=180,

@@ -52,16 +52,7 @@ pytestmark = [
 
 
 def on_worker(*args: str, input: str | None = None, check: bool = True) -> str:
-    done = subprocess.run(
-        ["kubectl", "--kubeconfig", WORKER or "", *args],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        input=input,
-    )
-    if check:
-        assert done.returncode == 0, f"kubectl (worker) {' '.join(args)}: {done.stderr}"
-    return done.stdout + done.stderr
+    return kubectl(*args, input=input, check=check, kubeconfig=WORKER)
 
 
 def get(where: Any, *args: str) -> dict[str, Any] | None:
