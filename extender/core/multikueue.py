@@ -303,7 +303,8 @@ def previously(message: str, state: str) -> str:
     return f'{message}, Previously: "{state}"'
 
 
-def not_managed(adapter_kind: str, managed_by: Any) -> str:
+def not_managed(managed_by: Any) -> str:
+    """Why a job whose spec.managedBy is not MultiKueue's is rejected (Kueue's words)."""
     return (
         "The owner is not managed by Kueue: Expecting spec.managedBy to be "
         f'"{CONTROLLER}" not "{managed_by or ""}"'

@@ -464,3 +464,36 @@ def test_the_incremental_dispatcher_nominates_step_by_step(
         finally:
             for item in running:
                 item.halt()
+
+
+def test_a_job_left_to_its_own_controller_is_rejected_as_kueue_rejects_it(cluster, worker):
+    """Without the webhook's read (no --kubeconfig here) nothing hands the Job to
+    MultiKueue: the check is Rejected with Kueue's message, and the Workload deactivated,
+    rather than run on the manager and a worker both."""
+    _worker_setup(worker, "9")
+    name_worker(cluster, worker, "multikueue-test-worker1", "worker1-secret")
+    _manager_setup(cluster, ["multikueue-test-worker1"])
+    running = [_start(cluster), _start(worker)]
+    try:
+        job = cluster.job("plain", "100m", queue="user-queue", duration="600s")
+        assert "managedBy" not in job["spec"]
+        key = eventually(lambda: cluster.workload_of(job), what="its Workload")["metadata"]["name"]
+        check = eventually(
+            lambda: c if (c := _check_of(cluster, key)).get("state") == "Rejected" else None,
+            timeout=20,
+            what="the check Rejected",
+        )
+        assert check["message"] == (
+            "The owner is not managed by Kueue: Expecting spec.managedBy to be "
+            '"kueue.x-k8s.io/multikueue" not "", Previously: "Pending"'
+        )
+        eventually(
+            lambda: cluster.get("workloads", key, "default")["spec"].get("active") is False,
+            timeout=20,
+            what="the Workload deactivated",
+        )
+        assert worker.get("workloads", key, "default") is None  # never dispatched
+        assert cluster.get("jobs", "plain", "default")["spec"]["suspend"] is True
+    finally:
+        for item in running:
+            item.halt()

@@ -208,7 +208,7 @@ class MultiKueueController:
                 states,
                 mine,
                 checks.REJECTED,
-                policy.previously(policy.not_managed(job.kind, job.managed_by), mine.state),
+                policy.previously(policy.not_managed(job.managed_by), mine.state),
             )
         connected = [c for c in clusters if self.clusters.connected(c)]
         remotes = {c: self.clusters.remote(c, WORKLOADS, key) for c in connected}
