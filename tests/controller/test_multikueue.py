@@ -312,7 +312,7 @@ def test_a_workload_no_worker_admits_is_given_back_with_each_workers_answer(
             c = _condition(cluster.get("workloads", key, "default"), "Evicted")
             return c if c and c["status"] == "True" else None
 
-        evicted = eventually(given_back, timeout=20, what="the reservation given back")
+        evicted = eventually(given_back, timeout=45, what="the reservation given back")
         assert evicted["reason"] == "AdmissionCheck"
         assert "no worker cluster admitted the workload within 6s" in evicted["message"]
         # What the worker said of its copy: its own queue has no room.
@@ -403,7 +403,7 @@ def test_a_lost_worker_is_inactive_and_its_workload_runs_elsewhere(
                 lambda: (
                     _check_of(cluster, key).get("message") == 'The workload was admitted on "w2"'
                 ),
-                timeout=30,
+                timeout=60,
                 what="admitted again, on w2",
             )
             assert w2.get("jobs", "moving", "default") is not None
@@ -480,7 +480,7 @@ def test_a_job_left_to_its_own_controller_is_rejected_as_kueue_rejects_it(cluste
         key = eventually(lambda: cluster.workload_of(job), what="its Workload")["metadata"]["name"]
         check = eventually(
             lambda: c if (c := _check_of(cluster, key)).get("state") == "Rejected" else None,
-            timeout=20,
+            timeout=45,
             what="the check Rejected",
         )
         assert check["message"] == (
@@ -489,7 +489,7 @@ def test_a_job_left_to_its_own_controller_is_rejected_as_kueue_rejects_it(cluste
         )
         eventually(
             lambda: cluster.get("workloads", key, "default")["spec"].get("active") is False,
-            timeout=20,
+            timeout=45,
             what="the Workload deactivated",
         )
         assert worker.get("workloads", key, "default") is None  # never dispatched

@@ -279,6 +279,23 @@ class WorkerClusters:
     def _set_active(self, name: str, obj: Any, status: str, reason: str, message: str) -> None:
         set_active(self.ctx, MULTIKUEUE_CLUSTERS, name, obj, status, reason, message)
 
+    def read(self, cluster: str, resource: Resource, key: str) -> Obj | None:
+        """An object read from the worker's API server now (None: not there, or the worker
+        is not reached); the store's copy when the read fails."""
+        worker = self.workers.get(cluster)
+        if worker is None or worker.client is None or not worker.connected:
+            return self.remote(cluster, resource, key)
+        namespace, name = key.split("/", 1)
+        try:
+            found = worker.client.get(resource, name, namespace)
+        except ApiError as err:
+            if err.not_found:
+                return None
+            return self.remote(cluster, resource, key)
+        except KubeError:
+            return self.remote(cluster, resource, key)
+        return found if isinstance(found, dict) else None
+
     def connected(self, cluster: str) -> bool:
         worker = self.workers.get(cluster)
         return worker is not None and worker.connected and worker.store is not None
@@ -428,6 +445,11 @@ def mirror_job(
     ctx = clusters.ctx
     resource = job.resource
     remote = clusters.remote(cluster, resource, job.key)
+    if final:
+        # The last copy, before the manager's Workload finishes (nothing is copied after):
+        # read from the worker's API server, since the watch of its jobs may lag behind the
+        # watch of its Workloads that told of the end.
+        remote = clusters.read(cluster, resource, job.key)
     origin = clusters.settings.origin
     if remote is None:
         if final:
