@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import jsonpatch
+
 from extender.core import unacted
 from extender.core.jobframework import registry
 from extender.core.jobframework.adapter import JobAdapter, as_mapping, pointer
@@ -78,7 +80,7 @@ def mutate(
             name = f"{namespace}/{meta.get('name') or meta.get('generateName') or '?'}"
             warnings = unacted.warnings(adapter.kind, obj, name) or []
             queue = queue_name_of(obj) or default
-            patch += _multikueue_ops(obj, adapter, namespace, name, queue, routes, warnings)
+            patch += _multikueue_ops(obj, patch, adapter, namespace, name, queue, routes, warnings)
             warnings = warnings or None
         return allow(uid, patch, warnings)
     if operation == "UPDATE":
@@ -88,6 +90,7 @@ def mutate(
 
 def _multikueue_ops(
     obj: Mapping[str, Any],
+    queued: list[dict[str, Any]],
     adapter: JobAdapter,
     namespace: str,
     name: str,
@@ -99,7 +102,9 @@ def _multikueue_ops(
     check (Kueue's defaulting); a lookup that failed is told, and decides nothing."""
     if routes is None or queue is None or adapter.own_controller is None:
         return []
-    ops = adapter.managed_by_ops(obj, MULTIKUEUE)
+    # Read from the job as queued: the queue's patch may have made the parent the field
+    # goes in (a Kubeflow job's runPolicy, with its suspend), which must not be replaced.
+    ops = adapter.managed_by_ops(jsonpatch.apply_patch(obj, queued), MULTIKUEUE)
     if not ops:
         return []
     found = routes.multikueue(namespace, queue)

@@ -303,10 +303,10 @@ def previously(message: str, state: str) -> str:
     return f'{message}, Previously: "{state}"'
 
 
-def not_managed(managed_by: Any) -> str:
-    """Why a job whose spec.managedBy is not MultiKueue's is rejected (Kueue's words)."""
+def not_managed(managed_by: Any, field: str = "spec.managedBy") -> str:
+    """Why a job whose managedBy `field` is not MultiKueue's is rejected (Kueue's words)."""
     return (
-        "The owner is not managed by Kueue: Expecting spec.managedBy to be "
+        f"The owner is not managed by Kueue: Expecting {field} to be "
         f'"{CONTROLLER}" not "{managed_by or ""}"'
     )
 

@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import jsonpatch
 import kubernetes_validate
 import pytest
 from kubernetes import config as k8s_config
@@ -39,6 +40,93 @@ RAY_EXAMPLES = [
     DATA / "kueue-v0.19.2" / "examples" / "ray" / f"ray-{k}-sample.yaml"
     for k in ("job", "cluster", "service")
 ]
+
+
+CLUSTER_RUNTIMES = r.Resource(
+    "trainer.kubeflow.org", "v1alpha1", "clustertrainingruntimes", "ClusterTrainingRuntime", False
+)
+MULTIKUEUE = "kueue.x-k8s.io/multikueue"
+
+
+# The status each kind's operator writes on the worker, copied to the manager's job.
+def _running(kind: str) -> dict[str, Any]:
+    return {
+        "type": kind,
+        "status": "True",
+        "reason": "Running",
+        "message": "running on the worker",
+        "lastTransitionTime": "2026-12-01T00:00:00Z",
+    }
+
+
+WORKER_STATUS = {
+    "MPIJob": {"conditions": [_running("Running")]},
+    "RayJob": {"jobDeploymentStatus": "Running", "jobStatus": "RUNNING"},
+    "RayCluster": {"state": "ready"},
+    "RayService": {"conditions": [_running("Ready")]},
+    "AppWrapper": {"phase": "Running"},
+    "TrainJob": {"conditions": [_running("Created")]},
+}
+
+
+def multikueue_kinds() -> list[dict[str, Any]]:
+    """Kueue's example of each kind MultiKueue runs by its managedBy (besides Job and
+    JobSet), in the MultiKueue queue, handed to MultiKueue as the webhook hands it."""
+    bodies = [
+        yamlc.safe_load(MPIJOB_EXAMPLE.read_text()),
+        *(next(d for d in yamlc.safe_load_all(e.read_text()) if d) for e in RAY_EXAMPLES),
+        yamlc.safe_load(AW_EXAMPLE.read_text()),
+        trainjob("mk-train", "torch-distributed", "ClusterTrainingRuntime", "mk-queue"),
+    ]
+    out = []
+    for body in bodies:
+        adapter = registry.for_object(body)
+        assert adapter is not None
+        body["metadata"]["name"] = "mk-" + body["metadata"]["name"].removeprefix("mk-")
+        body["metadata"].setdefault("labels", {})["kueue.x-k8s.io/queue-name"] = "mk-queue"
+        out.append(jsonpatch.apply_patch(body, adapter.managed_by_ops(body, MULTIKUEUE)))
+    return out
+
+
+def trainjob(name: str, runtime: str, kind: str, queue: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {"name": name, "labels": {"kueue.x-k8s.io/queue-name": queue}},
+        "spec": {
+            "runtimeRef": {"name": runtime, "kind": kind},
+            "trainer": {"resourcesPerNode": {"requests": {"cpu": "1"}}},
+        },
+    }
+
+
+def run_on_worker(cluster: Any, worker: Any, body: dict[str, Any]) -> None:
+    """The job made on the manager runs on the worker; the worker's status is copied to
+    the manager's (its /status patched); deleted, its copies on the worker go too."""
+    adapter = registry.for_object(body)
+    assert adapter is not None
+    resource = r.resource_of(adapter)
+    name = body["metadata"]["name"]
+    cluster.admin.create(resource, body, "default")
+    eventually(
+        lambda: worker.get(resource.plural, name, "default"),
+        timeout=30,
+        what=f"the {adapter.kind} made on the worker",
+    )
+    status = WORKER_STATUS[adapter.kind]
+    worker.admin.patch(resource, name, {"status": status}, "default", subresource="status")
+    want = worker.get(resource.plural, name, "default")["status"]
+    eventually(
+        lambda: cluster.get(resource.plural, name, "default").get("status") == want,
+        timeout=30,
+        what=f"the manager's {adapter.kind} taking the worker's status",
+    )
+    cluster.admin.delete(resource, name, "default", propagation="Background")
+    eventually(
+        lambda: worker.get(resource.plural, name, "default") is None,
+        timeout=30,
+        what=f"the worker's {adapter.kind} removed",
+    )
 
 
 def started_by_tower(cluster: Any, plural: str, name: str) -> bool:
@@ -364,10 +452,7 @@ def test_every_verb_granted_is_used_and_every_verb_used_is_granted(cluster, webh
         # each job started, then complete as trainer would say it.
         runtime = yamlc.safe_load(TORCH_RUNTIME.read_text())
         trainer_api = "trainer.kubeflow.org", "v1alpha1"
-        cluster.admin.create(
-            r.Resource(*trainer_api, "clustertrainingruntimes", "ClusterTrainingRuntime", False),
-            runtime,
-        )
+        cluster.admin.create(CLUSTER_RUNTIMES, runtime)
         local = {**runtime, "kind": "TrainingRuntime", "metadata": {"name": "torch-local"}}
         cluster.admin.create(
             r.Resource(*trainer_api, "trainingruntimes", "TrainingRuntime", True), local, "default"
@@ -379,20 +464,7 @@ def test_every_verb_granted_is_used_and_every_verb_used_is_granted(cluster, webh
         ):
             name = f"train-{runtime_name}"
             cluster.admin.create(
-                trainjobs,
-                {
-                    "apiVersion": "trainer.kubeflow.org/v1alpha1",
-                    "kind": "TrainJob",
-                    "metadata": {
-                        "name": name,
-                        "labels": {"kueue.x-k8s.io/queue-name": "user-queue"},
-                    },
-                    "spec": {
-                        "runtimeRef": {"name": runtime_name, "kind": kind},
-                        "trainer": {"resourcesPerNode": {"requests": {"cpu": "1"}}},
-                    },
-                },
-                "default",
+                trainjobs, trainjob(name, runtime_name, kind, "user-queue"), "default"
             )
             eventually(
                 lambda name=name: started_by_tower(cluster, "trainjobs", name),
@@ -443,7 +515,11 @@ def test_every_verb_granted_is_used_and_every_verb_used_is_granted(cluster, webh
         # MultiKueue: a JobSet of a queue with a MultiKueue check runs on a worker cluster
         # (the worker's kubeconfig Secret read, the cluster's Active condition written), and
         # takes the worker's status when it completes there.
-        with worker_cluster(cluster.tmp / "worker", webhook, JOBSET_CRD) as worker:
+        worker_crds = [
+            yamlc.safe_load(crd.read_text())
+            for crd in (MPIJOB_CRD, *RAY_CRDS, *TRAINER_CRDS, AW_CRD)
+        ]
+        with worker_cluster(cluster.tmp / "worker", webhook, JOBSET_CRD, *worker_crds) as worker:
             worker.apply(
                 {
                     "apiVersion": "kueue.x-k8s.io/v1beta2",
@@ -531,6 +607,10 @@ def test_every_verb_granted_is_used_and_every_verb_used_is_granted(cluster, webh
                     timeout=30,
                     what="the manager's JobSet completed as the worker's",
                 )
+                # Every other kind MultiKueue runs: its status copied from the worker's.
+                worker.admin.create(CLUSTER_RUNTIMES, runtime)
+                for body in multikueue_kinds():
+                    run_on_worker(cluster, worker, body)
     finally:
         stop(proc)
 

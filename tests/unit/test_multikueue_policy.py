@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import jsonpatch
 import pytest
 
 from extender.core import multikueue as mk
@@ -219,22 +220,153 @@ JOB = registry.ADAPTERS["batch/job"]
 JOBSET = registry.ADAPTERS["jobset.x-k8s.io/jobset"]
 
 
+A = registry.ADAPTERS
+MK = mk.CONTROLLER
+
+
 @pytest.mark.parametrize(
-    ("adapter", "managed_by", "handed"),
+    ("adapter", "spec", "ops"),
     [
-        (JOB, None, True),
-        (JOB, "kubernetes.io/job-controller", True),
-        (JOB, "example.com/other", False),  # someone else's: left alone, as Kueue does
-        (JOBSET, None, True),
-        (JOBSET, "jobset.sigs.k8s.io/jobset-controller", True),
-        (registry.ADAPTERS["ray.io/rayjob"], None, False),  # not run through MultiKueue here
+        (JOB, {}, [{"op": "add", "path": "/spec/managedBy", "value": MK}]),
+        (
+            JOB,
+            {"managedBy": "kubernetes.io/job-controller"},
+            [{"op": "add", "path": "/spec/managedBy", "value": MK}],
+        ),
+        (JOB, {"managedBy": "example.com/other"}, []),  # someone else's: left alone, as Kueue
+        (JOBSET, {}, [{"op": "add", "path": "/spec/managedBy", "value": MK}]),
+        (
+            JOBSET,
+            {"managedBy": "jobset.sigs.k8s.io/jobset-controller"},
+            [{"op": "add", "path": "/spec/managedBy", "value": MK}],
+        ),
+        # Kubeflow's jobs keep it in their runPolicy, which a new job may not have yet.
+        (
+            A["kubeflow.org/mpijob"],
+            {},
+            [{"op": "add", "path": "/spec/runPolicy", "value": {"managedBy": MK}}],
+        ),
+        (
+            A["kubeflow.org/mpijob"],
+            {"runPolicy": {"suspend": True}},
+            [{"op": "add", "path": "/spec/runPolicy/managedBy", "value": MK}],
+        ),
+        (
+            A["kubeflow.org/mpijob"],
+            {"runPolicy": {"managedBy": "kubeflow.org/mpi-operator"}},
+            [{"op": "add", "path": "/spec/runPolicy/managedBy", "value": MK}],
+        ),
+        (A["kubeflow.org/mpijob"], {"runPolicy": {"managedBy": "example.com/x"}}, []),
+        (
+            A["kubeflow.org/pytorchjob"],
+            {"runPolicy": {"managedBy": "kubeflow.org/training-operator"}},
+            [{"op": "add", "path": "/spec/runPolicy/managedBy", "value": MK}],
+        ),
+        (
+            A["kubeflow.org/jaxjob"],
+            {},
+            [{"op": "add", "path": "/spec/runPolicy", "value": {"managedBy": MK}}],
+        ),
+        (
+            A["ray.io/rayjob"],
+            {"managedBy": "ray.io/kuberay-operator"},
+            [{"op": "add", "path": "/spec/managedBy", "value": MK}],
+        ),
+        (A["ray.io/raycluster"], {}, [{"op": "add", "path": "/spec/managedBy", "value": MK}]),
+        (A["ray.io/rayservice"], {}, [{"op": "add", "path": "/spec/managedBy", "value": MK}]),
+        (
+            A["workload.codeflare.dev/appwrapper"],
+            {"managedBy": "workload.codeflare.dev/appwrapper-controller"},
+            [{"op": "add", "path": "/spec/managedBy", "value": MK}],
+        ),
+        # trainer's CRD defaults it to its own controller before the webhook sees it.
+        (
+            A["trainer.kubeflow.org/trainjob"],
+            {"managedBy": "trainer.kubeflow.org/trainjob-controller"},
+            [{"op": "add", "path": "/spec/managedBy", "value": MK}],
+        ),
+        (A["pod"], {}, []),  # a pod has no managedBy
     ],
 )
-def test_which_jobs_the_webhook_hands_to_multikueue(adapter, managed_by, handed):
-    obj = {"spec": {} if managed_by is None else {"managedBy": managed_by}}
-    ops = adapter.managed_by_ops(obj, mk.CONTROLLER)
-    assert ops == (
-        [{"op": "add", "path": "/spec/managedBy", "value": mk.CONTROLLER}] if handed else []
+def test_which_jobs_the_webhook_hands_to_multikueue(adapter, spec, ops):
+    obj = {"spec": spec}
+    assert adapter.managed_by_ops(obj, MK) == ops
+    if ops:  # applied, the job names MultiKueue where the kind reads it
+        handed = jsonpatch.apply_patch(obj, ops)
+        assert adapter.managed_by(handed) == MK
+
+
+@pytest.mark.parametrize(
+    ("framework", "field"),
+    [
+        ("batch/job", "spec.managedBy"),
+        ("kubeflow.org/mpijob", "spec.runPolicy.managedBy"),
+        ("kubeflow.org/tfjob", "spec.runPolicy.managedBy"),
+        ("ray.io/rayservice", "spec.managedBy"),
+    ],
+)
+def test_a_job_not_handed_to_multikueue_is_rejected_naming_its_field(framework, field):
+    adapter = registry.ADAPTERS[framework]
+    assert adapter.managed_by_field == field
+    assert mk.not_managed(None, adapter.managed_by_field) == (
+        f'The owner is not managed by Kueue: Expecting {field} to be "{MK}" not ""'
+    )
+
+
+@pytest.mark.parametrize(
+    ("framework", "spec", "worker_spec"),
+    [
+        (
+            "kubeflow.org/mpijob",
+            {"runPolicy": {"managedBy": MK, "suspend": True}, "mpiReplicaSpecs": {}},
+            {"runPolicy": {"suspend": True}, "mpiReplicaSpecs": {}},
+        ),
+        ("ray.io/rayjob", {"managedBy": MK, "entrypoint": "x"}, {"entrypoint": "x"}),
+        # The manager's own admission (Kueue's runtime patch) is not the worker's to run.
+        (
+            "trainer.kubeflow.org/trainjob",
+            {
+                "managedBy": MK,
+                "runtimePatches": [
+                    {"manager": "kueue.x-k8s.io/manager", "trainingRuntimeSpec": {}},
+                    {"manager": "example.com/mine", "time": 1},
+                ],
+            },
+            {"runtimePatches": [{"manager": "example.com/mine", "time": 1}]},
+        ),
+        (
+            "trainer.kubeflow.org/trainjob",
+            {"managedBy": MK, "runtimePatches": [{"manager": "kueue.x-k8s.io/manager"}]},
+            {},
+        ),
+    ],
+)
+def test_the_copy_for_a_worker_leaves_the_kind_to_its_own_controller(framework, spec, worker_spec):
+    adapter = registry.ADAPTERS[framework]
+    local = {"metadata": {"name": "j", "namespace": "ns", "uid": "u"}, "spec": spec}
+    copy = adapter.remote_copy(local, {"origin": "o"}, {})
+    assert copy["spec"] == worker_spec
+    assert adapter.managed_by(copy) is None
+    assert local["spec"] == spec  # the manager's job is left as it is
+
+
+def test_a_rayservices_serve_config_is_carried_to_the_worker():
+    service = registry.ADAPTERS["ray.io/rayservice"]
+    remote = {"spec": {"serveConfigV2": "applications: []", "rayClusterConfig": {}}}
+    assert (
+        service.remote_spec_patch({"spec": {"serveConfigV2": "applications: []"}}, remote) is None
+    )
+    new = "applications: [{name: app}]"
+    assert service.remote_spec_patch({"spec": {"serveConfigV2": new}}, remote) == {
+        "spec": {"serveConfigV2": new}
+    }
+    # The watch cache keeps it, so a change on the manager is seen.
+    kept = service.kept({"spec": {"serveConfigV2": new, "rayClusterConfig": {"headGroupSpec": {}}}})
+    assert kept["serveConfigV2"] == new
+    # Other kinds carry nothing after admission (Kueue creates their copy once).
+    job = registry.ADAPTERS["ray.io/rayjob"]
+    assert (
+        job.remote_spec_patch({"spec": {"entrypoint": "a"}}, {"spec": {"entrypoint": "b"}}) is None
     )
 
 

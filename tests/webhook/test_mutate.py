@@ -5,8 +5,11 @@ import json
 
 import jsonpatch
 import pytest
+import yaml
 
+from extender.core.jobframework import registry
 from tests.fixtures import admission_review, as_jobset
+from tests.servers import ROOT
 from webhook.mutate import JOB, JOBSET, mutate
 from webhook.settings import Settings
 
@@ -136,6 +139,25 @@ def test_a_job_of_a_multikueue_queue_is_handed_to_multikueue(expect):
     assert once["spec"]["managedBy"] == "kueue.x-k8s.io/multikueue"
     assert once["spec"]["suspend"] is True
     assert routes.asked == [("default", "user-queue")]
+
+
+def test_a_kubeflow_job_without_a_run_policy_is_both_suspended_and_handed_over():
+    """Kueue's PyTorchJob sample has no runPolicy: the suspend and the managedBy both go in
+    the one the webhook adds (neither replaces the other)."""
+    job = yaml.safe_load(
+        (ROOT / "tests/data/kueue-v0.19.2/examples/jobs/sample-pytorchjob.yaml").read_text()
+    )
+    assert "runPolicy" not in job["spec"]
+    request = admission_review(CREATE)["request"]
+    request["kind"] = {"group": "kubeflow.org", "version": "v1", "kind": "PyTorchJob"}
+    request["resource"] = {"group": "kubeflow.org", "version": "v1", "resource": "pytorchjobs"}
+    request["object"] = job
+    adapter = registry.ADAPTERS["kubeflow.org/pytorchjob"]
+    once = apply(job, mutate(request, SETTINGS, adapter, Routes(True)))
+    assert once["spec"]["runPolicy"] == {
+        "suspend": True,
+        "managedBy": "kueue.x-k8s.io/multikueue",
+    }
 
 
 def test_a_job_of_another_queue_keeps_its_controller():

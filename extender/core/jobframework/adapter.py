@@ -241,6 +241,12 @@ class JobAdapter:
     # (None: it cannot). The webhook hands such a job to MultiKueue when its ClusterQueue
     # has a MultiKueue check, so the manager's own controller never runs it.
     own_controller: ClassVar[str | None] = None
+    # Where the kind keeps its managedBy (a Kubeflow job's is in its runPolicy).
+    managed_by_path: ClassVar[tuple[str, ...]] = ("spec", "managedBy")
+    # Fields of the spec that a change on the manager's job, once it runs on a worker,
+    # carries to the worker's copy (a RayService's Serve config, as Kueue's
+    # MultiKueueRemoteSpecSync); `kept` must keep them.
+    worker_synced_fields: ClassVar[tuple[str, ...]] = ()
 
     @property
     def api_version(self) -> str:
@@ -393,15 +399,38 @@ class JobAdapter:
 
     # ----- MultiKueue (the job run on a worker cluster) ----------------------------------
 
+    @property
+    def managed_by_field(self) -> str:
+        return ".".join(self.managed_by_path)
+
+    def managed_by(self, obj: Mapping[str, Any]) -> str | None:
+        """The controller the job is left to (`managed_by_path`; None: the kind's own)."""
+        value: Any = obj
+        for part in self.managed_by_path:
+            value = as_mapping(value).get(part)
+        return value if isinstance(value, str) and value else None
+
     def managed_by_ops(self, obj: Mapping[str, Any], controller: str) -> list[Obj]:
-        """The webhook's operations that hand a new job to `controller` (spec.managedBy),
+        """The webhook's operations that hand a new job to `controller` (its managedBy),
         when the job leaves it to the kind's own controller (unset, or set to it)."""
         if self.own_controller is None:
             return []
-        current = as_mapping(obj.get("spec")).get("managedBy")
-        if current not in (None, self.own_controller):
+        if self.managed_by(obj) not in (None, self.own_controller):
             return []
-        return [{"op": "add", "path": pointer("spec", "managedBy"), "value": controller}]
+        # The first parent the object lacks (a Kubeflow job without a runPolicy) is added
+        # with the field inside it: a JSON patch cannot add below a missing parent.
+        value: Any = controller
+        parents = self.managed_by_path[:-1]
+        depth = len(parents)
+        node: Any = obj
+        for i, part in enumerate(parents):
+            node = node.get(part) if isinstance(node, Mapping) else None
+            if not isinstance(node, Mapping):
+                depth = i
+                break
+        for part in reversed(self.managed_by_path[depth + 1 :]):
+            value = {part: value}
+        return [{"op": "add", "path": pointer(*self.managed_by_path[: depth + 1]), "value": value}]
 
     def remote_copy(
         self,
@@ -420,7 +449,11 @@ class JobAdapter:
         if annotations:
             out_meta["annotations"] = annotations
         spec = copy.deepcopy(dict(as_mapping(obj.get("spec"))))
-        spec.pop("managedBy", None)
+        holder: Any = spec
+        for part in self.managed_by_path[1:-1]:
+            holder = holder.get(part) if isinstance(holder, dict) else None
+        if isinstance(holder, dict):
+            holder.pop(self.managed_by_path[-1], None)
         return {
             "apiVersion": self.api_version,
             "kind": self.kind,
@@ -436,6 +469,15 @@ class JobAdapter:
         """The status the manager's job takes from the worker's copy: all of it (None: not
         now, the manager's job is not started yet)."""
         return dict(as_mapping(remote.get("status")))
+
+    def remote_spec_patch(self, local: Mapping[str, Any], remote: Mapping[str, Any]) -> Obj | None:
+        """The merge patch that carries the manager's `worker_synced_fields` to the worker's
+        copy where they differ (None: they do not)."""
+        mine, theirs = as_mapping(local.get("spec")), as_mapping(remote.get("spec"))
+        changed = {
+            f: mine.get(f) for f in self.worker_synced_fields if mine.get(f) != theirs.get(f)
+        }
+        return {"spec": changed} if changed else None
 
     def kept(self, obj: Mapping[str, Any]) -> Obj:
         """What the watch cache keeps of the spec to start and stop the job later: its

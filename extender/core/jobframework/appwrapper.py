@@ -129,6 +129,7 @@ def inferred(wrapped: Mapping[str, Any]) -> list[DeclaredPodSet]:
 class AppWrapper(JobAdapter):
     framework = "workload.codeflare.dev/appwrapper"
     group, version, kind, plural = "workload.codeflare.dev", "v1beta2", "AppWrapper", "appwrappers"
+    own_controller = "workload.codeflare.dev/appwrapper-controller"
     # What an AppWrapper's controller creates from its components, each queued by the
     # AppWrapper that holds their quota (Kueue: a job whose ancestor it manages).
     children = (

@@ -32,6 +32,8 @@ class ReplicaSpecsJob(JobAdapter):
     replica_field: ClassVar[str]  # spec.<field>: pytorchReplicaSpecs, mpiReplicaSpecs, ...
     replica_types: ClassVar[tuple[str, ...]]  # Kueue's order (its OrderedReplicaTypes)
     suspend_path = ("spec", "runPolicy", "suspend")
+    managed_by_path = ("spec", "runPolicy", "managedBy")
+    own_controller = "kubeflow.org/training-operator"
 
     def _replica_specs(self, obj: Mapping[str, Any]) -> list[tuple[str, str, Mapping[str, Any]]]:
         """(replica type, the key the job writes it with, its spec), in Kueue's order. The
@@ -138,6 +140,7 @@ class MPIJob(ReplicaSpecsJob):
     framework = "kubeflow.org/mpijob"
     group, version, kind, plural = "kubeflow.org", "v2beta1", "MPIJob", "mpijobs"
     replica_field = "mpiReplicaSpecs"
+    own_controller = "kubeflow.org/mpi-operator"
     replica_types = ("Launcher", "Worker")
 
 

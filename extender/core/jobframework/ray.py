@@ -131,6 +131,7 @@ class RayClusterSpecJob(JobAdapter):
 
     group, version = RAY, "v1"
     cluster_path: ClassVar[tuple[str, ...]]
+    own_controller = "ray.io/kuberay-operator"
 
     def _cluster(self, obj: Mapping[str, Any]) -> Any:
         value: Any = obj
@@ -190,6 +191,14 @@ class RayService(RayClusterSpecJob):
     cluster_path = ("spec", "rayClusterConfig")
     suspend_path = ("spec", "rayClusterConfig", "suspend")
     children = (RAY_CLUSTER,)
+    # An in-place Serve update on the manager reaches the worker's RayService.
+    worker_synced_fields = ("serveConfigV2",)
+
+    def kept(self, obj: Mapping[str, Any]) -> Obj:
+        out = super().kept(obj)
+        spec = as_mapping(obj.get("spec"))
+        out.update({f: spec[f] for f in self.worker_synced_fields if f in spec})
+        return out
 
     def is_active(self, obj: Mapping[str, Any]) -> bool:
         return condition_true(obj, "Ready") is not None

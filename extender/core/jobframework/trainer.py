@@ -85,6 +85,7 @@ class TrainJob(JobAdapter):
     group, version, kind, plural = TRAINER, "v1alpha1", "TrainJob", "trainjobs"
     children = (("jobset.x-k8s.io", "JobSet"),)  # trainer's JobSet: the TrainJob is queued
     referenced_kinds = tuple((TRAINER, kind, plural) for kind, plural in RUNTIME_KINDS.items())
+    own_controller = "trainer.kubeflow.org/trainjob-controller"
 
     # ----- the runtime ----------------------------------------------------------------------
 
@@ -324,6 +325,19 @@ class TrainJob(JobAdapter):
 
     def kept(self, obj: Mapping[str, Any]) -> Obj:
         return {"runtimePatches": as_mapping(obj.get("spec")).get("runtimePatches") or []}
+
+    def worker_spec(self, spec: Obj) -> Obj:
+        # The manager's admission is not the worker's: its Tower writes its own entry.
+        patches = [
+            p
+            for p in as_sequence(spec.get("runtimePatches"))
+            if not (isinstance(p, Mapping) and p.get("manager") == MANAGER)
+        ]
+        if patches:
+            spec["runtimePatches"] = patches
+        else:
+            spec.pop("runtimePatches", None)
+        return spec
 
 
 ADAPTERS: tuple[JobAdapter, ...] = (TrainJob(),)

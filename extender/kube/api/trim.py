@@ -208,7 +208,7 @@ class JobView:
     # The Workload made for it beforehand (kueue.x-k8s.io/prebuilt-workload-name, annotation
     # or label): it is followed, never created (a MultiKueue worker's job).
     prebuilt: str | None = None
-    managed_by: str | None = None  # spec.managedBy (MultiKueue's, on a manager's job)
+    managed_by: str | None = None  # its managedBy (MultiKueue's, on a manager's job)
 
     @property
     def holds(self) -> bool:
@@ -316,13 +316,12 @@ def job_view(obj: Obj, *, keep_source: bool, adapter: JobAdapter | None = None) 
         ),
         group=group,
         prebuilt=prebuilt_name(meta),
-        managed_by=_managed_by(obj),
+        managed_by=_interned(adapter.managed_by(obj)),
     )
 
 
-def _managed_by(obj: Obj) -> str | None:
-    value = _mapping(obj.get("spec")).get("managedBy")
-    return sys.intern(value) if isinstance(value, str) and value else None
+def _interned(value: str | None) -> str | None:
+    return sys.intern(value) if value else None
 
 
 def prebuilt_name(meta: Mapping[str, Any]) -> str | None:

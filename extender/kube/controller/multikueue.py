@@ -19,7 +19,7 @@ from typing import Any
 
 from extender.core import admission_checks as checks
 from extender.core import multikueue as policy
-from extender.core.jobframework.adapter import JobAdapter, as_mapping
+from extender.core.jobframework.adapter import JobAdapter, as_mapping, workload_name
 from extender.core.kueue_config import ALL_AT_ONCE
 from extender.core.multikueue import MultiKueueSettings
 from extender.core.workloads import check_states
@@ -35,7 +35,12 @@ from extender.kube.api.trim import JobView
 from extender.kube.controller.active import set_active
 from extender.kube.controller.context import Context, Ref
 from extender.kube.controller.jobs import finish_workload
-from extender.kube.controller.multikueue_workers import ClientFactory, WorkerClusters, mirror_job
+from extender.kube.controller.multikueue_workers import (
+    ClientFactory,
+    WorkerClusters,
+    job_adapter,
+    mirror_job,
+)
 from extender.kube.controller.workload_status import write_status
 
 log = logging.getLogger("tower.multikueue")
@@ -102,10 +107,26 @@ class MultiKueueController:
                 if key in policy.config_clusters(as_mapping(config)):
                     on_config(name, None, None)
 
+        def on_job(key: str, old: Any, new: Any) -> None:
+            # A change the worker's copy takes (Kueue's local job watcher): its Workload,
+            # once it runs on a worker, looks again.
+            if not isinstance(new, JobView) or not new.adapter.worker_synced_fields:
+                return
+            name = workload_name(new.adapter.kind, new.adapter.group, new.name, new.uid)
+            wl_key = f"{new.namespace}/{name}"
+            if wl_key in self._synced:
+                queue.add(("workload", wl_key))
+
+        synced_kinds = [
+            (resource, on_job)
+            for resource in self.ctx.job_resources
+            if (adapter := job_adapter(resource)) is not None and adapter.worker_synced_fields
+        ]
         return [
             (ADMISSION_CHECKS, on_check),
             (MULTIKUEUE_CONFIGS, on_config),
             (MULTIKUEUE_CLUSTERS, on_cluster),
+            *synced_kinds,
         ]
 
     def workload_changed(self, key: str, old: Any, new: Any) -> None:
@@ -208,7 +229,9 @@ class MultiKueueController:
                 states,
                 mine,
                 checks.REJECTED,
-                policy.previously(policy.not_managed(job.managed_by), mine.state),
+                policy.previously(
+                    policy.not_managed(job.managed_by, adapter.managed_by_field), mine.state
+                ),
             )
         connected = [c for c in clusters if self.clusters.connected(c)]
         remotes = {c: self.clusters.remote(c, WORKLOADS, key) for c in connected}

@@ -317,6 +317,20 @@ class WorkerClusters:
             lambda: self._create(cluster, resource, body()),
         )
 
+    def patch(self, cluster: str, key: str, resource: Resource, job_key: str, body: Obj) -> None:
+        """Merge-patch a job Tower made on a worker, in the background."""
+
+        def send() -> None:
+            worker = self.workers.get(cluster)
+            if worker is None or worker.client is None or not worker.connected:
+                return
+            namespace, name = job_key.split("/", 1)
+            made = worker.client.patch(resource, name, body, namespace)
+            if worker.store is not None:
+                worker.store.record(resource, made)
+
+        self._submit(cluster, key, f"patch {resource.plural}", send)
+
     def remove(self, cluster: str, key: str) -> None:
         """Remove a Workload's job and copy from one worker, in the background."""
         self._submit(cluster, key, "remove", lambda: self._remove(cluster, key))
@@ -465,6 +479,9 @@ def mirror_job(
     meta = as_mapping(remote.get("metadata"))
     if as_mapping(meta.get("labels")).get(policy.ORIGIN_LABEL) != origin:
         return False  # not Tower's: never touched
+    carried = None if final else adapter.remote_spec_patch(job.as_object(), remote)
+    if carried is not None:
+        clusters.patch(cluster, key, resource, job.key, carried)
     version = str(meta.get("resourceVersion"))
     if synced.get(key) == version:
         return False

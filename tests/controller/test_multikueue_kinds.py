@@ -1,0 +1,321 @@
+"""Every kind Kueue runs through MultiKueue by its managedBy, on a manager and a worker.
+
+Kueue's example of each kind (MPIJob, PyTorchJob, RayJob, RayCluster, RayService,
+AppWrapper, TrainJob) is created unchanged on the manager, under Kueue's
+multikueue-setup.yaml; the worker has Kueue's single-clusterqueue-setup.yaml. As Kueue's
+MultiKueue guide says of each: the webhook hands the job to MultiKueue (its managedBy, a
+Kubeflow job's in its runPolicy), its quota is reserved on the manager, the worker admits
+the copy of its Workload, and the job is made and started there by the worker's Tower, left
+to the kind's own controller. The manager's job takes the worker's status whole; it finishes
+with it (a RayCluster and a RayService never finish: they are deleted), and the copies on the
+worker are removed. The operators do not run here: the test sets the worker's status as each
+would. Both setups get a GPU quota as well, for the TrainJob example's GPU.
+"""
+
+from __future__ import annotations
+
+import base64
+import signal
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from certs import kube as certs_kube
+from extender.core.jobframework import registry
+from extender.core.multikueue import MultiKueueSettings
+from extender.kube.api import resources as r
+from tests import yamlc
+from tests.controller.conftest import CRDS, Cluster, Running, eventually
+from tests.controller.test_kubeflow import condition, load
+from tests.controller.workers import worker_cluster, worker_tower
+from tests.servers import start_webhook
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+EXAMPLES = DATA / "kueue-v0.19.2" / "examples"
+MULTIKUEUE = "kueue.x-k8s.io/multikueue"
+GPU = "nvidia.com/gpu"
+WORKER = "multikueue-test-worker1"
+PREBUILT = "kueue.x-k8s.io/prebuilt-workload-name"
+
+RAY_CRDS = sorted((DATA / "kuberay").glob("ray.io_*.yaml"))
+TRAINER_CRDS = sorted((DATA / "trainer").glob("trainer.kubeflow.org_*.yaml"))
+SUCCEEDED = {
+    "type": "Succeeded",
+    "status": "True",
+    "reason": "JobSucceeded",
+    "message": "done on the worker",
+    "lastTransitionTime": "2026-12-01T00:00:00Z",
+    "lastUpdateTime": "2026-12-01T00:00:00Z",
+}
+
+
+@dataclass(frozen=True)
+class Kind:
+    framework: str
+    example: Path
+    crds: tuple[Path, ...]
+    # The worker's status as its operator writes it: done, or serving for a kind that never
+    # finishes (it is deleted on the manager instead).
+    status: dict[str, Any]
+    finishes: bool = True
+    # Objects both clusters need (a TrainJob's runtime).
+    extra: tuple[Path, ...] = field(default=())
+
+
+KINDS = {
+    "mpijob": Kind(
+        "kubeflow.org/mpijob",
+        EXAMPLES / "jobs" / "sample-mpijob.yaml",
+        (DATA / "kubeflow" / "kubeflow.org_mpijobs.v2beta1.yaml",),
+        {"conditions": [SUCCEEDED]},
+    ),
+    "pytorchjob": Kind(
+        "kubeflow.org/pytorchjob",
+        EXAMPLES / "jobs" / "sample-pytorchjob.yaml",
+        (DATA / "kubeflow" / "kubeflow.org_pytorchjobs.yaml",),
+        {"conditions": [SUCCEEDED]},
+    ),
+    "rayjob": Kind(
+        "ray.io/rayjob",
+        EXAMPLES / "ray" / "ray-job-sample.yaml",
+        tuple(RAY_CRDS),
+        {"jobDeploymentStatus": "Complete", "jobStatus": "SUCCEEDED"},
+    ),
+    "raycluster": Kind(
+        "ray.io/raycluster",
+        EXAMPLES / "ray" / "ray-cluster-sample.yaml",
+        tuple(RAY_CRDS),
+        {"state": "ready"},
+        finishes=False,
+    ),
+    "rayservice": Kind(
+        "ray.io/rayservice",
+        EXAMPLES / "ray" / "ray-service-sample.yaml",
+        tuple(RAY_CRDS),
+        {"conditions": [{**SUCCEEDED, "type": "Ready", "reason": "Running"}]},
+        finishes=False,
+    ),
+    "appwrapper": Kind(
+        "workload.codeflare.dev/appwrapper",
+        EXAMPLES / "appwrapper" / "pytorch-sample.yaml",
+        (DATA / "appwrapper" / "workload.codeflare.dev_appwrappers.yaml",),
+        {"phase": "Succeeded"},
+    ),
+    "trainjob": Kind(
+        "trainer.kubeflow.org/trainjob",
+        EXAMPLES / "trainjob" / "trainjob-pytorch-distributed.yaml",
+        tuple(TRAINER_CRDS),
+        {
+            "conditions": [
+                {
+                    "type": "Complete",
+                    "status": "True",
+                    "reason": "JobsCompleted",
+                    "message": "done on the worker",
+                    "lastTransitionTime": "2026-12-01T00:00:00Z",
+                }
+            ]
+        },
+        extra=(EXAMPLES / "trainjob" / "clustertrainingruntime-torch-distributed.yaml",),
+    ),
+}
+FRAMEWORKS = ("batch/job", *(k.framework for k in KINDS.values()))
+
+
+@pytest.fixture
+def worker_webhook(tmp_path: Path, webhook: Any) -> Iterator[Any]:
+    """The worker's webhook: every kind here on, reading no queues (the worker's jobs are
+    its own to run)."""
+    server = start_webhook(
+        webhook.certs, tmp_path / "w-metrics", "--integrations", ",".join(FRAMEWORKS), workers=1
+    )
+    yield server
+    server.proc.send_signal(signal.SIGTERM)
+    server.proc.wait(timeout=20)
+
+
+@pytest.fixture
+def manager_webhook(tmp_path: Path, webhook: Any, cluster: Cluster) -> Iterator[Any]:
+    """The manager's webhook: it reads the manager's queues, to hand their jobs over."""
+    server = start_webhook(
+        webhook.certs,
+        tmp_path / "m-metrics",
+        "--integrations",
+        ",".join(FRAMEWORKS),
+        "--kubeconfig",
+        cluster.admin_config,
+        workers=1,
+    )
+    ca = (webhook.certs / "ca.crt").read_bytes()
+    certs_kube.install(cluster.admin.api_client, server.url, ca, FRAMEWORKS)
+    yield server
+    server.proc.send_signal(signal.SIGTERM)
+    server.proc.wait(timeout=20)
+
+
+def _with_gpus(doc: dict[str, Any]) -> dict[str, Any]:
+    if doc["kind"] == "ClusterQueue":
+        group = doc["spec"]["resourceGroups"][0]
+        group["coveredResources"].append(GPU)
+        group["flavors"][0]["resources"].append({"name": GPU, "nominalQuota": "2"})
+    return doc
+
+
+def _resource(kind: Kind) -> r.Resource:
+    return r.resource_of(registry.ADAPTERS[kind.framework])
+
+
+def _install(cluster: Cluster, kind: Kind) -> None:
+    for crd in kind.crds:
+        cluster.admin.create(CRDS, yamlc.safe_load(crd.read_text()))
+    for path in kind.extra:
+        for doc in load(path):
+            cluster.admin.create(
+                r.Resource(
+                    "trainer.kubeflow.org",
+                    "v1alpha1",
+                    "clustertrainingruntimes",
+                    "ClusterTrainingRuntime",
+                    False,
+                ),
+                doc,
+            )
+
+
+@pytest.mark.parametrize("name", list(KINDS))
+def test_kueues_example_runs_on_the_worker(
+    name, cluster, webhook, manager_webhook, worker_webhook, tmp_path
+):
+    kind = KINDS[name]
+    adapter = registry.ADAPTERS[kind.framework]
+    resource = _resource(kind)
+    with worker_cluster(tmp_path / "worker", worker_webhook) as worker:
+        ca = (webhook.certs / "ca.crt").read_bytes()
+        certs_kube.install(worker.admin.api_client, worker_webhook.url, ca, FRAMEWORKS)
+        for side in (cluster, worker):
+            _install(side, kind)
+        worker.apply(*(_with_gpus(d) for d in load(EXAMPLES / "single-clusterqueue-setup.yaml")))
+        data = base64.b64encode(Path(worker.admin_config).read_bytes()).decode()
+        cluster.admin.create(
+            r.SECRETS,
+            {
+                "metadata": {"name": "worker1-secret", "namespace": "tower-system"},
+                "data": {"kubeconfig": data},
+            },
+            "tower-system",
+        )
+        cluster.apply(
+            *(_with_gpus(d) for d in load(EXAMPLES / "multikueue" / "multikueue-setup.yaml"))
+        )
+        from extender.kube.controller.context import Settings
+
+        manager = Running(
+            cluster.controller_client(),
+            Settings(
+                status_interval=0.05,
+                integrations=FRAMEWORKS,
+                multikueue=MultiKueueSettings(gc_interval=1.0),
+            ),
+        )
+        try:
+            with worker_tower(worker, integrations=FRAMEWORKS):
+                _run(cluster, worker, kind, adapter, resource)
+        finally:
+            manager.halt()
+
+
+def _run(cluster: Cluster, worker: Cluster, kind: Kind, adapter: Any, resource: r.Resource):
+    [example] = load(kind.example)
+    job_name = example["metadata"]["name"]
+    # Once the check is Active, the manager's webhook hands the queue's jobs over.
+    eventually(
+        lambda: (
+            condition(cluster.get("admissionchecks", "sample-multikueue"), "Active").get("status")
+            == "True"
+        ),
+        what="the MultiKueue check Active",
+    )
+    created = cluster.admin.create(resource, example, "default")
+    assert adapter.managed_by(created) == MULTIKUEUE, created["spec"]
+    assert adapter.is_suspended(created)
+
+    def workload() -> dict[str, Any] | None:
+        return cluster.workload_of(created)
+
+    admitted = eventually(
+        lambda: (w := workload()) and condition(w, "Admitted").get("status") == "True" and w,
+        timeout=30,
+        what=f"the manager's {adapter.kind} Workload admitted",
+    )
+    key = admitted["metadata"]["name"]
+    assert admitted["status"]["clusterName"] == WORKER
+    [state] = admitted["status"]["admissionChecks"]
+    assert (state["state"], state["message"]) == (
+        "Ready",
+        f'The workload was admitted on "{WORKER}"',
+    )
+
+    # On the worker: the job, made from the manager's, started by the worker's Tower and
+    # left to the kind's own controller.
+    remote = eventually(
+        lambda: (
+            (j := worker.get(resource.plural, job_name, "default"))
+            and not adapter.is_suspended(j)
+            and j
+        ),
+        timeout=30,
+        what=f"the worker's {adapter.kind} started",
+    )
+    assert remote["metadata"]["annotations"][PREBUILT] == key
+    assert remote["metadata"]["labels"]["kueue.x-k8s.io/multikueue-origin"] == "multikueue"
+    # (trainer's CRD defaults it to its own controller's name)
+    assert adapter.managed_by(remote) in (None, adapter.own_controller)
+    remote_wl = worker.get("workloads", key, "default")
+    assert condition(remote_wl, "Admitted").get("status") == "True"
+    assert [o["name"] for o in remote_wl["metadata"]["ownerReferences"]] == [job_name]
+    # The manager's job stays MultiKueue's: its own controller there never runs it.
+    assert adapter.managed_by(cluster.get(resource.plural, job_name, "default")) == MULTIKUEUE
+
+    if kind.framework == "ray.io/rayservice":
+        # An in-place Serve update on the manager reaches the worker (Kueue's
+        # MultiKueueRemoteSpecSync).
+        serve = "applications:\n  - name: updated\n    import_path: app:main\n"
+        cluster.admin.patch(resource, job_name, {"spec": {"serveConfigV2": serve}}, "default")
+        eventually(
+            lambda: (
+                worker.get(resource.plural, job_name, "default")["spec"]["serveConfigV2"] == serve
+            ),
+            timeout=20,
+            what="the worker's RayService given the new Serve config",
+        )
+
+    # The worker's status, as its operator writes it, is the manager's too.
+    worker.admin.patch(resource, job_name, {"status": kind.status}, "default", subresource="status")
+    want = worker.get(resource.plural, job_name, "default")["status"]
+    eventually(
+        lambda: cluster.get(resource.plural, job_name, "default").get("status") == want,
+        timeout=20,
+        what=f"the manager's {adapter.kind} taking the worker's status",
+    )
+
+    if kind.finishes:
+        finished = eventually(
+            lambda: condition(cluster.get("workloads", key, "default"), "Finished"),
+            timeout=20,
+            what="the manager's Workload finished",
+        )
+        assert (finished["status"], finished["reason"]) == ("True", "Succeeded")
+    else:
+        # It serves until deleted: deleting it on the manager removes it on the worker.
+        cluster.admin.delete(resource, job_name, "default", propagation="Background")
+    eventually(
+        lambda: (
+            worker.get("workloads", key, "default") is None
+            and worker.get(resource.plural, job_name, "default") is None
+        ),
+        timeout=20,
+        what="the worker's copies removed",
+    )
