@@ -11,7 +11,7 @@ admitted it, and its job mirrors the worker's. Everything here is pure: the cont
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -246,6 +246,15 @@ def remote_workload(local: Mapping[str, Any], origin: str) -> Obj:
         "metadata": out_meta,
         "spec": dict(as_mapping(local.get("spec"))),
     }
+
+
+def runs_on_worker(workload: Mapping[str, Any], controller_of: Callable[[str], Any]) -> bool:
+    """Whether a Workload has a MultiKueue check (`controller_of` names a check's
+    controller): its pods never run on the manager (Kueue's ShouldSkipLocalExecution)."""
+    states = as_sequence(as_mapping(workload.get("status")).get("admissionChecks"))
+    return any(
+        isinstance(s, Mapping) and controller_of(str(s.get("name"))) == CONTROLLER for s in states
+    )
 
 
 def job_markers(origin: str, workload_name: str) -> tuple[dict[str, str], dict[str, str]]:

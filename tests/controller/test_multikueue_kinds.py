@@ -17,6 +17,7 @@ from __future__ import annotations
 import base64
 import signal
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ from certs import kube as certs_kube
 from extender.core.jobframework import registry
 from extender.core.multikueue import MultiKueueSettings
 from extender.kube.api import resources as r
+from extender.kube.controller.context import Settings
 from tests import yamlc
 from tests.controller.conftest import CRDS, Cluster, Running, eventually
 from tests.controller.test_kubeflow import condition, load
@@ -122,7 +124,7 @@ KINDS = {
         extra=(EXAMPLES / "trainjob" / "clustertrainingruntime-torch-distributed.yaml",),
     ),
 }
-FRAMEWORKS = ("batch/job", *(k.framework for k in KINDS.values()))
+FRAMEWORKS = ("batch/job", "pod", *(k.framework for k in KINDS.values()))
 
 
 @pytest.fixture
@@ -185,18 +187,18 @@ def _install(cluster: Cluster, kind: Kind) -> None:
             )
 
 
-@pytest.mark.parametrize("name", list(KINDS))
-def test_kueues_example_runs_on_the_worker(
-    name, cluster, webhook, manager_webhook, worker_webhook, tmp_path
-):
-    kind = KINDS[name]
-    adapter = registry.ADAPTERS[kind.framework]
-    resource = _resource(kind)
+@contextmanager
+def _manager_and_worker(
+    cluster: Cluster, webhook: Any, worker_webhook: Any, tmp_path: Path, kind: Kind | None
+) -> Iterator[Cluster]:
+    """Kueue's setups on both (the kind's CRDs too), the manager naming the worker, and each
+    with its own Tower; the worker is yielded."""
     with worker_cluster(tmp_path / "worker", worker_webhook) as worker:
         ca = (webhook.certs / "ca.crt").read_bytes()
         certs_kube.install(worker.admin.api_client, worker_webhook.url, ca, FRAMEWORKS)
-        for side in (cluster, worker):
-            _install(side, kind)
+        if kind is not None:
+            for side in (cluster, worker):
+                _install(side, kind)
         worker.apply(*(_with_gpus(d) for d in load(EXAMPLES / "single-clusterqueue-setup.yaml")))
         data = base64.b64encode(Path(worker.admin_config).read_bytes()).decode()
         cluster.admin.create(
@@ -210,8 +212,6 @@ def test_kueues_example_runs_on_the_worker(
         cluster.apply(
             *(_with_gpus(d) for d in load(EXAMPLES / "multikueue" / "multikueue-setup.yaml"))
         )
-        from extender.kube.controller.context import Settings
-
         manager = Running(
             cluster.controller_client(),
             Settings(
@@ -222,22 +222,141 @@ def test_kueues_example_runs_on_the_worker(
         )
         try:
             with worker_tower(worker, integrations=FRAMEWORKS):
-                _run(cluster, worker, kind, adapter, resource)
+                # Once the check is Active, the manager's webhook hands the queue's jobs over.
+                eventually(
+                    lambda: (
+                        condition(
+                            cluster.get("admissionchecks", "sample-multikueue"), "Active"
+                        ).get("status")
+                        == "True"
+                    ),
+                    what="the MultiKueue check Active",
+                )
+                yield worker
         finally:
             manager.halt()
+
+
+@pytest.mark.parametrize("name", list(KINDS))
+def test_kueues_example_runs_on_the_worker(
+    name, cluster, webhook, manager_webhook, worker_webhook, tmp_path
+):
+    kind = KINDS[name]
+    adapter = registry.ADAPTERS[kind.framework]
+    with _manager_and_worker(cluster, webhook, worker_webhook, tmp_path, kind) as worker:
+        _run(cluster, worker, kind, adapter, _resource(kind))
+
+
+def _admitted_on_worker(cluster: Cluster, name: str) -> dict[str, Any]:
+    def admitted() -> dict[str, Any] | None:
+        w = cluster.get("workloads", name, "default")
+        return w if condition(w, "Admitted").get("status") == "True" else None
+
+    found = eventually(admitted, timeout=30, what=f"the manager's Workload {name} admitted")
+    assert found["status"]["clusterName"] == WORKER
+    [state] = found["status"]["admissionChecks"]
+    assert (state["state"], state["message"]) == (
+        "Ready",
+        f'The workload was admitted on "{WORKER}"',
+    )
+    return found
+
+
+@pytest.mark.parametrize("example", ["kueue-pod.yaml", "kueue-pod-group.yaml"])
+def test_kueues_pods_run_on_the_worker_and_stay_gated_here(
+    example, cluster, webhook, manager_webhook, worker_webhook, tmp_path
+):
+    """A pod has no managedBy: as Kueue's pod adapter, the manager's pods stay gated, each is
+    copied to the worker once it admits their Workload, and takes the worker's pod status."""
+    pods = r.resource_of(registry.ADAPTERS["pod"])
+    with _manager_and_worker(cluster, webhook, worker_webhook, tmp_path, None) as worker:
+        made = [cluster.admin.create(pods, d, "default") for d in load(EXAMPLES / "pods" / example)]
+        names = [p["metadata"]["name"] for p in made]
+        group = made[0]["metadata"]["labels"].get("kueue.x-k8s.io/pod-group-name")
+        if group is None:
+            wl = eventually(lambda: cluster.workload_of(made[0]), what="the pod's Workload")
+            key = wl["metadata"]["name"]
+        else:
+            key = group
+        _admitted_on_worker(cluster, key)
+
+        # On the worker: each pod, let through by the worker's Tower.
+        def on_worker(name: str) -> dict[str, Any] | None:
+            pod = worker.get("pods", name, "default")
+            return pod if pod and not pod["spec"].get("schedulingGates") else None
+
+        remote = [
+            eventually(lambda n=n: on_worker(n), timeout=30, what=f"pod {n} ungated on the worker")
+            for n in names
+        ]
+        for pod in remote:
+            assert pod["metadata"]["annotations"][PREBUILT] == key
+            assert pod["metadata"]["labels"]["kueue.x-k8s.io/multikueue-origin"] == "multikueue"
+        # On the manager they never run: still gated, and saying so.
+        for name in names:
+            here = cluster.get("pods", name, "default")
+            assert here["spec"]["schedulingGates"] == [{"name": "kueue.x-k8s.io/admission"}]
+
+        # The worker's kubelet runs them: the manager's pods show it, still gated.
+        for name in names:
+            worker.admin.patch(
+                pods,
+                name,
+                {
+                    "spec": {"nodeName": "worker-node"},
+                },
+                "default",
+            )
+            worker.admin.patch(
+                pods,
+                name,
+                {
+                    "status": {
+                        "phase": "Running",
+                        "conditions": [
+                            {"type": "PodScheduled", "status": "True"},
+                            {"type": "Ready", "status": "True"},
+                        ],
+                    }
+                },
+                "default",
+                subresource="status",
+            )
+        for name in names:
+            status = eventually(
+                lambda n=name: (
+                    (s := cluster.get("pods", n, "default").get("status") or {}).get("phase")
+                    == "Running"
+                    and s
+                ),
+                timeout=20,
+                what=f"the manager's pod {name} Running as the worker's",
+            )
+            assert {c["type"]: c["status"] for c in status["conditions"]}["PodScheduled"] == "True"
+        # They succeed there: the manager's Workload finishes, and the copies go.
+        for name in names:
+            worker.admin.patch(
+                pods, name, {"status": {"phase": "Succeeded"}}, "default", subresource="status"
+            )
+        finished = eventually(
+            lambda: condition(cluster.get("workloads", key, "default"), "Finished"),
+            timeout=20,
+            what="the manager's Workload finished",
+        )
+        assert (finished["status"], finished["reason"]) == ("True", "Succeeded")
+        eventually(
+            lambda: (
+                worker.get("workloads", key, "default") is None
+                and all(worker.get("pods", n, "default") is None for n in names)
+            ),
+            timeout=20,
+            what="the worker's copies removed",
+        )
 
 
 def _run(cluster: Cluster, worker: Cluster, kind: Kind, adapter: Any, resource: r.Resource):
     [example] = load(kind.example)
     job_name = example["metadata"]["name"]
-    # Once the check is Active, the manager's webhook hands the queue's jobs over.
-    eventually(
-        lambda: (
-            condition(cluster.get("admissionchecks", "sample-multikueue"), "Active").get("status")
-            == "True"
-        ),
-        what="the MultiKueue check Active",
-    )
     created = cluster.admin.create(resource, example, "default")
     assert adapter.managed_by(created) == MULTIKUEUE, created["spec"]
     assert adapter.is_suspended(created)

@@ -66,17 +66,29 @@ WORKER_STATUS = {
     "RayService": {"conditions": [_running("Ready")]},
     "AppWrapper": {"phase": "Running"},
     "TrainJob": {"conditions": [_running("Created")]},
+    "Pod": {"phase": "Running", "conditions": [_running("PodScheduled")]},
 }
 
 
 def multikueue_kinds() -> list[dict[str, Any]]:
-    """Kueue's example of each kind MultiKueue runs by its managedBy (besides Job and
-    JobSet), in the MultiKueue queue, handed to MultiKueue as the webhook hands it."""
+    """Kueue's example of each kind MultiKueue runs (besides Job and JobSet), in the
+    MultiKueue queue, handed to MultiKueue as the webhook hands it."""
     bodies = [
         yamlc.safe_load(MPIJOB_EXAMPLE.read_text()),
         *(next(d for d in yamlc.safe_load_all(e.read_text()) if d) for e in RAY_EXAMPLES),
         yamlc.safe_load(AW_EXAMPLE.read_text()),
         trainjob("mk-train", "torch-distributed", "ClusterTrainingRuntime", "mk-queue"),
+        # A pod has no managedBy: it is copied, the manager's left gated.
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "pod"},
+            "spec": {
+                "containers": [
+                    {"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "1"}}}
+                ]
+            },
+        },
     ]
     out = []
     for body in bodies:

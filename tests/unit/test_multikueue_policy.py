@@ -453,3 +453,53 @@ def test_when_the_managers_job_takes_the_workers_status(local, remote, copied):
     assert got == (remote["status"] if copied else None)
     # A JobSet takes it always (Kueue's JobSet adapter).
     assert JOBSET.status_from_worker(local, remote) == remote["status"]
+
+
+GATED = {"spec": {"schedulingGates": [{"name": "kueue.x-k8s.io/admission"}]}}
+UNSCHEDULABLE = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}
+SCHEDULED = {"type": "PodScheduled", "status": "True"}
+SAID_GATED = {
+    "type": "PodScheduled",
+    "status": "False",
+    "reason": "SchedulingGated",
+    "message": "Scheduling is blocked due to non-empty scheduling gates",
+    "lastProbeTime": None,
+    "lastTransitionTime": None,
+}
+
+
+@pytest.mark.parametrize(
+    ("local", "remote_conditions", "want_conditions"),
+    [
+        # Not scheduled there yet: the gated pod here says it is gated, not Unschedulable
+        # (which a cluster autoscaler on the manager would scale up for).
+        (GATED, [UNSCHEDULABLE], [SAID_GATED]),
+        (GATED, [], [SAID_GATED]),
+        # Scheduled there: the worker's condition, as it is.
+        (GATED, [SCHEDULED, {"type": "Ready", "status": "True"}], None),
+        # A pod here that is not gated (never, for MultiKueue's) keeps the worker's.
+        ({"spec": {}}, [UNSCHEDULABLE], None),
+    ],
+)
+def test_a_pod_takes_its_workers_status_but_stays_gated_here(
+    local, remote_conditions, want_conditions
+):
+    pod = registry.ADAPTERS["pod"]
+    remote = {"status": {"phase": "Pending", "conditions": remote_conditions, "podIP": "10.0.0.1"}}
+    status = pod.status_from_worker(local, remote)
+    assert status["phase"] == "Pending"
+    assert status["podIP"] == "10.0.0.1"
+    want = remote_conditions if want_conditions is None else want_conditions
+    assert status["conditions"] == want
+    assert remote["status"]["conditions"] == remote_conditions  # the worker's left as it is
+
+
+def test_a_workload_runs_on_a_worker_when_one_of_its_checks_is_multikueues():
+    controllers = {"mk": mk.CONTROLLER, "prov": "kueue.x-k8s.io/provisioning-request"}
+    with_checks = lambda *names: {  # noqa: E731
+        "status": {"admissionChecks": [{"name": n, "state": "Pending"} for n in names]}
+    }
+    assert mk.runs_on_worker(with_checks("prov", "mk"), controllers.get)
+    assert not mk.runs_on_worker(with_checks("prov"), controllers.get)
+    assert not mk.runs_on_worker(with_checks("gone"), controllers.get)
+    assert not mk.runs_on_worker({}, controllers.get)

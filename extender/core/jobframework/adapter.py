@@ -241,6 +241,9 @@ class JobAdapter:
     # (None: it cannot). The webhook hands such a job to MultiKueue when its ClusterQueue
     # has a MultiKueue check, so the manager's own controller never runs it.
     own_controller: ClassVar[str | None] = None
+    # A kind without a managedBy that MultiKueue runs on a worker all the same (a pod): the
+    # manager's stays gated (Kueue's composable jobs, ShouldSkipLocalExecution).
+    gated_on_manager: ClassVar[bool] = False
     # Where the kind keeps its managedBy (a Kubeflow job's is in its runPolicy).
     managed_by_path: ClassVar[tuple[str, ...]] = ("spec", "managedBy")
     # Fields of the spec that a change on the manager's job, once it runs on a worker,
@@ -398,6 +401,11 @@ class JobAdapter:
         return {}
 
     # ----- MultiKueue (the job run on a worker cluster) ----------------------------------
+
+    @property
+    def runs_on_workers(self) -> bool:
+        """Whether MultiKueue can run the kind on a worker cluster."""
+        return self.own_controller is not None or self.gated_on_manager
 
     @property
     def managed_by_field(self) -> str:

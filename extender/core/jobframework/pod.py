@@ -52,6 +52,9 @@ class Pod(JobAdapter):
     # webhook outage blocks no other pod).
     can_suspend: ClassVar[bool] = False
     default_queue: ClassVar[bool] = False
+    # MultiKueue runs it on a worker by a copy, the manager's left gated (a pod has no
+    # managedBy).
+    gated_on_manager: ClassVar[bool] = True
 
     def __init__(self, parents_only: bool = False) -> None:
         # Kueue's implicit pod integration: on for the kinds that queue their pods (a
@@ -99,6 +102,27 @@ class Pod(JobAdapter):
 
     def templates(self, obj: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
         return {"main": {"spec": as_mapping(obj.get("spec"))}}
+
+    def status_from_worker(self, local: Mapping[str, Any], remote: Mapping[str, Any]) -> Obj | None:
+        """The worker's pod status, except that the gated pod here says it is gated until
+        the worker's is scheduled: a copied `Unschedulable` would make the manager's cluster
+        autoscaler scale up for a pod that never runs here (as Kueue keeps it)."""
+        status = copy.deepcopy(dict(as_mapping(remote.get("status"))))
+        conditions = [c for c in as_sequence(status.get("conditions")) if isinstance(c, Mapping)]
+        scheduled = next((c for c in conditions if c.get("type") == "PodScheduled"), None)
+        if gated(local) and (scheduled is None or scheduled.get("status") != "True"):
+            status["conditions"] = [
+                *(c for c in conditions if c is not scheduled),
+                {
+                    "type": "PodScheduled",
+                    "status": "False",
+                    "reason": "SchedulingGated",
+                    "message": "Scheduling is blocked due to non-empty scheduling gates",
+                    "lastProbeTime": None,
+                    "lastTransitionTime": (scheduled or {}).get("lastTransitionTime"),
+                },
+            ]
+        return status
 
     def is_suspended(self, obj: Mapping[str, Any]) -> bool:
         return gated(obj)

@@ -14,7 +14,7 @@ from typing import Any
 from extender.core.admission_checks import CheckState, with_updates
 from extender.core.jobframework import registry
 from extender.core.jobframework.adapter import JobAdapter, PodSetInfo, merge
-from extender.core.jobframework.groups import IS_GROUP_WORKLOAD
+from extender.core.jobframework.groups import IS_GROUP_WORKLOAD, OWNER_GVK
 from extender.core.jobframework.topology import (
     TOPOLOGY_ANNOTATIONS,
     TOPOLOGY_GATE,
@@ -181,6 +181,13 @@ def is_group_workload(workload: Any) -> bool:
     """A group's Workload (a pod group's, a StatefulSet's): its pods follow it, not one job."""
     annotations = _m(_m(workload).get("metadata")).get("annotations")
     return _m(annotations).get(IS_GROUP_WORKLOAD) == "true"
+
+
+def group_owner_kind(workload: Any) -> str | None:
+    """The kind that declares a group's Workload (a StatefulSet; None for a plain pod group)."""
+    annotations = _m(_m(_m(workload).get("metadata")).get("annotations"))
+    gvk = annotations.get(OWNER_GVK)
+    return (str(gvk).rpartition("Kind=")[2] or None) if gvk else None
 
 
 def group_workload_manifest(

@@ -14,13 +14,13 @@ from typing import Any
 from extender.core.admission_fair_sharing import AfsConfig
 from extender.core.cycle import ClusterState
 from extender.core.kueue_config import LabelSelector, WaitForPodsReady, default_namespace_selector
-from extender.core.multikueue import MultiKueueSettings
+from extender.core.multikueue import MultiKueueSettings, runs_on_worker
 from extender.core.resource_policy import ResourcePolicy
 from extender.kube.api.client import ApiError, KubeClient, KubeError
 from extender.kube.api.events import Recorder
 from extender.kube.api.metrics import Metrics
 from extender.kube.api.placement import Placement
-from extender.kube.api.resources import WORKLOADS, Resource
+from extender.kube.api.resources import ADMISSION_CHECKS, WORKLOADS, Resource
 from extender.kube.api.store import Store
 from extender.kube.api.trim import JobView
 from extender.kube.api.workqueue import WorkQueue
@@ -271,6 +271,16 @@ class Context:
             self.event(job.as_object(), kind, reason, message)
 
     # ----- relations -------------------------------------------------------------------
+
+    def runs_on_worker(self, workload: Obj) -> bool:
+        """Whether MultiKueue runs this Workload on a worker: a kind without a managedBy (a
+        pod) stays gated here, as Kueue's composable jobs do."""
+
+        def controller_of(check: str) -> Any:
+            spec = (self.store.get(ADMISSION_CHECKS, check) or {}).get("spec") or {}
+            return spec.get("controllerName")
+
+        return runs_on_worker(workload, controller_of)
 
     def manages_namespace(self, namespace: str) -> bool:
         """Whether jobs of this namespace are Tower's (managedJobsNamespaceSelector)."""

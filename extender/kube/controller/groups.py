@@ -15,6 +15,7 @@ from typing import Any
 
 from extender.core.jobframework import groups
 from extender.core.jobframework.pod import TemplateParent
+from extender.core.multikueue import ORIGIN_LABEL
 from extender.core.parse import ManifestError
 from extender.kube.api import objects as o
 from extender.kube.api.cache import Cache
@@ -157,7 +158,7 @@ class GroupReconciler:
             self.pods_ops.stop(views, "the Workload of its group was deleted", gated_too=True)
             self.pods_ops.release(views)
             return None
-        if self._unwanted(name, declared, views):
+        if self._unwanted(name, declared, views, workload):
             self._delete(wl_key)
             return None
         if declared is not None and declared[2] is not None:
@@ -197,12 +198,14 @@ class GroupReconciler:
             for member in groups.replaced(members, counts):
                 self.pods_ops.release([by_name[member.name]])
             views = [v for v in views if v.name not in dropped]
-        # 7. Admitted: every gated member let through with its podSet's placement.
+        # 7. Admitted: every gated member let through with its podSet's placement (unless
+        #    MultiKueue runs the group on a worker: then its pods here stay gated).
         if (
             holds_quota(workload)
             and o.is_true(workload, o.ADMITTED)
             and ctx.state.is_admitted(wl_key)
             and (workload.get("spec") or {}).get("active") is not False
+            and not ctx.runs_on_worker(workload)
         ):
             self.pods_ops.start(wl_key, workload, views)
             if self.ready is not None:  # Kueue's: as many pods as admitted, every one Ready
@@ -216,11 +219,14 @@ class GroupReconciler:
         name: str,
         declared: tuple[TemplateParent, Resource, Obj | None] | None,
         views: Sequence[JobView],
+        workload: Obj,
     ) -> bool:
-        """Its plain group has no pod left; or what declared it is gone, or no longer has
-        this group (scaled to zero, or below its index)."""
+        """Its plain group has no pod left (a MultiKueue manager's copy on a worker waits for
+        its pods, which come once it is admitted); or what declared it is gone, or no longer
+        has this group (scaled to zero, or below its index)."""
         if declared is None:
-            return not views and self.pods is not None
+            labels = (workload.get("metadata") or {}).get("labels") or {}
+            return not views and self.pods is not None and ORIGIN_LABEL not in labels
         parent, _, obj = declared
         if obj is None:
             return True

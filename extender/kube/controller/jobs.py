@@ -230,6 +230,8 @@ class JobReconciler:
         if (workload.get("spec") or {}).get("active") is False:
             return None  # being deactivated: its eviction is written first
         if job.suspended and o.is_true(workload, o.ADMITTED):
+            if job.adapter.gated_on_manager and self.ctx.runs_on_worker(workload):
+                return None  # MultiKueue runs it on a worker: this one stays gated
             admission = o.admission_of(workload)
             if admission is not None:
                 return self.starter.start(wl_key, workload, admission, job)

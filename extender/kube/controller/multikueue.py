@@ -19,7 +19,7 @@ from typing import Any
 
 from extender.core import admission_checks as checks
 from extender.core import multikueue as policy
-from extender.core.jobframework.adapter import JobAdapter, as_mapping, workload_name
+from extender.core.jobframework.adapter import as_mapping, workload_name
 from extender.core.kueue_config import ALL_AT_ONCE
 from extender.core.multikueue import MultiKueueSettings
 from extender.core.workloads import check_states
@@ -67,7 +67,8 @@ class MultiKueueController:
         )
         self._rounds: dict[str, float] = {}  # Workload -> when its incremental round began
         self._dispatched: dict[str, float] = {}  # Workload -> when it was first dispatched
-        self._synced: dict[str, str] = {}  # Workload -> the worker job's resourceVersion copied
+        # Workload -> its job (or each pod of its group) -> the worker's resourceVersion copied
+        self._synced: dict[str, dict[str, str]] = {}
         self._gc_started = False
 
     # ----- what to look at ---------------------------------------------------------------
@@ -209,11 +210,11 @@ class MultiKueueController:
             self._forget(key)
             self.clusters.remove_everywhere(key, keep=None)
             return None
-        job = ctx.job_of(obj)
-        adapter = _adapter_of(job)
-        if job is None or adapter is None:
+        jobs = self._jobs_of(key, obj)
+        if not jobs:
             owner = ctx.owner_of(obj)
-            what = f' for owner kind "{owner[0].kind}"' if owner else ""
+            kind = owner[0].kind if owner else o.group_owner_kind(obj)
+            what = f' for owner kind "{kind}"' if kind else ""
             return self._set_state(
                 key,
                 obj,
@@ -222,7 +223,8 @@ class MultiKueueController:
                 checks.REJECTED,
                 policy.previously(f"No multikueue adapter found{what}", mine.state),
             )
-        if job.managed_by != policy.CONTROLLER:
+        job, adapter = jobs[0], jobs[0].adapter
+        if adapter.own_controller is not None and job.managed_by != policy.CONTROLLER:
             return self._set_state(
                 key,
                 obj,
@@ -245,7 +247,9 @@ class MultiKueueController:
         if done is not None:
             remote = remotes[done]
             assert remote is not None
-            mirror_job(self.clusters, self._synced, done, key, job, adapter, final=True)
+            synced = self._synced.setdefault(key, {})
+            for each in jobs:
+                mirror_job(self.clusters, synced, done, key, each, final=True)
             reason, message = policy.finished_as(remote)
             finish_workload(ctx, key, obj, reason, message)
             return None
@@ -263,10 +267,11 @@ class MultiKueueController:
             for cluster in connected:
                 if cluster != winner and remotes.get(cluster) is not None:
                     self.clusters.remove(cluster, key)
-            deferred = mirror_job(
-                self.clusters, self._synced, winner, key, job, adapter, final=False
-            )
-            made = self.clusters.remote(winner, job.resource, job.key) is not None
+            synced = self._synced.setdefault(key, {})
+            deferred = False
+            for each in jobs:
+                deferred |= mirror_job(self.clusters, synced, winner, key, each, final=False)
+            made = all(self.clusters.remote(winner, j.resource, j.key) is not None for j in jobs)
             if made and mine.state not in (checks.RETRY, checks.REJECTED):
                 # Ready once the job is there, as Kueue's (the job is made in the background).
                 self._admitted_on(key, obj, states, mine, winner)
@@ -426,6 +431,20 @@ class MultiKueueController:
 
     # ----- the job on the winning worker --------------------------------------------------
 
+    def _jobs_of(self, key: str, obj: Obj) -> list[JobView]:
+        """What runs a Workload on a worker: its job; or, for a plain pod group, each of its
+        pods (Kueue's pod adapter copies them one by one). None of a kind MultiKueue cannot
+        run there (a StatefulSet's or a LeaderWorkerSet's group, not built yet)."""
+        ctx = self.ctx
+        if o.is_group_workload(obj):
+            pods = next((r for r in ctx.job_resources if r.kind == "Pod"), None)
+            if pods is None or o.group_owner_kind(obj):
+                return []
+            views = (ctx.store.get(pods, k) for k in ctx.store.by_index(pods, "group", key))
+            return sorted((v for v in views if isinstance(v, JobView)), key=lambda v: v.name)
+        job = ctx.job_of(obj)
+        return [job] if job is not None and job.adapter.runs_on_workers else []
+
     def _forget(self, key: str) -> None:
         self._rounds.pop(key, None)
         self._dispatched.pop(key, None)
@@ -448,9 +467,3 @@ def _copy_of(ctx: Context, key: str, origin: str) -> Callable[[], Obj]:
             return made[0]
 
     return copy
-
-
-def _adapter_of(job: JobView | None) -> JobAdapter | None:
-    if job is None or job.adapter.own_controller is None:
-        return None
-    return job.adapter

@@ -449,14 +449,14 @@ def mirror_job(
     cluster: str,
     key: str,
     job: JobView,
-    adapter: JobAdapter,
     final: bool,
 ) -> bool:
     """The job made on the worker that admitted its Workload (from the manager's job, read
     whole), or its status copied back to the manager's job, once per version of the
     worker's; True when the copy waits for the manager's job to start. `synced` remembers
-    the version copied per Workload."""
+    the version copied per job of one Workload."""
     ctx = clusters.ctx
+    adapter = job.adapter
     resource = job.resource
     remote = clusters.remote(cluster, resource, job.key)
     if final:
@@ -483,7 +483,7 @@ def mirror_job(
     if carried is not None:
         clusters.patch(cluster, key, resource, job.key, carried)
     version = str(meta.get("resourceVersion"))
-    if synced.get(key) == version:
+    if synced.get(job.key) == version:
         return False
     wanted = adapter.status_from_worker(job.as_object(), remote)
     if wanted is None:
@@ -500,14 +500,14 @@ def mirror_job(
         ),
         job.key,
     )
-    synced[key] = version
+    synced[job.key] = version
     return False
 
 
 def job_adapter(resource: Resource) -> JobAdapter | None:
     for adapter in registry.ADAPTERS.values():
         if adapter.plural == resource.plural and adapter.group == resource.group:
-            return adapter if adapter.own_controller is not None else None
+            return adapter if adapter.runs_on_workers else None
     return None
 
 

@@ -32,7 +32,7 @@ def patches_status(adapter: JobAdapter) -> bool:
     """Whether the controller patches the kind's status: a kind that can count as started
     (a Job's startTime) has it cleared on stop, through the status subresource; a kind
     MultiKueue runs on a worker takes the worker's status."""
-    return adapter.started_path is not None or adapter.own_controller is not None
+    return adapter.started_path is not None or adapter.runs_on_workers
 
 
 def job_rules(adapters: Iterable[JobAdapter] | None = None) -> list[dict[str, Any]]:
