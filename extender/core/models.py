@@ -13,6 +13,10 @@ from extender.core.tas_model import TopologyAssignment, TopologyRequest
 GROUP = "kueue.x-k8s.io"
 QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
 PREBUILT_WORKLOAD_LABEL = "kueue.x-k8s.io/prebuilt-workload-name"  # label or annotation
+# MultiKueue's marks on what it makes on a worker: where it came from, and (on an object
+# whose group Workloads are named by its uid, a StatefulSet) the manager's object's uid.
+MULTIKUEUE_ORIGIN_LABEL = "kueue.x-k8s.io/multikueue-origin"
+MULTIKUEUE_ORIGIN_UID = "kueue.x-k8s.io/multikueue-origin-uid"
 PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
 # Where Tower records the `suspend` a Job had before the webhook suspended it.
 ORIGINAL_SUSPEND_ANNOTATION = "tower.dev/original-suspend"

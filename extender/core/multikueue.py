@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from extender.core.jobframework.adapter import as_mapping, as_sequence
-from extender.core.models import PREBUILT_WORKLOAD_LABEL
+from extender.core.models import MULTIKUEUE_ORIGIN_LABEL, PREBUILT_WORKLOAD_LABEL
 
 CONTROLLER = "kueue.x-k8s.io/multikueue"  # the check's controllerName, the job's managedBy
-ORIGIN_LABEL = "kueue.x-k8s.io/multikueue-origin"
+ORIGIN_LABEL = MULTIKUEUE_ORIGIN_LABEL
 SECRET_KEY = "kubeconfig"  # the key of a worker's kubeconfig in its Secret
 JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 RESOURCE_IN_USE = "kueue.x-k8s.io/resource-in-use"  # the finalizer a worker's Kueue sets
@@ -255,6 +255,35 @@ def runs_on_worker(workload: Mapping[str, Any], controller_of: Callable[[str], A
     return any(
         isinstance(s, Mapping) and controller_of(str(s.get("name"))) == CONTROLLER for s in states
     )
+
+
+SIBLINGS_RETRY = 1.0  # seconds before a Workload whose siblings are not all made looks again
+
+
+@dataclass(frozen=True)
+class Turn:
+    """Whether one of several Workloads of one object may be dispatched now."""
+
+    follow: str | None = None  # the worker its siblings went to: it goes there too
+    waits: str | None = None  # why it is not dispatched yet (None: it may be)
+    retry: float | None = None  # when to look again (None: a sibling's change wakes it)
+
+
+def component_turn(name: str, components: Sequence[str], where: Mapping[str, str | None]) -> Turn:
+    """Kueue's component Workloads (a LeaderWorkerSet's groups, `components` in the order of
+    their index; `where` the worker each made one was admitted by): once all are made, the
+    first is dispatched, and the others follow it to the worker that admits it."""
+    missing = [n for n in components if n not in where]
+    if missing:
+        return Turn(waits=f"its sibling Workloads {missing} are not made yet", retry=SIBLINGS_RETRY)
+    clusters = {c for n, c in where.items() if n != name and c}
+    if len(clusters) > 1:
+        return Turn(waits=f"its sibling Workloads went to different workers: {sorted(clusters)}")
+    if clusters:
+        return Turn(follow=next(iter(clusters)))
+    if components and name != components[0]:
+        return Turn(waits=f"it follows the first of its group, {components[0]}")
+    return Turn()
 
 
 def job_markers(origin: str, workload_name: str) -> tuple[dict[str, str], dict[str, str]]:

@@ -478,19 +478,22 @@ def test_a_job_left_to_its_own_controller_is_rejected_as_kueue_rejects_it(cluste
         job = cluster.job("plain", "100m", queue="user-queue", duration="600s")
         assert "managedBy" not in job["spec"]
         key = eventually(lambda: cluster.workload_of(job), what="its Workload")["metadata"]["name"]
-        check = eventually(
-            lambda: c if (c := _check_of(cluster, key)).get("state") == "Rejected" else None,
-            timeout=45,
-            what="the check Rejected",
-        )
-        assert check["message"] == (
-            "The owner is not managed by Kueue: Expecting spec.managedBy to be "
-            '"kueue.x-k8s.io/multikueue" not "", Previously: "Pending"'
-        )
+        # Rejected, then deactivated (after which the check is reset to Pending, as Kueue
+        # resets it on eviction): the deactivation carries the rejection's message.
         eventually(
             lambda: cluster.get("workloads", key, "default")["spec"].get("active") is False,
             timeout=45,
             what="the Workload deactivated",
+        )
+        evicted = eventually(
+            lambda: _condition(cluster.get("workloads", key, "default"), "Evicted"),
+            what="the Workload evicted",
+        )
+        assert evicted["reason"] == "DeactivatedDueToAdmissionCheck"
+        assert evicted["message"] == (
+            "The workload is deactivated due to AdmissionCheck in Rejected state: "
+            '"sample-multikueue" (The owner is not managed by Kueue: Expecting spec.managedBy '
+            'to be "kueue.x-k8s.io/multikueue" not "", Previously: "Pending")'
         )
         assert worker.get("workloads", key, "default") is None  # never dispatched
         assert cluster.get("jobs", "plain", "default")["spec"]["suspend"] is True

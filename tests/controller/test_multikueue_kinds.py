@@ -32,6 +32,7 @@ from extender.kube.controller.context import Settings
 from tests import yamlc
 from tests.controller.conftest import CRDS, Cluster, Running, eventually
 from tests.controller.test_kubeflow import condition, load
+from tests.controller.test_pod_groups import LWS, STATEFULSETS, lws_pods, statefulset_pod
 from tests.controller.workers import worker_cluster, worker_tower
 from tests.servers import start_webhook
 
@@ -124,7 +125,9 @@ KINDS = {
         extra=(EXAMPLES / "trainjob" / "clustertrainingruntime-torch-distributed.yaml",),
     ),
 }
-FRAMEWORKS = ("batch/job", "pod", *(k.framework for k in KINDS.values()))
+SERVING = ("statefulset", "leaderworkerset.x-k8s.io/leaderworkerset")
+FRAMEWORKS = ("batch/job", "pod", *SERVING, *(k.framework for k in KINDS.values()))
+LWS_CRD = DATA / "lws" / "leaderworkerset.x-k8s.io_leaderworkersets.yaml"
 
 
 @pytest.fixture
@@ -438,3 +441,85 @@ def _run(cluster: Cluster, worker: Cluster, kind: Kind, adapter: Any, resource: 
         timeout=20,
         what="the worker's copies removed",
     )
+
+
+def _gated(cluster: Cluster, name: str) -> bool:
+    pod = cluster.get("pods", name, "default")
+    return pod is not None and bool(pod["spec"].get("schedulingGates"))
+
+
+@pytest.mark.parametrize("kind", ["StatefulSet", "LeaderWorkerSet"])
+def test_kueues_serving_examples_run_on_the_worker(
+    kind, cluster, webhook, manager_webhook, worker_webhook, tmp_path
+):
+    """A StatefulSet or a LeaderWorkerSet has no managedBy: as Kueue's adapters, the object
+    is copied to the worker that admitted its Workload (all of a LeaderWorkerSet's group
+    Workloads go to the one its first went to), the manager's pods stay gated, and the
+    worker's Tower runs the copy's pods under the manager's Workloads' names."""
+    if kind == "StatefulSet":
+        resource, sample = STATEFULSETS, EXAMPLES / "serving" / "sample-statefulset.yaml"
+        adapter = registry.PARENTS["statefulset"]
+    else:
+        resource, sample = LWS, EXAMPLES / "serving" / "sample-leaderworkerset.yaml"
+        adapter = registry.PARENTS["leaderworkerset.x-k8s.io/leaderworkerset"]
+    with _manager_and_worker(cluster, webhook, worker_webhook, tmp_path, None) as worker:
+        if kind == "LeaderWorkerSet":
+            for side in (cluster, worker):
+                side.admin.create(CRDS, yamlc.safe_load(LWS_CRD.read_text()))
+        [example] = load(sample)
+        created = cluster.admin.create(resource, example, "default")
+        name = created["metadata"]["name"]
+        keys = adapter.workload_names(created)
+        for key in keys:
+            _admitted_on_worker(cluster, key)
+
+        # The manager's pods, as its controller makes them, stay gated.
+        if kind == "StatefulSet":
+            here = [statefulset_pod(created, i) for i in range(3)]
+        else:
+            here = [p for i in range(2) for p in lws_pods(created, i)]
+        for pod in here:
+            cluster.admin.create(r.PODS, pod, "default")
+
+        # The worker has one copy, named by the manager's uid; its controller makes the pods,
+        # and the worker's Tower lets them through under the manager's Workloads.
+        remote = eventually(
+            lambda: worker.get(resource.plural, name, "default"),
+            timeout=30,
+            what=f"the worker's {kind}",
+        )
+        meta = remote["metadata"]
+        assert meta["labels"]["kueue.x-k8s.io/multikueue-origin"] == "multikueue"
+        assert (
+            meta["annotations"]["kueue.x-k8s.io/multikueue-origin-uid"]
+            == (created["metadata"]["uid"])
+        )
+        assert adapter.workload_names(remote) == keys
+        for key in keys:
+            copy = worker.get("workloads", key, "default")
+            assert condition(copy, "Admitted").get("status") == "True", key
+        if kind == "StatefulSet":
+            there = [statefulset_pod(remote, i) for i in range(3)]
+        else:
+            there = [p for i in range(2) for p in lws_pods(remote, i)]
+        for pod in there:
+            worker.admin.create(r.PODS, pod, "default")
+        for pod in there:
+            pod_name = pod["metadata"]["name"]
+            eventually(
+                lambda n=pod_name: not _gated(worker, n),
+                timeout=20,
+                what=f"the worker's pod {pod_name} let through",
+            )
+        for pod in here:
+            assert _gated(cluster, pod["metadata"]["name"])
+        # It serves until deleted: deleting it on the manager removes it on the worker.
+        cluster.admin.delete(resource, name, "default", propagation="Background")
+        eventually(
+            lambda: (
+                worker.get(resource.plural, name, "default") is None
+                and all(worker.get("workloads", k, "default") is None for k in keys)
+            ),
+            timeout=30,
+            what="the worker's copies removed",
+        )

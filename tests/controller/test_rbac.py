@@ -112,6 +112,38 @@ def trainjob(name: str, runtime: str, kind: str, queue: str) -> dict[str, Any]:
     }
 
 
+SERVING_SAMPLES = [
+    (
+        r.Resource("apps", "v1", "statefulsets", "StatefulSet", True),
+        DATA / "kueue-v0.19.2" / "examples" / "serving" / "sample-statefulset.yaml",
+    ),
+    (
+        r.Resource("leaderworkerset.x-k8s.io", "v1", "leaderworkersets", "LeaderWorkerSet", True),
+        DATA / "kueue-v0.19.2" / "examples" / "serving" / "sample-leaderworkerset.yaml",
+    ),
+]
+
+
+def copy_on_worker(cluster: Any, worker: Any, resource: r.Resource, sample: Path) -> None:
+    """Kueue's sample, in the MultiKueue queue: copied to the worker once admitted there;
+    deleted on the manager, its copy goes."""
+    body = yamlc.safe_load(sample.read_text())
+    body["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] = "mk-queue"
+    name = body["metadata"]["name"]
+    cluster.admin.create(resource, body, "default")
+    eventually(
+        lambda: worker.get(resource.plural, name, "default"),
+        timeout=30,
+        what=f"the {resource.kind} copied to the worker",
+    )
+    cluster.admin.delete(resource, name, "default", propagation="Background")
+    eventually(
+        lambda: worker.get(resource.plural, name, "default") is None,
+        timeout=30,
+        what=f"the worker's {resource.kind} removed",
+    )
+
+
 def run_on_worker(cluster: Any, worker: Any, body: dict[str, Any]) -> None:
     """The job made on the manager runs on the worker; the worker's status is copied to
     the manager's (its /status patched); deleted, its copies on the worker go too."""
@@ -529,7 +561,7 @@ def test_every_verb_granted_is_used_and_every_verb_used_is_granted(cluster, webh
         # takes the worker's status when it completes there.
         worker_crds = [
             yamlc.safe_load(crd.read_text())
-            for crd in (MPIJOB_CRD, *RAY_CRDS, *TRAINER_CRDS, AW_CRD)
+            for crd in (MPIJOB_CRD, *RAY_CRDS, *TRAINER_CRDS, AW_CRD, LWS_CRD)
         ]
         with worker_cluster(cluster.tmp / "worker", webhook, JOBSET_CRD, *worker_crds) as worker:
             worker.apply(
@@ -623,6 +655,9 @@ def test_every_verb_granted_is_used_and_every_verb_used_is_granted(cluster, webh
                 worker.admin.create(CLUSTER_RUNTIMES, runtime)
                 for body in multikueue_kinds():
                     run_on_worker(cluster, worker, body)
+                # A StatefulSet and a LeaderWorkerSet: read whole, and copied.
+                for resource, sample in SERVING_SAMPLES:
+                    copy_on_worker(cluster, worker, resource, sample)
     finally:
         stop(proc)
 

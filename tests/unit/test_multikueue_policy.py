@@ -503,3 +503,31 @@ def test_a_workload_runs_on_a_worker_when_one_of_its_checks_is_multikueues():
     assert not mk.runs_on_worker(with_checks("prov"), controllers.get)
     assert not mk.runs_on_worker(with_checks("gone"), controllers.get)
     assert not mk.runs_on_worker({}, controllers.get)
+
+
+@pytest.mark.parametrize(
+    ("name", "where", "turn"),
+    [
+        # Not all made yet: none is dispatched (looked at again shortly).
+        (
+            "g0",
+            {"g0": None},
+            mk.Turn(waits="its sibling Workloads ['g1'] are not made yet", retry=1.0),
+        ),
+        # All made, none placed: the first goes, the others wait for it.
+        ("g0", {"g0": None, "g1": None}, mk.Turn()),
+        ("g1", {"g0": None, "g1": None}, mk.Turn(waits="it follows the first of its group, g0")),
+        # The first went to w2: the others follow it there.
+        ("g1", {"g0": "w2", "g1": None}, mk.Turn(follow="w2")),
+        ("g0", {"g0": "w2", "g1": "w2"}, mk.Turn(follow="w2")),
+        # Never split across workers.
+        (
+            "g2",
+            {"g0": "w1", "g1": "w2", "g2": None},
+            mk.Turn(waits="its sibling Workloads went to different workers: ['w1', 'w2']"),
+        ),
+    ],
+)
+def test_a_leaderworkersets_workloads_go_to_one_worker(name, where, turn):
+    components = sorted({*where, "g1"})
+    assert mk.component_turn(name, components, where) == turn

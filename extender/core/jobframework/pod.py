@@ -24,7 +24,7 @@ from extender.core.jobframework.adapter import (
     condition_true,
     pointer,
 )
-from extender.core.models import QUEUE_NAME_LABEL
+from extender.core.models import MULTIKUEUE_ORIGIN_LABEL, MULTIKUEUE_ORIGIN_UID, QUEUE_NAME_LABEL
 
 ADMISSION_GATE = "kueue.x-k8s.io/admission"
 MANAGED_LABEL = "kueue.x-k8s.io/managed"
@@ -300,9 +300,55 @@ class TemplateParent:
     runs_groups: ClassVar[bool] = False
     stamps_pods: ClassVar[bool] = False  # its pods are told their group (`stamp`)
 
+    # MultiKueue runs its groups on a worker by a copy of it, the manager's pods left gated
+    # (Kueue's StatefulSet and LeaderWorkerSet adapters: no managedBy, no status back).
+    runs_on_workers: ClassVar[bool] = False
+
     def member(self, pod: Mapping[str, Any]) -> tuple[str, str] | None:
         """(group Workload name, podSet) of one of its pods; None: each pod is its own."""
         return None
+
+    @staticmethod
+    def owner_uid(obj: Mapping[str, Any]) -> str:
+        """The uid its group Workloads are named by: its own, or on a MultiKueue worker the
+        manager's object's (so that the copy is named as the manager's Workload is)."""
+        meta = as_mapping(obj.get("metadata"))
+        origin = as_mapping(meta.get("annotations")).get(MULTIKUEUE_ORIGIN_UID)
+        if origin and MULTIKUEUE_ORIGIN_LABEL in as_mapping(meta.get("labels")):
+            return str(origin)
+        return str(meta.get("uid"))
+
+    def remote_copy(
+        self,
+        obj: Mapping[str, Any],
+        extra_labels: Mapping[str, str],
+        extra_annotations: Mapping[str, str],
+    ) -> Obj:
+        """The object as MultiKueue makes it on a worker: name, namespace, labels and
+        annotations with these added and the manager's uid; its spec, each pod template
+        told the manager's uid too (its pods name their group by it)."""
+        meta = as_mapping(obj.get("metadata"))
+        uid = {MULTIKUEUE_ORIGIN_UID: str(meta.get("uid"))}
+        spec = copy.deepcopy(dict(as_mapping(obj.get("spec"))))
+        for path in self.template_paths:
+            template: Any = {"spec": spec}
+            for part in path[:-1]:
+                template = as_mapping(template).get(part)
+            template = as_mapping(template).get(path[-1])
+            if isinstance(template, dict):
+                template_meta = template.setdefault("metadata", {})
+                template_meta["annotations"] = {**(template_meta.get("annotations") or {}), **uid}
+        return {
+            "apiVersion": f"{self.group}/{self.version}",
+            "kind": self.kind,
+            "metadata": {
+                "name": meta.get("name"),
+                "namespace": meta.get("namespace"),
+                "labels": {**as_mapping(meta.get("labels")), **extra_labels},
+                "annotations": {**as_mapping(meta.get("annotations")), **extra_annotations, **uid},
+            },
+            "spec": spec,
+        }
 
     def workload_names(self, obj: Mapping[str, Any]) -> tuple[str, ...]:
         """The names of every group Workload it may have (whatever its replicas now)."""

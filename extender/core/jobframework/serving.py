@@ -31,6 +31,7 @@ from extender.core.jobframework.adapter import (
     workload_name,
 )
 from extender.core.jobframework.pod import TemplateParent
+from extender.core.models import MULTIKUEUE_ORIGIN_UID
 from extender.core.parse import ManifestError
 
 STATEFULSET_POD_INDEX = "apps.kubernetes.io/pod-index"
@@ -45,24 +46,26 @@ class StatefulSet(TemplateParent):
     framework = "statefulset"
     group, version, kind, plural = "apps", "v1", "StatefulSet", "statefulsets"
     runs_groups = True
+    runs_on_workers = True
 
     def _name(self, obj: Mapping[str, Any]) -> str:
         meta = as_mapping(obj.get("metadata"))
-        return workload_name(self.kind, self.group, str(meta.get("name")), str(meta.get("uid")))
+        return workload_name(self.kind, self.group, str(meta.get("name")), self.owner_uid(obj))
 
     def member(self, pod: Mapping[str, Any]) -> tuple[str, str] | None:
-        """Its pods, by their controller: the one group, podSet `main`."""
-        for owner in as_sequence(as_mapping(pod.get("metadata")).get("ownerReferences")):
+        """Its pods, by their controller: the one group, podSet `main` (on a MultiKueue
+        worker, named by the manager's StatefulSet's uid, which its template carries)."""
+        meta = as_mapping(pod.get("metadata"))
+        origin = as_mapping(meta.get("annotations")).get(MULTIKUEUE_ORIGIN_UID)
+        for owner in as_sequence(meta.get("ownerReferences")):
             if (
                 isinstance(owner, Mapping)
                 and owner.get("controller") is True
                 and owner.get("kind") == self.kind
                 and str(owner.get("apiVersion", "")).startswith(f"{self.group}/")
             ):
-                name = workload_name(
-                    self.kind, self.group, str(owner.get("name")), str(owner.get("uid"))
-                )
-                return name, "main"
+                uid = str(origin or owner.get("uid"))
+                return workload_name(self.kind, self.group, str(owner.get("name")), uid), "main"
         return None
 
     def workload_names(self, obj: Mapping[str, Any]) -> tuple[str, ...]:
@@ -126,6 +129,7 @@ class LeaderWorkerSet(TemplateParent):
     framework = "leaderworkerset.x-k8s.io/leaderworkerset"
     group, version, kind, plural = LWS_GROUP, "v1", "LeaderWorkerSet", "leaderworkersets"
     runs_groups = True
+    runs_on_workers = True
     stamps_pods = True
     template_paths = (
         ("spec", "leaderWorkerTemplate", "leaderTemplate"),
@@ -135,7 +139,7 @@ class LeaderWorkerSet(TemplateParent):
 
     def _names(self, obj: Mapping[str, Any]) -> dict[str, int]:
         meta = as_mapping(obj.get("metadata"))
-        name, uid = str(meta.get("name")), str(meta.get("uid"))
+        name, uid = str(meta.get("name")), self.owner_uid(obj)
         return {
             workload_name(self.kind, self.group, f"{name}-{i}", uid): i
             for i in range(_replicas(obj))
@@ -195,7 +199,7 @@ class LeaderWorkerSet(TemplateParent):
             return None
         lws = as_mapping(obj.get("metadata"))
         name = workload_name(
-            self.kind, self.group, f"{lws.get('name')}-{index}", str(lws.get("uid"))
+            self.kind, self.group, f"{lws.get('name')}-{index}", self.owner_uid(obj)
         )
         role = "main"
         if _lws_template(obj, "leaderTemplate") is not None:

@@ -142,9 +142,13 @@ class GroupReconciler:
             return None
         workload = ctx.store.get(WORKLOADS, wl_key)
         declared = self.declared_by(wl_key, workload)
-        # 1. No Workload yet: made from what declares it, or once every member exists.
+        # 1. No Workload yet: made from what declares it, or once every member exists. A
+        #    MultiKueue manager's copy of what declares it waits: the manager copies each of
+        #    its Workloads here as it dispatches them.
         if workload is None:
             if declared is not None:
+                if _from_manager(declared[2]):
+                    return None
                 return self.making.create_declared(wl_key, *declared)
             return self.making.create_from_members(wl_key, views)
         if ctx.busy(WORKLOADS.plural, wl_key):
@@ -221,12 +225,14 @@ class GroupReconciler:
         views: Sequence[JobView],
         workload: Obj,
     ) -> bool:
-        """Its plain group has no pod left (a MultiKueue manager's copy on a worker waits for
-        its pods, which come once it is admitted); or what declared it is gone, or no longer
-        has this group (scaled to zero, or below its index)."""
+        """Its plain group has no pod left; or what declared it is gone, or no longer has
+        this group (scaled to zero, or below its index). Never a MultiKueue manager's copy on
+        a worker: its pods, or what declares them, come once it is admitted here, and the
+        manager removes it."""
+        if _from_manager(workload):
+            return False
         if declared is None:
-            labels = (workload.get("metadata") or {}).get("labels") or {}
-            return not views and self.pods is not None and ORIGIN_LABEL not in labels
+            return not views and self.pods is not None
         parent, _, obj = declared
         if obj is None:
             return True
@@ -294,6 +300,10 @@ class GroupReconciler:
                 "SizeNotAdmitted",
                 message,
             )
+
+
+def _from_manager(obj: Obj | None) -> bool:
+    return ORIGIN_LABEL in ((obj or {}).get("metadata") or {}).get("labels", {})
 
 
 def _counts(workload: Obj) -> dict[str, int]:

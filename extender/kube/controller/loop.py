@@ -485,6 +485,7 @@ def _multikueue(ctx: Context, cache: Cache, client: KubeClient) -> MultiKueueCon
         ctx.settings.namespace,
         served=lambda: cache.serves(MULTIKUEUE_CLUSTERS) and cache.serves(MULTIKUEUE_CONFIGS),
         client_factory=rest_client_factory(getattr(client, "fence", None)),
+        parents=dict(zip(cache.parent_resources, cache.group_parents, strict=True)),
     )
 
 

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
 from extender.core import admission_checks as checks
 from extender.core import multikueue as policy
 from extender.core.jobframework.adapter import as_mapping, workload_name
+from extender.core.jobframework.pod import TemplateParent
 from extender.core.kueue_config import ALL_AT_ONCE
 from extender.core.multikueue import MultiKueueSettings
 from extender.core.workloads import check_states
@@ -35,12 +36,8 @@ from extender.kube.api.trim import JobView
 from extender.kube.controller.active import set_active
 from extender.kube.controller.context import Context, Ref
 from extender.kube.controller.jobs import finish_workload
-from extender.kube.controller.multikueue_workers import (
-    ClientFactory,
-    WorkerClusters,
-    job_adapter,
-    mirror_job,
-)
+from extender.kube.controller.multikueue_runs import component_turn, remote_run
+from extender.kube.controller.multikueue_workers import ClientFactory, WorkerClusters, job_adapter
 from extender.kube.controller.workload_status import write_status
 
 log = logging.getLogger("tower.multikueue")
@@ -58,12 +55,14 @@ class MultiKueueController:
         namespace: str,
         served: Callable[[], bool],
         client_factory: ClientFactory,
+        parents: Mapping[Resource, TemplateParent] | None = None,
     ) -> None:
         self.ctx = ctx
         self.settings = settings
+        self.parents = dict(parents or {})  # the kinds that declare group Workloads
         self.served = served  # whether MultiKueueClusters and Configs are served (watched)
         self.clusters = WorkerClusters(
-            ctx, settings, namespace, client_factory, on_change=self._wake_dispatched
+            ctx, settings, namespace, client_factory, self._wake_dispatched, self.parents
         )
         self._rounds: dict[str, float] = {}  # Workload -> when its incremental round began
         self._dispatched: dict[str, float] = {}  # Workload -> when it was first dispatched
@@ -210,8 +209,8 @@ class MultiKueueController:
             self._forget(key)
             self.clusters.remove_everywhere(key, keep=None)
             return None
-        jobs = self._jobs_of(key, obj)
-        if not jobs:
+        run = remote_run(ctx, self.parents, key, obj)
+        if run is None:
             owner = ctx.owner_of(obj)
             kind = owner[0].kind if owner else o.group_owner_kind(obj)
             what = f' for owner kind "{kind}"' if kind else ""
@@ -223,17 +222,10 @@ class MultiKueueController:
                 checks.REJECTED,
                 policy.previously(f"No multikueue adapter found{what}", mine.state),
             )
-        job, adapter = jobs[0], jobs[0].adapter
-        if adapter.own_controller is not None and job.managed_by != policy.CONTROLLER:
+        problem = run.managed_problem()
+        if problem is not None:
             return self._set_state(
-                key,
-                obj,
-                states,
-                mine,
-                checks.REJECTED,
-                policy.previously(
-                    policy.not_managed(job.managed_by, adapter.managed_by_field), mine.state
-                ),
+                key, obj, states, mine, checks.REJECTED, policy.previously(problem, mine.state)
             )
         connected = [c for c in clusters if self.clusters.connected(c)]
         remotes = {c: self.clusters.remote(c, WORKLOADS, key) for c in connected}
@@ -247,9 +239,7 @@ class MultiKueueController:
         if done is not None:
             remote = remotes[done]
             assert remote is not None
-            synced = self._synced.setdefault(key, {})
-            for each in jobs:
-                mirror_job(self.clusters, synced, done, key, each, final=True)
+            run.mirror(self.clusters, self._synced.setdefault(key, {}), done, key, final=True)
             reason, message = policy.finished_as(remote)
             finish_workload(ctx, key, obj, reason, message)
             return None
@@ -268,13 +258,18 @@ class MultiKueueController:
                 if cluster != winner and remotes.get(cluster) is not None:
                     self.clusters.remove(cluster, key)
             synced = self._synced.setdefault(key, {})
-            deferred = False
-            for each in jobs:
-                deferred |= mirror_job(self.clusters, synced, winner, key, each, final=False)
-            made = all(self.clusters.remote(winner, j.resource, j.key) is not None for j in jobs)
-            if made and mine.state not in (checks.RETRY, checks.REJECTED):
-                # Ready once the job is there, as Kueue's (the job is made in the background).
-                self._admitted_on(key, obj, states, mine, winner)
+            deferred = run.mirror(self.clusters, synced, winner, key, final=False)
+            # Ready once the job is there, as Kueue's (the job is made in the background);
+            # its group's other Workloads then follow it there (Kueue's components).
+            made = run.made(self.clusters, winner)
+            if (
+                made
+                and mine.state not in (checks.RETRY, checks.REJECTED)
+                and self._admitted_on(key, obj, states, mine, winner)
+            ):
+                namespace = key.split("/", 1)[0]
+                for name in run.components:
+                    self.ctx.queues.checks.add(("workload", f"{namespace}/{name}"))
             self._dispatched.pop(key, None)
             return policy.SYNC_DEFERRED_RETRY if deferred else self.settings.worker_lost_timeout
         # 4. not admitted anywhere yet: nominate, and copy it to the nominated workers
@@ -284,6 +279,13 @@ class MultiKueueController:
             return None  # Kueue dispatches once every other check is Ready
         if why is not None:
             return None
+        turn = component_turn(ctx, key, run)
+        if turn.waits is not None:
+            log.debug("Workload %s is not dispatched yet: %s", key, turn.waits)
+            return turn.retry
+        if turn.follow is not None:  # its group's other Workloads went there: so does it
+            clusters = (turn.follow,)
+            connected = [c for c in connected if c == turn.follow]
         return self._dispatch(key, obj, states, mine, clusters, connected, remotes)
 
     def _dispatch(
@@ -382,11 +384,12 @@ class MultiKueueController:
         states: list[checks.CheckState],
         mine: checks.CheckState,
         cluster: str,
-    ) -> None:
+    ) -> bool:
+        """Ready, admitted on `cluster`; True when this wrote it."""
         message = policy.admitted_on(cluster)
         status = as_mapping(obj.get("status"))
         if mine.state == checks.READY and status.get("clusterName") == cluster:
-            return
+            return False
         new = replace(mine, state=checks.READY, message=message, last_transition=self.ctx.clock())
         patch = {
             "status": {
@@ -398,6 +401,8 @@ class MultiKueueController:
         if write_status(self.ctx, key, o.conditional(patch, obj), "multikueue-admitted"):
             self.ctx.story(key, "Normal", "MultiKueue", message)
             self.ctx.queues.workloads.add(key)
+            return True
+        return False
 
     def _set_state(
         self,
@@ -430,20 +435,6 @@ class MultiKueueController:
         return None
 
     # ----- the job on the winning worker --------------------------------------------------
-
-    def _jobs_of(self, key: str, obj: Obj) -> list[JobView]:
-        """What runs a Workload on a worker: its job; or, for a plain pod group, each of its
-        pods (Kueue's pod adapter copies them one by one). None of a kind MultiKueue cannot
-        run there (a StatefulSet's or a LeaderWorkerSet's group, not built yet)."""
-        ctx = self.ctx
-        if o.is_group_workload(obj):
-            pods = next((r for r in ctx.job_resources if r.kind == "Pod"), None)
-            if pods is None or o.group_owner_kind(obj):
-                return []
-            views = (ctx.store.get(pods, k) for k in ctx.store.by_index(pods, "group", key))
-            return sorted((v for v in views if isinstance(v, JobView)), key=lambda v: v.name)
-        job = ctx.job_of(obj)
-        return [job] if job is not None and job.adapter.runs_on_workers else []
 
     def _forget(self, key: str) -> None:
         self._rounds.pop(key, None)

@@ -14,9 +14,10 @@ import base64
 import hashlib
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import yaml
@@ -25,9 +26,9 @@ from kubernetes import config as k8s_config
 from extender.core import multikueue as policy
 from extender.core.jobframework import registry
 from extender.core.jobframework.adapter import JobAdapter, as_mapping
+from extender.core.jobframework.pod import TemplateParent
 from extender.core.multikueue import MultiKueueSettings
 from extender.kube.api.client import (
-    JSON_PATCH,
     ApiError,
     KubeClient,
     KubeError,
@@ -37,7 +38,7 @@ from extender.kube.api.client import (
 from extender.kube.api.informer import Informer
 from extender.kube.api.resources import MULTIKUEUE_CLUSTERS, SECRETS, WORKLOADS, Resource
 from extender.kube.api.store import Store
-from extender.kube.api.trim import JobView, prebuilt_name
+from extender.kube.api.trim import prebuilt_name
 from extender.kube.api.workqueue import Backoff
 from extender.kube.controller.active import set_active
 from extender.kube.controller.context import Context
@@ -101,8 +102,11 @@ class WorkerClusters:
         namespace: str,
         client_factory: ClientFactory,
         on_change: Callable[[], None],
+        parents: Mapping[Resource, TemplateParent] | None = None,
     ) -> None:
         self.ctx = ctx
+        # The kinds that declare group Workloads (a StatefulSet), copied to workers whole.
+        self.parents = {r: p for r, p in (parents or {}).items() if p.runs_on_workers}
         self.settings = settings
         self.namespace = namespace  # where the kubeconfig Secrets are
         self.client_factory = client_factory
@@ -124,7 +128,18 @@ class WorkerClusters:
         self.workers.clear()
 
     def job_resources(self) -> list[Resource]:
-        return [r for r in self.ctx.job_resources if job_adapter(r) is not None]
+        """The kinds Tower makes on workers: jobs, pods, and objects that declare groups."""
+        jobs = [r for r in self.ctx.job_resources if job_adapter(r) is not None]
+        return [*jobs, *self.parents]
+
+    def workloads_of(self, resource: Resource, obj: Any) -> tuple[str, ...]:
+        """The names of the Workloads an object Tower made on a worker runs (its prebuilt
+        one; every group of a LeaderWorkerSet, named as on the manager)."""
+        meta = as_mapping(as_mapping(obj).get("metadata"))
+        prebuilt = prebuilt_name(meta)
+        parent = self.parents.get(resource)
+        names = parent.workload_names(as_mapping(obj)) if parent is not None else ()
+        return (prebuilt, *names) if prebuilt else tuple(names)
 
     def reconcile(self, name: str) -> float | None:
         ctx = self.ctx
@@ -244,11 +259,14 @@ class WorkerClusters:
         selector = f"{policy.ORIGIN_LABEL}={self.settings.origin}"
         queue = self.ctx.queues.checks
 
-        def on_remote(key: str, old: Any, new: Any) -> None:
+        def on_remote(resource: Resource, key: str, old: Any, new: Any) -> None:
             obj = new if new is not None else old
             meta = as_mapping(as_mapping(obj).get("metadata"))
-            name = prebuilt_name(meta) if as_mapping(obj).get("kind") != "Workload" else None
-            queue.add(("workload", f"{meta.get('namespace')}/{name or meta.get('name')}"))
+            names: tuple[Any, ...] = (meta.get("name"),)
+            if resource != WORKLOADS:
+                names = self.workloads_of(resource, obj) or names
+            for name in names:
+                queue.add(("workload", f"{meta.get('namespace')}/{name}"))
 
         client = worker.client
         served = [
@@ -264,7 +282,7 @@ class WorkerClusters:
 
         for resource in (WORKLOADS, *served):
             store.register(resource)
-            store.subscribe(resource, on_remote)
+            store.subscribe(resource, partial(on_remote, resource))
             Informer(
                 worker.client,
                 store,
@@ -395,7 +413,9 @@ class WorkerClusters:
         for resource in self.job_resources():
             for job_key, job in worker.store.items(resource) if worker.store else ():
                 meta = as_mapping(as_mapping(job).get("metadata"))
-                if job_key.split("/", 1)[0] == namespace and prebuilt_name(meta) == name:
+                if job_key.split("/", 1)[0] == namespace and name in self.workloads_of(
+                    resource, job
+                ):
                     _delete(client, resource, str(meta.get("name")), namespace)
         if copy is not None:
             finalizers = as_mapping(copy.get("metadata")).get("finalizers") or []
@@ -423,8 +443,7 @@ class WorkerClusters:
             return False
         namespace, name = key.split("/", 1)
         return any(
-            k.split("/", 1)[0] == namespace
-            and prebuilt_name(as_mapping(as_mapping(j).get("metadata"))) == name
+            k.split("/", 1)[0] == namespace and name in self.workloads_of(r, j)
             for r in self.job_resources()
             for k, j in worker.store.items(r)
         )
@@ -441,67 +460,6 @@ class WorkerClusters:
                 ):
                     log.info("Workload %s is gone here: its copy on %s is removed", key, cluster)
                     self.remove(cluster, key)
-
-
-def mirror_job(
-    clusters: WorkerClusters,
-    synced: dict[str, str],
-    cluster: str,
-    key: str,
-    job: JobView,
-    final: bool,
-) -> bool:
-    """The job made on the worker that admitted its Workload (from the manager's job, read
-    whole), or its status copied back to the manager's job, once per version of the
-    worker's; True when the copy waits for the manager's job to start. `synced` remembers
-    the version copied per job of one Workload."""
-    ctx = clusters.ctx
-    adapter = job.adapter
-    resource = job.resource
-    remote = clusters.remote(cluster, resource, job.key)
-    if final:
-        # The last copy, before the manager's Workload finishes (nothing is copied after):
-        # read from the worker's API server, since the watch of its jobs may lag behind the
-        # watch of its Workloads that told of the end.
-        remote = clusters.read(cluster, resource, job.key)
-    origin = clusters.settings.origin
-    if remote is None:
-        if final:
-            return False
-        labels, annotations = policy.job_markers(origin, key.split("/", 1)[1])
-
-        def body() -> Obj:
-            local = ctx.client.get(resource, job.name, job.namespace)
-            return adapter.remote_copy(local, labels, annotations)
-
-        clusters.create(cluster, key, resource, body)
-        return False
-    meta = as_mapping(remote.get("metadata"))
-    if as_mapping(meta.get("labels")).get(policy.ORIGIN_LABEL) != origin:
-        return False  # not Tower's: never touched
-    carried = None if final else adapter.remote_spec_patch(job.as_object(), remote)
-    if carried is not None:
-        clusters.patch(cluster, key, resource, job.key, carried)
-    version = str(meta.get("resourceVersion"))
-    if synced.get(job.key) == version:
-        return False
-    wanted = adapter.status_from_worker(job.as_object(), remote)
-    if wanted is None:
-        return True
-    # The whole status replaced, not merged: a field the worker's job no longer has (its
-    # `active` once it finished) must go here too (kube-apiserver refuses a finished Job
-    # with active pods).
-    whole = [{"op": "add", "path": "/status", "value": wanted}]
-    ctx.write(
-        resource,
-        "patch-status",
-        lambda: ctx.client.patch(
-            resource, job.name, whole, job.namespace, subresource="status", content_type=JSON_PATCH
-        ),
-        job.key,
-    )
-    synced[job.key] = version
-    return False
 
 
 def job_adapter(resource: Resource) -> JobAdapter | None:

@@ -53,15 +53,12 @@ def job_rules(adapters: Iterable[JobAdapter] | None = None) -> list[dict[str, An
             rules.append({"apiGroups": [ref_group], "resources": plurals, "verbs": ["get"]})
     if adapters is None:
         # Kinds whose pods run as groups (a StatefulSet) are read for the Workloads they
-        # declare; their pods are the ones written.
+        # declare (and read whole, to be copied to a MultiKueue worker); their pods are the
+        # ones written.
         for parent in registry.group_parents():
-            rules.append(
-                {
-                    "apiGroups": [parent.group],
-                    "resources": [parent.plural],
-                    "verbs": ["list", "watch"],
-                }
-            )
+            verbs = ["get", "list", "watch"] if parent.runs_on_workers else ["list", "watch"]
+            group, plural = [parent.group], [parent.plural]
+            rules.append({"apiGroups": group, "resources": plural, "verbs": verbs})
     return rules
 
 
