@@ -364,6 +364,16 @@ def test_a_lost_worker_is_inactive_and_its_workload_runs_elsewhere(
                 what="admitted on w1",
             )
             eventually(lambda: w2.get("workloads", key, "default") is None, what="w2's copy gone")
+            # The manager's Job counts w1's running pod (copied): once w1 is lost, that count
+            # is never copied again, and must not hold the quota here forever.
+            eventually(
+                lambda: (
+                    (cluster.get("jobs", "moving", "default").get("status") or {}).get("active")
+                    == 1
+                ),
+                timeout=20,
+                what="the manager's Job mirroring w1's running pod",
+            )
             w2.admin.patch(
                 r.CLUSTER_QUEUES,
                 "cluster-queue",
@@ -497,6 +507,145 @@ def test_a_job_left_to_its_own_controller_is_rejected_as_kueue_rejects_it(cluste
         )
         assert worker.get("workloads", key, "default") is None  # never dispatched
         assert cluster.get("jobs", "plain", "default")["spec"]["suspend"] is True
+    finally:
+        for item in running:
+            item.halt()
+
+
+def test_copies_whose_workload_is_gone_are_collected_every_gc_interval(cluster, worker):
+    """Kueue's gcInterval: a copy on a worker that no Workload on the manager stands for (a
+    manager that was down when its job was deleted) is removed, with its job; what another
+    origin made there is left alone."""
+    _worker_setup(worker, "9")
+    name_worker(cluster, worker, "multikueue-test-worker1", "worker1-secret")
+    _manager_setup(cluster, ["multikueue-test-worker1"])
+
+    def orphan(name: str, origin: str) -> None:
+        worker.admin.create(
+            r.WORKLOADS,
+            {
+                "apiVersion": "kueue.x-k8s.io/v1beta2",
+                "kind": "Workload",
+                "metadata": {
+                    "name": name,
+                    "labels": {"kueue.x-k8s.io/multikueue-origin": origin},
+                },
+                "spec": {
+                    "queueName": "user-queue",
+                    "podSets": [
+                        {
+                            "name": "main",
+                            "count": 1,
+                            "template": {
+                                "spec": {
+                                    "containers": [
+                                        {
+                                            "name": "c",
+                                            "image": "busybox",
+                                            "resources": {"requests": {"cpu": "100m"}},
+                                        }
+                                    ]
+                                }
+                            },
+                        }
+                    ],
+                },
+            },
+            "default",
+        )
+
+    orphan("left-behind", "multikueue")
+    orphan("another-managers", "elsewhere")
+    # Its job on the worker, as the manager made it (the prebuilt Workload annotation).
+    worker.admin.create(
+        r.JOBS,
+        {
+            "metadata": {
+                "name": "left-behind-job",
+                "labels": {"kueue.x-k8s.io/multikueue-origin": "multikueue"},
+                "annotations": {"kueue.x-k8s.io/prebuilt-workload-name": "left-behind"},
+            },
+            "spec": {
+                "suspend": True,
+                "template": {
+                    "spec": {
+                        "restartPolicy": "Never",
+                        "containers": [{"name": "c", "image": "busybox"}],
+                    }
+                },
+            },
+        },
+        "default",
+    )
+    running = [_start(cluster, multikueue=MultiKueueSettings(gc_interval=1.0))]
+    try:
+        eventually(
+            lambda: (
+                worker.get("workloads", "left-behind", "default") is None
+                and worker.get("jobs", "left-behind-job", "default") is None
+            ),
+            timeout=20,
+            what="the orphaned copy and its job collected",
+        )
+        time.sleep(1.5)  # a collection more
+        assert worker.get("workloads", "another-managers", "default") is not None
+    finally:
+        for item in running:
+            item.halt()
+
+
+def test_a_copy_evicted_on_its_worker_sends_the_workload_back(cluster, worker, routed_webhook):
+    """The worker evicts its copy (deactivated there): the manager's check goes Retry with
+    Kueue's message, the reservation here is given back, and the Workload is dispatched and
+    admitted again."""
+    _worker_setup(worker, "9")
+    name_worker(cluster, worker, "multikueue-test-worker1", "worker1-secret")
+    _manager_setup(cluster, ["multikueue-test-worker1"])
+    running = [_start(cluster), _start(worker)]
+    try:
+        job = cluster.job("evicted", "100m", queue="user-queue", duration="600s")
+        key = eventually(lambda: cluster.workload_of(job), what="its Workload")["metadata"]["name"]
+        admitted = 'The workload was admitted on "multikueue-test-worker1"'
+        eventually(
+            lambda: _check_of(cluster, key).get("message") == admitted,
+            timeout=20,
+            what="admitted on the worker",
+        )
+        first = worker.get("workloads", key, "default")["metadata"]["uid"]
+        worker.admin.patch(r.WORKLOADS, key, {"spec": {"active": False}}, "default")
+        # Evicted here by the check's Retry (its quota given back once the worker's job
+        # stopped), and queued again.
+        evicted = eventually(
+            lambda: _condition(cluster.get("workloads", key, "default"), "Evicted"),
+            timeout=20,
+            what="the manager's Workload evicted",
+        )
+        assert evicted["reason"] == "AdmissionCheck", evicted
+        eventually(
+            lambda: _condition(cluster.get("workloads", key, "default"), "Requeued"),
+            timeout=20,
+            what="the manager's Workload queued again",
+        )
+        events = [
+            e.get("message")
+            for e in cluster.api.list("events", "default")
+            if e.get("reason") == "MultiKueue"
+        ]
+        assert any(
+            'Workload evicted on worker cluster: "multikueue-test-worker1", resetting for '
+            're-admission. Previously: "Ready"' in str(m)
+            for m in events
+        ), events
+        # Dispatched again: a new copy, admitted.
+        eventually(
+            lambda: (
+                (copy := worker.get("workloads", key, "default")) is not None
+                and copy["metadata"]["uid"] != first
+                and _check_of(cluster, key).get("message") == admitted
+            ),
+            timeout=30,
+            what="dispatched and admitted again",
+        )
     finally:
         for item in running:
             item.halt()

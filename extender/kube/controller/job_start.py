@@ -17,6 +17,7 @@ from typing import Any
 from extender.core import pods_ready as ready_policy
 from extender.core.admission_checks import FAILED_TO_START, UpdateConflictError
 from extender.core.models import Admission
+from extender.core.multikueue import CONTROLLER as MULTIKUEUE
 from extender.core.workloads import check_states, creation_seconds
 from extender.kube.api import objects as o
 from extender.kube.api.client import ApiError, KubeError
@@ -267,7 +268,10 @@ class JobStarter:
         if job is not None:
             if not job.suspended or job.started or job.cluster_queue:
                 job = stop_job(ctx, job, workload)
-            if job.active:
+            # A job MultiKueue runs has no pods here: its active count is its worker's,
+            # copied, and may never be copied again (a worker lost); its copies there are
+            # removed once the quota here is given back.
+            if job.active and job.managed_by != MULTIKUEUE:
                 return  # its pods are stopping; the job's next change brings us back
         evicted = o.condition(workload, o.EVICTED) or {}
         reason = str(evicted.get("reason") or "Preempted")

@@ -243,8 +243,14 @@ class MultiKueueController:
             reason, message = policy.finished_as(remote)
             finish_workload(ctx, key, obj, reason, message)
             return None
-        # 2. evicted on its worker after it was admitted there: dispatched afresh
+        # 2. evicted on its worker after it was admitted there: dispatched afresh. Once it is
+        #    evicted here too, the worker's job status is copied once more (Kueue's), so
+        #    that the job here stops counting the worker's pods and its quota can go back.
         evicted = policy.earliest(speaking, "Evicted")
+        if evicted is not None and o.is_true(obj, o.EVICTED):
+            synced = self._synced.setdefault(key, {})
+            deferred = run.mirror(self.clusters, synced, evicted, key, final=False)
+            return policy.SYNC_DEFERRED_RETRY if deferred else None
         if evicted is not None and mine.state == checks.READY:
             message = policy.evicted_on(evicted) + '. Previously: "Ready"'
             ctx.story(key, "Normal", "MultiKueue", message)
