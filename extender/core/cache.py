@@ -26,7 +26,9 @@ from extender.core.models import (
     Workload,
     WorkloadPriorityClass,
 )
+from extender.core.multikueue import CONTROLLER as MULTIKUEUE_CONTROLLER
 from extender.core.preemption import AdmittedWorkload
+from extender.core.provisioning import CONTROLLER as PROVISIONING_CONTROLLER
 from extender.core.quota import QuotaNode, QuotaTree, add_usage
 from extender.core.reasons import (
     CLUSTER_QUEUE_STOPPED,
@@ -47,6 +49,41 @@ ConfigModel = (
     | AdmissionCheck
     | Topology
 )
+
+
+def multikueue_misuse(
+    cq: ClusterQueue, checks: Mapping[str, AdmissionCheck]
+) -> tuple[str, str] | None:
+    """Kueue's rules for MultiKueue checks on a ClusterQueue: one at most, for every flavor,
+    and not with a ProvisioningRequest check (the capacity is the workers')."""
+    by_controller: dict[str, list[str]] = {}
+    for ref in cq.admission_checks:
+        found = checks.get(ref.name)
+        if found is not None:
+            by_controller.setdefault(found.controller_name, []).append(ref.name)
+    multikueue = sorted(by_controller.get(MULTIKUEUE_CONTROLLER, ()))
+    if len(multikueue) > 1:
+        return (
+            "MultipleMultiKueueAdmissionChecks",
+            "Cannot use multiple MultiKueue AdmissionChecks on the same ClusterQueue, "
+            f"found: {','.join(multikueue)}",
+        )
+    per_flavor = sorted(
+        r.name for r in cq.admission_checks if r.name in multikueue and r.on_flavors
+    )
+    if per_flavor:
+        return (
+            "MultiKueueAdmissionCheckAppliedPerFlavor",
+            f"Cannot specify MultiKueue AdmissionCheck per flavor, found: {','.join(per_flavor)}",
+        )
+    provisioning = sorted(by_controller.get(PROVISIONING_CONTROLLER, ()))
+    if multikueue and provisioning:
+        return (
+            "MultiKueueWithProvisioningRequest",
+            "Cannot use both MultiKueue and ProvisioningRequest AdmissionChecks together, "
+            f"found: {','.join(multikueue)}, {','.join(provisioning)}",
+        )
+    return None
 
 
 @dataclass(slots=True)
@@ -251,7 +288,7 @@ class Cache:
                 "AdmissionCheckInactive",
                 f"references inactive AdmissionCheck(s): {','.join(inactive)}",
             )
-        return None
+        return multikueue_misuse(cq, checks)
 
     def _missing_topologies(self, cq: ClusterQueue) -> list[str]:
         """Kueue's TopologyNotFound: a topology flavor whose Topology does not exist."""

@@ -32,13 +32,16 @@ from tests.e2e.conftest import (
     ROOT,
     controller_process,
     kubectl,
+    listening,
     serve_webhook,
     wait,
 )
+from tests.servers import free_port
 
 WORKER = os.environ.get("TOWER_E2E_WORKER_KUBECONFIG")
 WORKER_RUN = os.environ.get("TOWER_E2E_WORKER_RUN")
 EXAMPLES = Path(ROOT) / "tests" / "data" / "kueue-v0.19.2" / "examples"
+MPIJOB_CRD = Path(ROOT) / "tests" / "data" / "kubeflow" / "kubeflow.org_mpijobs.v2beta1.yaml"
 MULTIKUEUE = "kueue.x-k8s.io/multikueue"
 
 pytestmark = [
@@ -85,6 +88,8 @@ def clusters(tmp_path):
     """Tower's CRDs on both; a Ready node on the worker; Kueue's setups; both Towers."""
     for where in (kubectl, on_worker):
         where("apply", "-f", str(Path(ROOT) / "deploy" / "crds"))
+        # mpi-operator's CRD on both (its operator would run on the worker only).
+        where("apply", "--server-side", "-f", str(MPIJOB_CRD))
         where("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
         where("create", "namespace", "tower-system", check=False)
     # The manager's webhook first: Kueue's objects are validated by it.
@@ -92,6 +97,8 @@ def clusters(tmp_path):
         tmp_path / "certs",
         ["--kubeconfig", KUBECONFIG or "", "--controller-username", "kubernetes-admin"],
     )
+    # The worker's own webhook (it queues what the manager copies there, pods included).
+    worker_webhook = serve_worker_webhook(tmp_path / "worker-certs")
     on_worker("apply", "-f", "-", input=node("worker-node-1"))
     status = {"status": {"capacity": {"cpu": "8", "memory": "32Gi", "pods": "110"},
                          "allocatable": {"cpu": "8", "memory": "32Gi", "pods": "110"},
@@ -117,11 +124,12 @@ def clusters(tmp_path):
         cwd=ROOT,
     )  # fmt: skip
     yield
-    for proc in (manager, worker, webhook):
+    for proc in (manager, worker, webhook, worker_webhook):
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=30)
     for where in (kubectl, on_worker):
-        where("delete", "jobs", "--all", "-n", "default", "--wait=false", check=False)
+        where("delete", "jobs,statefulsets,mpijobs", "--all", "-n", "default", "--wait=false",
+              check=False)  # fmt: skip
         where("delete", "pods", "--all", "-n", "default", "--force", "--grace-period=0",
               check=False)  # fmt: skip
         where("delete", "workloads.kueue.x-k8s.io", "--all", "-n", "default", "--wait=false",
@@ -129,10 +137,31 @@ def clusters(tmp_path):
     kubectl("delete", "-f", str(EXAMPLES / "multikueue" / "multikueue-setup.yaml"), check=False)
     # Its webhook is gone: its registration goes too, or the next create of a Kueue object
     # would be refused (the validating hooks fail closed).
-    kubectl("delete", "mutatingwebhookconfiguration", "tower-mutating-webhook", check=False)
-    kubectl("delete", "validatingwebhookconfiguration", "tower-validating-webhook", check=False)
+    for where in (kubectl, on_worker):
+        where("delete", "mutatingwebhookconfiguration", "tower-mutating-webhook", check=False)
+        where("delete", "validatingwebhookconfiguration", "tower-validating-webhook",
+              check=False)  # fmt: skip
     kubectl("delete", "secret", "worker1-secret", "-n", "tower-system", check=False)
     on_worker("delete", "-f", str(EXAMPLES / "single-clusterqueue-setup.yaml"), check=False)
+
+
+def serve_worker_webhook(tmp: Path) -> subprocess.Popen[bytes]:
+    """Tower's webhook for the worker, on this machine at another port, registered there."""
+    port = free_port()
+    python = [sys.executable, "-m"]
+    subprocess.run([*python, "certs", "generate", "--out", str(tmp), "--ip-address",
+                    "127.0.0.1"], check=True, cwd=ROOT)  # fmt: skip
+    server = subprocess.Popen(
+        [*python, "webhook", "--port", str(port), "--bind-address", "127.0.0.1",
+         "--tls-cert-file", str(tmp / "tls.crt"), "--tls-private-key-file", str(tmp / "tls.key"),
+         "--controller-username", "kubernetes-admin"],
+        cwd=ROOT,
+    )  # fmt: skip
+    wait(lambda: listening("127.0.0.1", port), what="the worker's webhook to listen")
+    subprocess.run([*python, "certs", "install", "--kubeconfig", WORKER or "", "--url",
+                    f"https://127.0.0.1:{port}", "--certs-dir", str(tmp)], check=True,
+                   cwd=ROOT)  # fmt: skip
+    return server
 
 
 def sample_job(name: str) -> str:
@@ -308,3 +337,154 @@ def test_the_workers_api_server_killed_mid_flight(clusters):
     wl = get(kubectl, "workloads.kueue.x-k8s.io", name, "-n", "default")
     assert condition(wl, "Evicted").get("status") != "True"
     assert condition(wl, "Admitted")["lastTransitionTime"] == admitted["lastTransitionTime"]
+
+
+def admitted_on_worker(name: str) -> dict[str, Any]:
+    def admitted() -> dict[str, Any] | None:
+        w = get(kubectl, "workloads.kueue.x-k8s.io", name, "-n", "default")
+        return w if condition(w, "Admitted").get("status") == "True" else None
+
+    wl = wait(admitted, timeout=90, what=f"{name} admitted on the manager")
+    [check] = wl["status"]["admissionChecks"]
+    assert (check["state"], check["message"]) == (
+        "Ready",
+        'The workload was admitted on "multikueue-test-worker1"',
+    )
+    return wl
+
+
+def test_kueues_mpijob_sample_runs_on_the_worker(clusters):
+    """Kueue's MPIJob sample, unchanged, with mpi-operator's CRD: handed to MultiKueue in its
+    runPolicy, run on the worker only, finished there as mpi-operator would say."""
+    wait(lambda: active_check(kubectl, "sample-multikueue").get("status") == "True",
+         what="the AdmissionCheck Active")  # fmt: skip
+    kubectl("create", "-f", str(EXAMPLES / "jobs" / "sample-mpijob.yaml"))
+    job = get(kubectl, "mpijob", "pi", "-n", "default")
+    assert job is not None
+    assert job["spec"]["runPolicy"]["managedBy"] == MULTIKUEUE
+    assert job["spec"]["runPolicy"]["suspend"] is True
+    wl = wait(lambda: workload_of("pi"), what="the manager's Workload")
+    name = wl["metadata"]["name"]
+    admitted_on_worker(name)
+    remote = wait(
+        lambda: (j := get(on_worker, "mpijob", "pi", "-n", "default"))
+        and j["spec"]["runPolicy"].get("suspend") is False
+        and j,
+        timeout=60,
+        what="the worker's MPIJob started",
+    )  # fmt: skip
+    assert "managedBy" not in remote["spec"]["runPolicy"]
+    assert remote["metadata"]["annotations"]["kueue.x-k8s.io/prebuilt-workload-name"] == name
+    succeeded = {"type": "Succeeded", "status": "True", "reason": "MPIJobSucceeded",
+                 "message": "MPIJob default/pi successfully completed.",
+                 "lastTransitionTime": "2026-12-01T00:00:00Z",
+                 "lastUpdateTime": "2026-12-01T00:00:00Z"}  # fmt: skip
+    on_worker("patch", "mpijob", "pi", "-n", "default", "--subresource=status", "--type=merge",
+              "-p", json.dumps({"status": {"conditions": [succeeded]}}))  # fmt: skip
+    finished = wait(
+        lambda: (c := condition(get(kubectl, "workloads.kueue.x-k8s.io", name, "-n", "default"),
+                                "Finished")).get("status") == "True" and c,
+        timeout=90,
+        what="the manager's Workload finished",
+    )  # fmt: skip
+    assert (finished["reason"], finished["message"]) == ("Succeeded", succeeded["message"])
+    assert condition(get(kubectl, "mpijob", "pi", "-n", "default"), "Succeeded")["status"] == "True"
+    wait(lambda: get(on_worker, "mpijob", "pi", "-n", "default") is None
+         and get(on_worker, "workloads.kueue.x-k8s.io", name, "-n", "default") is None,
+         timeout=90, what="the worker's copies removed")  # fmt: skip
+
+
+def test_kueues_statefulset_sample_runs_on_the_worker(clusters):
+    """Kueue's StatefulSet sample, unchanged, with both clusters' StatefulSet controllers:
+    the manager's pods stay gated; the worker's copy makes its pods there, which the worker's
+    Tower lets through and kube-scheduler binds; deleted on the manager, the copy goes."""
+    wait(lambda: active_check(kubectl, "sample-multikueue").get("status") == "True",
+         what="the AdmissionCheck Active")  # fmt: skip
+    kubectl("create", "-f", str(EXAMPLES / "serving" / "sample-statefulset.yaml"), "-n",
+            "default")  # fmt: skip
+    sts = get(kubectl, "statefulset", "nginx-statefulset", "-n", "default")
+    assert sts is not None
+    wl = wait(
+        lambda: next(
+            (w for w in (get(kubectl, "workloads.kueue.x-k8s.io", "-n", "default") or {})
+             .get("items") or []
+             if w["metadata"].get("annotations", {}).get("kueue.x-k8s.io/job-owner-name")
+             == "nginx-statefulset"),
+            None,
+        ),
+        what="the StatefulSet's Workload",
+    )  # fmt: skip
+    name = wl["metadata"]["name"]
+    admitted_on_worker(name)
+    remote = wait(lambda: get(on_worker, "statefulset", "nginx-statefulset", "-n", "default"),
+                  timeout=60, what="the worker's StatefulSet")  # fmt: skip
+    assert (
+        remote["metadata"]["annotations"]["kueue.x-k8s.io/multikueue-origin-uid"]
+        == (sts["metadata"]["uid"])
+    )
+    # The worker's StatefulSet controller makes its first pod; the worker's Tower lets it
+    # through under the manager's Workload's name, and kube-scheduler binds it.
+    pod = wait(
+        lambda: (p := get(on_worker, "pod", "nginx-statefulset-0", "-n", "default"))
+        and p["spec"].get("nodeName")
+        and p,
+        timeout=90,
+        what="the worker's pod let through and bound",
+    )  # fmt: skip
+    assert pod["spec"]["nodeName"] == "worker-node-1"
+    copy = get(on_worker, "workloads.kueue.x-k8s.io", name, "-n", "default")
+    assert condition(copy, "Admitted").get("status") == "True"
+    # The manager's controller makes its pod too: gated, it never runs there.
+    here = wait(lambda: get(kubectl, "pod", "nginx-statefulset-0", "-n", "default"),
+                timeout=60, what="the manager's pod")  # fmt: skip
+    time.sleep(3)
+    here = get(kubectl, "pod", "nginx-statefulset-0", "-n", "default") or here
+    assert here["spec"].get("schedulingGates") == [{"name": "kueue.x-k8s.io/admission"}]
+    assert not here["spec"].get("nodeName")
+    kubectl("delete", "statefulset", "nginx-statefulset", "-n", "default", "--wait=false")
+    wait(lambda: get(on_worker, "statefulset", "nginx-statefulset", "-n", "default") is None
+         and get(on_worker, "workloads.kueue.x-k8s.io", name, "-n", "default") is None,
+         timeout=90, what="the worker's copies removed")  # fmt: skip
+
+
+def test_kueues_pod_sample_runs_on_the_worker(clusters):
+    """Kueue's plain-pod sample, unchanged: gated on the manager for good, copied to the
+    worker, let through and bound there; its status (as the worker's kubelet would report it)
+    is the manager's pod's too, and its end finishes the manager's Workload."""
+    wait(lambda: active_check(kubectl, "sample-multikueue").get("status") == "True",
+         what="the AdmissionCheck Active")  # fmt: skip
+    made = json.loads(
+        kubectl("create", "-f", str(EXAMPLES / "pods" / "kueue-pod.yaml"), "-n", "default",
+                "-o", "json")
+    )  # fmt: skip
+    pod_name = made["metadata"]["name"]
+    wl = wait(lambda: workload_of(pod_name), what="the pod's Workload")
+    name = wl["metadata"]["name"]
+    admitted_on_worker(name)
+    remote = wait(
+        lambda: (p := get(on_worker, "pod", pod_name, "-n", "default"))
+        and p["spec"].get("nodeName")
+        and p,
+        timeout=90,
+        what="the worker's pod let through and bound",
+    )  # fmt: skip
+    assert remote["metadata"]["annotations"]["kueue.x-k8s.io/prebuilt-workload-name"] == name
+    here = get(kubectl, "pod", pod_name, "-n", "default")
+    assert here is not None
+    assert here["spec"].get("schedulingGates") == [{"name": "kueue.x-k8s.io/admission"}]
+    # The worker's kubelet would say it runs, then that it succeeded: the manager's shows it.
+    on_worker("patch", "pod", pod_name, "-n", "default", "--subresource=status", "--type=merge",
+              "-p", json.dumps({"status": {"phase": "Running"}}))  # fmt: skip
+    wait(lambda: ((get(kubectl, "pod", pod_name, "-n", "default") or {}).get("status") or {})
+         .get("phase") == "Running", timeout=60, what="the manager's pod Running")  # fmt: skip
+    on_worker("patch", "pod", pod_name, "-n", "default", "--subresource=status", "--type=merge",
+              "-p", json.dumps({"status": {"phase": "Succeeded"}}))  # fmt: skip
+    finished = wait(
+        lambda: (c := condition(get(kubectl, "workloads.kueue.x-k8s.io", name, "-n", "default"),
+                                "Finished")).get("status") == "True" and c,
+        timeout=90,
+        what="the manager's Workload finished",
+    )  # fmt: skip
+    assert finished["reason"] == "Succeeded"
+    wait(lambda: get(on_worker, "workloads.kueue.x-k8s.io", name, "-n", "default") is None,
+         timeout=90, what="the worker's copy removed")  # fmt: skip

@@ -275,3 +275,62 @@ def test_check_states_read_from_a_workload_survive_a_malformed_entry():
     assert (a.name, a.state, a.retry_count, a.requeue_after) == ("a", ac.RETRY, 2, 60)
     assert a.last_transition > 0
     assert (b.state, b.last_transition) == (ac.PENDING, 0.0)
+
+
+MK = "kueue.x-k8s.io/multikueue"
+PROV = "kueue.x-k8s.io/provisioning-request"
+
+
+@pytest.mark.parametrize(
+    ("rules", "controllers", "want"),
+    [
+        ((CheckRule("mk"),), {"mk": MK}, None),
+        ((CheckRule("mk"), CheckRule("other")), {"mk": MK, "other": "example.com/x"}, None),
+        (
+            (CheckRule("mk1"), CheckRule("mk2")),
+            {"mk1": MK, "mk2": MK},
+            (
+                "MultipleMultiKueueAdmissionChecks",
+                "Cannot use multiple MultiKueue AdmissionChecks on the same ClusterQueue, "
+                "found: mk1,mk2",
+            ),
+        ),
+        (
+            (CheckRule("mk", frozenset({"gpu"})),),
+            {"mk": MK},
+            (
+                "MultiKueueAdmissionCheckAppliedPerFlavor",
+                "Cannot specify MultiKueue AdmissionCheck per flavor, found: mk",
+            ),
+        ),
+        (
+            (CheckRule("mk"), CheckRule("prov")),
+            {"mk": MK, "prov": PROV},
+            (
+                "MultiKueueWithProvisioningRequest",
+                "Cannot use both MultiKueue and ProvisioningRequest AdmissionChecks together, "
+                "found: mk, prov",
+            ),
+        ),
+    ],
+)
+def test_kueues_rules_for_multikueue_checks_on_a_cluster_queue(rules, controllers, want):
+    state = ClusterState()
+    checks = [
+        admission_check(
+            {
+                **check_obj(conditions=[{"type": "Active", "status": "True"}]),
+                "metadata": {"name": name},
+                "spec": {"controllerName": controller},
+            }
+        )
+        for name, controller in controllers.items()
+    ]
+    state.configure(
+        cluster_queues=[ClusterQueue("cq", admission_checks=rules)], admission_checks=checks
+    )
+    active = state.cluster_queue_active("cq")
+    if want is None:
+        assert active[0] is True, active
+    else:
+        assert active == (False, want[0], f"Can't admit new workloads: {want[1]}.")
