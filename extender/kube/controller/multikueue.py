@@ -19,7 +19,7 @@ from typing import Any
 
 from extender.core import admission_checks as checks
 from extender.core import multikueue as policy
-from extender.core.jobframework.adapter import as_mapping, workload_name
+from extender.core.jobframework.adapter import as_mapping
 from extender.core.jobframework.pod import TemplateParent
 from extender.core.kueue_config import ALL_AT_ONCE
 from extender.core.multikueue import MultiKueueSettings
@@ -32,12 +32,11 @@ from extender.kube.api.resources import (
     WORKLOADS,
     Resource,
 )
-from extender.kube.api.trim import JobView
 from extender.kube.controller.active import set_active
 from extender.kube.controller.context import Context, Ref
 from extender.kube.controller.jobs import finish_workload
-from extender.kube.controller.multikueue_runs import component_turn, remote_run
-from extender.kube.controller.multikueue_workers import ClientFactory, WorkerClusters, job_adapter
+from extender.kube.controller.multikueue_runs import component_turn, remote_run, spec_sync_handlers
+from extender.kube.controller.multikueue_workers import ClientFactory, WorkerClusters
 from extender.kube.controller.workload_status import write_status
 
 log = logging.getLogger("tower.multikueue")
@@ -107,26 +106,11 @@ class MultiKueueController:
                 if key in policy.config_clusters(as_mapping(config)):
                     on_config(name, None, None)
 
-        def on_job(key: str, old: Any, new: Any) -> None:
-            # A change the worker's copy takes (Kueue's local job watcher): its Workload,
-            # once it runs on a worker, looks again.
-            if not isinstance(new, JobView) or not new.adapter.worker_synced_fields:
-                return
-            name = workload_name(new.adapter.kind, new.adapter.group, new.name, new.uid)
-            wl_key = f"{new.namespace}/{name}"
-            if wl_key in self._synced:
-                queue.add(("workload", wl_key))
-
-        synced_kinds = [
-            (resource, on_job)
-            for resource in self.ctx.job_resources
-            if (adapter := job_adapter(resource)) is not None and adapter.worker_synced_fields
-        ]
         return [
             (ADMISSION_CHECKS, on_check),
             (MULTIKUEUE_CONFIGS, on_config),
             (MULTIKUEUE_CLUSTERS, on_cluster),
-            *synced_kinds,
+            *spec_sync_handlers(self.ctx, lambda key: key in self._synced),
         ]
 
     def workload_changed(self, key: str, old: Any, new: Any) -> None:

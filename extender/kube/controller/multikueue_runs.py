@@ -11,19 +11,19 @@ to the worker its first one went to, as Kueue's component Workloads do.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from extender.core import multikueue as policy
-from extender.core.jobframework.adapter import as_mapping
+from extender.core.jobframework.adapter import as_mapping, workload_name
 from extender.core.jobframework.pod import TemplateParent
 from extender.kube.api import objects as o
 from extender.kube.api.client import JSON_PATCH
 from extender.kube.api.resources import WORKLOADS, Resource
 from extender.kube.api.trim import JobView
 from extender.kube.controller.context import Context
-from extender.kube.controller.multikueue_workers import WorkerClusters
+from extender.kube.controller.multikueue_workers import WorkerClusters, job_adapter
 
 Obj = dict[str, Any]
 
@@ -140,6 +140,28 @@ def copy_declaring(clusters: WorkerClusters, cluster: str, key: str, d: Declarin
         return d.parent.remote_copy(local, labels, annotations)
 
     clusters.create(cluster, key, d.resource, body)
+
+
+def spec_sync_handlers(
+    ctx: Context, running: Callable[[str], bool]
+) -> list[tuple[Resource, Callable[[str, Any, Any], None]]]:
+    """For the kinds whose spec changes reach the worker's copy (a RayService's Serve
+    config; Kueue's local job watcher): a change wakes its Workload, if it runs on a worker
+    (`running`)."""
+
+    def on_job(key: str, old: Any, new: Any) -> None:
+        if not isinstance(new, JobView) or not new.adapter.worker_synced_fields:
+            return
+        name = workload_name(new.adapter.kind, new.adapter.group, new.name, new.uid)
+        wl_key = f"{new.namespace}/{name}"
+        if running(wl_key):
+            ctx.queues.checks.add(("workload", wl_key))
+
+    return [
+        (resource, on_job)
+        for resource in ctx.job_resources
+        if (adapter := job_adapter(resource)) is not None and adapter.worker_synced_fields
+    ]
 
 
 def mirror_job(
