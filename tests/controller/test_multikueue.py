@@ -10,7 +10,6 @@ worker are removed.
 
 from __future__ import annotations
 
-import base64
 import json
 import signal
 import threading
@@ -28,7 +27,7 @@ from extender.kube.api import resources as r
 from extender.kube.servers.dashboard import Dashboard
 from tests.controller.conftest import Cluster, Running, eventually
 from tests.controller.test_kubectl_tower import tower
-from tests.controller.workers import name_worker, worker_cluster
+from tests.controller.workers import name_worker, worker_cluster, worker_secret
 from tests.servers import ROOT, start_webhook
 
 EXAMPLES = ROOT / "tests" / "data" / "kueue-v0.19.2" / "examples"
@@ -76,15 +75,7 @@ def _start(cluster: Cluster, **settings: Any) -> Running:
 
 def test_a_job_runs_on_the_worker_that_admits_it(cluster, worker, routed_webhook, tmp_path):
     _apply_file(worker, EXAMPLES / "single-clusterqueue-setup.yaml")
-    data = base64.b64encode(Path(worker.admin_config).read_bytes()).decode()
-    cluster.admin.create(
-        r.SECRETS,
-        {
-            "metadata": {"name": "worker1-secret", "namespace": "tower-system"},
-            "data": {"kubeconfig": data},
-        },
-        "tower-system",
-    )
+    worker_secret(cluster, worker, "worker1-secret")
     _apply_file(cluster, EXAMPLES / "multikueue" / "multikueue-setup.yaml")
     settings = MultiKueueSettings(gc_interval=1.0)
     running = [_start(cluster, multikueue=settings), _start(worker)]

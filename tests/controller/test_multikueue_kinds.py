@@ -14,7 +14,6 @@ would. Both setups get a GPU quota as well, for the TrainJob example's GPU.
 
 from __future__ import annotations
 
-import base64
 import signal
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -33,7 +32,7 @@ from tests import yamlc
 from tests.controller.conftest import CRDS, Cluster, Running, eventually
 from tests.controller.test_kubeflow import condition, load
 from tests.controller.test_pod_groups import LWS, STATEFULSETS, lws_pods, statefulset_pod
-from tests.controller.workers import worker_cluster, worker_tower
+from tests.controller.workers import worker_cluster, worker_secret, worker_tower
 from tests.servers import start_webhook
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -203,15 +202,7 @@ def _manager_and_worker(
             for side in (cluster, worker):
                 _install(side, kind)
         worker.apply(*(_with_gpus(d) for d in load(EXAMPLES / "single-clusterqueue-setup.yaml")))
-        data = base64.b64encode(Path(worker.admin_config).read_bytes()).decode()
-        cluster.admin.create(
-            r.SECRETS,
-            {
-                "metadata": {"name": "worker1-secret", "namespace": "tower-system"},
-                "data": {"kubeconfig": data},
-            },
-            "tower-system",
-        )
+        worker_secret(cluster, worker, "worker1-secret")
         cluster.apply(
             *(_with_gpus(d) for d in load(EXAMPLES / "multikueue" / "multikueue-setup.yaml"))
         )
@@ -443,6 +434,13 @@ def _run(cluster: Cluster, worker: Cluster, kind: Kind, adapter: Any, resource: 
     )
 
 
+def _controller_pods(kind: str, obj: dict[str, Any]) -> list[dict[str, Any]]:
+    """The pods its controller makes (no StatefulSet or LeaderWorkerSet controller runs here)."""
+    if kind == "StatefulSet":
+        return [statefulset_pod(obj, i) for i in range(3)]
+    return [p for i in range(2) for p in lws_pods(obj, i)]
+
+
 def _gated(cluster: Cluster, name: str) -> bool:
     pod = cluster.get("pods", name, "default")
     return pod is not None and bool(pod["spec"].get("schedulingGates"))
@@ -474,10 +472,7 @@ def test_kueues_serving_examples_run_on_the_worker(
             _admitted_on_worker(cluster, key)
 
         # The manager's pods, as its controller makes them, stay gated.
-        if kind == "StatefulSet":
-            here = [statefulset_pod(created, i) for i in range(3)]
-        else:
-            here = [p for i in range(2) for p in lws_pods(created, i)]
+        here = _controller_pods(kind, created)
         for pod in here:
             cluster.admin.create(r.PODS, pod, "default")
 
@@ -498,10 +493,7 @@ def test_kueues_serving_examples_run_on_the_worker(
         for key in keys:
             copy = worker.get("workloads", key, "default")
             assert condition(copy, "Admitted").get("status") == "True", key
-        if kind == "StatefulSet":
-            there = [statefulset_pod(remote, i) for i in range(3)]
-        else:
-            there = [p for i in range(2) for p in lws_pods(remote, i)]
+        there = _controller_pods(kind, remote)
         for pod in there:
             worker.admin.create(r.PODS, pod, "default")
         for pod in there:

@@ -47,15 +47,20 @@ def worker_tower(cluster: Cluster, **settings: Any) -> Iterator[Running]:
         running.halt()
 
 
-def name_worker(manager: Cluster, worker: Cluster, name: str, secret: str) -> None:
-    """The worker's kubeconfig in a Secret of Tower's namespace, and the MultiKueueCluster
-    that names it, as Kueue's setup guide makes them."""
+def worker_secret(manager: Cluster, worker: Cluster, secret: str) -> None:
+    """The worker's kubeconfig in a Secret of Tower's namespace on the manager (key
+    `kubeconfig`, as Kueue's setup guide makes it)."""
     data = base64.b64encode(Path(worker.admin_config).read_bytes()).decode()
     manager.admin.create(
         r.SECRETS,
         {"metadata": {"name": secret, "namespace": "tower-system"}, "data": {"kubeconfig": data}},
         "tower-system",
     )
+
+
+def name_worker(manager: Cluster, worker: Cluster, name: str, secret: str) -> None:
+    """The worker's kubeconfig Secret, and the MultiKueueCluster that names it."""
+    worker_secret(manager, worker, secret)
     manager.apply(
         {
             "apiVersion": "kueue.x-k8s.io/v1beta2",
