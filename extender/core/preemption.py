@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Protocol
 
 from extender.core.fairsharing import dominant_resource_share
 from extender.core.models import (
@@ -70,6 +71,23 @@ LowestPriority = Callable[[str], "int | None"]
 
 AlsoFits = Callable[[list[AdmittedWorkload]], bool]
 """Whether a preemptor fits, besides its quota, were these candidates gone."""
+
+
+class TargetSearch(Protocol):
+    """Classical or fair-sharing preemption: whom to evict so that a request fits."""
+
+    def __call__(
+        self,
+        preemptor: Workload,
+        cq: ClusterQueue,
+        node: QuotaNode,
+        request: Mapping[FlavorResource, int],
+        need: frozenset[FlavorResource],
+        admitted_in: AdmittedIn,
+        lowest_priority: LowestPriority | None = None,
+        lq_usage: VictimUsage | None = None,
+        also_fits: AlsoFits | None = None,
+    ) -> list[Target]: ...
 
 
 def _may_hold_lower(
@@ -472,12 +490,15 @@ def fair_sharing_targets(
     admitted_in: AdmittedIn,
     lowest_priority: LowestPriority | None = None,
     lq_usage: VictimUsage | None = None,
+    also_fits: AlsoFits | None = None,
 ) -> list[Target]:
     """Fair-sharing preemption with Kueue's default strategies.
 
     First LessThanOrEqualToFinalShare: take from the ClusterQueue with the highest share
     while the preemptor's share with the new workload stays <= the target's share after
-    the removal; then LessThanInitialShare: < the target's share before it.
+    the removal; then LessThanInitialShare: < the target's share before it. `also_fits` is
+    what must hold besides the quota once the removed candidates are gone (a topology
+    placement), as for classical preemption.
     """
     pool = candidates(
         preemptor,
@@ -513,19 +534,19 @@ def fair_sharing_targets(
                 continue
         add_usage(candidate.node, candidate.usage, -1)
         removed.append(candidate)
-        fit = fits(node, request, True)
+        fit = fits(node, request, True) and (also_fits is None or also_fits(removed))
     for candidate in retry:
         if fit:
             break
         if preemptor_share < dominant_resource_share(candidate.node):
             add_usage(candidate.node, candidate.usage, -1)
             removed.append(candidate)
-            fit = fits(node, request, True)
+            fit = fits(node, request, True) and (also_fits is None or also_fits(removed))
     if not fit:
         for candidate in removed:
             add_usage(candidate.node, candidate.usage, 1)
         return []
-    victims = _fill_back(node, request, removed, True)
+    victims = _fill_back(node, request, removed, True, also_fits)
     return [
         Target(v, IN_CLUSTER_QUEUE if v.node is node else IN_COHORT_FAIR_SHARING) for v in victims
     ]

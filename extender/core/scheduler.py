@@ -47,6 +47,7 @@ from extender.core.preemption import (
     IN_COHORT_RECLAMATION,
     AdmittedWorkload,
     Target,
+    TargetSearch,
     classical_targets,
     fair_sharing_targets,
     may_have_candidates,
@@ -318,14 +319,14 @@ class Scheduler:
         entry = Entry(cq, node, queue, workload, assignment, memo=memo)
         if assignment.mode in PREEMPTING:
             entry.targets = targets(assignment.usage, assignment.needs_preemption)
-            topology = None if self.fair_sharing else self.topology
-            if entry.targets and topology is not None:
+            if entry.targets and self.topology is not None:
                 entry.targets = placeable_targets(
                     entry,
                     entry.targets,
-                    topology.fits_without,
+                    self.topology.fits_without,
                     cache,
                     _victim_usage(self._queues, cq),
+                    self._search,
                 )
             if not entry.targets:
                 entry.assignment = assignment._replace(mode=NO_CANDIDATES)
@@ -357,6 +358,10 @@ class Scheduler:
             self.fair_sharing,
         )
 
+    @property
+    def _search(self) -> TargetSearch:
+        return fair_sharing_targets if self.fair_sharing else classical_targets
+
     def _targets(
         self,
         workload: Workload,
@@ -365,10 +370,9 @@ class Scheduler:
         request: Mapping[FlavorResource, int],
         need: frozenset[FlavorResource],
     ) -> list[Target]:
-        find = fair_sharing_targets if self.fair_sharing else classical_targets
         cache = self._cache
         lq_usage = _victim_usage(self._queues, cq)
-        return find(
+        return self._search(
             workload,
             cq,
             node,
@@ -416,11 +420,13 @@ class Scheduler:
             if verdict is not None:
                 admission = verdict
         if refusal is not None:
-            topology = None if self.fair_sharing else self.topology  # classical preemption only
+            topology = self.topology
             remedy: list[Target] | Assignment | None = None
             if topology is not None and refusal.startswith(_TOPOLOGY_REFUSAL):
                 fit, usage = topology.fits_without, _victim_usage(self._queues, entry.cq)
-                remedy = topology_targets(entry, admission, fit, self._cache, usage, step.claimed)
+                remedy = topology_targets(
+                    entry, admission, fit, self._cache, usage, self._search, step.claimed
+                )
                 if not remedy and self.partial_admission and not assignment.counts:
                     remedy = shrink_to_topology(entry, fit, self._cache)
             taken = [a.workload.key for a in step.admitted]
@@ -485,7 +491,7 @@ class Scheduler:
             entry.status = PendingStatus(WAITING_FOR_QUOTA, no_longer_fits)
             return
         step.claimed |= keys
-        if self.topology is not None and not self.fair_sharing:
+        if self.topology is not None:
             admission = assignment.admission(entry.cq.name, workload)
             self.topology.reserve(workload, admission, sorted(keys))
         for target in entry.targets:
@@ -521,7 +527,7 @@ class Scheduler:
             # It could not take its quota back later: what it needs is kept from entries
             # after it, as Kueue does (and the domains it would take).
             step.quota.hold(entry, to_reserve(entry))
-            if self.topology is not None and not self.fair_sharing:
+            if self.topology is not None:
                 admission = assignment.admission(entry.cq.name, entry.workload)
                 self.topology.reserve(entry.workload, admission, None)
         if self._queues.set_aside(
@@ -579,6 +585,7 @@ def topology_targets(
     fit: TopologyFit,
     cache: Cache,
     lq_usage: Callable[[AdmittedWorkload], float] | None,
+    search: TargetSearch = classical_targets,
     claimed: Set[str] = frozenset(),
 ) -> list[Target]:
     """Kueue's preemption for topology: the quota fits but no domain holds the workload. If
@@ -597,7 +604,7 @@ def topology_targets(
     def admitted_in(name: str) -> Iterable[AdmittedWorkload]:
         return [a for a in cache.admitted_in(name) if a.workload.key not in claimed]
 
-    return classical_targets(
+    return search(
         workload,
         cq,
         node,
@@ -634,6 +641,7 @@ def placeable_targets(
     fit: TopologyFit,
     cache: Cache,
     lq_usage: Callable[[AdmittedWorkload], float] | None,
+    search: TargetSearch = classical_targets,
 ) -> list[Target]:
     """Victims for the quota, checked against topology: when the workload's domains would
     still not hold it once they are gone, every flavor-resource it uses is preempted for,
@@ -644,7 +652,7 @@ def placeable_targets(
     if fit(workload, admission, [t.victim.workload.key for t in victims]):
         return victims
     usage = entry.assignment.usage
-    return classical_targets(
+    return search(
         workload,
         entry.cq,
         entry.node,

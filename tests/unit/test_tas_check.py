@@ -11,6 +11,7 @@ from extender.core.models import (
     LocalQueue,
     PodSet,
     Preemption,
+    ReclaimWithinCohort,
     ResourceFlavor,
     ResourceGroup,
     ResourceQuota,
@@ -299,3 +300,86 @@ def test_a_mixed_queue_keeps_each_podset_to_its_kind_of_flavor() -> None:
     assert admitted["asks"].topology is not None
     assert admitted["does-not"].flavors == {"cpu": "plain"}  # off the topology flavor
     assert admitted["does-not"].topology is None
+
+
+def cohort_state(tas: TopologyScheduling, *, fair_sharing: bool) -> ClusterState:
+    """Two ClusterQueues of 8 cpu each in one cohort over the four hosts, each reclaiming."""
+    s = ClusterState(fair_sharing=fair_sharing)
+    quota = (FlavorQuotas("tas-flavor", (ResourceQuota("cpu", 8_000),)),)
+    reclaim = Preemption(reclaim_within_cohort=ReclaimWithinCohort.ANY)
+    s.configure(
+        flavors=[FLAVOR],
+        cluster_queues=[
+            ClusterQueue(
+                name,
+                (ResourceGroup(("cpu",), quota),),
+                cohort="c",
+                namespace_selector=LabelSelector(),
+                preemption=reclaim,
+            )
+            for name in ("a", "b")
+        ],
+        local_queues=[LocalQueue("default", "lq-a", "a"), LocalQueue("default", "lq-b", "b")],
+        topologies=[TOPOLOGY],
+    )
+    s.add_admission_check(tas)
+    s.on_release(tas.release)
+    s.scheduler.topology = tas
+    return s
+
+
+def test_fair_sharing_preempts_the_borrower_whose_hosts_make_a_rack() -> None:
+    tas = tas_with_nodes()
+    s = cohort_state(tas, fair_sharing=True)
+    hosts_of: dict[str, tuple[str, ...]] = {}
+    # a borrows: three workloads of one full host each, 12 of the cohort's 16 cpu.
+    for i in range(3):
+        pod_set = PodSet("main", 4, {"cpu": 1000}, topology=TopologyRequest(REQUIRED, HOSTNAME))
+        s.add_workload(Workload("default", f"a-{i}", f"a-{i}", "lq-a", (pod_set,), creation_time=i))
+        (admit,) = s.schedule(float(i)).admitted
+        topology = admit.admission.pod_set_assignments[0].topology
+        assert topology is not None
+        hosts_of[admit.workload.name] = tuple(d.values[0] for d in topology.domains)
+    # b asks for its nominal 8 cpu in one rack: only r1 of b1 (n1 and n2) is that big.
+    wants = Workload(
+        "default",
+        "b-rack",
+        "b-rack",
+        "lq-b",
+        (PodSet("main", 8, {"cpu": 1000}, topology=TopologyRequest(REQUIRED, RACK)),),
+        creation_time=10.0,
+    )
+    s.add_workload(wants)
+    result = s.schedule(10.0)
+    on_rack = sorted(name for name, hosts in hosts_of.items() if set(hosts) & {"n1", "n2"})
+    # Fair sharing alone would take one workload (the quota then fits); the rack needs
+    # exactly those on n1 and n2, and only those.
+    assert sorted(e.workload.name for e in result.evicted) == on_rack
+    assert {e.preemption_reason for e in result.evicted} == {"InCohortFairSharing"}
+    for name in on_rack:  # the victims stop and are not queued again (deleted)
+        s.finish(f"default/{name}")
+    (admit,) = s.schedule(11.0).admitted
+    assert admit.workload.name == "b-rack"
+    topology = admit.admission.pod_set_assignments[0].topology
+    assert topology is not None
+    assert sorted(d.values[0] for d in topology.domains) == ["n1", "n2"]
+
+
+def test_fair_sharing_does_not_preempt_when_its_strategy_refuses_the_rack() -> None:
+    tas = tas_with_nodes()
+    s = cohort_state(tas, fair_sharing=True)
+    # a holds the 8-cpu rack within its own nominal quota: b reclaiming it would leave b
+    # borrowing (a larger share than a's), which both of Kueue's strategies refuse.
+    s.add_workload(job_in("a-rack", "lq-a", 8, TopologyRequest(REQUIRED, RACK)))
+    assert [a.workload.name for a in s.schedule(0.0).admitted] == ["a-rack"]
+    s.add_workload(job_in("b-small", "lq-b", 4, TopologyRequest(REQUIRED, HOSTNAME), 1.0))
+    assert [a.workload.name for a in s.schedule(1.0).admitted] == ["b-small"]
+    s.add_workload(job_in("b-rack", "lq-b", 8, TopologyRequest(REQUIRED, RACK), 2.0))
+    result = s.schedule(2.0)
+    assert result.evicted == ()
+    assert not s.is_admitted("default/b-rack")
+
+
+def job_in(name: str, lq: str, pods: int, request: TopologyRequest, t: float = 0.0) -> Workload:
+    pod_set = PodSet("main", pods, {"cpu": 1000}, topology=request)
+    return Workload("default", name, name, lq, (pod_set,), creation_time=t)
