@@ -14,8 +14,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import NamedTuple
 
+from extender.core import parse
 from extender.core.jobframework.adapter import PodSetInfo
-from extender.core.models import Admission, ClusterQueue
+from extender.core.models import Admission, ClusterQueue, Workload
 
 PENDING = "Pending"
 READY = "Ready"
@@ -180,3 +181,31 @@ def _merged(current: Mapping[str, str], extra: object, part: str, check: str) ->
             )
         out[str(key)] = value
     return out
+
+
+def with_placement_updates(workload: Workload, checks: Sequence[CheckState]) -> Workload | str:
+    """The workload as a delayed topology placement sees it: each podSet's nodeSelector and
+    tolerations with its Ready checks' podSetUpdates merged in (a ProvisioningRequest's
+    node selector keeps the pods to the capacity it brought), as Kueue's second pass merges
+    them; or Kueue's message when an update cannot be merged."""
+    pod_sets = list(workload.pod_sets)
+    for check in sorted(checks, key=lambda c: c.name):
+        if check.state != READY:
+            continue
+        for update in check.pod_set_updates:
+            name = update.get("name")
+            for i, ps in enumerate(pod_sets):
+                if ps.name != name:
+                    continue
+                try:
+                    selector = _merged(
+                        ps.node_selector, update.get("nodeSelector"), "nodeSelector", check.name
+                    )
+                    extra = parse.tolerations(update.get("tolerations") or [], "tolerations")
+                except (UpdateConflictError, parse.ManifestError) as e:
+                    return f"invalid podSetUpdate for PodSet {ps.name}, error: {e}"
+                tolerations = ps.tolerations + tuple(t for t in extra if t not in ps.tolerations)
+                pod_sets[i] = replace(ps, node_selector=selector, tolerations=tolerations)
+    if pod_sets == list(workload.pod_sets):
+        return workload
+    return replace(workload, pod_sets=tuple(pod_sets))

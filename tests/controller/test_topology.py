@@ -419,3 +419,58 @@ def test_a_provisioning_check_delays_placement_until_the_capacity_is_provisioned
     finally:
         proc.terminate()
         proc.wait(timeout=20)
+
+
+def test_a_delayed_placement_keeps_to_the_nodes_the_provisioning_request_brought(
+    cluster: Any,
+) -> None:
+    """Kueue's second pass merges the Ready checks' podSetUpdates into the podSet it places:
+    a ProvisioningRequestConfig's node selector keeps the pods to the provisioned nodes, not
+    to the tightest rack elsewhere."""
+    brought = {"dedicated-selector-key": "pool-7"}
+    nodes = [node(n["metadata"]["name"], *n["metadata"]["name"].split("-")[:2]) for n in NODES]
+    for obj in nodes:
+        if obj["metadata"]["name"].startswith("b2-r2-"):
+            obj["metadata"]["labels"].update(brought)  # the provisioned capacity
+        cluster.admin.create(r.NODES, obj)
+    cluster.admin.create(CRDS, safe_load(PR_CRD.read_text()))
+    topology, flavor, cq, lq = example("sample-queues.yaml")
+    cq["spec"]["admissionChecksStrategy"] = {"admissionChecks": [{"name": "tas-prov"}]}
+    check, config = provisioning_check("tas-prov", "tas-prov-config")
+    config["spec"]["podSetUpdates"] = {
+        "nodeSelector": [
+            {
+                "key": "dedicated-selector-key",
+                "valueFromProvisioningClassDetail": "dedicated-selector-detail",
+            }
+        ]
+    }
+    cluster.admin.create(r.PROVISIONING_REQUEST_CONFIGS, config)
+    cluster.apply(topology, flavor, check, cq, lq)
+    (required,) = example("sample-job-required.yaml")
+    proc = controller_process(cluster)
+    try:
+        job = cluster.admin.create(r.JOBS, required, "default")
+
+        def requested() -> str | None:
+            workload = cluster.workload_of(job)
+            if workload is None or not (workload.get("status") or {}).get("admission"):
+                return None
+            name = f"{workload['metadata']['name']}-tas-prov-1"
+            return name if cluster.get("provisioningrequests", name, "default") else None
+
+        request = eventually(requested, 20, "quota reserved and capacity requested")
+        details = {"provisioningClassDetails": {"dedicated-selector-detail": "pool-7"}}
+        set_condition(cluster, request, "Provisioned", "Provisioned", **details)
+        job = eventually(lambda: started(cluster, job), 20, "the job to start once provisioned")
+        (psa,) = cluster.workload_of(job)["status"]["admission"]["podSetAssignments"]
+        assert psa["delayedTopologyRequest"] == "Ready"
+        (piece,) = psa["topologyAssignment"]["slices"]
+        assert piece["valuesPerLevel"] == [
+            {"individual": {"prefix": "b2-r2-", "roots": ["1", "2"]}}
+        ]
+        template = job["spec"]["template"]["spec"]
+        assert template["nodeSelector"]["dedicated-selector-key"] == "pool-7"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)

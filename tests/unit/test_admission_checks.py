@@ -9,7 +9,15 @@ from extender.core import admission_checks as ac
 from extender.core.admission_checks import CheckState, UpdateConflictError
 from extender.core.cycle import ClusterState
 from extender.core.jobframework.adapter import PodSetInfo
-from extender.core.models import Admission, CheckRule, ClusterQueue, PodSetAssignment
+from extender.core.labels import Toleration
+from extender.core.models import (
+    Admission,
+    CheckRule,
+    ClusterQueue,
+    PodSet,
+    PodSetAssignment,
+    Workload,
+)
 from extender.core.parse import ManifestError, admission_check, cluster_queue
 from extender.core.workloads import check_states
 
@@ -334,3 +342,60 @@ def test_kueues_rules_for_multikueue_checks_on_a_cluster_queue(rules, controller
         assert active[0] is True, active
     else:
         assert active == (False, want[0], f"Can't admit new workloads: {want[1]}.")
+
+
+def _placed(*checks: CheckState) -> Workload | str:
+    pod_sets = (
+        PodSet("main", 2, {"cpu": 1000}, node_selector={"zone": "a"}),
+        PodSet("other", 1, {"cpu": 1000}, tolerations=(Toleration("gpu", "Exists"),)),
+    )
+    workload = Workload("ns", "w", "uid", "lq", pod_sets)
+    return ac.with_placement_updates(workload, list(checks))
+
+
+@pytest.mark.parametrize(
+    ("checks", "main_selector", "other_tolerations", "error"),
+    [
+        ((), {"zone": "a"}, [("gpu", "Exists")], None),
+        (  # a Ready check's node selector is merged into the podSet it names
+            (CheckState("prov", "Ready", pod_set_updates=({"name": "main", "nodeSelector": {"pool": "p7"}},)),),
+            {"zone": "a", "pool": "p7"}, [("gpu", "Exists")], None,
+        ),
+        (  # a check not Ready yet says nothing to the placement
+            (CheckState("prov", "Pending", pod_set_updates=({"name": "main", "nodeSelector": {"pool": "p7"}},)),),
+            {"zone": "a"}, [("gpu", "Exists")], None,
+        ),
+        (  # tolerations are added once
+            (CheckState("prov", "Ready", pod_set_updates=({"name": "other", "tolerations": [
+                {"key": "gpu", "operator": "Exists"}, {"key": "spot", "operator": "Exists"}]},)),),
+            {"zone": "a"}, [("gpu", "Exists"), ("spot", "Exists")], None,
+        ),
+        (  # the same key with another value cannot be merged: Kueue's message
+            (CheckState("prov", "Ready", pod_set_updates=({"name": "main", "nodeSelector": {"zone": "b"}},)),),
+            None, None,
+            'invalid podSetUpdate for PodSet main, error: in admission check "prov": invalid '
+            "admission check PodSetUpdate: conflict for nodeSelector: conflict for key=zone, "
+            "value1=a, value2=b",
+        ),
+        (  # a toleration of the wrong shape is named, not raised
+            (CheckState("prov", "Ready", pod_set_updates=({"name": "other", "tolerations": [
+                {"key": "gpu", "operator": "Maybe"}]},)),),
+            None, None, "invalid podSetUpdate for PodSet other, error: tolerations[0].operator",
+        ),
+    ],
+)  # fmt: skip
+def test_a_delayed_placement_sees_the_ready_checks_pod_set_updates(
+    checks: tuple[CheckState, ...],
+    main_selector: dict[str, str] | None,
+    other_tolerations: list[tuple[str, str]] | None,
+    error: str | None,
+) -> None:
+    placed = _placed(*checks)
+    if error is not None:
+        assert isinstance(placed, str)
+        assert placed.startswith(error)
+        return
+    assert not isinstance(placed, str)
+    main, other = placed.pod_sets
+    assert dict(main.node_selector) == main_selector
+    assert [(t.key, t.operator) for t in other.tolerations] == other_tolerations

@@ -90,7 +90,14 @@ class CheckGate:
         ):
             # Kueue's second pass: placement waited for the checks (the capacity a
             # ProvisioningRequest brought); the pods are placed now, before Admitted.
-            placed = ctx.placement.place_delayed(model, admission)
+            # Placed as the checks' podSetUpdates will start the pods (a provisioning node
+            # selector): inside the capacity the request brought, as Kueue's second pass.
+            updated = policy.with_placement_updates(model, check_states(obj))
+            placed = (
+                updated
+                if isinstance(updated, str)
+                else ctx.placement.place_delayed(updated, admission)
+            )
             if isinstance(placed, str):
                 if ctx.told.first(f"second-pass:{key}", placed):
                     ctx.story(key, "Warning", "SecondPassFailed", placed)
