@@ -13,6 +13,7 @@ import pytest
 from extender.core.jobframework import registry
 from extender.core.jobframework.adapter import PodSetInfo
 from extender.core.jobframework.appwrapper import AppWrapper, inferred, value_at
+from extender.core.jobframework.topology import template_topology
 from extender.core.parse import ManifestError
 from tests import yamlc
 
@@ -269,3 +270,78 @@ def test_active_and_ready_are_its_controllers_conditions(conditions, active, rea
     obj = {"status": {"conditions": conditions}}
     assert AW.is_active(obj) is active
     assert AW.pods_ready(obj) is ready
+
+
+RACK_REQUIRED = {"kueue.x-k8s.io/podset-required-topology": "cloud.provider.com/topology-rack"}
+
+
+def _templated(kind: str, api: str, spec: dict[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": api, "kind": kind, "spec": spec}
+
+
+@pytest.mark.parametrize(
+    ("wrapped", "want"),
+    [
+        (  # the library's annotations for an inferred Job: the completion index
+            _templated("Job", "batch/v1", {"parallelism": 4, "template": {
+                "metadata": {"annotations": RACK_REQUIRED}, "spec": POD_SPEC}}),
+            [("batch.kubernetes.io/job-completion-index", None, None)],
+        ),
+        (  # a JobSet: the completion index within each Job, the Job index, the Job count
+            _templated("JobSet", "jobset.x-k8s.io/v1alpha2", {"replicatedJobs": [{
+                "name": "w", "replicas": 2, "template": {"spec": {"parallelism": 2, "template": {
+                    "metadata": {"annotations": RACK_REQUIRED}, "spec": POD_SPEC}}}}]}),
+            [("batch.kubernetes.io/job-completion-index", "jobset.sigs.k8s.io/job-index", 2)],
+        ),
+        (  # a PyTorchJob: the training operator's replica index
+            _templated("PyTorchJob", "kubeflow.org/v1", {"pytorchReplicaSpecs": {"Worker": {
+                "replicas": 3, "template": {
+                    "metadata": {"annotations": RACK_REQUIRED}, "spec": POD_SPEC}}}}),
+            [("training.kubeflow.org/replica-index", None, None)],
+        ),
+        (  # a Deployment's pods have no index: greedy, as in Kueue
+            _templated("Deployment", "apps/v1", {"replicas": 2, "template": {
+                "metadata": {"annotations": RACK_REQUIRED}, "spec": POD_SPEC}}),
+            [(None, None, None)],
+        ),
+    ],
+)  # fmt: skip
+def test_inferred_pod_sets_are_ranked_by_the_labels_the_appwrapper_library_names(wrapped, want):
+    obj = wrapper(wrapped)
+    pod_sets = AW.pod_sets(obj)
+    assert [
+        (p.pod_index_label, p.sub_group_index_label, p.sub_group_count) for p in pod_sets
+    ] == want
+    # ... and the Workload's topology request carries them (Kueue's podIndexLabel & co.).
+    (pod_set,) = pod_sets
+    request = template_topology(pod_set)
+    assert request is not None
+    assert request.pod_index_label == want[0][0]
+    assert request.sub_group_index_label == want[0][1]
+    assert request.sub_group_count == want[0][2]
+
+
+@pytest.mark.parametrize(
+    ("annotations", "want"),
+    [
+        ({"workload.codeflare.dev.appwrapper/tas-pod-index-label": "my-rank"}, ("my-rank", None, None)),
+        (
+            {
+                "workload.codeflare.dev.appwrapper/tas-pod-index-label": "idx",
+                "workload.codeflare.dev.appwrapper/tas-sub-group-index-label": "grp",
+                "workload.codeflare.dev.appwrapper/tas-sub-group-count": "4",
+            },
+            ("idx", "grp", 4),
+        ),
+        (  # a count that is not a number is ignored, as Kueue's adapter logs and ignores it
+            {"workload.codeflare.dev.appwrapper/tas-sub-group-count": "four"},
+            (None, None, None),
+        ),
+        ({}, (None, None, None)),
+    ],
+)  # fmt: skip
+def test_declared_pod_sets_take_their_ranks_from_their_annotations(annotations, want):
+    pod = {"apiVersion": "v1", "kind": "Pod", "spec": POD_SPEC}
+    obj = wrapper(pod, podSets=[{"path": "template", "replicas": 1, "annotations": annotations}])
+    (pod_set,) = AW.pod_sets(obj)
+    assert (pod_set.pod_index_label, pod_set.sub_group_index_label, pod_set.sub_group_count) == want

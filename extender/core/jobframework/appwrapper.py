@@ -12,7 +12,7 @@ from __future__ import annotations
 import copy
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from extender.core.jobframework.adapter import (
@@ -31,6 +31,15 @@ from extender.core.parse import ManifestError, as_list, as_map, is_dns1123_label
 MAX_POD_SETS = 18  # a Workload's podSets (the appwrapper's own webhook allows 8)
 _STEP = re.compile(r"\.([^.\[]+)|\[(\d+)\]")
 
+# The appwrapper library's podSet annotations that name the labels numbering its pods, which
+# Kueue's adapter turns into the podSet's ranks for topology-aware placement.
+TAS_POD_INDEX_LABEL = "workload.codeflare.dev.appwrapper/tas-pod-index-label"
+TAS_SUB_GROUP_INDEX_LABEL = "workload.codeflare.dev.appwrapper/tas-sub-group-index-label"
+TAS_SUB_GROUP_COUNT = "workload.codeflare.dev.appwrapper/tas-sub-group-count"
+_COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
+_JOBSET_JOB_INDEX = "jobset.sigs.k8s.io/job-index"
+_REPLICA_INDEX = "training.kubeflow.org/replica-index"
+
 
 @dataclass(frozen=True, slots=True)
 class DeclaredPodSet:
@@ -39,6 +48,17 @@ class DeclaredPodSet:
 
     path: str
     replicas: int
+    annotations: Mapping[str, str] = field(default_factory=dict)
+
+    def ranks(self) -> tuple[str | None, str | None, int | None]:
+        """(pod index label, sub-group index label, sub-group count) its annotations name;
+        a count that is not a number is left out, as Kueue's adapter ignores it."""
+        count = self.annotations.get(TAS_SUB_GROUP_COUNT)
+        return (
+            self.annotations.get(TAS_POD_INDEX_LABEL),
+            self.annotations.get(TAS_SUB_GROUP_INDEX_LABEL),
+            int(count) if count is not None and re.fullmatch(r"[+-]?\d+", count) else None,
+        )
 
 
 def value_at(template: Any, path: str) -> Any:
@@ -90,7 +110,8 @@ def inferred(wrapped: Mapping[str, Any]) -> list[DeclaredPodSet]:
     if kind in (("apps/v1", "Deployment"), ("apps/v1", "StatefulSet")):
         return [DeclaredPodSet("template.spec.template", _replicas(spec.get("replicas")))]
     if kind == ("batch/v1", "Job"):
-        return [DeclaredPodSet("template.spec.template", _job_pods(spec))]
+        ranks = {TAS_POD_INDEX_LABEL: _COMPLETION_INDEX}
+        return [DeclaredPodSet("template.spec.template", _job_pods(spec), ranks)]
     if kind == ("jobset.x-k8s.io/v1alpha2", "JobSet"):
         out = []
         for i, rjob in enumerate(as_sequence(spec.get("replicatedJobs"))):
@@ -98,10 +119,14 @@ def inferred(wrapped: Mapping[str, Any]) -> list[DeclaredPodSet]:
             if "template" not in rjob:
                 continue
             job_spec = as_mapping(as_mapping(rjob.get("template")).get("spec"))
-            pods = _replicas(rjob.get("replicas")) * _job_pods(job_spec)
-            out.append(
-                DeclaredPodSet(f"template.spec.replicatedJobs[{i}].template.spec.template", pods)
-            )
+            jobs = _replicas(rjob.get("replicas"))
+            ranks = {
+                TAS_POD_INDEX_LABEL: _COMPLETION_INDEX,
+                TAS_SUB_GROUP_INDEX_LABEL: _JOBSET_JOB_INDEX,
+                TAS_SUB_GROUP_COUNT: str(jobs),
+            }
+            path = f"template.spec.replicatedJobs[{i}].template.spec.template"
+            out.append(DeclaredPodSet(path, jobs * _job_pods(job_spec), ranks))
         return out
     if kind == ("kubeflow.org/v1", "PyTorchJob"):
         replicas = as_mapping(spec.get("pytorchReplicaSpecs"))
@@ -109,6 +134,7 @@ def inferred(wrapped: Mapping[str, Any]) -> list[DeclaredPodSet]:
             DeclaredPodSet(
                 f"template.spec.pytorchReplicaSpecs.{role}.template",
                 _replicas(as_mapping(replicas[role]).get("replicas")),
+                {TAS_POD_INDEX_LABEL: _REPLICA_INDEX},
             )
             for role in ("Master", "Worker")
             if role in replicas and "template" in as_mapping(replicas[role])
@@ -159,7 +185,12 @@ class AppWrapper(JobAdapter):
                 source = as_mapping(cached[i]).get("podSets")
             declared = [
                 DeclaredPodSet(
-                    str(as_mapping(p).get("path") or ""), _replicas(as_mapping(p).get("replicas"))
+                    str(as_mapping(p).get("path") or ""),
+                    _replicas(as_mapping(p).get("replicas")),
+                    {
+                        str(k): str(v)
+                        for k, v in as_mapping(as_mapping(p).get("annotations")).items()
+                    },
                 )
                 for p in as_sequence(source)
             ]
@@ -187,7 +218,18 @@ class AppWrapper(JobAdapter):
                     raise ManifestError(field, f"{pod_set.path!r} is not a pod template (no spec)")
                 pod_set_name = f"{name}-{len(out)}".lower()
                 where = f"{path}.template{pod_set.path[len('template') :]}"
-                out.append(PodSetTemplate(pod_set_name, pod_set.replicas, template, where))
+                index, sub_group, sub_groups = pod_set.ranks()
+                out.append(
+                    PodSetTemplate(
+                        pod_set_name,
+                        pod_set.replicas,
+                        template,
+                        where,
+                        pod_index_label=index,
+                        sub_group_index_label=sub_group,
+                        sub_group_count=sub_groups,
+                    )
+                )
         if not out:
             raise ManifestError(
                 "spec.components",
