@@ -244,6 +244,12 @@ class ClusterState:
         if workload.key in self.cache.admitted:
             raise ValueError(f"workload {workload.key} is admitted; release it first")
         self.queues.add(workload)
+        topology = self.scheduler.topology
+        if topology is not None:
+            lq = self.cache.local_queues.get(f"{workload.namespace}/{workload.queue_name}")
+            cq = self.cache.cluster_queues.get(lq.cluster_queue) if lq is not None else None
+            if cq is not None:
+                topology.prepare(workload, cq.flavor_names())
 
     def delete_workload(self, key: str) -> None:
         """A workload is gone (its job was deleted): drop it and free what it held."""

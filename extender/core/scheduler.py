@@ -98,6 +98,10 @@ class TopologyHooks(Protocol):
     def end_cycle(self) -> None:
         """Give back what the cycle reserved."""
 
+    def prepare(self, workload: Workload, flavors: Iterable[str]) -> None:
+        """A workload was queued where these flavors may take it: work its placement will
+        need may be done now, outside the cycle."""
+
 
 class Admit(NamedTuple):
     """Decision: write this admission, then start the job."""

@@ -299,6 +299,23 @@ class TopologyScheduling:
             ),
         )
 
+    def prepare(self, workload: Workload, flavors: Iterable[str]) -> None:
+        """A workload was queued in a ClusterQueue with these flavors: what each domain of
+        its topology flavors can take of its podSets' requests is counted now, once per
+        request shape, outside the cycle that will place it (the cycle then brings kept
+        counts up to date from the hosts that changed, instead of counting every host)."""
+        asking = [
+            placement_of(ps, ps.count, ps.topology, False)
+            for ps in workload.pod_sets
+            if ps.topology is not None and ps.count
+        ]
+        if not asking:
+            return
+        for flavor in flavors:
+            snap = self.snapshot(flavor) if flavor in self.flavors else None
+            if snap is not None:
+                snap.warm(asking)
+
     def fits_without(
         self, workload: Workload, admission: Admission, victims: Sequence[str] | None
     ) -> bool:

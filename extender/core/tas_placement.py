@@ -75,6 +75,23 @@ def placement_of(
     )
 
 
+def _groups(
+    pod_sets: Sequence[PodSetPlacement],
+) -> list[tuple[PodSetPlacement, PodSetPlacement | None]]:
+    """A workload's podSets as they are placed: alone, or a group's workers with their
+    leader (the smaller of the two)."""
+    groups: dict[str, list[PodSetPlacement]] = {}
+    for i, ps in enumerate(pod_sets):
+        groups.setdefault(ps.request.group or str(i), []).append(ps)
+    out: list[tuple[PodSetPlacement, PodSetPlacement | None]] = []
+    for members in groups.values():
+        workers, leader = members[0], members[1] if len(members) > 1 else None
+        if leader is not None and leader.count > workers.count:
+            workers, leader = leader, workers
+        out.append((workers, leader))
+    return out
+
+
 @dataclass(frozen=True, slots=True)
 class Placed:
     """The answer for a workload: an assignment per podSet, or the first podSets (a group
@@ -160,17 +177,13 @@ class TopologySnapshot(TopologyDomains):
         workers); `simulate_empty` ignores what admitted workloads hold (would preemption
         make room?). What each placed podSet takes is added to `assumed` for the next."""
         assumed = {} if assumed is None else assumed
-        groups: dict[str, list[PodSetPlacement]] = {}
-        for i, ps in enumerate(pod_sets):
-            groups.setdefault(ps.request.group or str(i), []).append(ps)
         out: dict[str, TopologyAssignment] = {}
-        for members in groups.values():
-            workers, leader = members[0], members[1] if len(members) > 1 else None
-            if leader is not None and leader.count > workers.count:
-                workers, leader = leader, workers
+        for workers, leader in _groups(pod_sets):
+            members = (workers,) if leader is None else (workers, leader)
             found = self._find(workers, leader, assumed, simulate_empty)
             if isinstance(found, str):
-                return Placed(out, tuple(ps.name for ps in members), found)
+                names = tuple(ps.name for ps in pod_sets if ps in members)
+                return Placed(out, names, found)
             for ps in members:
                 out[ps.name] = found[ps.name]
                 for domain in found[ps.name].domains:
@@ -195,14 +208,9 @@ class TopologySnapshot(TopologyDomains):
     def level_key(self, request: TopologyRequest, implied: bool) -> str | None:
         return level_key(request, self.levels, implied)
 
-    def _find(
-        self,
-        workers: PodSetPlacement,
-        leader: PodSetPlacement | None,
-        assumed: Mapping[str, Requests],
-        simulate_empty: bool,
-        within: str | None = None,
-    ) -> dict[str, TopologyAssignment] | str:
+    def _search(self, workers: PodSetPlacement, leader: PodSetPlacement | None) -> Search | str:
+        """What a placement of these podSets looks for (levels, slices, leaders), or Kueue's
+        message for a request this topology cannot read."""
         request = workers.request
         slice_size = request.slices[0].size if request.slices else 1
         if slice_size <= 0:
@@ -249,6 +257,33 @@ class TopologySnapshot(TopologyDomains):
             inner_sizes=inner,
             layers=request.slices if inner else (),
         )
+        return search
+
+    def warm(self, pod_sets: Sequence[PodSetPlacement]) -> None:
+        """Count what each domain can take of these podSets' requests now, on the domains
+        as they are and as if empty (preemption's question), so that the cycle that places
+        them finds the counts kept and only brings them up to date. A request it cannot
+        read is left to the cycle, which says why."""
+        for workers, leader in _groups(pod_sets):
+            search = self._search(workers, leader)
+            if isinstance(search, str):
+                continue
+            for simulate_empty in (False, True):
+                self.counts_for(workers, leader, {}, simulate_empty, None, search)
+
+    def _find(
+        self,
+        workers: PodSetPlacement,
+        leader: PodSetPlacement | None,
+        assumed: Mapping[str, Requests],
+        simulate_empty: bool,
+        within: str | None = None,
+    ) -> dict[str, TopologyAssignment] | str:
+        search = self._search(workers, leader)
+        if isinstance(search, str):
+            return search
+        level = self.levels.index(self.level_key(workers.request, workers.implied) or "")
+        slice_size, slice_level, inner = search.slice_size, search.slice_level, search.inner_sizes
         search.counts = self.counts_for(workers, leader, assumed, simulate_empty, within, search)
         chosen = self._fit_level(level, search)
         if isinstance(chosen, str):

@@ -20,6 +20,7 @@ from extender.core.models import (
 )
 from extender.core.placement_model import Node
 from extender.core.tas import TopologyScheduling
+from extender.core.tas_domains import TopologyDomains
 from extender.core.tas_model import (
     HOSTNAME,
     PREFERRED,
@@ -383,3 +384,42 @@ def test_fair_sharing_does_not_preempt_when_its_strategy_refuses_the_rack() -> N
 def job_in(name: str, lq: str, pods: int, request: TopologyRequest, t: float = 0.0) -> Workload:
     pod_set = PodSet("main", pods, {"cpu": 1000}, topology=request)
     return Workload("default", name, name, lq, (pod_set,), creation_time=t)
+
+
+def test_a_queued_workload_is_counted_when_queued_and_placed_the_same(monkeypatch) -> None:
+    """tas.prepare counts a queued workload's request shape (as it is and on empty domains)
+    when it is queued; the cycle then counts no host afresh and decides as without it."""
+    counted: list[str] = []
+    real = TopologyDomains._count_leaf
+
+    def counting(self, leaf, *args):  # type: ignore[no-untyped-def]
+        counted.append(leaf.id)
+        return real(self, leaf, *args)
+
+    monkeypatch.setattr(TopologyDomains, "_count_leaf", counting)
+
+    def run(prepare: bool) -> tuple[list[object], int, int]:
+        tas = tas_with_nodes()
+        if not prepare:
+            monkeypatch.setattr(tas, "prepare", lambda workload, flavors: None)
+        s = state(tas)
+        s.scheduler.topology = tas
+        counted.clear()
+        s.add_workload(job("a", 8, TopologyRequest(REQUIRED, RACK)))
+        s.add_workload(job("b", 3, TopologyRequest(PREFERRED, RACK), 1.0))
+        when_queued = len(counted)
+        counted.clear()
+        admitted = [a.admission for a in s.schedule(0.0).admitted]
+        admitted += [a.admission for a in s.schedule(1.0).admitted]
+        return admitted, when_queued, len(counted)
+
+    without, _, in_cycles_without = run(prepare=False)
+    prepared, when_queued, in_cycles = run(prepare=True)
+    assert prepared == without
+    assert len(prepared) == 2
+    # One request shape (both ask 1 cpu a pod; the level is not part of it), counted as it
+    # is and on empty domains over the 4 hosts, when the first is queued.
+    assert when_queued == 2 * len(NODES)
+    # In the cycles only the hosts the first placement took are counted again.
+    assert in_cycles < in_cycles_without
+    assert in_cycles <= 2

@@ -376,6 +376,11 @@ class Placement:
         with self.lock:
             self.topology.end_cycle()
 
+    def prepare(self, workload: Workload, flavors: Iterable[str]) -> None:
+        """Count a queued workload's topology requests now, not in its cycle (tas.prepare)."""
+        with self.lock:
+            self.topology.prepare(workload, flavors)
+
     def forget(self, key: str) -> None:
         with self.lock:
             self.inventory.forget(key)
