@@ -2,7 +2,7 @@
 
 Only where every Node reports no kubelet version (Node objects made by hand): a pod the real
 scheduler bound is marked Running and Ready, then Succeeded once its `sleep N` is over (never, when it
-restarts always); a pod being deleted is removed, as a kubelet confirms a deletion (one that
+restarts always or runs agnhost's `pause`, which waits until it is stopped); a pod being deleted is removed, as a kubelet confirms a deletion (one that
 Kueue's finalizer holds is first marked Failed, as a kubelet ends it). On a cluster with kubelets this does
 nothing: real pods run.
 """
@@ -10,6 +10,7 @@ nothing: real pods run.
 from __future__ import annotations
 
 import contextlib
+import math
 import re
 import threading
 import time
@@ -26,8 +27,14 @@ def has_no_kubelets(api_client: client.ApiClient) -> bool:
 
 
 def _seconds(pod: client.V1Pod) -> float:
+    """How long the pod's containers run: their `sleep N`, forever for agnhost's `pause`
+    (Kueue's TAS and provisioning examples; their racks stay taken, as on a real node), else
+    a second."""
     for container in pod.spec.containers:
-        text = " ".join([*(container.command or []), *(container.args or [])])
+        words = [*(container.command or []), *(container.args or [])]
+        if "pause" in words:  # agnhost's pause: runs until the pod is deleted
+            return math.inf
+        text = " ".join(words)
         match = SLEEP.search(text)
         if match:
             return float(match.group(1))
