@@ -63,7 +63,138 @@ __all__ = [
 ]
 
 
-class ClusterState:
+class ClusterQuestions:
+    """What the state answers about workloads, queues and configuration, without changing
+    anything (ClusterState holds what changes it)."""
+
+    cache: Cache
+    queues: QueueManager
+
+    # ----- questions: workloads ---------------------------------------------------------
+
+    def workload(self, key: str) -> Workload | None:
+        """A workload the state knows, pending or admitted."""
+        return self.queues.workloads.get(key)
+
+    def workload_count(self) -> int:
+        """How many workloads the state knows, pending and admitted."""
+        return len(self.queues.workloads)
+
+    def is_admitted(self, key: str) -> bool:
+        """Whether a workload holds quota (assumed or written)."""
+        return key in self.cache.admitted
+
+    def admitted_workload(self, key: str) -> AdmittedWorkload | None:
+        """What an admitted workload holds, where and since when (None: it holds nothing)."""
+        return self.cache.admitted.get(key)
+
+    def admitted_workloads(self) -> Iterator[AdmittedWorkload]:
+        """Every admitted workload."""
+        return iter(self.cache.admitted.values())
+
+    def admitted_count(self) -> int:
+        """How many workloads hold quota."""
+        return len(self.cache.admitted)
+
+    def admitted_in(self, cq_name: str) -> Iterable[AdmittedWorkload]:
+        """Admitted workloads of one ClusterQueue."""
+        return self.cache.admitted_in(cq_name)
+
+    def lowest_priority(self, cq_name: str) -> int | None:
+        """The lowest priority among a ClusterQueue's admitted workloads."""
+        return self.cache.lowest_priority(cq_name)
+
+    def pending_workload(self, key: str) -> Workload | None:
+        """A workload that waits (None: admitted, or unknown)."""
+        return self.queues.pending_workload(key)
+
+    def pending(self) -> Iterator[tuple[Workload, PendingStatus]]:
+        """Every pending workload with why it waits."""
+        return self.queues.pending()
+
+    def pending_status(self, key: str) -> PendingStatus:
+        """Why one pending workload is waiting, in words a person understands."""
+        return self.queues.pending_status(key)
+
+    def pending_in(self, cq_name: str) -> tuple[int, int]:
+        """(active, inadmissible) pending workloads of one ClusterQueue."""
+        return self.queues.pending_in(cq_name)
+
+    def pending_workloads_in(self, cq_name: str) -> Iterator[Workload]:
+        """The workloads queued in one ClusterQueue (parked ones are in none)."""
+        return self.queues.pending_workloads_in(cq_name)
+
+    def queued_in(self, key: str) -> str | None:
+        """The ClusterQueue whose queue holds a pending workload (None: parked, or none)."""
+        return self.queues.queued_in(key)
+
+    def queue_is_inadmissible(self, cq_name: str, key: str) -> bool:
+        """Whether a queued workload was set aside until quota is given back."""
+        return self.queues.queue_is_inadmissible(cq_name, key)
+
+    def class_head(self, key: str) -> str | None:
+        """The workload a cycle tries for this one's whole equivalence class (the same shape,
+        priority and namespace): its reason is this one's."""
+        return self.queues.class_head(key)
+
+    # ----- questions: configuration and quota -------------------------------------------
+
+    def cluster_queue(self, name: str) -> ClusterQueue | None:
+        """A ClusterQueue by name."""
+        return self.cache.cluster_queues.get(name)
+
+    def cluster_queue_known(self, name: str) -> bool:
+        """Whether a ClusterQueue of this name exists (admissions into it can be held)."""
+        return name in self.cache.cluster_queues
+
+    def cluster_queue_names(self) -> list[str]:
+        """Every ClusterQueue's name, sorted."""
+        return sorted(self.cache.cluster_queues)
+
+    def cluster_queue_active(self, name: str) -> tuple[bool, str, str]:
+        """The Active condition of a ClusterQueue: (status, reason, message)."""
+        return self.cache.cluster_queue_active(name)
+
+    def quota_usage(self, cq_name: str) -> Mapping[FlavorResource, int]:
+        """What a ClusterQueue's admitted workloads hold, per flavor and resource."""
+        node = self.cache.tree.cluster_queues.get(cq_name)
+        return {} if node is None else node.usage
+
+    def available_quota(self, cq_name: str, fr: FlavorResource) -> int:
+        """How much of a flavor-resource a workload of the ClusterQueue could use now: its
+        own unused quota and what it may borrow (Kueue's `available`)."""
+        return available(self.cache.tree.cluster_queues[cq_name], fr)
+
+    def resource_flavor(self, name: str) -> ResourceFlavor | None:
+        """A ResourceFlavor by name."""
+        return self.cache.flavors.get(name)
+
+    def resource_flavors(self) -> Mapping[str, ResourceFlavor]:
+        """Every ResourceFlavor, by name."""
+        return self.cache.flavors
+
+    def local_queue(self, key: str) -> LocalQueue | None:
+        """A LocalQueue by namespace/name."""
+        return self.cache.local_queues.get(key)
+
+    def local_queue_of(self, workload: Workload) -> LocalQueue | None:
+        """The LocalQueue a workload was submitted to, if it exists."""
+        return self.cache.local_queue_of(workload)
+
+    def workload_priority_classes(self) -> Mapping[str, WorkloadPriorityClass]:
+        """Every WorkloadPriorityClass, by name."""
+        return self.cache.workload_priority_classes
+
+    def priority_classes(self) -> Mapping[str, PriorityClass]:
+        """Every PriorityClass, by name."""
+        return self.cache.priority_classes
+
+    def configuration(self) -> Configuration:
+        """The configuration objects, as a new state can be configured from."""
+        return self.cache.configuration()
+
+
+class ClusterState(ClusterQuestions):
     """Kueue's cache, queue manager and scheduler: what is configured, pending and admitted,
     and the cycle that decides on them."""
 
@@ -245,11 +376,11 @@ class ClusterState:
             raise ValueError(f"workload {workload.key} is admitted; release it first")
         self.queues.add(workload)
         topology = self.scheduler.topology
-        if topology is not None:
-            lq = self.cache.local_queues.get(f"{workload.namespace}/{workload.queue_name}")
-            cq = self.cache.cluster_queues.get(lq.cluster_queue) if lq is not None else None
-            if cq is not None:
-                topology.prepare(workload, cq.flavor_names())
+        lq = self.cache.local_queue_of(workload) if topology is not None else None
+        cq = self.cache.cluster_queues.get(lq.cluster_queue) if lq is not None else None
+        if topology is not None and cq is not None:
+            # Topology-aware scheduling counts its requests now, not in its cycle.
+            topology.prepare(workload, cq.flavor_names())
 
     def delete_workload(self, key: str) -> None:
         """A workload is gone (its job was deleted): drop it and free what it held."""
@@ -346,129 +477,6 @@ class ClusterState:
             workload, flavors, self.cache.tree.cluster_queues[cq_name], need
         )
         return self.scheduler.targets_for(workload, cq_name, request, wanted)
-
-    # ----- questions: workloads ---------------------------------------------------------
-
-    def workload(self, key: str) -> Workload | None:
-        """A workload the state knows, pending or admitted."""
-        return self.queues.workloads.get(key)
-
-    def workload_count(self) -> int:
-        """How many workloads the state knows, pending and admitted."""
-        return len(self.queues.workloads)
-
-    def is_admitted(self, key: str) -> bool:
-        """Whether a workload holds quota (assumed or written)."""
-        return key in self.cache.admitted
-
-    def admitted_workload(self, key: str) -> AdmittedWorkload | None:
-        """What an admitted workload holds, where and since when (None: it holds nothing)."""
-        return self.cache.admitted.get(key)
-
-    def admitted_workloads(self) -> Iterator[AdmittedWorkload]:
-        """Every admitted workload."""
-        return iter(self.cache.admitted.values())
-
-    def admitted_count(self) -> int:
-        """How many workloads hold quota."""
-        return len(self.cache.admitted)
-
-    def admitted_in(self, cq_name: str) -> Iterable[AdmittedWorkload]:
-        """Admitted workloads of one ClusterQueue."""
-        return self.cache.admitted_in(cq_name)
-
-    def lowest_priority(self, cq_name: str) -> int | None:
-        """The lowest priority among a ClusterQueue's admitted workloads."""
-        return self.cache.lowest_priority(cq_name)
-
-    def pending_workload(self, key: str) -> Workload | None:
-        """A workload that waits (None: admitted, or unknown)."""
-        return self.queues.pending_workload(key)
-
-    def pending(self) -> Iterator[tuple[Workload, PendingStatus]]:
-        """Every pending workload with why it waits."""
-        return self.queues.pending()
-
-    def pending_status(self, key: str) -> PendingStatus:
-        """Why one pending workload is waiting, in words a person understands."""
-        return self.queues.pending_status(key)
-
-    def pending_in(self, cq_name: str) -> tuple[int, int]:
-        """(active, inadmissible) pending workloads of one ClusterQueue."""
-        return self.queues.pending_in(cq_name)
-
-    def pending_workloads_in(self, cq_name: str) -> Iterator[Workload]:
-        """The workloads queued in one ClusterQueue (parked ones are in none)."""
-        return self.queues.pending_workloads_in(cq_name)
-
-    def queued_in(self, key: str) -> str | None:
-        """The ClusterQueue whose queue holds a pending workload (None: parked, or none)."""
-        return self.queues.queued_in(key)
-
-    def queue_is_inadmissible(self, cq_name: str, key: str) -> bool:
-        """Whether a queued workload was set aside until quota is given back."""
-        return self.queues.queue_is_inadmissible(cq_name, key)
-
-    def class_head(self, key: str) -> str | None:
-        """The workload a cycle tries for this one's whole equivalence class (the same shape,
-        priority and namespace): its reason is this one's."""
-        return self.queues.class_head(key)
-
-    # ----- questions: configuration and quota -------------------------------------------
-
-    def cluster_queue(self, name: str) -> ClusterQueue | None:
-        """A ClusterQueue by name."""
-        return self.cache.cluster_queues.get(name)
-
-    def cluster_queue_known(self, name: str) -> bool:
-        """Whether a ClusterQueue of this name exists (admissions into it can be held)."""
-        return name in self.cache.cluster_queues
-
-    def cluster_queue_names(self) -> list[str]:
-        """Every ClusterQueue's name, sorted."""
-        return sorted(self.cache.cluster_queues)
-
-    def cluster_queue_active(self, name: str) -> tuple[bool, str, str]:
-        """The Active condition of a ClusterQueue: (status, reason, message)."""
-        return self.cache.cluster_queue_active(name)
-
-    def quota_usage(self, cq_name: str) -> Mapping[FlavorResource, int]:
-        """What a ClusterQueue's admitted workloads hold, per flavor and resource."""
-        node = self.cache.tree.cluster_queues.get(cq_name)
-        return {} if node is None else node.usage
-
-    def available_quota(self, cq_name: str, fr: FlavorResource) -> int:
-        """How much of a flavor-resource a workload of the ClusterQueue could use now: its
-        own unused quota and what it may borrow (Kueue's `available`)."""
-        return available(self.cache.tree.cluster_queues[cq_name], fr)
-
-    def resource_flavor(self, name: str) -> ResourceFlavor | None:
-        """A ResourceFlavor by name."""
-        return self.cache.flavors.get(name)
-
-    def resource_flavors(self) -> Mapping[str, ResourceFlavor]:
-        """Every ResourceFlavor, by name."""
-        return self.cache.flavors
-
-    def local_queue(self, key: str) -> LocalQueue | None:
-        """A LocalQueue by namespace/name."""
-        return self.cache.local_queues.get(key)
-
-    def local_queue_of(self, workload: Workload) -> LocalQueue | None:
-        """The LocalQueue a workload was submitted to, if it exists."""
-        return self.cache.local_queue_of(workload)
-
-    def workload_priority_classes(self) -> Mapping[str, WorkloadPriorityClass]:
-        """Every WorkloadPriorityClass, by name."""
-        return self.cache.workload_priority_classes
-
-    def priority_classes(self) -> Mapping[str, PriorityClass]:
-        """Every PriorityClass, by name."""
-        return self.cache.priority_classes
-
-    def configuration(self) -> Configuration:
-        """The configuration objects, as a new state can be configured from."""
-        return self.cache.configuration()
 
 
 def _preemption_request(
