@@ -372,34 +372,44 @@ def test_kueues_leaderworkerset_tas_example_puts_each_group_in_one_rack(cluster:
         proc.wait(timeout=20)
 
 
+def provisioned_tas_queue(cluster: Any, nodes: list[dict[str, Any]], **config: Any) -> None:
+    """The nodes, and Kueue's sample TAS queues with a ProvisioningRequest check on their
+    ClusterQueue (its config's spec extended with `config`)."""
+    for obj in nodes:
+        cluster.admin.create(r.NODES, obj)
+    cluster.admin.create(CRDS, safe_load(PR_CRD.read_text()))
+    topology, flavor, cq, lq = example("sample-queues.yaml")
+    cq["spec"]["admissionChecksStrategy"] = {"admissionChecks": [{"name": "tas-prov"}]}
+    check, settings = provisioning_check("tas-prov", "tas-prov-config")
+    settings["spec"].update(config)
+    cluster.admin.create(r.PROVISIONING_REQUEST_CONFIGS, settings)
+    cluster.apply(topology, flavor, check, cq, lq)
+
+
+def capacity_requested(cluster: Any, job: dict[str, Any]) -> tuple[dict[str, Any], str] | None:
+    """The job's Workload once it reserved quota and its ProvisioningRequest exists, and the
+    request's name."""
+    workload = cluster.workload_of(job)
+    if workload is None or not (workload.get("status") or {}).get("admission"):
+        return None
+    name = f"{workload['metadata']['name']}-tas-prov-1"
+    return (workload, name) if cluster.get("provisioningrequests", name, "default") else None
+
+
 def test_a_provisioning_check_delays_placement_until_the_capacity_is_provisioned(
     cluster: Any,
 ) -> None:
     """Kueue's delayed topology request: with a ProvisioningRequest check on the topology
     flavor, quota is reserved without a placement (delayedTopologyRequest Pending); once the
     request is Provisioned the pods are placed (Ready) and only then is the job admitted."""
-    for obj in NODES:
-        cluster.admin.create(r.NODES, obj)
-    cluster.admin.create(CRDS, safe_load(PR_CRD.read_text()))
-    topology, flavor, cq, lq = example("sample-queues.yaml")
-    cq["spec"]["admissionChecksStrategy"] = {"admissionChecks": [{"name": "tas-prov"}]}
-    check, config = provisioning_check("tas-prov", "tas-prov-config")
-    cluster.admin.create(r.PROVISIONING_REQUEST_CONFIGS, config)
-    cluster.apply(topology, flavor, check, cq, lq)
+    provisioned_tas_queue(cluster, NODES)
     (required,) = example("sample-job-required.yaml")
     proc = controller_process(cluster)
     try:
         job = cluster.admin.create(r.JOBS, required, "default")
-
-        def requested() -> tuple[dict[str, Any], str] | None:
-            workload = cluster.workload_of(job)
-            if workload is None or not (workload.get("status") or {}).get("admission"):
-                return None
-            name = f"{workload['metadata']['name']}-tas-prov-1"
-            found = cluster.get("provisioningrequests", name, "default")
-            return (workload, name) if found is not None else None
-
-        workload, request = eventually(requested, 20, "quota reserved and capacity requested")
+        workload, request = eventually(
+            lambda: capacity_requested(cluster, job), 20, "quota reserved and capacity requested"
+        )
         (psa,) = workload["status"]["admission"]["podSetAssignments"]
         assert psa["delayedTopologyRequest"] == "Pending"
         assert "topologyAssignment" not in psa
@@ -432,34 +442,15 @@ def test_a_delayed_placement_keeps_to_the_nodes_the_provisioning_request_brought
     for obj in nodes:
         if obj["metadata"]["name"].startswith("b2-r2-"):
             obj["metadata"]["labels"].update(brought)  # the provisioned capacity
-        cluster.admin.create(r.NODES, obj)
-    cluster.admin.create(CRDS, safe_load(PR_CRD.read_text()))
-    topology, flavor, cq, lq = example("sample-queues.yaml")
-    cq["spec"]["admissionChecksStrategy"] = {"admissionChecks": [{"name": "tas-prov"}]}
-    check, config = provisioning_check("tas-prov", "tas-prov-config")
-    config["spec"]["podSetUpdates"] = {
-        "nodeSelector": [
-            {
-                "key": "dedicated-selector-key",
-                "valueFromProvisioningClassDetail": "dedicated-selector-detail",
-            }
-        ]
-    }
-    cluster.admin.create(r.PROVISIONING_REQUEST_CONFIGS, config)
-    cluster.apply(topology, flavor, check, cq, lq)
+    selector = {"key": "dedicated-selector-key", "valueFromProvisioningClassDetail": "dedicated-selector-detail"}  # fmt: skip
+    provisioned_tas_queue(cluster, nodes, podSetUpdates={"nodeSelector": [selector]})
     (required,) = example("sample-job-required.yaml")
     proc = controller_process(cluster)
     try:
         job = cluster.admin.create(r.JOBS, required, "default")
-
-        def requested() -> str | None:
-            workload = cluster.workload_of(job)
-            if workload is None or not (workload.get("status") or {}).get("admission"):
-                return None
-            name = f"{workload['metadata']['name']}-tas-prov-1"
-            return name if cluster.get("provisioningrequests", name, "default") else None
-
-        request = eventually(requested, 20, "quota reserved and capacity requested")
+        _, request = eventually(
+            lambda: capacity_requested(cluster, job), 20, "quota reserved and capacity requested"
+        )
         details = {"provisioningClassDetails": {"dedicated-selector-detail": "pool-7"}}
         set_condition(cluster, request, "Provisioned", "Provisioned", **details)
         job = eventually(lambda: started(cluster, job), 20, "the job to start once provisioned")
