@@ -442,7 +442,10 @@ def test_a_delayed_placement_keeps_to_the_nodes_the_provisioning_request_brought
     for obj in nodes:
         if obj["metadata"]["name"].startswith("b2-r2-"):
             obj["metadata"]["labels"].update(brought)  # the provisioned capacity
-    selector = {"key": "dedicated-selector-key", "valueFromProvisioningClassDetail": "dedicated-selector-detail"}  # fmt: skip
+    selector = {
+        "key": "dedicated-selector-key",
+        "valueFromProvisioningClassDetail": "dedicated-selector-detail",
+    }
     provisioned_tas_queue(cluster, nodes, podSetUpdates={"nodeSelector": [selector]})
     (required,) = example("sample-job-required.yaml")
     proc = controller_process(cluster)
