@@ -11,6 +11,7 @@ from typing import Any
 from extender.kube.api import resources as r
 from tests.builders import provisioning_check, ready_node
 from tests.controller.conftest import CRDS, controller_process, eventually
+from tests.controller.test_appwrapper import APPWRAPPERS
 from tests.controller.test_jobset import JOBSET_CRD
 from tests.controller.test_placement import pending_message, scheduler_filter
 from tests.controller.test_pod_groups import LWS, LWS_NAME, lws_pods
@@ -465,6 +466,88 @@ def test_a_delayed_placement_keeps_to_the_nodes_the_provisioning_request_brought
         ]
         template = job["spec"]["template"]["spec"]
         assert template["nodeSelector"]["dedicated-selector-key"] == "pool-7"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+
+
+AW_CRD = (
+    Path(__file__).parents[1] / "data" / "appwrapper" / "workload.codeflare.dev_appwrappers.yaml"
+)
+
+
+def test_an_appwrappers_job_pods_are_pinned_by_their_completion_index(cluster: Any) -> None:
+    """Kueue's required example wrapped in an AppWrapper: the appwrapper library's podSet
+    annotations name the completion index, so each pod goes to its rank's host, whatever
+    order the pods come in."""
+    for obj in NODES:
+        cluster.admin.create(r.NODES, obj)
+    cluster.admin.create(CRDS, safe_load(AW_CRD.read_text()))
+    cluster.apply(*example("sample-queues.yaml"))
+    (job,) = example("sample-job-required.yaml")
+    job["metadata"] = {"name": "tas-job"}
+    wrapper = {
+        "apiVersion": "workload.codeflare.dev/v1beta2",
+        "kind": "AppWrapper",
+        "metadata": {
+            "name": "tas-aw",
+            "namespace": "default",
+            "labels": {"kueue.x-k8s.io/queue-name": "tas-user-queue"},
+        },
+        "spec": {"components": [{"template": job}]},
+    }
+    proc = controller_process(cluster)
+    try:
+        cluster.admin.create(APPWRAPPERS, wrapper, "default")
+
+        def running() -> dict[str, Any] | None:
+            aw = cluster.get("appwrappers", "tas-aw", "default")
+            return aw if aw and aw["spec"].get("suspend") is False else None
+
+        aw = eventually(running, 20, "the AppWrapper started")
+        workload = cluster.workload_of(aw)
+        request = workload["spec"]["podSets"][0]["topologyRequest"]
+        (info,) = aw["spec"]["components"][0]["podSetInfos"]
+        # The test plays the appwrapper and Job controllers: pods with the podSetInfo applied
+        # and their completion index, made and named in the reverse of their index's order.
+        template = job["spec"]["template"]
+        for i in reversed(range(10)):
+            labels = {**(info.get("labels") or {}), INDEX: str(i)}
+            annotations = {
+                **template["metadata"]["annotations"],
+                **(info.get("annotations") or {}),
+                INDEX: str(i),
+            }
+            spec = {
+                **template["spec"],
+                "nodeSelector": dict(info.get("nodeSelector") or {}),
+                "schedulingGates": list(info.get("schedulingGates") or []),
+            }
+            pod = {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {
+                    "name": f"tas-job-{chr(ord('z') - i)}",
+                    "namespace": "default",
+                    "labels": labels,
+                    "annotations": annotations,
+                },
+                "spec": spec,
+            }
+            cluster.admin.create(r.PODS, pod, "default")
+
+        def pinned() -> dict[int, str] | None:
+            hosts = {}
+            for i in range(10):
+                pod = cluster.get("pods", f"tas-job-{chr(ord('z') - i)}", "default")
+                if pod is None or pod["spec"].get("schedulingGates"):
+                    return None
+                hosts[i] = pod["spec"]["nodeSelector"][HOSTNAME]
+            return hosts
+
+        hosts = eventually(pinned, 20, "every pod let through to its host")
+        assert hosts == {i: "b1-r1-1" if i < 6 else "b1-r1-2" for i in range(10)}
+        assert request == {"required": RACK, "podIndexLabel": INDEX}
     finally:
         proc.terminate()
         proc.wait(timeout=20)
