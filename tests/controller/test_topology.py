@@ -86,6 +86,17 @@ def pods_of(job: dict[str, Any], count: int) -> list[dict[str, Any]]:
     ]
 
 
+def let_through(cluster: Any, names: list[str]) -> list[str] | None:
+    """The host each of these pods was let through to, once none is gated any more."""
+    hosts = []
+    for name in names:
+        pod = cluster.get("pods", name, "default")
+        if pod is None or pod["spec"].get("schedulingGates"):
+            return None
+        hosts.append(pod["spec"]["nodeSelector"][HOSTNAME])
+    return hosts
+
+
 def test_kueues_required_example_is_placed_in_one_rack_and_its_pods_pinned(cluster: Any) -> None:
     for obj in NODES:
         cluster.admin.create(r.NODES, obj)
@@ -133,17 +144,9 @@ def test_kueues_required_example_is_placed_in_one_rack_and_its_pods_pinned(clust
         for pod in pods_of(job, 10):
             cluster.admin.create(r.PODS, pod, "default")
 
-        def pinned() -> dict[str, str] | None:
-            hosts = {}
-            for i in range(10):
-                pod = cluster.get("pods", f"{job['metadata']['name']}-{i}", "default")
-                if pod is None or pod["spec"].get("schedulingGates"):
-                    return None
-                hosts[str(i)] = pod["spec"]["nodeSelector"][HOSTNAME]
-            return hosts
-
-        hosts = eventually(pinned, 20, "every pod let through to its host")
-        assert hosts == {str(i): "b1-r1-1" if i < 6 else "b1-r1-2" for i in range(10)}
+        names = [f"{job['metadata']['name']}-{i}" for i in range(10)]
+        hosts = eventually(lambda: let_through(cluster, names), 20, "every pod let through")
+        assert hosts == ["b1-r1-1" if i < 6 else "b1-r1-2" for i in range(10)]
         assert all(
             cluster.get("pods", f"{job['metadata']['name']}-{i}", "default")["spec"][
                 "nodeSelector"
@@ -536,17 +539,9 @@ def test_an_appwrappers_job_pods_are_pinned_by_their_completion_index(cluster: A
             }
             cluster.admin.create(r.PODS, pod, "default")
 
-        def pinned() -> dict[int, str] | None:
-            hosts = {}
-            for i in range(10):
-                pod = cluster.get("pods", f"tas-job-{chr(ord('z') - i)}", "default")
-                if pod is None or pod["spec"].get("schedulingGates"):
-                    return None
-                hosts[i] = pod["spec"]["nodeSelector"][HOSTNAME]
-            return hosts
-
-        hosts = eventually(pinned, 20, "every pod let through to its host")
-        assert hosts == {i: "b1-r1-1" if i < 6 else "b1-r1-2" for i in range(10)}
+        names = [f"tas-job-{chr(ord('z') - i)}" for i in range(10)]  # by index
+        hosts = eventually(lambda: let_through(cluster, names), 20, "every pod let through")
+        assert hosts == ["b1-r1-1" if i < 6 else "b1-r1-2" for i in range(10)]
         assert request == {"required": RACK, "podIndexLabel": INDEX}
     finally:
         proc.terminate()
