@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import re
+import threading
 import time
 from collections import defaultdict
 
@@ -94,24 +95,27 @@ def test_the_budget_bounds_writes_in_flight_together(cluster):
     cluster.api.write_latency = 0.005
     qps, burst = 20.0, 5
     client = cluster.controller_client(qps=qps, burst=burst)
-    # The moments the budget lets a request go, taken where it decides: a request reaches the
-    # double some milliseconds later, more on a busy machine, so arrival times bunch.
+    # The moments the budget lets a request go, as it reckons them where it decides: a
+    # request reaches the double some milliseconds later, and a thread wakes from its wait
+    # later still on a busy machine, so times taken there bunch.
     released: list[float] = []
+    mine = threading.local()  # the moment the budget reckoned for this thread's request
     budget = client.budget
-    take, spare = budget.acquire, budget.spare
 
-    def acquire() -> None:
+    def on_release(when: float) -> None:
+        released.append(when)
+        mine.when = when
+
+    budget.released = on_release
+    take = budget.acquire
+    early: list[float] = []
+
+    def acquire() -> None:  # ... and the request really waited until then
         take()
-        released.append(time.monotonic())
-
-    def spare_one(keep: float) -> bool:
-        taken = spare(keep)
-        if taken:
-            released.append(time.monotonic())
-        return taken
+        if time.monotonic() < mine.when - 0.001:
+            early.append(mine.when - time.monotonic())
 
     budget.acquire = acquire  # type: ignore[method-assign]
-    budget.spare = spare_one  # type: ignore[method-assign]
     ctl = Running(client, Settings(status_interval=0.05, write_concurrency=8))
     try:
         for i in range(12):
@@ -128,6 +132,7 @@ def test_the_budget_bounds_writes_in_flight_together(cluster):
     writes = controller_spans(cluster)
     assert len(writes) >= 36
     assert len(writes) <= len(released)
+    assert not early, f"{len(early)} requests went before the budget let them"
     went = sorted(released)
     for i, first in enumerate(went):
         for j in range(i, len(went)):

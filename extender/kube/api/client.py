@@ -224,6 +224,9 @@ class RequestBudget:
         self._lock = threading.Lock()
         self.writes: Counter[tuple[str, str]] = Counter()
         self.reads: Counter[tuple[str, str]] = Counter()
+        # Told, under the lock, the moment the bucket lets each request go (a waiting one:
+        # when its wait ends), as the bucket reckons it rather than when a thread wakes.
+        self.released: Callable[[float], None] | None = None
 
     def _refill(self) -> None:
         now = self._clock()
@@ -236,6 +239,8 @@ class RequestBudget:
             self._refill()
             self._tokens -= 1
             wait = -self._tokens / self.qps if self._tokens < 0 else 0.0
+            if self.released is not None:
+                self.released(self._last + wait)
         if wait > 0:
             self._sleep(wait)
 
@@ -252,6 +257,8 @@ class RequestBudget:
             if self._tokens - 1 < keep:
                 return False
             self._tokens -= 1
+            if self.released is not None:
+                self.released(self._last)
             return True
 
     def count(self, method: str, resource: Resource, subresource: str = "") -> None:
