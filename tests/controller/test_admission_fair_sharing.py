@@ -76,10 +76,14 @@ def test_the_local_queue_that_used_less_goes_first(cluster, start_controller):
     eventually(lambda: consumed("lq-a"), what="lq-a's usage in its status")
     cluster.admin.create(JOBS, job("a-next", "lq-a"), "default")
     cluster.admin.create(JOBS, job("b-first", "lq-b"), "default")
-    eventually(
-        lambda: cluster.workload_of(cluster.admin.get(JOBS, "b-first", "default")),
-        what="b-first's Workload",
-    )
+
+    def pending(name: str) -> int:
+        status = (cluster.get("localqueues", name, "default") or {}).get("status") or {}
+        return int(status.get("pendingWorkloads") or 0)
+
+    # Both wait in the controller's queue (not only in the API server) before room is made:
+    # what its LocalQueues report, as a user would check with kubectl.
+    eventually(lambda: pending("lq-a") == 1 and pending("lq-b") == 1, what="both Jobs pending")
     assert not running(cluster, "a-next")
     assert not running(cluster, "b-first")
     cluster.admin.delete(JOBS, "a0", "default", propagation="Background")
