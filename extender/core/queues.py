@@ -47,7 +47,8 @@ def equivalence_key(workload: Workload) -> Hashable:
 @dataclass(slots=True, eq=False)
 class ClassMemo:
     """What the scheduler keeps for one equivalence class (its members are judged and admitted
-    alike); the queue only keeps it alive as long as the class.
+    alike). It outlives an emptied class for a while (`MEMOS_KEPT`): a ClusterQueue whose
+    workloads arrive one at a time empties and refills the same class again and again.
 
     * ``verdict``: the last "fits nowhere" verdict and the state it was found in
       (extender/core/verdicts.py), so an unchanged state need not be judged again;
@@ -90,12 +91,18 @@ class _Member:
 _HeadEntry = tuple[int, float, str, int, _Class, Workload]
 
 
+# How many emptied classes' memos a queue keeps, the most recently emptied (each is a few
+# small objects; a queue of many shapes forgets the oldest).
+MEMOS_KEPT = 32
+
+
 class ClusterQueueQueue:
     """The pending queue of one ClusterQueue."""
 
     def __init__(self, strategy: QueueingStrategy) -> None:
         self.strategy = strategy
         self._classes: dict[Hashable, _Class] = {}
+        self._memos: dict[Hashable, ClassMemo] = {}  # of emptied classes, oldest first
         self._members: dict[str, _Member] = {}
         # One current entry per active non-empty class.
         self._heads: list[_HeadEntry] = []
@@ -129,6 +136,9 @@ class ClusterQueueQueue:
         klass = self._classes.get(key)
         if klass is None:
             klass = _Class(key, workload.priority, f"{workload.namespace}/{workload.queue_name}")
+            memo = self._memos.pop(key, None)
+            if memo is not None:
+                klass.memo = memo
             self._classes[key] = klass
         when = workload.creation_time if queue_time is None else queue_time
         seq = next(self._seqs)
@@ -153,6 +163,10 @@ class ClusterQueueQueue:
         self._drop_stale(heap)
         if not heap:
             del self._classes[klass.key]
+            memos = self._memos
+            memos[klass.key] = klass.memo
+            if len(memos) > MEMOS_KEPT:
+                del memos[next(iter(memos))]
             self._inadmissible.discard(klass)
             klass.version = next(self._versions)
         elif klass.active:
