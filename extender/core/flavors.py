@@ -276,6 +276,9 @@ class QuickPlan(NamedTuple):
     pod_set_flavors: tuple[Mapping[str, str], ...]
     usage: Mapping[FlavorResource, int]
     may_stop_borrowing: bool
+    # Each group lists only its planned flavor: the search would judge that one flavor per
+    # group and nothing else, so `judge_by_plan` may answer for it.
+    sole_flavors: bool = False
 
 
 def quick_plan(
@@ -298,9 +301,12 @@ def quick_plan(
     usage: dict[FlavorResource, int] = {}
     groups: list[tuple[tuple[FlavorResource, int], ...]] = []
     only = topology_only(cq, flavors)
+    sole = True
     for group_index in sorted(needs):
         request = needs[group_index]
-        for flavor_quotas in cq.resource_groups[group_index].flavors:
+        offered = cq.resource_groups[group_index].flavors
+        sole = sole and len(offered) == 1
+        for flavor_quotas in offered:
             name = flavor_quotas.name
             flavor = flavors.get(name)
             if flavor is None:
@@ -319,6 +325,7 @@ def quick_plan(
         (assigned,),
         usage,
         cq.flavor_fungibility.when_can_borrow is MAY_STOP_SEARCH,
+        sole,
     )
 
 
@@ -366,6 +373,57 @@ def quick_fit(
     return None if plan is None else fit_by_plan(plan, node)
 
 
+def judge_by_plan(
+    plan: QuickPlan,
+    workload: Workload,
+    cq: ClusterQueue,
+    flavors: Mapping[str, ResourceFlavor],
+    node: QuotaNode,
+    oracle: PreemptionOracle | None = None,
+    *,
+    fair_sharing: bool = False,
+) -> Assignment | None:
+    """`search_flavors`' answer for the single pod set of a plan whose resource groups each
+    offer only the planned flavor, without the search's general machinery (there is nothing
+    to choose: the search would judge just those flavors); None for any other plan. A head
+    that quick_fit turned down and that has no verdict yet is judged here (a test holds the
+    two answers equal)."""
+    if not plan.sole_flavors:
+        return None
+    pod_set = workload.pod_sets[0]
+    rules = _Rules.of(cq, node, fair_sharing)
+    mode, level = FIT, 0
+    need: frozenset[FlavorResource] = frozenset()
+    notes_text = ""
+    for group in plan.groups:
+        flavor = flavors.get(group[0][0][0])
+        if flavor is None:
+            return None
+        request = {resource: amount for (_, resource), amount in group}
+        verdict = _judge(flavor, pod_set, request, _NO_USAGE, node, rules, oracle, compatible=True)
+        if verdict.mode == NO_FIT:
+            return _no_fit(workload, [verdict])
+        if verdict.mode == NO_CANDIDATES and rules.always_reclaims:
+            return _no_fit(workload, [verdict], NO_CANDIDATES)
+        if verdict.mode < mode:
+            mode = verdict.mode
+        if verdict.level > level:
+            level = verdict.level
+        if verdict.need:
+            need = need | verdict.need
+        if verdict.note:
+            notes_text = f"{notes_text}; {verdict.note}" if notes_text else verdict.note
+    return Assignment(
+        mode,
+        level,
+        plan.pod_set_flavors,
+        plan.usage,
+        need,
+        WAITING_FOR_QUOTA if mode != FIT else "",
+        notes_text,
+    )
+
+
 def search_flavors(
     workload: Workload,
     cq: ClusterQueue,
@@ -404,17 +462,7 @@ def search_flavors(
     groups = _pod_set_groups(workload, requests)
 
     fungibility = cq.flavor_fungibility
-    preemption_over_borrowing = fungibility.preference == "PreemptionOverBorrowing"
-    reclaims = node.parent is not None and (
-        cq.preemption.reclaim_within_cohort is not RECLAIM_NEVER
-    )
-    # Kueue's canPreemptWhileBorrowing: preemption is tried even for more than the nominal
-    # quota and outside the subtrees the preemptor may reclaim.
-    preempts_while_borrowing = cq.preemption.borrow_within_cohort != "Never" or (
-        fair_sharing and reclaims
-    )
-    preempts = reclaims or cq.preemption.within_cluster_queue is not WITHIN_NEVER
-    always_reclaims = cq.preemption.reclaim_within_cohort is RECLAIM_ANY
+    rules = _Rules.of(cq, node, fair_sharing)
     only = topology_only(cq, flavors)
     pod_set_flavors: list[dict[str, str]] = [{} for _ in workload.pod_sets]
     usage: dict[FlavorResource, int] = {}
@@ -440,23 +488,13 @@ def search_flavors(
                     )
                 else:
                     verdict = _judge(
-                        flavor,
-                        workload.pod_sets[index],
-                        request,
-                        usage,
-                        node,
-                        preempts_while_borrowing,
-                        oracle,
-                        preempts,
-                        preemption_over_borrowing,
-                        always_reclaims,
-                        only,
+                        flavor, workload.pod_sets[index], request, usage, node, rules, oracle, only
                     )
                 notes.append(verdict)
                 if not _try_next_flavor(verdict, fungibility):
                     best = verdict
                     break
-                if best is None or _preferred(verdict, best, preemption_over_borrowing):
+                if best is None or _preferred(verdict, best, rules.preemption_over_borrowing):
                     best = verdict
             assert best is not None
             if best.mode == NO_FIT:
@@ -534,24 +572,48 @@ def _pod_set_groups(
     return groups
 
 
+class _Rules(NamedTuple):
+    """What a ClusterQueue's preemption and fungibility policies say to the search."""
+
+    # Kueue's canPreemptWhileBorrowing: preemption is tried even for more than the nominal
+    # quota and outside the subtrees the preemptor may reclaim.
+    preempts_while_borrowing: bool
+    preempts: bool
+    preemption_over_borrowing: bool
+    always_reclaims: bool
+
+    @staticmethod
+    def of(cq: ClusterQueue, node: QuotaNode, fair_sharing: bool) -> _Rules:
+        policy = cq.preemption
+        reclaims = node.parent is not None and policy.reclaim_within_cohort is not RECLAIM_NEVER
+        return _Rules(
+            policy.borrow_within_cohort != "Never" or (fair_sharing and reclaims),
+            reclaims or policy.within_cluster_queue is not WITHIN_NEVER,
+            cq.flavor_fungibility.preference == "PreemptionOverBorrowing",
+            policy.reclaim_within_cohort is RECLAIM_ANY,
+        )
+
+
 def _judge(
     flavor: ResourceFlavor,
     pod_set: PodSet,
     request: Mapping[str, int],
     assigned: Mapping[FlavorResource, int],
     node: QuotaNode,
-    preempts_while_borrowing: bool,
+    rules: _Rules,
     oracle: PreemptionOracle | None,
-    preempts: bool,
-    preemption_over_borrowing: bool,
-    always_reclaims: bool = False,
     topology_only: bool = False,
+    *,
+    compatible: bool = False,
 ) -> _Verdict:
     """How one pod set's request for one resource group fits one flavor, on top of what
-    earlier pod sets of the workload were assigned: the worst of its resources' verdicts."""
-    problem = _incompatibility(flavor, pod_set, topology_only, request)
-    if problem is not None:
-        return _Verdict(flavor.name, NO_FIT, 0, _NOTHING, NO_MATCHING_FLAVOR, problem)
+    earlier pod sets of the workload were assigned: the worst of its resources' verdicts.
+    (`compatible`: the flavor is known to take the pod set, as a plan's flavors do.)"""
+    if not compatible:
+        problem = _incompatibility(flavor, pod_set, topology_only, request)
+        if problem is not None:
+            return _Verdict(flavor.name, NO_FIT, 0, _NOTHING, NO_MATCHING_FLAVOR, problem)
+    preempts_while_borrowing, preempts, preemption_over_borrowing, always_reclaims = rules
     # The worst (mode, level) so far, as plain values: one verdict is built, at the end.
     worst_mode, worst_level = FIT, 0
     need: set[FlavorResource] = set()

@@ -25,7 +25,9 @@ from extender.core.flavors import (
     WAITING_FOR_QUOTA,
     Assignment,
     Mode,
+    QuickPlan,
     fit_by_plan,
+    judge_by_plan,
     quick_plan,
     search_flavors,
 )
@@ -246,6 +248,7 @@ class Scheduler:
 
         reuse = self.reuse_by_class
         memo = queue.memo(workload) if reuse else None
+        plan = None
         if len(workload.pod_sets) == 1:
             if memo is None:
                 plan = quick_plan(workload.pod_sets[0], cq, cache.flavors)
@@ -282,44 +285,26 @@ class Scheduler:
         )
 
         def oracle(fr: FlavorResource, amount: int) -> tuple[Mode, int] | None:
-            # Kueue's preemption oracle: the victims for this one flavor-resource, and how
-            # high the workload would borrow once they are gone.
             need = frozenset((fr,))
-            victims = (
-                targets({fr: amount}, need)
-                if may_have_candidates(
-                    workload, cq, node, need, cache.lowest_priority, fair_sharing=self.fair_sharing
-                )
-                else []
-            )
-            if not victims:
+            if not may_have_candidates(
+                workload, cq, node, need, cache.lowest_priority, fair_sharing=self.fair_sharing
+            ):
                 return None
-            own, freed = False, 0
-            for target in victims:
-                if target.victim.node is node:
-                    own = True
-                    freed += target.victim.usage.get(fr, 0)
-            if node.usage.get(fr, 0) - freed + amount <= node.subtree.get(fr, 0):
-                level = 0  # within its own quota once its own victims are gone
-            else:
-                for target in victims:
-                    add_usage(target.victim.node, target.victim.usage, -1)
-                level = borrowing_level(node, fr, amount)
-                for target in victims:
-                    add_usage(target.victim.node, target.victim.usage)
-            return (PREEMPT if own else RECLAIM), level
+            return preemption_verdict(node, fr, amount, targets({fr: amount}, need))
 
-        def search(candidate: Workload) -> Assignment:
-            return search_flavors(
-                candidate,
-                cq,
-                cache.flavors,
-                node,
-                oracle if may_preempt else None,
-                fair_sharing=self.fair_sharing,
+        def search(candidate: Workload, plan: QuickPlan | None = None) -> Assignment:
+            # A plan with one flavor per group is judged without the search (first judgements).
+            rule, flavors, fair = oracle if may_preempt else None, cache.flavors, self.fair_sharing
+            judged = (
+                None
+                if plan is None
+                else judge_by_plan(plan, candidate, cq, flavors, node, rule, fair_sharing=fair)
             )
+            if judged is not None:
+                return judged
+            return search_flavors(candidate, cq, flavors, node, rule, fair_sharing=fair)
 
-        assignment = search(workload)
+        assignment = search(workload, plan)
         entry = Entry(cq, node, queue, workload, assignment, memo=memo)
         if assignment.mode in PREEMPTING:
             entry.targets = targets(assignment.usage, assignment.needs_preemption)
@@ -554,6 +539,30 @@ def drain(cache: Cache) -> list[Evict]:
             evicted.append(Evict(holder.workload, why[0], None, why[1]))
     cache.to_drain.clear()
     return evicted
+
+
+def preemption_verdict(
+    node: QuotaNode, fr: FlavorResource, amount: int, victims: list[Target]
+) -> tuple[Mode, int] | None:
+    """Kueue's preemption oracle for one flavor-resource: with these victims gone, whether the
+    workload preempts its own ClusterQueue's workloads or reclaims, and how high it would
+    borrow (None: no victims, no preemption)."""
+    if not victims:
+        return None
+    own, freed = False, 0
+    for target in victims:
+        if target.victim.node is node:
+            own = True
+            freed += target.victim.usage.get(fr, 0)
+    if node.usage.get(fr, 0) - freed + amount <= node.subtree.get(fr, 0):
+        level = 0  # within its own quota once its own victims are gone
+    else:
+        for target in victims:
+            add_usage(target.victim.node, target.victim.usage, -1)
+        level = borrowing_level(node, fr, amount)
+        for target in victims:
+            add_usage(target.victim.node, target.victim.usage)
+    return (PREEMPT if own else RECLAIM), level
 
 
 def admission_of(entry: Entry) -> Admission:

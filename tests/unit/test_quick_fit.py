@@ -3,7 +3,14 @@
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from extender.core.flavors import Mode, assign_flavors, quick_fit, search_flavors
+from extender.core.flavors import (
+    Mode,
+    assign_flavors,
+    judge_by_plan,
+    quick_fit,
+    quick_plan,
+    search_flavors,
+)
 from extender.core.labels import Taint, Toleration
 from extender.core.models import (
     ClusterQueue,
@@ -26,20 +33,22 @@ FLAVOR_NAMES = ("a", "b", "c")
 RESOURCES = ("cpu", "memory", "gpu")
 
 
-def flavor_objects(draw):
+def flavor_objects(draw, plain=False):
     out = {}
     for name in FLAVOR_NAMES:
-        if draw(st.integers(0, 5)) == 0:
+        if not plain and draw(st.integers(0, 5)) == 0:
             continue  # named by the ClusterQueue, but missing
         labels = {"pool": name} if draw(st.booleans()) else {}
-        taints = (Taint("dedicated", name),) if draw(st.integers(0, 3)) == 0 else ()
+        taints = (Taint("dedicated", name),) if not plain and draw(st.integers(0, 3)) == 0 else ()
         out[name] = ResourceFlavor(name, labels, taints)
     return out
 
 
 @st.composite
-def cases(draw):
-    flavors = flavor_objects(draw)
+def cases(draw, sole=False):
+    """(workload, ClusterQueue, flavors, its node); `sole`: each resource group offers one
+    flavor, which exists and takes the pod set (what judge_by_plan answers for)."""
+    flavors = flavor_objects(draw, plain=sole)
     # One or two resource groups; each covers some resources and lists some flavors.
     resources = list(RESOURCES)
     split = draw(st.integers(1, 2))
@@ -49,7 +58,10 @@ def cases(draw):
     groups = []
     quota = st.integers(0, 12)
     for group_resources in covered:
-        names = draw(st.lists(st.sampled_from(FLAVOR_NAMES), min_size=1, max_size=3, unique=True))
+        most = 1 if sole else 3
+        names = draw(
+            st.lists(st.sampled_from(FLAVOR_NAMES), min_size=1, max_size=most, unique=True)
+        )
         groups.append(
             ResourceGroup(
                 group_resources,
@@ -115,6 +127,9 @@ def cases(draw):
     }
     tolerations = (Toleration("dedicated", "Exists"),) if draw(st.booleans()) else ()
     selector = {"pool": draw(st.sampled_from(FLAVOR_NAMES))} if draw(st.booleans()) else {}
+    if sole:
+        selector = {}
+        requests = {r: amount or 1 for r, amount in requests.items()} or {"cpu": 1}
     pod_set = PodSet("main", draw(st.integers(1, 2)), requests, selector, (), tolerations)
     workload = Workload("ns", "wl", "uid", "lq", (pod_set,))
     return workload, cq, flavors, node
@@ -131,6 +146,64 @@ def test_the_quick_path_answers_as_the_search_or_defers_to_it(case):
         assert quick._replace(slack=-1) == full
     chosen = assign_flavors(workload, cq, flavors, node, lambda fr, amount: (Mode.PREEMPT, 0))
     assert chosen._replace(slack=-1) == full
+
+
+ORACLES = {
+    "none": None,
+    "no candidates": lambda fr, amount: None,
+    "preempt within": lambda fr, amount: (Mode.PREEMPT, 0),
+    "reclaim, borrowing": lambda fr, amount: (Mode.RECLAIM, 1),
+    "by amount": lambda fr, amount: None if amount % 2 else (Mode.PREEMPT, amount % 3),
+}
+
+
+@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.one_of(cases(sole=True), cases()), st.sampled_from(sorted(ORACLES)), st.booleans(), st.data()
+)
+def test_judging_by_the_plan_answers_as_the_search_or_defers_to_it(
+    case, oracle, fair_sharing, data
+):
+    workload, cq, flavors, node = case
+    plan = quick_plan(workload.pod_sets[0], cq, flavors)
+    if plan is None:
+        return
+    # Crowd the tree, so that most heads do not fit (the case the plan's judgement is for).
+    for who in (node, *node.parent.children):
+        add_usage(who, {fr: data.draw(st.integers(0, 16)) for fr in plan.usage})
+    judged = judge_by_plan(
+        plan, workload, cq, flavors, node, ORACLES[oracle], fair_sharing=fair_sharing
+    )
+    full = search_flavors(workload, cq, flavors, node, ORACLES[oracle], fair_sharing=fair_sharing)
+    if judged is None:
+        assert not plan.sole_flavors
+    else:
+        assert judged == full
+
+
+def test_a_head_with_one_flavor_that_does_not_fit_is_judged_by_its_plan():
+    cpu = ResourceQuota("cpu", 4_000)
+    cq = ClusterQueue(
+        "cq",
+        (ResourceGroup(("cpu",), (FlavorQuotas("default", (cpu,)),)),),
+        cohort="team",
+        preemption=Preemption(WithinClusterQueue.LOWER_PRIORITY, ReclaimWithinCohort.ANY),
+    )
+    tree = QuotaTree.build([cq], [])
+    node = tree.cluster_queues["cq"]
+    flavors = {"default": ResourceFlavor("default")}
+    workload = Workload("ns", "wl", "uid", "lq", (PodSet("main", 3, {"cpu": 1_000}),))
+    add_usage(node, {("default", "cpu"): 2_000})
+    plan = quick_plan(workload.pod_sets[0], cq, flavors)
+    assert plan is not None
+    assert plan.sole_flavors
+    judged = judge_by_plan(plan, workload, cq, flavors, node, lambda fr, amount: None)
+    assert judged is not None
+    assert judged.mode == Mode.NO_CANDIDATES
+    assert judged.message == (
+        "needs 3 cpu in flavor default; 2 free to cq (it uses 2 of its 4 nominal; cohort "
+        "team has 2 unused); no admitted workload may be preempted to make room"
+    )
 
 
 def test_the_common_head_takes_the_quick_path():

@@ -45,17 +45,25 @@ def explained(state: ClusterState) -> list[tuple[str, object]]:
 
 
 class Searches:
-    """Counts full flavor searches (a reused verdict makes none)."""
+    """Counts full judgements: flavor searches, and judgements by a plan with one flavor per
+    group, which stand for the search (a reused verdict makes neither)."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.count = 0
         search = scheduler_module.search_flavors
+        by_plan = scheduler_module.judge_by_plan
 
         def counting(*args, **kwargs):
             self.count += 1
             return search(*args, **kwargs)
 
+        def counting_by_plan(*args, **kwargs):
+            judged = by_plan(*args, **kwargs)
+            self.count += judged is not None
+            return judged
+
         monkeypatch.setattr(scheduler_module, "search_flavors", counting)
+        monkeypatch.setattr(scheduler_module, "judge_by_plan", counting_by_plan)
 
 
 # ----- one head that fits nowhere, and each kind of change ------------------------------
