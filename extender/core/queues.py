@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from collections.abc import Callable, Hashable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -22,9 +22,31 @@ if TYPE_CHECKING:
     from extender.core.verdicts import Verdict
 
 
-def equivalence_key(workload: Workload) -> Hashable:
+class ClassKey:
+    """An equivalence class's key, hashed once: the queue looks classes and their kept memos
+    up by it at every arrival and departure, and a nested tuple is hashed anew each time."""
+
+    __slots__ = ("_hash", "parts")
+
+    def __init__(self, parts: tuple[object, ...]) -> None:
+        self.parts = parts
+        self._hash = hash(parts)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ClassKey) and (
+            self is other or (self._hash == other._hash and self.parts == other.parts)
+        )
+
+    def __repr__(self) -> str:
+        return f"ClassKey{self.parts!r}"
+
+
+def equivalence_key(workload: Workload) -> ClassKey:
     """Workloads with equal keys get the same flavor and quota verdict in the same state."""
-    return (
+    parts = (
         workload.namespace,
         workload.queue_name,
         workload.priority,
@@ -42,6 +64,7 @@ def equivalence_key(workload: Workload) -> Hashable:
             for ps in workload.pod_sets
         ),
     )
+    return ClassKey(parts)
 
 
 @dataclass(slots=True, eq=False)
@@ -67,7 +90,7 @@ class ClassMemo:
 
 @dataclass(slots=True, eq=False)
 class _Class:
-    key: Hashable
+    key: ClassKey
     priority: int
     lq: str  # namespace/name of the LocalQueue its members came through
     # (queue time, uid, member sequence, workload key); entries of removed members stay
@@ -101,8 +124,8 @@ class ClusterQueueQueue:
 
     def __init__(self, strategy: QueueingStrategy) -> None:
         self.strategy = strategy
-        self._classes: dict[Hashable, _Class] = {}
-        self._memos: dict[Hashable, ClassMemo] = {}  # of emptied classes, oldest first
+        self._classes: dict[ClassKey, _Class] = {}
+        self._memos: dict[ClassKey, ClassMemo] = {}  # of emptied classes, oldest first
         self._members: dict[str, _Member] = {}
         # One current entry per active non-empty class.
         self._heads: list[_HeadEntry] = []

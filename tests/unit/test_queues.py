@@ -1,5 +1,5 @@
 from extender.core.models import QueueingStrategy
-from extender.core.queues import ClusterQueueQueue
+from extender.core.queues import MEMOS_KEPT, ClusterQueueQueue, equivalence_key
 from tests.builders import WL
 
 
@@ -80,3 +80,43 @@ def test_a_workload_s_class_head_is_the_first_of_its_equivalence_class():
     queue.remove(first.key)
     assert queue.class_head(second.key) == second.key
     assert queue.class_head("default/nobody") is None
+
+
+def test_a_class_emptied_and_refilled_finds_what_was_kept_for_it():
+    queue = ClusterQueueQueue(QueueingStrategy.BEST_EFFORT_FIFO)
+    first = WL("first").created(0).request("cpu", "2").obj()
+    queue.push(first)
+    queue.memo(first).plan_generation = 7  # as if the scheduler had kept a plan
+    queue.remove(first.key)
+    successor = WL("successor").created(1).request("cpu", "2").obj()
+    queue.push(successor)
+    assert queue.memo(successor).plan_generation == 7
+    other = WL("other").created(1).request("cpu", "3").obj()
+    queue.push(other)
+    assert queue.memo(other).plan_generation == -1  # another shape: its own memo
+
+
+def test_only_the_most_recently_emptied_classes_are_remembered():
+    queue = ClusterQueueQueue(QueueingStrategy.BEST_EFFORT_FIFO)
+    shapes = [
+        WL(f"w{i}").created(i).request("cpu", str(i + 1)).obj() for i in range(MEMOS_KEPT + 1)
+    ]
+    for wl in shapes:
+        queue.push(wl)
+        queue.memo(wl).plan_generation = 1
+        queue.remove(wl.key)
+    again = [WL(f"again{i}").request("cpu", str(i + 1)).obj() for i in (0, MEMOS_KEPT)]
+    for wl in again:
+        queue.push(wl)
+    assert queue.memo(again[0]).plan_generation == -1  # the oldest was forgotten
+    assert queue.memo(again[1]).plan_generation == 1
+
+
+def test_equal_classes_have_equal_keys_and_others_do_not():
+    a = WL("a").priority(1).request("cpu", "2").obj()
+    b = WL("b").priority(1).request("cpu", "2").obj()
+    c = WL("c").priority(2).request("cpu", "2").obj()
+    assert equivalence_key(a) == equivalence_key(b)
+    assert hash(equivalence_key(a)) == hash(equivalence_key(b))
+    assert equivalence_key(a) != equivalence_key(c)
+    assert equivalence_key(a) != equivalence_key(a).parts
