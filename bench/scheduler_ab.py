@@ -7,7 +7,8 @@ Each tree is a checkout with its own .venv (git worktree add ...; scripts/venv.s
 pair, one run of each side (the side that goes first alternates), each in its own process
 under `taskset -c CORE`. Besides bench/scheduler.py's JSON, a run reports its 1,000-head
 cycles by kind: admitting (admits, evicts nothing), idle (nominates heads, admits and evicts
-nothing) and preempting. Prints and stores every run, the per-pair after/before ratios and
+nothing), first_judgement (idle at the first instant: every class judged for the first
+time) and preempting. Prints and stores every run, the per-pair after/before ratios and
 their median and quartiles; --out keeps one report per scenario in the file.
 """
 
@@ -34,7 +35,7 @@ kinds = []
 schedule = ClusterState.schedule
 def counting(self, now):
     result = schedule(self, now)
-    kinds.append((result.heads, len(result.admitted), len(result.evicted)))
+    kinds.append((now, result.heads, len(result.admitted), len(result.evicted)))
     return result
 ClusterState.schedule = counting
 sims = []
@@ -45,11 +46,13 @@ def keeping(self):
     return sim
 engine.Simulator.run = keeping
 out = bs.run(sys.argv[1], sys.argv[2] == "burst")
-by_kind = {"admitting": [], "idle": [], "preempting": []}
-for (heads, admitted, evicted), seconds in zip(kinds, sims[0].cycle_seconds, strict=True):
+by_kind = {"admitting": [], "idle": [], "first_judgement": [], "preempting": []}
+for (now, heads, admitted, evicted), seconds in zip(kinds, sims[0].cycle_seconds, strict=True):
     if heads < 500:
         continue
     kind = "preempting" if evicted else "admitting" if admitted else "idle"
+    if kind == "idle" and now == kinds[0][0]:
+        kind = "first_judgement"  # the first instant: every class is judged for the first time
     by_kind[kind].append(round(seconds * 1000, 3))
 out["cycles_by_kind_ms"] = by_kind
 print(json.dumps(out))
@@ -87,10 +90,13 @@ def summary(runs: list[dict[str, Any]], key: str) -> dict[str, Any]:
 
 
 def kind_medians(run: dict[str, Any]) -> dict[str, float | None]:
-    return {
+    medians: dict[str, float | None] = {
         kind: (statistics.median(ms) if ms else None)
         for kind, ms in run["cycles_by_kind_ms"].items()
     }
+    admitting = run["cycles_by_kind_ms"]["admitting"]
+    medians["slowest_admitting"] = max(admitting) if admitting else None
+    return medians
 
 
 def main() -> None:
@@ -118,7 +124,9 @@ def main() -> None:
             f"idle {b['cycle_median_by_kind_ms']['idle']} -> "
             f"{a['cycle_median_by_kind_ms']['idle']} ms; admitting "
             f"{b['cycle_median_by_kind_ms']['admitting']} -> "
-            f"{a['cycle_median_by_kind_ms']['admitting']} ms",
+            f"{a['cycle_median_by_kind_ms']['admitting']} ms; first judgement "
+            f"{b['cycle_median_by_kind_ms']['first_judgement']} -> "
+            f"{a['cycle_median_by_kind_ms']['first_judgement']} ms",
             file=sys.stderr,
             flush=True,
         )
@@ -145,7 +153,7 @@ def main() -> None:
         "core_cpu_s": summary(pairs, "core_cpu_s"),
         "runs": pairs,
     }
-    for kind in ("idle", "admitting"):
+    for kind in ("idle", "first_judgement", "admitting", "slowest_admitting"):
         flat = [
             {side: {"v": p[f"{side}_{kind}_median_ms"]} for side in ("before", "after")}
             for p in pairs
