@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import threading
 import time
 
 from extender.core.kueue_config import RequeuingStrategy, WaitForPodsReady
@@ -43,37 +45,88 @@ def set_ready(cluster, name, ready):
     assert cluster.api.update_status("jobs", "default", name, update) is not None
 
 
+class History:
+    """Every version of a Job and of its Workload that the double commits, in order: a state
+    that lasts less than one poll of a loaded machine (a 1 s backoff) is still seen, and each
+    is read whole, as it was."""
+
+    def __init__(self, cluster, job_name: str) -> None:
+        self.job_name = job_name
+        self.versions: list[tuple[str, dict]] = []
+        self.lock = threading.Lock()
+        cluster.api.hooks.append(self)
+
+    def __call__(self, event, kind, obj):
+        name = obj["metadata"].get("name", "")
+        mine = (kind.plural == "jobs" and name == self.job_name) or (
+            kind.plural == "workloads" and name.startswith(f"job-{self.job_name}-")
+        )
+        if mine and event != "DELETED":
+            with self.lock:
+                self.versions.append((kind.plural, copy.deepcopy(obj)))
+
+    def first(self, plural: str, test, after: int = -1) -> tuple[int, dict] | None:
+        """The first version after index `after` for which `test` holds: (index, object)."""
+        with self.lock:
+            versions = list(enumerate(self.versions))
+        for index, (kind, obj) in versions[after + 1 :]:
+            if kind == plural and test(obj):
+                return index, obj
+        return None
+
+    def said(self, kind: str, status: str, reason: str, after: int = -1):
+        def test(wl):
+            for c in (wl.get("status") or {}).get("conditions") or []:
+                if c["type"] == kind:
+                    return (c["status"], c["reason"]) == (status, reason)
+            return False
+
+        return self.first("workloads", test, after)
+
+    def job(self, suspended: bool, after: int = -1):
+        return self.first("jobs", lambda job: job["spec"].get("suspend") is suspended, after)
+
+
+def conditions_of(wl, kind):
+    return next(c for c in wl["status"]["conditions"] if c["type"] == kind)
+
+
 def test_a_job_never_ready_is_evicted_requeued_with_backoff_then_deactivated(
     cluster, start_controller
 ):
     cluster.apply(FLAVOR, CQ, LQ)
+    history = History(cluster, "never-ready")
     start_controller(wait_for_pods_ready=wait_config(timeout=1.0, limit=1))
     job = cluster.job("never-ready", "1")
-    eventually(lambda: running(cluster, "never-ready"), what="the job to start")
+    started, _ = eventually(lambda: history.job(suspended=False), what="the job to start")
     waiting = said(cluster, job, "PodsReady", "False", "WaitForStart")
     assert waiting, "PodsReady=False WaitForStart is written with the admission"
     assert waiting["message"] == "Not all pods are ready or succeeded"
 
     # Not ready within 1 s: evicted with Kueue's reason, stopped, requeued with a backoff.
-    evicted = eventually(
-        lambda: said(cluster, job, "Evicted", "True", "PodsReadyTimeout"), what="the eviction"
+    # Each of these states lasts about the 1 s backoff: the history keeps them.
+    at, wl = eventually(
+        lambda: history.said("Evicted", "True", "PodsReadyTimeout", after=started),
+        what="the eviction",
     )
-    wl_name = cluster.workload_of(job)["metadata"]["name"]
+    wl_name = wl["metadata"]["name"]
+    evicted = conditions_of(wl, "Evicted")
     assert evicted["message"] == f"Exceeded the PodsReady timeout default/{wl_name}"
-    eventually(
-        lambda: said(cluster, job, "Requeued", "False", "PodsReadyTimeout"), what="the requeue"
+    at, wl = eventually(
+        lambda: history.said("Requeued", "False", "PodsReadyTimeout", after=at - 1),
+        what="the requeue",
     )
-    state = cluster.workload_of(job)["status"]["requeueState"]
+    state = wl["status"]["requeueState"]
     assert state["count"] == 1
     assert state["requeueAt"]
-    assert cluster.get("jobs", "never-ready", "default")["spec"]["suspend"] is True
+    assert history.job(suspended=True, after=started), "the job was stopped"
 
     # The backoff over (1 s), it is admitted and started again.
-    eventually(
-        lambda: said(cluster, job, "Requeued", "True", "BackoffFinished"),
+    at, _ = eventually(
+        lambda: history.said("Requeued", "True", "BackoffFinished", after=at),
         what="the backoff to finish",
     )
-    eventually(lambda: running(cluster, "never-ready"), what="the job to start again")
+    eventually(lambda: history.job(suspended=False, after=at), what="the job to start again")
 
     # Not ready again: one more requeue would pass backoffLimitCount 1, so it is deactivated.
     deactivated = eventually(
@@ -103,10 +156,10 @@ def test_a_job_never_ready_is_evicted_requeued_with_backoff_then_deactivated(
 
     # Set active again by hand: Requeued=True Reactivated, and it runs again.
     cluster.admin.patch(WORKLOADS, wl_name, {"spec": {"active": True}}, "default")
-    eventually(
-        lambda: said(cluster, job, "Requeued", "True", "Reactivated"), what="the reactivation"
+    at, _ = eventually(
+        lambda: history.said("Requeued", "True", "Reactivated"), what="the reactivation"
     )
-    eventually(lambda: running(cluster, "never-ready"), what="the job to start once more")
+    eventually(lambda: history.job(suspended=False, after=at), what="the job to start once more")
 
 
 def test_a_job_that_gets_ready_is_never_evicted(cluster, start_controller):
@@ -145,6 +198,7 @@ def test_a_job_that_loses_readiness_is_evicted_after_the_recovery_timeout(
     cluster, start_controller
 ):
     cluster.apply(FLAVOR, CQ, LQ)
+    history = History(cluster, "flaky")
     start_controller(wait_for_pods_ready=wait_config(timeout=2.0))
     job = cluster.job("flaky", "1")
     eventually(lambda: running(cluster, "flaky"), what="the job to start")
@@ -155,9 +209,8 @@ def test_a_job_that_loses_readiness_is_evicted_after_the_recovery_timeout(
         lambda: said(cluster, job, "PodsReady", "False", "WaitForRecovery"), what="the loss"
     )
     assert lost["message"] == "At least one pod has failed, waiting for recovery"
-    eventually(
-        lambda: said(cluster, job, "Evicted", "True", "PodsReadyTimeout"), what="the eviction"
-    )
+    # Evicted lasts until it is admitted again (a 1 s backoff): the history keeps it.
+    eventually(lambda: history.said("Evicted", "True", "PodsReadyTimeout"), what="the eviction")
 
 
 def test_without_wait_for_pods_ready_a_never_ready_job_keeps_running(cluster, start_controller):
