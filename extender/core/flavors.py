@@ -405,14 +405,7 @@ def judge_by_plan(
             return _no_fit(workload, [verdict])
         if verdict.mode == NO_CANDIDATES and rules.always_reclaims:
             return _no_fit(workload, [verdict], NO_CANDIDATES)
-        if verdict.mode < mode:
-            mode = verdict.mode
-        if verdict.level > level:
-            level = verdict.level
-        if verdict.need:
-            need = need | verdict.need
-        if verdict.note:
-            notes_text = f"{notes_text}; {verdict.note}" if notes_text else verdict.note
+        mode, level, need, notes_text = _with_group((mode, level, need, notes_text), verdict)
     return Assignment(
         mode,
         level,
@@ -513,14 +506,7 @@ def search_flavors(
                 fr = (flavor_name, resource)
                 usage[fr] = usage.get(fr, 0) + amount
                 assigned[resource] = flavor_name
-            if best.mode < mode:
-                mode = best.mode
-            if best.level > level:
-                level = best.level
-            if best.need:
-                need = need | best.need
-            if best.note:
-                notes_text = f"{notes_text}; {best.note}" if notes_text else best.note
+            mode, level, need, notes_text = _with_group((mode, level, need, notes_text), best)
     for members in groups:
         # One flavor per resource for the whole group (Kueue's grouped requests): each member
         # names those of the resources it requests; one that requests none is placed with
@@ -543,6 +529,24 @@ def search_flavors(
         WAITING_FOR_QUOTA if mode != FIT else "",
         notes_text,
     )
+
+
+_Standing = tuple[Mode, int, frozenset[FlavorResource], str]
+
+
+def _with_group(standing: _Standing, verdict: _Verdict) -> _Standing:
+    """A workload's standing after one more resource group's chosen verdict: the worst mode,
+    the highest borrowing level, all that needs preemption, every note."""
+    mode, level, need, notes = standing
+    if verdict.mode < mode:
+        mode = verdict.mode
+    if verdict.level > level:
+        level = verdict.level
+    if verdict.need:
+        need = need | verdict.need
+    if verdict.note:
+        notes = f"{notes}; {verdict.note}" if notes else verdict.note
+    return mode, level, need, notes
 
 
 def _is_topology(flavor: ResourceFlavor | None) -> bool:
