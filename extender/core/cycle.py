@@ -374,13 +374,19 @@ class ClusterState(ClusterQuestions):
         """A new pending workload (or an updated one that holds no quota)."""
         if workload.key in self.cache.admitted:
             raise ValueError(f"workload {workload.key} is admitted; release it first")
-        self.queues.add(workload)
+        made = self.queues.add(workload)
+        # What reads the ClusterQueue and the workload's shape but not usage is made now,
+        # not in a cycle: a new class's flavor plan and admission, topology's counts.
+        if made is not None:
+            cq = self.cache.cluster_queues.get(made[0])
+            if cq is not None:
+                self.scheduler.prepare(cq, made[1], workload)
         topology = self.scheduler.topology
-        lq = self.cache.local_queue_of(workload) if topology is not None else None
-        cq = self.cache.cluster_queues.get(lq.cluster_queue) if lq is not None else None
-        if topology is not None and cq is not None:
-            # Topology-aware scheduling counts its requests now, not in its cycle.
-            topology.prepare(workload, cq.flavor_names())
+        if topology is not None:
+            cq_name = self.queues.queued_in(workload.key)
+            cq = self.cache.cluster_queues.get(cq_name) if cq_name is not None else None
+            if cq is not None:
+                topology.prepare(workload, cq.flavor_names())
 
     def delete_workload(self, key: str) -> None:
         """A workload is gone (its job was deleted): drop it and free what it held."""

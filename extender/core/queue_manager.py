@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator
 from extender.core.admission_fair_sharing import UsageLedger
 from extender.core.cache import Cache
 from extender.core.models import ClusterQueue, Workload
-from extender.core.queues import ClusterQueueQueue
+from extender.core.queues import ClassMemo, ClusterQueueQueue
 from extender.core.quota import QuotaNode
 from extender.core.reasons import INADMISSIBLE, PENDING, PendingStatus
 
@@ -101,11 +101,12 @@ class QueueManager:
 
     # ----- workloads ------------------------------------------------------------------
 
-    def add(self, workload: Workload) -> None:
-        """A new pending workload, or a new version of one: queued in place of the old."""
+    def add(self, workload: Workload) -> tuple[str, ClassMemo] | None:
+        """A new pending workload, or a new version of one: queued in place of the old. If
+        its equivalence class was made for it: its ClusterQueue's name and the class's memo."""
         self.unqueue(workload.key)
         self.workloads[workload.key] = workload
-        self.route(workload)
+        return self.route(workload)
 
     def admitted(self, workload: Workload) -> None:
         """A workload holds quota now: it waits in no queue."""
@@ -120,8 +121,9 @@ class QueueManager:
         self._status.pop(key, None)
         self.workloads.pop(key, None)
 
-    def route(self, workload: Workload) -> None:
-        """Queue a pending workload in its ClusterQueue's queue, or park it with why not."""
+    def route(self, workload: Workload) -> tuple[str, ClassMemo] | None:
+        """Queue a pending workload in its ClusterQueue's queue, or park it with why not (as
+        `add` answers)."""
         key = workload.key
         self._parked.pop(key, None)
         if workload.unacted:
@@ -130,7 +132,7 @@ class QueueManager:
                 f"{workload.owner_kind or 'the Workload'} sets {', '.join(workload.unacted)}, "
                 "which Tower does not act on; it waits while set (docs/kueue-fields.md)",
             )
-            return
+            return None
         lq = self._cache.local_queues.get(f"{workload.namespace}/{workload.queue_name}")
         if lq is None:
             self._park(
@@ -138,7 +140,7 @@ class QueueManager:
                 f"LocalQueue {workload.queue_name} does not exist in namespace "
                 f"{workload.namespace}",
             )
-            return
+            return None
         queue = self._queues.get(lq.cluster_queue)
         if queue is None:
             self._park(
@@ -146,9 +148,10 @@ class QueueManager:
                 f"LocalQueue {lq.key} points at ClusterQueue {lq.cluster_queue}, "
                 "which does not exist",
             )
-            return
-        queue.push(workload)
+            return None
+        made = queue.push(workload)
         self._queue_of[key] = lq.cluster_queue
+        return None if made is None else (lq.cluster_queue, made)
 
     def _park(self, key: str, message: str) -> None:
         self._parked[key] = PendingStatus(INADMISSIBLE, message)

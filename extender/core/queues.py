@@ -151,18 +151,21 @@ class ClusterQueueQueue:
         """Every pending workload, in no particular order."""
         return (m.workload for m in self._members.values())
 
-    def push(self, workload: Workload, queue_time: float | None = None) -> None:
-        """Add a workload (or put one back after it was taken out)."""
+    def push(self, workload: Workload, queue_time: float | None = None) -> ClassMemo | None:
+        """Add a workload (or put one back after it was taken out); the memo of its class if
+        the class was made for it (its first member, or the first after it emptied)."""
         if workload.key in self._members:
             self.remove(workload.key)
         key = equivalence_key(workload)
         klass = self._classes.get(key)
+        made = None
         if klass is None:
             klass = _Class(key, workload.priority, f"{workload.namespace}/{workload.queue_name}")
             memo = self._memos.pop(key, None)
             if memo is not None:
                 klass.memo = memo
             self._classes[key] = klass
+            made = klass.memo
         when = workload.creation_time if queue_time is None else queue_time
         seq = next(self._seqs)
         self._members[workload.key] = _Member(workload, klass, seq)
@@ -172,6 +175,7 @@ class ClusterQueueQueue:
         heapq.heappush(heap, entry)
         if klass.active and heap[0] is not old_top:
             self._publish(klass)
+        return made
 
     def remove(self, key: str) -> Workload | None:
         """Take a workload out (admitted, deleted or moved); returns it if it was here."""

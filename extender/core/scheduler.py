@@ -55,7 +55,7 @@ from extender.core.preemption import (
     may_have_candidates,
 )
 from extender.core.queue_manager import QueueManager
-from extender.core.queues import ClusterQueueQueue
+from extender.core.queues import ClassMemo, ClusterQueueQueue
 from extender.core.quota import QuotaNode, add_usage, borrowing_level
 from extender.core.reasons import (
     INADMISSIBLE,
@@ -250,13 +250,10 @@ class Scheduler:
         memo = queue.memo(workload) if reuse else None
         plan = None
         if len(workload.pod_sets) == 1:
-            if memo is None:
-                plan = quick_plan(workload.pod_sets[0], cq, cache.flavors)
-            elif memo.plan_generation == cache.generation:
-                plan = memo.plan
+            if memo is not None and memo.plan_generation == cache.generation:
+                plan = memo.plan  # made when the class was queued (`prepare`)
             else:
-                plan = memo.plan = quick_plan(workload.pod_sets[0], cq, cache.flavors)
-                memo.plan_generation = cache.generation
+                plan = class_plan(memo, workload, cq, cache)
             if plan is not None:
                 quick = fit_by_plan(plan, node)
                 if quick is not None:
@@ -335,6 +332,21 @@ class Scheduler:
                 state = self._state(cq, node, workload)
             memo.verdict = Verdict(state, assignment)
         return entry
+
+    def prepare(self, cq: ClusterQueue, memo: ClassMemo, workload: Workload) -> None:
+        """An equivalence class was made for a workload just queued: its plan, and the
+        admission to the plan's flavors, are made now, not in the class's first cycle (they
+        read the ClusterQueue, the flavors and the shape, never usage)."""
+        cache = self._cache
+        if not self.reuse_by_class or len(workload.pod_sets) != 1:
+            return
+        plan = memo.plan
+        if memo.plan_generation != cache.generation:
+            plan = class_plan(memo, workload, cq, cache)
+        if plan is not None and memo.admission_flavors is not plan.pod_set_flavors:
+            fit = Assignment(FIT, 0, plan.pod_set_flavors, plan.usage)
+            memo.admission = fit.admission(cq.name, workload)
+            memo.admission_flavors = plan.pod_set_flavors
 
     def _state(self, cq: ClusterQueue, node: QuotaNode, workload: Workload) -> State:
         cache = self._cache
@@ -539,6 +551,17 @@ def drain(cache: Cache) -> list[Evict]:
             evicted.append(Evict(holder.workload, why[0], None, why[1]))
     cache.to_drain.clear()
     return evicted
+
+
+def class_plan(
+    memo: ClassMemo | None, workload: Workload, cq: ClusterQueue, cache: Cache
+) -> QuickPlan | None:
+    """quick_fit's plan for a workload of one pod set, kept in its class's memo (if any) for
+    the configuration generation it was made in."""
+    plan = quick_plan(workload.pod_sets[0], cq, cache.flavors)
+    if memo is not None:
+        memo.plan, memo.plan_generation = plan, cache.generation
+    return plan
 
 
 def preemption_verdict(

@@ -388,3 +388,56 @@ def test_reusing_verdicts_decides_and_explains_as_judging_every_head(cqs, ops, f
                 else:
                     state.configure(cohorts=[cohort("c1"), cohort("c2")])
         assert explained(fast) == explained(full)
+
+
+class Plans:
+    """Counts the flavor plans and the admissions made, and where: when a workload was queued,
+    or in a cycle."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, state: ClusterState) -> None:
+        self.made: list[str] = []
+        self.admissions: list[str] = []
+        plan = scheduler_module.quick_plan
+        admission = scheduler_module.Assignment.admission
+        schedule = state.scheduler.schedule
+
+        def counting(*args, **kwargs):
+            self.made.append(self.where)
+            return plan(*args, **kwargs)
+
+        def counting_admissions(*args, **kwargs):
+            self.admissions.append(self.where)
+            return admission(*args, **kwargs)
+
+        def in_cycle(now):
+            self.where = "cycle"
+            try:
+                return schedule(now)
+            finally:
+                self.where = "queued"
+
+        self.where = "queued"
+        monkeypatch.setattr(scheduler_module, "quick_plan", counting)
+        monkeypatch.setattr(scheduler_module.Assignment, "admission", counting_admissions)
+        monkeypatch.setattr(state.scheduler, "schedule", in_cycle)
+
+
+def test_a_class_plan_is_made_when_it_is_queued_and_again_in_a_cycle_after_a_change(
+    monkeypatch,
+):
+    state = _build()
+    plans = Plans(monkeypatch, state)
+    state.add_workload(_wl("one", "a", "1", created=1).obj())
+    state.add_workload(_wl("two", "a", "1", created=2).obj())  # the same class: no new plan
+    state.add_workload(_wl("big", "a", "3", created=3).obj())  # a new class
+    assert plans.made == plans.admissions == ["queued", "queued"]
+    admitted = state.schedule(1.0).admitted
+    assert [a.workload.key for a in admitted] == ["default/one"]
+    assert admitted[0].admission == _admission("a", 1000)
+    # The cycle used the plans and the admission it found.
+    assert plans.made == plans.admissions == ["queued", "queued"]
+    state.apply_flavor(ResourceFlavor("default", {}, (Taint("gpu", "yes", "NoSchedule"),)))
+    result = state.schedule(2.0)
+    assert not result.admitted  # the plan made anew sees the taint
+    assert plans.made == ["queued", "queued", "cycle"]
+    assert [status.reason for _, status in result.pending] == ["NoMatchingFlavor"]
