@@ -33,6 +33,7 @@ from extender.core.quota import (
     potential_available,
 )
 from extender.core.tas_model import has_levels
+from extender.core.text import Lazy, Text, join
 
 PODS = "pods"
 
@@ -89,7 +90,7 @@ class Assignment(NamedTuple):
     usage: Mapping[FlavorResource, int] = _NO_USAGE
     needs_preemption: frozenset[FlavorResource] = _NOTHING
     reason: str = ""
-    message: str = ""
+    message: Text = ""  # made when first read (text.Lazy) for a head that waits
     # For a fit judged by quick_fit: the least that was left free of any of its
     # flavor-resources after the request (-1: not known). Admissions in the same tree take at
     # most what they hold from it, so while they took no more in all, the fit still holds.
@@ -121,7 +122,7 @@ class _Verdict(NamedTuple):
     level: int
     need: frozenset[FlavorResource]
     reason: str
-    note: str
+    note: Text
 
 
 def preferred(
@@ -216,35 +217,64 @@ def _incompatibility(
     return None
 
 
-def _quota_note(node: QuotaNode, fr: FlavorResource, amount: int, free: int, *, never: bool) -> str:
-    flavor, resource = fr
-    fmt = format_amount
+def _quota_note(
+    node: QuotaNode, fr: FlavorResource, amount: int, free: int, *, never: bool
+) -> Lazy:
+    # The numbers are read now and spelled when the message is first read (after the cycle).
     nominal = node.nominal(fr)
-    head = f"needs {fmt(resource, amount)} {resource} in flavor {flavor}"
+    if node.parent is None:
+        return Lazy(_note_at_root, node.name, fr, amount, free, nominal, never)
+    root = node.root()
+    limit = node.borrowing_limit(fr)
     if never:
         most = potential_available(node, fr)
-        if node.parent is None:
-            return f"{head}; more than the {fmt(resource, nominal)} {node.name} has in all"
-        return (
-            f"{head}; more than {node.name} can ever use ({fmt(resource, most)}: "
-            f"nominal {fmt(resource, nominal)} plus what cohort {node.root().name} can lend"
-            + (
-                f", borrowingLimit {fmt(resource, limit)}"
-                if (limit := node.borrowing_limit(fr)) is not None
-                else ""
-            )
-            + ")"
-        )
-    if node.parent is None:
-        return f"{head}; {fmt(resource, free)} of {fmt(resource, nominal)} free in {node.name}"
-    root = node.root()
+        return Lazy(_note_never, node.name, fr, amount, most, nominal, root.name, limit)
     unused = root.subtree.get(fr, 0) - root.usage.get(fr, 0)
-    limit = node.borrowing_limit(fr)
-    limit_text = f", borrowingLimit {fmt(resource, limit)}" if limit is not None else ""
+    used = node.usage.get(fr, 0)
+    name = node.name
+    return Lazy(_note_borrowing, name, fr, amount, free, used, nominal, limit, root.name, unused)
+
+
+def _note_head(fr: FlavorResource, amount: int) -> str:
+    flavor, resource = fr
+    return f"needs {format_amount(resource, amount)} {resource} in flavor {flavor}"
+
+
+def _note_at_root(
+    name: str, fr: FlavorResource, amount: int, free: int, nominal: int, never: bool
+) -> str:
+    resource, fmt, head = fr[1], format_amount, _note_head(fr, amount)
+    if never:
+        return f"{head}; more than the {fmt(resource, nominal)} {name} has in all"
+    return f"{head}; {fmt(resource, free)} of {fmt(resource, nominal)} free in {name}"
+
+
+def _limit_text(resource: str, limit: int | None) -> str:
+    return "" if limit is None else f", borrowingLimit {format_amount(resource, limit)}"
+
+
+def _note_never(
+    name: str, fr: FlavorResource, amount: int, most: int, nominal: int, cohort: str,
+    limit: int | None,
+) -> str:  # fmt: skip
+    resource, fmt = fr[1], format_amount
     return (
-        f"{head}; {fmt(resource, free)} free to {node.name} (it uses "
-        f"{fmt(resource, node.usage.get(fr, 0))} of its {fmt(resource, nominal)} nominal"
-        f"{limit_text}; cohort {root.name} has {fmt(resource, max(0, unused))} unused)"
+        f"{_note_head(fr, amount)}; more than {name} can ever use ({fmt(resource, most)}: "
+        f"nominal {fmt(resource, nominal)} plus what cohort {cohort} can lend"
+        f"{_limit_text(resource, limit)})"
+    )
+
+
+def _note_borrowing(
+    name: str, fr: FlavorResource, amount: int, free: int, used: int, nominal: int,
+    limit: int | None, cohort: str, unused: int,
+) -> str:  # fmt: skip
+    resource, fmt = fr[1], format_amount
+    return (
+        f"{_note_head(fr, amount)}; {fmt(resource, free)} free to {name} (it uses "
+        f"{fmt(resource, used)} of its {fmt(resource, nominal)} nominal"
+        f"{_limit_text(resource, limit)}; cohort {cohort} has "
+        f"{fmt(resource, max(0, unused))} unused)"
     )
 
 
@@ -394,7 +424,7 @@ def judge_by_plan(
     rules = _Rules.of(cq, node, fair_sharing)
     mode, level = FIT, 0
     need: frozenset[FlavorResource] = frozenset()
-    notes_text = ""
+    notes_text: Text = ""
     for group in plan.groups:
         flavor = flavors.get(group[0][0][0])
         if flavor is None:
@@ -461,7 +491,7 @@ def search_flavors(
     usage: dict[FlavorResource, int] = {}
     mode, level = FIT, 0
     need: frozenset[FlavorResource] = frozenset()
-    notes_text = ""
+    notes_text: Text = ""
     for index, needs in enumerate(requests):
         for group_index in sorted(needs) if len(needs) > 1 else needs:
             request = needs[group_index]
@@ -499,7 +529,7 @@ def search_flavors(
                 # Kept with its flavors: a ClusterQueue that cannot always reclaim holds this
                 # quota for it (Kueue reserves capacity for an unreclaimable preemptor). The
                 # pod sets are named once, in front of the whole message, below.
-                best = best._replace(note="; ".join(v.note for v in notes))
+                best = best._replace(note=join("; ", [v.note for v in notes]))
             flavor_name = best.flavor
             assigned = pod_set_flavors[index]
             for resource, amount in request.items():
@@ -519,7 +549,7 @@ def search_flavors(
                 if (r in own[m] if own[m] else _is_topology(flavors.get(f)))
             }
     if notes_text and mode != FIT and len(workload.pod_sets) > 1:
-        notes_text = f"pod sets {', '.join(p.name for p in workload.pod_sets)}: {notes_text}"
+        notes_text = f"pod sets {', '.join(p.name for p in workload.pod_sets)}: " + notes_text
     return Assignment(
         mode,
         level,
@@ -531,7 +561,7 @@ def search_flavors(
     )
 
 
-_Standing = tuple[Mode, int, frozenset[FlavorResource], str]
+_Standing = tuple[Mode, int, frozenset[FlavorResource], Text]
 
 
 def _with_group(standing: _Standing, verdict: _Verdict) -> _Standing:
@@ -545,7 +575,7 @@ def _with_group(standing: _Standing, verdict: _Verdict) -> _Standing:
     if verdict.need:
         need = need | verdict.need
     if verdict.note:
-        notes = f"{notes}; {verdict.note}" if notes else verdict.note
+        notes = join("; ", (notes, verdict.note)) if notes else verdict.note
     return mode, level, need, notes
 
 
@@ -621,7 +651,7 @@ def _judge(
     # The worst (mode, level) so far, as plain values: one verdict is built, at the end.
     worst_mode, worst_level = FIT, 0
     need: set[FlavorResource] = set()
-    notes: list[str] = []
+    notes: list[Text] = []
     for resource, own in request.items():
         fr = (flavor.name, resource)
         amount = own + assigned.get(fr, 0)
@@ -633,8 +663,8 @@ def _judge(
                     worst_level = level
                 continue
         elif amount > potential_available(node, fr):
-            note = _quota_note(node, fr, amount, free, never=True)
-            return _Verdict(flavor.name, NO_FIT, 0, _NOTHING, EXCEEDS_MAX_QUOTA, note)
+            never = _quota_note(node, fr, amount, free, never=True)
+            return _Verdict(flavor.name, NO_FIT, 0, _NOTHING, EXCEEDS_MAX_QUOTA, never)
         else:
             notes.append(_quota_note(node, fr, amount, free, never=False))
             level = -1  # not known yet
@@ -660,11 +690,12 @@ def _judge(
             worst_mode, worst_level = mode, level
     if worst_mode == FIT:
         return _Verdict(flavor.name, FIT, worst_level, _NOTHING, "", "")
-    note = "; ".join(notes)
     if worst_mode == NO_FIT:
+        note = join("; ", notes)
         return _Verdict(flavor.name, NO_FIT, worst_level, _NOTHING, WAITING_FOR_QUOTA, note)
     if worst_mode == NO_CANDIDATES and preempts:
-        note += "; no admitted workload may be preempted to make room"
+        notes.append("no admitted workload may be preempted to make room")
+    note = join("; ", notes)
     return _Verdict(flavor.name, worst_mode, worst_level, frozenset(need), WAITING_FOR_QUOTA, note)
 
 
@@ -673,6 +704,10 @@ _NEVER_FITS = frozenset({NO_MATCHING_FLAVOR, EXCEEDS_MAX_QUOTA})
 
 
 def _no_fit(workload: Workload, notes: list[_Verdict], mode: Mode = NO_FIT) -> Assignment:
+    if len(notes) == 1 and len(workload.pod_sets) == 1:  # one flavor judged: its own words
+        only = notes[0]
+        reason = only.reason if only.reason in _NEVER_FITS else WAITING_FOR_QUOTA
+        return Assignment(mode, reason=reason, message=only.note)
     reasons = {v.reason for v in notes}
     if reasons == _NO_FLAVOR:
         reason = NO_MATCHING_FLAVOR
@@ -680,7 +715,7 @@ def _no_fit(workload: Workload, notes: list[_Verdict], mode: Mode = NO_FIT) -> A
         reason = EXCEEDS_MAX_QUOTA
     else:
         reason = WAITING_FOR_QUOTA
-    message = "; ".join(v.note for v in notes)
+    message = join("; ", [v.note for v in notes])
     if len(workload.pod_sets) > 1:
-        message = f"pod sets {', '.join(p.name for p in workload.pod_sets)}: {message}"
+        message = f"pod sets {', '.join(p.name for p in workload.pod_sets)}: " + message
     return Assignment(mode, reason=reason, message=message)

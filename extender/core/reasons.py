@@ -7,7 +7,9 @@ Kueue's, so they live apart from all three.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
+
+from extender.core.text import Text
 
 INADMISSIBLE = "Inadmissible"
 # Kueue's reason when the workload's namespace may not use the ClusterQueue.
@@ -24,9 +26,16 @@ CLUSTER_QUEUE_STOPPED = "ClusterQueueStopped"
 LOCAL_QUEUE_STOPPED = "LocalQueueStopped"
 
 
-@dataclass(frozen=True, slots=True)
-class PendingStatus:
-    """Why a workload is not admitted: the QuotaReserved=False reason and message."""
+class PendingStatus(NamedTuple):
+    """Why a workload is not admitted: the QuotaReserved=False reason and message.
+
+    A NamedTuple rather than a frozen dataclass: every head that waits gets one, every cycle.
+    """
 
     reason: str
-    message: str
+    text: Text  # the message, made when first read (a cycle's verdicts are read after it)
+
+    @property
+    def message(self) -> str:
+        """The message, in words."""
+        return str(self.text)
