@@ -309,6 +309,8 @@ class QuickPlan(NamedTuple):
     # Each group lists only its planned flavor: the search would judge that one flavor per
     # group and nothing else, so `judge_by_plan` may answer for it.
     sole_flavors: bool = False
+    # Per group, its flavor and what is asked of it by resource (what `judge_by_plan` reads).
+    requests: tuple[tuple[str, Mapping[str, int]], ...] = ()
 
 
 def quick_plan(
@@ -330,6 +332,7 @@ def quick_plan(
     assigned: dict[str, str] = {}
     usage: dict[FlavorResource, int] = {}
     groups: list[tuple[tuple[FlavorResource, int], ...]] = []
+    requests: list[tuple[str, Mapping[str, int]]] = []
     only = topology_only(cq, flavors)
     sole = True
     for group_index in sorted(needs):
@@ -344,6 +347,7 @@ def quick_plan(
             if _incompatibility(flavor, pod_set, only, request) is not None:
                 continue
             groups.append(tuple(((name, resource), amount) for resource, amount in request.items()))
+            requests.append((name, request))
             for resource, amount in request.items():
                 usage[(name, resource)] = amount
                 assigned[resource] = name
@@ -356,6 +360,7 @@ def quick_plan(
         usage,
         cq.flavor_fungibility.when_can_borrow is MAY_STOP_SEARCH,
         sole,
+        tuple(requests),
     )
 
 
@@ -425,11 +430,10 @@ def judge_by_plan(
     mode, level = FIT, 0
     need: frozenset[FlavorResource] = frozenset()
     notes_text: Text = ""
-    for group in plan.groups:
-        flavor = flavors.get(group[0][0][0])
+    for name, request in plan.requests:
+        flavor = flavors.get(name)
         if flavor is None:
             return None
-        request = {resource: amount for (_, resource), amount in group}
         verdict = _judge(flavor, pod_set, request, _NO_USAGE, node, rules, oracle, compatible=True)
         if verdict.mode == NO_FIT:
             return _no_fit(workload, [verdict])

@@ -42,13 +42,14 @@ class QuotaNode:
     height: int = 0
     limits: dict[FlavorResource, int] = field(default_factory=dict)
     borrowers: dict[FlavorResource, set[QuotaNode]] = field(default_factory=dict)
+    # The top of this node's tree, set by QuotaTree.build (None: this node is a top). Every
+    # head of every cycle asks for it, more than once.
+    top: QuotaNode | None = None
 
     def root(self) -> QuotaNode:
         """The top of this node's tree."""
-        node = self
-        while node.parent is not None:
-            node = node.parent
-        return node
+        top = self.top
+        return self if top is None else top
 
     def ancestors(self) -> Iterator[QuotaNode]:
         """Parent, grandparent, ... up to the root."""
@@ -78,19 +79,21 @@ class QuotaNode:
 
 def available(node: QuotaNode, fr: FlavorResource) -> int:
     """How much of fr a workload in this node could use now (Kueue's ``available``)."""
+    # Written for speed (every head of every cycle asks): no call for an empty dict, no min().
     usage = node.usage.get(fr, 0)
     parent = node.parent
     if parent is None:
         return node.subtree.get(fr, 0) - usage
-    local = node.local.get(fr, 0)
-    local_available = local - usage if local > usage else 0
+    local = node.local.get(fr, 0) if node.local else 0
     parent_available = available(parent, fr)
-    limit = node.limits.get(fr)
+    limit = node.limits.get(fr) if node.limits else None
     if limit is not None:
         stored_in_parent = node.subtree.get(fr, 0) - local
         used_in_parent = usage - local if usage > local else 0
-        parent_available = min(stored_in_parent - used_in_parent + limit, parent_available)
-    return local_available + parent_available
+        most = stored_in_parent - used_in_parent + limit
+        if most < parent_available:
+            parent_available = most
+    return (local - usage if local > usage else 0) + parent_available
 
 
 def potential_available(node: QuotaNode, fr: FlavorResource) -> int:
@@ -98,10 +101,12 @@ def potential_available(node: QuotaNode, fr: FlavorResource) -> int:
     parent = node.parent
     if parent is None:
         return node.subtree.get(fr, 0)
-    result = node.local.get(fr, 0) + potential_available(parent, fr)
-    limit = node.limits.get(fr)
+    result = (node.local.get(fr, 0) if node.local else 0) + potential_available(parent, fr)
+    limit = node.limits.get(fr) if node.limits else None
     if limit is not None:
-        result = min(node.subtree.get(fr, 0) + limit, result)
+        most = node.subtree.get(fr, 0) + limit
+        if most < result:
+            result = most
     return result
 
 
@@ -158,28 +163,35 @@ _NONE: set[QuotaNode] = set()
 
 def add_usage(node: QuotaNode, usage: Mapping[FlavorResource, int], sign: int = 1) -> None:
     """Add (sign=1) or remove (sign=-1) a workload's usage, propagating up the tree."""
+    # Written for speed (every admission and release): no dict call for an empty `local`.
+    leaf = node.parent is not None and not node.is_cohort
     for fr, amount in usage.items():
         delta = sign * amount
-        if node.parent is not None and not node.is_cohort:
+        if not delta:
+            continue
+        old = node.usage.get(fr, 0)
+        if leaf:
             quota = node.subtree.get(fr, 0)
-            old = node.usage.get(fr, 0)
-            was, now = old > quota, old + delta > quota
-            if was != now:
+            now = old + delta > quota
+            if (old > quota) != now:
                 borrowers = node.root().borrowers.setdefault(fr, set())
                 if now:
                     borrowers.add(node)
                 else:
                     borrowers.discard(node)
-        current: QuotaNode | None = node
-        while current is not None and delta:
-            old = current.usage.get(fr, 0)
+        current = node
+        while True:
             new = old + delta
             current.usage[fr] = new
-            if current.parent is None:
+            parent = current.parent
+            if parent is None:
                 break
-            local = current.local.get(fr, 0)
+            local = current.local.get(fr, 0) if current.local else 0
             delta = (new - local if new > local else 0) - (old - local if old > local else 0)
-            current = current.parent
+            if not delta:
+                break
+            current = parent
+            old = current.usage.get(fr, 0)
 
 
 @dataclass(slots=True)
@@ -247,13 +259,14 @@ def _collect_leaves(node: QuotaNode) -> list[QuotaNode]:
     return leaves
 
 
-def _compute_subtree(node: QuotaNode) -> None:
+def _compute_subtree(node: QuotaNode, top: QuotaNode | None = None) -> None:
     if node.parent is None:
         _collect_leaves(node)
+    node.top = top
     subtree: dict[FlavorResource, int] = {fr: q.nominal for fr, q in node.quotas.items()}
     node.height = min(len(node.children), 1) if node.is_cohort else 0
     for child in node.children:
-        _compute_subtree(child)
+        _compute_subtree(child, node if top is None else top)
         if child.is_cohort:
             node.height = max(node.height, child.height + 1)
         for fr, amount in child.subtree.items():

@@ -153,3 +153,22 @@ def test_a_cycle_of_cohort_parents_is_cut_off():
     tree = QuotaTree.build([cpu_cq("a", "1", cohort="x")], [Cohort("x", "y"), Cohort("y", "x")])
     assert tree.cyclic == {"x", "y"}
     assert tree.cluster_queues["a"].parent is None
+
+
+def test_every_node_knows_the_top_of_its_tree():
+    cqs = [
+        cpu_cq("a", "1", cohort="leaf"),
+        cpu_cq("b", "1", cohort="mid"),
+        cpu_cq("alone", "1"),
+        cpu_cq("cut", "1", cohort="x"),
+    ]
+    cohorts = [Cohort("leaf", "mid"), Cohort("mid", "top"), Cohort("x", "y"), Cohort("y", "x")]
+    tree = QuotaTree.build(cqs, cohorts)
+    for node in [*tree.cluster_queues.values(), *tree.cohorts.values()]:
+        walked = node
+        while walked.parent is not None:
+            walked = walked.parent
+        assert node.root() is walked, node.name
+    assert tree.cluster_queues["a"].root().name == "top"
+    assert tree.cluster_queues["alone"].root().name == "alone"
+    assert tree.cluster_queues["cut"].root().name == "cut"
