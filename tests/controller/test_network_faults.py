@@ -271,9 +271,11 @@ def test_a_stream_of_jobs_survives_the_fault(cluster, during):
     ids=["writes committed, answers lost", "503"],
 )
 def test_a_burst_with_writes_in_flight_together_survives_the_fault(cluster, during):
-    """All at once, each write taking 20 ms, so the pool has many writes in flight when
-    answers are lost or refused: still no quota exceeded, nothing admitted twice."""
-    cluster.api.write_latency = 0.02
+    """All at once, each write taking 50 ms, so the pool has many writes in flight when
+    answers are lost or refused: still no quota exceeded, nothing admitted twice. (At 20 ms,
+    with valgrind and the rest of the suite on both cores, the controller once could not
+    send a third write before the first two came back.)"""
+    cluster.api.write_latency = 0.05
     drained, _ = run_stream(cluster, during, jobs=30, interval=0.0, cpu=12)
     print(f"backlog drained {drained:.1f}s after the fault stopped")
     assert drained < 30
