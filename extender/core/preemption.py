@@ -144,7 +144,7 @@ def may_have_candidates(
     preemptor: Workload,
     cq: ClusterQueue,
     node: QuotaNode,
-    need: frozenset[FlavorResource],
+    need: Iterable[FlavorResource],
     lowest_priority: LowestPriority,
     *,
     fair_sharing: bool = False,
@@ -156,10 +156,12 @@ def may_have_candidates(
         return False
     if fair_sharing:
         return True
-    root = node.root()
-    return any(
-        borrower is not node for fr in need for borrower in borrowing_cluster_queues(root, fr)
-    )
+    borrowers = node.root().borrowers
+    for fr in need:  # a loop, not any(): every head that does not fit asks
+        others = borrowers.get(fr)
+        if others and (len(others) > 1 or node not in others):
+            return True
+    return False
 
 
 def candidates(

@@ -85,7 +85,10 @@ def available(node: QuotaNode, fr: FlavorResource) -> int:
     if parent is None:
         return node.subtree.get(fr, 0) - usage
     local = node.local.get(fr, 0) if node.local else 0
-    parent_available = available(parent, fr)
+    if parent.parent is None:  # the parent is the root (most trees): no call for it
+        parent_available = parent.subtree.get(fr, 0) - parent.usage.get(fr, 0)
+    else:
+        parent_available = available(parent, fr)
     limit = node.limits.get(fr) if node.limits else None
     if limit is not None:
         stored_in_parent = node.subtree.get(fr, 0) - local
@@ -101,7 +104,10 @@ def potential_available(node: QuotaNode, fr: FlavorResource) -> int:
     parent = node.parent
     if parent is None:
         return node.subtree.get(fr, 0)
-    result = (node.local.get(fr, 0) if node.local else 0) + potential_available(parent, fr)
+    above = (
+        parent.subtree.get(fr, 0) if parent.parent is None else potential_available(parent, fr)
+    )
+    result = (node.local.get(fr, 0) if node.local else 0) + above
     limit = node.limits.get(fr) if node.limits else None
     if limit is not None:
         most = node.subtree.get(fr, 0) + limit
