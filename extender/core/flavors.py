@@ -22,6 +22,7 @@ from extender.core.models import (
     PodSetAssignment,
     ResourceFlavor,
     Workload,
+    new_tuple,
 )
 from extender.core.partial import scaled
 from extender.core.quantity import format_amount
@@ -217,22 +218,43 @@ def _incompatibility(
     return None
 
 
+_Note = tuple[Callable[..., str], tuple[object, ...]]
+"""How to spell one quota note, and the numbers it spells: read when the head is judged,
+spelled when the message is first read (after the cycle)."""
+
+
 def _quota_note(
     node: QuotaNode, fr: FlavorResource, amount: int, free: int, *, never: bool
-) -> Lazy:
-    # The numbers are read now and spelled when the message is first read (after the cycle).
+) -> _Note:
     nominal = node.nominal(fr)
     if node.parent is None:
-        return Lazy(_note_at_root, node.name, fr, amount, free, nominal, never)
+        return _note_at_root, (node.name, fr, amount, free, nominal, never)
     root = node.root()
     limit = node.borrowing_limit(fr)
     if never:
         most = potential_available(node, fr)
-        return Lazy(_note_never, node.name, fr, amount, most, nominal, root.name, limit)
+        return _note_never, (node.name, fr, amount, most, nominal, root.name, limit)
     unused = root.subtree.get(fr, 0) - root.usage.get(fr, 0)
     used = node.usage.get(fr, 0)
     name = node.name
-    return Lazy(_note_borrowing, name, fr, amount, free, used, nominal, limit, root.name, unused)
+    return _note_borrowing, (name, fr, amount, free, used, nominal, limit, root.name, unused)
+
+
+def _spelled_later(notes: list[_Note], tail: str = "") -> Text:
+    """One message of the notes (and a last sentence), made when first read."""
+    if not notes:
+        return tail
+    if len(notes) == 1 and not tail:
+        spell, numbers = notes[0]
+        return Lazy(spell, *numbers)
+    return Lazy(_spell_notes, tuple(notes), tail)
+
+
+def _spell_notes(notes: tuple[_Note, ...], tail: str) -> str:
+    parts = [spell(*numbers) for spell, numbers in notes]
+    if tail:
+        parts.append(tail)
+    return "; ".join(parts)
 
 
 def _note_head(fr: FlavorResource, amount: int) -> str:
@@ -388,7 +410,8 @@ def fit_by_plan(plan: QuickPlan, node: QuotaNode) -> Assignment | None:
                 return None  # a later flavor might fit without borrowing
             if group_level > level:
                 level = group_level
-    return Assignment(FIT, level, plan.pod_set_flavors, plan.usage, slack=slack)
+    fields = (FIT, level, plan.pod_set_flavors, plan.usage, _NOTHING, "", "", slack, ())
+    return new_tuple(Assignment, fields)
 
 
 def quick_fit(
@@ -624,12 +647,13 @@ class _Rules(NamedTuple):
     def of(cq: ClusterQueue, node: QuotaNode, fair_sharing: bool) -> _Rules:
         policy = cq.preemption
         reclaims = node.parent is not None and policy.reclaim_within_cohort is not RECLAIM_NEVER
-        return _Rules(
+        rules = (
             policy.borrow_within_cohort != "Never" or (fair_sharing and reclaims),
             reclaims or policy.within_cluster_queue is not WITHIN_NEVER,
             cq.flavor_fungibility.preference == "PreemptionOverBorrowing",
             policy.reclaim_within_cohort is RECLAIM_ANY,
         )
+        return new_tuple(_Rules, rules)
 
 
 def _judge(
@@ -655,7 +679,7 @@ def _judge(
     # The worst (mode, level) so far, as plain values: one verdict is built, at the end.
     worst_mode, worst_level = FIT, 0
     need: set[FlavorResource] = set()
-    notes: list[Text] = []
+    notes: list[_Note] = []
     for resource, own in request.items():
         fr = (flavor.name, resource)
         amount = own + assigned.get(fr, 0)
@@ -667,7 +691,7 @@ def _judge(
                     worst_level = level
                 continue
         elif amount > potential_available(node, fr):
-            never = _quota_note(node, fr, amount, free, never=True)
+            never = _spelled_later([_quota_note(node, fr, amount, free, never=True)])
             return _Verdict(flavor.name, NO_FIT, 0, _NOTHING, EXCEEDS_MAX_QUOTA, never)
         else:
             notes.append(_quota_note(node, fr, amount, free, never=False))
@@ -693,14 +717,15 @@ def _judge(
         ):
             worst_mode, worst_level = mode, level
     if worst_mode == FIT:
-        return _Verdict(flavor.name, FIT, worst_level, _NOTHING, "", "")
+        return new_tuple(_Verdict, (flavor.name, FIT, worst_level, _NOTHING, "", ""))
     if worst_mode == NO_FIT:
-        note = join("; ", notes)
-        return _Verdict(flavor.name, NO_FIT, worst_level, _NOTHING, WAITING_FOR_QUOTA, note)
-    if worst_mode == NO_CANDIDATES and preempts:
-        notes.append("no admitted workload may be preempted to make room")
-    note = join("; ", notes)
-    return _Verdict(flavor.name, worst_mode, worst_level, frozenset(need), WAITING_FOR_QUOTA, note)
+        note = _spelled_later(notes)
+        fields = (flavor.name, NO_FIT, worst_level, _NOTHING, WAITING_FOR_QUOTA, note)
+        return new_tuple(_Verdict, fields)
+    tail = "no admitted workload may be preempted to make room"
+    note = _spelled_later(notes, tail if worst_mode == NO_CANDIDATES and preempts else "")
+    fields = (flavor.name, worst_mode, worst_level, frozenset(need), WAITING_FOR_QUOTA, note)
+    return new_tuple(_Verdict, fields)
 
 
 _NO_FLAVOR = frozenset({NO_MATCHING_FLAVOR})
@@ -711,7 +736,8 @@ def _no_fit(workload: Workload, notes: list[_Verdict], mode: Mode = NO_FIT) -> A
     if len(notes) == 1 and len(workload.pod_sets) == 1:  # one flavor judged: its own words
         only = notes[0]
         reason = only.reason if only.reason in _NEVER_FITS else WAITING_FOR_QUOTA
-        return Assignment(mode, reason=reason, message=only.note)
+        fields = (mode, 0, (), _NO_USAGE, _NOTHING, reason, only.note, -1, ())
+        return new_tuple(Assignment, fields)
     reasons = {v.reason for v in notes}
     if reasons == _NO_FLAVOR:
         reason = NO_MATCHING_FLAVOR

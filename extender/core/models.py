@@ -30,6 +30,11 @@ WORKLOAD_ANNOTATION = "kueue.x-k8s.io/workload"
 FlavorResource = tuple[str, str]
 """A (flavor, resource) pair: the unit of quota."""
 
+# Builds a NamedTuple from one tuple of all its fields, in order, without the Python-level
+# `__new__` that calling the class runs: twice as fast, for the records a cycle builds per
+# head (verdicts, assignments, statuses). Defaults are not filled in.
+new_tuple = tuple.__new__
+
 
 class QueueingStrategy(StrEnum):
     """How a ClusterQueue treats a head that cannot be admitted."""

@@ -40,6 +40,7 @@ from extender.core.models import (
     FlavorResource,
     StopPolicy,
     Workload,
+    new_tuple,
 )
 from extender.core.partial import largest_fit, may_shrink, scaled
 from extender.core.preemption import (
@@ -257,7 +258,8 @@ class Scheduler:
             if plan is not None:
                 quick = fit_by_plan(plan, node)
                 if quick is not None:
-                    return Entry(cq, node, queue, workload, quick, memo=memo)
+                    # Positional: an Entry is built per head, and keywords cost twice as much.
+                    return Entry(cq, node, queue, workload, quick, (), None, memo)
 
         # A head that fits nowhere: judged again only if what decided that changed.
         state = None
@@ -265,8 +267,50 @@ class Scheduler:
         if kept is not None:
             state = self._state(cq, node, workload)
             if kept.state == state:
-                return Entry(cq, node, queue, workload, kept.assignment, memo=memo)
+                return Entry(cq, node, queue, workload, kept.assignment, (), None, memo)
 
+        may_preempt = cq.preemption.within_cluster_queue is not WITHIN_NEVER or (
+            node.parent is not None and cq.preemption.reclaim_within_cohort is not RECLAIM_NEVER
+        )
+        if (
+            plan is not None
+            and plan.sole_flavors
+            and not (self.partial_admission and may_shrink(workload))
+            and not (
+                may_preempt
+                and may_have_candidates(
+                    workload, cq, node, plan.usage, cache.lowest_priority,
+                    fair_sharing=self.fair_sharing,
+                )
+            )
+        ):  # fmt: skip
+            # Nothing could be preempted for it (the oracle would answer None for every
+            # flavor-resource): the plan's flavors are judged without the oracle, its closures
+            # and its memo of targets, which most first judgements never need.
+            judged = judge_by_plan(
+                plan, workload, cq, cache.flavors, node, fair_sharing=self.fair_sharing
+            )
+            if judged is not None:
+                if memo is not None and judged.mode <= NO_CANDIDATES:
+                    if state is None:
+                        state = self._state(cq, node, workload)
+                    memo.verdict = new_tuple(Verdict, (state, judged))
+                return Entry(cq, node, queue, workload, judged, (), None, memo)
+        return self._nominate_by_search(cq, node, queue, workload, memo, plan, state, may_preempt)
+
+    def _nominate_by_search(
+        self,
+        cq: ClusterQueue,
+        node: QuotaNode,
+        queue: ClusterQueueQueue,
+        workload: Workload,
+        memo: ClassMemo | None,
+        plan: QuickPlan | None,
+        state: State | None,
+        may_preempt: bool,
+    ) -> Entry:
+        """A head judged with preemption's oracle (and partial admission's shrinking)."""
+        cache = self._cache
         found: dict[tuple[object, ...], list[Target]] = {}
 
         def targets(  # memoised: the oracle and the final nomination may ask the same question
@@ -276,10 +320,6 @@ class Scheduler:
             if key not in found:
                 found[key] = self._targets(workload, cq, node, request, need)
             return found[key]
-
-        may_preempt = cq.preemption.within_cluster_queue is not WITHIN_NEVER or (
-            node.parent is not None and cq.preemption.reclaim_within_cohort is not RECLAIM_NEVER
-        )
 
         def oracle(fr: FlavorResource, amount: int) -> tuple[Mode, int] | None:
             need = frozenset((fr,))
@@ -302,7 +342,7 @@ class Scheduler:
             return search_flavors(candidate, cq, flavors, node, rule, fair_sharing=fair)
 
         assignment = search(workload, plan)
-        entry = Entry(cq, node, queue, workload, assignment, memo=memo)
+        entry = Entry(cq, node, queue, workload, assignment, (), None, memo)
         if assignment.mode in PREEMPTING:
             entry.targets = targets(assignment.usage, assignment.needs_preemption)
             if entry.targets and self.topology is not None:
@@ -330,7 +370,7 @@ class Scheduler:
             # the same verdict (the search changed nothing: no targets, no trial removals).
             if state is None:
                 state = self._state(cq, node, workload)
-            memo.verdict = Verdict(state, assignment)
+            memo.verdict = new_tuple(Verdict, (state, assignment))
         return entry
 
     def prepare(self, cq: ClusterQueue, memo: ClassMemo, workload: Workload) -> None:
@@ -471,7 +511,7 @@ class Scheduler:
         if self.block_admission:
             self.not_ready.add(workload.key)
         quota.admitted(entry)
-        step.admitted.append(Admit(workload, admission))
+        step.admitted.append(new_tuple(Admit, (workload, admission)))
         step.progressed = True
 
     def _preempt(self, entry: Entry, step: _Step5) -> None:
@@ -520,7 +560,7 @@ class Scheduler:
         """It does not fit, and preemption does not help: it waits, set aside where its queue
         lets it step aside."""
         assignment = entry.assignment
-        entry.status = PendingStatus(assignment.reason, assignment.message)
+        entry.status = new_tuple(PendingStatus, (assignment.reason, assignment.message))
         if (
             assignment.mode == NO_CANDIDATES
             and entry.cq.preemption.reclaim_within_cohort is not RECLAIM_ANY
