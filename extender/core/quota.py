@@ -104,9 +104,7 @@ def potential_available(node: QuotaNode, fr: FlavorResource) -> int:
     parent = node.parent
     if parent is None:
         return node.subtree.get(fr, 0)
-    above = (
-        parent.subtree.get(fr, 0) if parent.parent is None else potential_available(parent, fr)
-    )
+    above = parent.subtree.get(fr, 0) if parent.parent is None else potential_available(parent, fr)
     result = (node.local.get(fr, 0) if node.local else 0) + above
     limit = node.limits.get(fr) if node.limits else None
     if limit is not None:

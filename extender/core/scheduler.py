@@ -272,106 +272,25 @@ class Scheduler:
         may_preempt = cq.preemption.within_cluster_queue is not WITHIN_NEVER or (
             node.parent is not None and cq.preemption.reclaim_within_cohort is not RECLAIM_NEVER
         )
-        if (
-            plan is not None
-            and plan.sole_flavors
-            and not (self.partial_admission and may_shrink(workload))
-            and not (
-                may_preempt
-                and may_have_candidates(
-                    workload, cq, node, plan.usage, cache.lowest_priority,
-                    fair_sharing=self.fair_sharing,
-                )
+        judged = judge_without_oracle(
+            cache,
+            cq,
+            node,
+            workload,
+            plan,
+            may_preempt=may_preempt,
+            fair_sharing=self.fair_sharing,
+            partial_admission=self.partial_admission,
+        )
+        if judged is None:
+            return _nominate_by_search(
+                self, cq, node, queue, workload, memo, plan, state, may_preempt
             )
-        ):  # fmt: skip
-            # Nothing could be preempted for it (the oracle would answer None for every
-            # flavor-resource): the plan's flavors are judged without the oracle, its closures
-            # and its memo of targets, which most first judgements never need.
-            judged = judge_by_plan(
-                plan, workload, cq, cache.flavors, node, fair_sharing=self.fair_sharing
-            )
-            if judged is not None:
-                if memo is not None and judged.mode <= NO_CANDIDATES:
-                    if state is None:
-                        state = self._state(cq, node, workload)
-                    memo.verdict = new_tuple(Verdict, (state, judged))
-                return Entry(cq, node, queue, workload, judged, (), None, memo)
-        return self._nominate_by_search(cq, node, queue, workload, memo, plan, state, may_preempt)
-
-    def _nominate_by_search(
-        self,
-        cq: ClusterQueue,
-        node: QuotaNode,
-        queue: ClusterQueueQueue,
-        workload: Workload,
-        memo: ClassMemo | None,
-        plan: QuickPlan | None,
-        state: State | None,
-        may_preempt: bool,
-    ) -> Entry:
-        """A head judged with preemption's oracle (and partial admission's shrinking)."""
-        cache = self._cache
-        found: dict[tuple[object, ...], list[Target]] = {}
-
-        def targets(  # memoised: the oracle and the final nomination may ask the same question
-            request: Mapping[FlavorResource, int], need: frozenset[FlavorResource]
-        ) -> list[Target]:
-            key = (tuple(sorted(request.items())), need)
-            if key not in found:
-                found[key] = self._targets(workload, cq, node, request, need)
-            return found[key]
-
-        def oracle(fr: FlavorResource, amount: int) -> tuple[Mode, int] | None:
-            need = frozenset((fr,))
-            if not may_have_candidates(
-                workload, cq, node, need, cache.lowest_priority, fair_sharing=self.fair_sharing
-            ):
-                return None
-            return preemption_verdict(node, fr, amount, targets({fr: amount}, need))
-
-        def search(candidate: Workload, plan: QuickPlan | None = None) -> Assignment:
-            # A plan with one flavor per group is judged without the search (first judgements).
-            rule, flavors, fair = oracle if may_preempt else None, cache.flavors, self.fair_sharing
-            judged = (
-                None
-                if plan is None
-                else judge_by_plan(plan, candidate, cq, flavors, node, rule, fair_sharing=fair)
-            )
-            if judged is not None:
-                return judged
-            return search_flavors(candidate, cq, flavors, node, rule, fair_sharing=fair)
-
-        assignment = search(workload, plan)
-        entry = Entry(cq, node, queue, workload, assignment, (), None, memo)
-        if assignment.mode in PREEMPTING:
-            entry.targets = targets(assignment.usage, assignment.needs_preemption)
-            if entry.targets and self.topology is not None:
-                entry.targets = placeable_targets(
-                    entry,
-                    entry.targets,
-                    self.topology.fits_without,
-                    cache,
-                    _victim_usage(self._queues, cq),
-                    self._search,
-                )
-            if not entry.targets:
-                entry.assignment = assignment._replace(mode=NO_CANDIDATES)
-        if (
-            entry.assignment.mode != FIT
-            and not entry.targets
-            and self.partial_admission
-            and may_shrink(workload)
-        ):
-            # Kueue shrinks a workload only once neither the whole count nor preemption for it
-            # can admit it.
-            _shrink(entry, search, targets)
-        if memo is not None and not found and entry.assignment.mode <= NO_CANDIDATES:
-            # Judged without looking at admitted workloads one by one: the same state gives
-            # the same verdict (the search changed nothing: no targets, no trial removals).
+        if memo is not None and judged.mode <= NO_CANDIDATES:
             if state is None:
                 state = self._state(cq, node, workload)
-            memo.verdict = new_tuple(Verdict, (state, assignment))
-        return entry
+            memo.verdict = new_tuple(Verdict, (state, judged))
+        return Entry(cq, node, queue, workload, judged, (), None, memo)
 
     def prepare(self, cq: ClusterQueue, memo: ClassMemo, workload: Workload) -> None:
         """An equivalence class was made for a workload just queued: its plan, and the
@@ -591,6 +510,107 @@ def drain(cache: Cache) -> list[Evict]:
             evicted.append(Evict(holder.workload, why[0], None, why[1]))
     cache.to_drain.clear()
     return evicted
+
+
+def _nominate_by_search(
+    scheduler: Scheduler,
+    cq: ClusterQueue,
+    node: QuotaNode,
+    queue: ClusterQueueQueue,
+    workload: Workload,
+    memo: ClassMemo | None,
+    plan: QuickPlan | None,
+    state: State | None,
+    may_preempt: bool,
+) -> Entry:
+    """Step 3 for a head the scheduler judges with preemption's oracle (and partial
+    admission's shrinking): its entry, with the targets preemption would evict."""
+    cache = scheduler._cache
+    found: dict[tuple[object, ...], list[Target]] = {}
+
+    def targets(  # memoised: the oracle and the final nomination may ask the same question
+        request: Mapping[FlavorResource, int], need: frozenset[FlavorResource]
+    ) -> list[Target]:
+        key = (tuple(sorted(request.items())), need)
+        if key not in found:
+            found[key] = scheduler._targets(workload, cq, node, request, need)
+        return found[key]
+
+    def oracle(fr: FlavorResource, amount: int) -> tuple[Mode, int] | None:
+        need = frozenset((fr,))
+        if not may_have_candidates(
+            workload, cq, node, need, cache.lowest_priority, fair_sharing=scheduler.fair_sharing
+        ):
+            return None
+        return preemption_verdict(node, fr, amount, targets({fr: amount}, need))
+
+    def search(candidate: Workload, plan: QuickPlan | None = None) -> Assignment:
+        # A plan with one flavor per group is judged without the search (first judgements).
+        rule, flavors, fair = oracle if may_preempt else None, cache.flavors, scheduler.fair_sharing
+        judged = (
+            None
+            if plan is None
+            else judge_by_plan(plan, candidate, cq, flavors, node, rule, fair_sharing=fair)
+        )
+        if judged is not None:
+            return judged
+        return search_flavors(candidate, cq, flavors, node, rule, fair_sharing=fair)
+
+    assignment = search(workload, plan)
+    entry = Entry(cq, node, queue, workload, assignment, (), None, memo)
+    if assignment.mode in PREEMPTING:
+        entry.targets = targets(assignment.usage, assignment.needs_preemption)
+        if entry.targets and scheduler.topology is not None:
+            entry.targets = placeable_targets(
+                entry,
+                entry.targets,
+                scheduler.topology.fits_without,
+                cache,
+                _victim_usage(scheduler._queues, cq),
+                scheduler._search,
+            )
+        if not entry.targets:
+            entry.assignment = assignment._replace(mode=NO_CANDIDATES)
+    if (
+        entry.assignment.mode != FIT
+        and not entry.targets
+        and scheduler.partial_admission
+        and may_shrink(workload)
+    ):
+        # Kueue shrinks a workload only once neither the whole count nor preemption for it
+        # can admit it.
+        _shrink(entry, search, targets)
+    if memo is not None and not found and entry.assignment.mode <= NO_CANDIDATES:
+        # Judged without looking at admitted workloads one by one: the same state gives
+        # the same verdict (the search changed nothing: no targets, no trial removals).
+        if state is None:
+            state = scheduler._state(cq, node, workload)
+        memo.verdict = new_tuple(Verdict, (state, assignment))
+    return entry
+
+
+def judge_without_oracle(
+    cache: Cache,
+    cq: ClusterQueue,
+    node: QuotaNode,
+    workload: Workload,
+    plan: QuickPlan | None,
+    *,
+    may_preempt: bool,
+    fair_sharing: bool,
+    partial_admission: bool,
+) -> Assignment | None:
+    """The verdict on a head of a sole-flavor plan for which the pre-check finds nothing to
+    preempt: the oracle would answer None for every flavor-resource, so the plan's flavors are
+    judged without it, its closures and its memo of targets (most first judgements never need
+    them). None where the search with the oracle must judge."""
+    if plan is None or not plan.sole_flavors or (partial_admission and may_shrink(workload)):
+        return None
+    if may_preempt and may_have_candidates(
+        workload, cq, node, plan.usage, cache.lowest_priority, fair_sharing=fair_sharing
+    ):
+        return None
+    return judge_by_plan(plan, workload, cq, cache.flavors, node, fair_sharing=fair_sharing)
 
 
 def class_plan(

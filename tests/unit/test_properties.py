@@ -6,9 +6,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from extender.core.cycle import ClusterState
-from extender.core.models import LocalQueue, QueueingStrategy
+from extender.core.models import RECLAIM_NEVER, WITHIN_NEVER, LocalQueue, QueueingStrategy
 from extender.core.preemption import candidates, fits, may_have_candidates
 from extender.core.quota import QuotaTree, add_usage, available
+from extender.core.scheduler import _nominate_by_search, class_plan, judge_without_oracle
 from tests.builders import CQ, WL, flavor
 
 FLAVORS = ("f1", "f2")
@@ -138,6 +139,7 @@ def test_random_sequences_keep_every_invariant(cqs, ops, fair_sharing):
                 assert before[fr] - node.usage.get(fr, 0) == amount
             check_tree_requeued(state, node)
         else:
+            check_judged_without_oracle(state)
             pending_before = {
                 name: [w for w, _ in state.pending() if state.queued_in(w.key) == name]
                 for name in state.cluster_queue_names()
@@ -155,6 +157,34 @@ def test_random_sequences_keep_every_invariant(cqs, ops, fair_sharing):
                 check_tree_requeued(state, node)
         check_quota_invariants(state)
         check_candidate_precheck(state)
+
+
+def check_judged_without_oracle(state):
+    # A head judged without the oracle (the pre-check finds nothing to preempt) gets the
+    # verdict the search with the oracle gives.
+    scheduler = state.scheduler
+    for cq, node, queue, workload in state.queues.heads():
+        plan = class_plan(None, workload, cq, state.cache)
+        may_preempt = cq.preemption.within_cluster_queue is not WITHIN_NEVER or (
+            node.parent is not None and cq.preemption.reclaim_within_cohort is not RECLAIM_NEVER
+        )
+        judged = judge_without_oracle(
+            state.cache,
+            cq,
+            node,
+            workload,
+            plan,
+            may_preempt=may_preempt,
+            fair_sharing=state.fair_sharing,
+            partial_admission=scheduler.partial_admission,
+        )
+        if judged is None:
+            continue
+        searched = _nominate_by_search(
+            scheduler, cq, node, queue, workload, None, plan, None, may_preempt
+        )
+        assert searched.assignment == judged, (cq.name, workload.key)
+        assert searched.targets == ()
 
 
 def check_candidate_precheck(state):
