@@ -459,9 +459,9 @@ def judge_by_plan(
             return None
         verdict = _judge(flavor, pod_set, request, _NO_USAGE, node, rules, oracle, compatible=True)
         if verdict.mode == NO_FIT:
-            return _no_fit(workload, [verdict])
+            return _waits_on(verdict, NO_FIT)
         if verdict.mode == NO_CANDIDATES and rules.always_reclaims:
-            return _no_fit(workload, [verdict], NO_CANDIDATES)
+            return _waits_on(verdict, NO_CANDIDATES)
         mode, level, need, notes_text = _with_group((mode, level, need, notes_text), verdict)
     return Assignment(
         mode,
@@ -732,12 +732,16 @@ _NO_FLAVOR = frozenset({NO_MATCHING_FLAVOR})
 _NEVER_FITS = frozenset({NO_MATCHING_FLAVOR, EXCEEDS_MAX_QUOTA})
 
 
+def _waits_on(verdict: _Verdict, mode: Mode) -> Assignment:
+    """A single pod set that waits on one flavor's verdict: in its own words."""
+    reason = verdict.reason if verdict.reason in _NEVER_FITS else WAITING_FOR_QUOTA
+    fields = (mode, 0, (), _NO_USAGE, _NOTHING, reason, verdict.note, -1, ())
+    return new_tuple(Assignment, fields)
+
+
 def _no_fit(workload: Workload, notes: list[_Verdict], mode: Mode = NO_FIT) -> Assignment:
-    if len(notes) == 1 and len(workload.pod_sets) == 1:  # one flavor judged: its own words
-        only = notes[0]
-        reason = only.reason if only.reason in _NEVER_FITS else WAITING_FOR_QUOTA
-        fields = (mode, 0, (), _NO_USAGE, _NOTHING, reason, only.note, -1, ())
-        return new_tuple(Assignment, fields)
+    if len(notes) == 1 and len(workload.pod_sets) == 1:
+        return _waits_on(notes[0], mode)
     reasons = {v.reason for v in notes}
     if reasons == _NO_FLAVOR:
         reason = NO_MATCHING_FLAVOR
