@@ -295,8 +295,11 @@ class Scheduler:
     def prepare(self, cq: ClusterQueue, memo: ClassMemo, workload: Workload) -> None:
         """An equivalence class was made for a workload just queued: its plan, and the
         admission to the plan's flavors, are made now, not in the class's first cycle (they
-        read the ClusterQueue, the flavors and the shape, never usage)."""
+        read the ClusterQueue, the flavors and the shape, never usage). Whether the
+        ClusterQueue selects the workload's namespace is asked now too, so the answer is
+        cached before the class's first cycle."""
         cache = self._cache
+        cache.selects(cq, workload.namespace)
         if not self.reuse_by_class or len(workload.pod_sets) != 1:
             return
         plan = memo.plan
