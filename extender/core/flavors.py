@@ -682,7 +682,7 @@ def _judge(
     notes: list[_Note] = []
     for resource, own in request.items():
         fr = (flavor.name, resource)
-        amount = own + assigned.get(fr, 0)
+        amount = own + assigned.get(fr, 0) if assigned else own
         free = available(node, fr)
         if amount <= free:
             mode, level = FIT, borrowing_level(node, fr, amount)
