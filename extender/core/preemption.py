@@ -131,6 +131,15 @@ def _within_allows(
     return False
 
 
+def may_preempt_at_all(cq: ClusterQueue, node: QuotaNode) -> bool:
+    """Whether the ClusterQueue's policies let it preempt anything: within itself, or in a
+    cohort it belongs to."""
+    policy = cq.preemption
+    return policy.within_cluster_queue is not WITHIN_NEVER or (
+        node.parent is not None and policy.reclaim_within_cohort is not RECLAIM_NEVER
+    )
+
+
 def may_preempt_within(cq: ClusterQueue, priority: int, lowest: int | None) -> bool:
     """Cheap test: could the ClusterQueue's own admitted workloads (the lowest of whose
     priorities is `lowest`) hold a candidate for a preemptor of this priority?"""

@@ -33,8 +33,6 @@ from extender.core.flavors import (
 )
 from extender.core.models import (
     RECLAIM_ANY,
-    RECLAIM_NEVER,
-    WITHIN_NEVER,
     Admission,
     ClusterQueue,
     FlavorResource,
@@ -54,6 +52,7 @@ from extender.core.preemption import (
     classical_targets,
     fair_sharing_targets,
     may_have_candidates,
+    may_preempt_at_all,
 )
 from extender.core.queue_manager import QueueManager
 from extender.core.queues import ClassMemo, ClusterQueueQueue
@@ -269,9 +268,7 @@ class Scheduler:
             if kept.state == state:
                 return Entry(cq, node, queue, workload, kept.assignment, (), None, memo)
 
-        may_preempt = cq.preemption.within_cluster_queue is not WITHIN_NEVER or (
-            node.parent is not None and cq.preemption.reclaim_within_cohort is not RECLAIM_NEVER
-        )
+        may_preempt = may_preempt_at_all(cq, node)
         judged = judge_without_oracle(
             cache,
             cq,
@@ -693,10 +690,7 @@ def topology_targets(
     back; none when preemption cannot make room. Workloads `claimed` by a preemptor earlier
     in the cycle are not candidates: the cycle's quota already counts them gone."""
     cq, node, workload = entry.cq, entry.node, entry.workload
-    may = cq.preemption.within_cluster_queue is not WITHIN_NEVER or (
-        node.parent is not None and cq.preemption.reclaim_within_cohort is not RECLAIM_NEVER
-    )
-    if not may or not fit(workload, admission, None):
+    if not may_preempt_at_all(cq, node) or not fit(workload, admission, None):
         return []
     usage = entry.assignment.usage
 

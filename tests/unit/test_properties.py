@@ -6,8 +6,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from extender.core.cycle import ClusterState
-from extender.core.models import RECLAIM_NEVER, WITHIN_NEVER, LocalQueue, QueueingStrategy
-from extender.core.preemption import candidates, fits, may_have_candidates
+from extender.core.models import LocalQueue, QueueingStrategy
+from extender.core.preemption import candidates, fits, may_have_candidates, may_preempt_at_all
 from extender.core.quota import QuotaTree, add_usage, available
 from extender.core.scheduler import _nominate_by_search, class_plan, judge_without_oracle
 from tests.builders import CQ, WL, flavor
@@ -165,9 +165,7 @@ def check_judged_without_oracle(state):
     scheduler = state.scheduler
     for cq, node, queue, workload in state.queues.heads():
         plan = class_plan(None, workload, cq, state.cache)
-        may_preempt = cq.preemption.within_cluster_queue is not WITHIN_NEVER or (
-            node.parent is not None and cq.preemption.reclaim_within_cohort is not RECLAIM_NEVER
-        )
+        may_preempt = may_preempt_at_all(cq, node)
         judged = judge_without_oracle(
             state.cache,
             cq,
