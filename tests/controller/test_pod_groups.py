@@ -199,6 +199,33 @@ def test_a_failed_member_is_replaced_under_the_same_admission(cluster, start_con
     assert condition(workload(cluster, "sample-group"), "Finished").get("status") != "True"
 
 
+def test_a_deleted_member_that_ran_is_let_go_when_its_group_has_no_workload(
+    cluster, start_controller
+):
+    """A MultiKueue worker's race, made here in order: the pods ran and succeeded; the leader
+    is gone, the other is being deleted, and the group's Workload went before Tower took
+    Kueue's finalizer off. Left held, the pod would stay Terminating for ever."""
+    setup(cluster)
+    leader, member = (cluster.admin.create(r.PODS, p, "default") for p in group_pods())
+    for each in (leader, member):
+        kubelet(cluster, each, "Running")
+        kubelet(cluster, each, "Succeeded")
+    cluster.admin.patch(
+        r.PODS, leader["metadata"]["name"], {"metadata": {"finalizers": None}}, "default"
+    )
+    cluster.admin.delete(r.PODS, leader["metadata"]["name"], "default")
+    cluster.admin.delete(r.PODS, member["metadata"]["name"], "default")
+    held = cluster.get("pods", member["metadata"]["name"], "default")
+    assert held["metadata"]["deletionTimestamp"]
+    assert FINALIZER in held["metadata"]["finalizers"]
+    start_controller()
+    eventually(
+        lambda: cluster.get("pods", member["metadata"]["name"], "default") is None,
+        what="the deleted member gone",
+    )
+    assert workload(cluster, "sample-group") is None
+
+
 def test_an_evicted_group_is_deleted_and_holds_its_quota_until_its_pods_stop(
     cluster, start_controller
 ):

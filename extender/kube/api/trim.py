@@ -209,6 +209,7 @@ class JobView:
     # or label): it is followed, never created (a MultiKueue worker's job).
     prebuilt: str | None = None
     managed_by: str | None = None  # its managedBy (MultiKueue's, on a manager's job)
+    deleting: bool = False  # its deletionTimestamp is set
 
     @property
     def holds(self) -> bool:
@@ -317,6 +318,7 @@ def job_view(obj: Obj, *, keep_source: bool, adapter: JobAdapter | None = None) 
         group=group,
         prebuilt=prebuilt_name(meta),
         managed_by=_interned(adapter.managed_by(obj)),
+        deleting=bool(meta.get("deletionTimestamp")),
     )
 
 

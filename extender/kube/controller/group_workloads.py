@@ -93,6 +93,10 @@ class GroupWorkloads:
         """A plain pod group's Workload, once all its members exist (Kueue's rule)."""
         ctx = self.ctx
         namespace, name = wl_key.split("/", 1)
+        # A member being deleted is let go: without a Workload nothing will count its end,
+        # and held it would stay Terminating (a MultiKueue worker's copy, whose Workload the
+        # manager removed before its finalizer came off).
+        self.pods.release([v for v in views if v.deleting])
         if not views or not ctx.manages_namespace(namespace):
             return None
         if any(SUSPENDING_PARENT in dict(v.annotations) for v in views):
