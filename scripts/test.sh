@@ -7,5 +7,7 @@ install_tower test
 .venv/bin/lint-imports --no-cache
 .venv/bin/ruff check .
 .venv/bin/mypy
-# pytest exits 5 when it collects no test: that is a failure here, never green.
-exec .venv/bin/python -m pytest "$@"
+# One pytest worker per core, at most four: most tests wait on real processes (gunicorn, the
+# controller, kubectl), and a worker that ran out of tests takes another's (worksteal).
+# pytest exits 5 when it collects no test, with workers too: a failure here, never green.
+exec .venv/bin/python -m pytest -n auto --maxprocesses 4 --dist worksteal "$@"
