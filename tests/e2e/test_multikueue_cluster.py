@@ -489,3 +489,44 @@ def test_kueues_pod_sample_runs_on_the_worker(clusters):
     assert finished["reason"] == "Succeeded"
     wait(lambda: get(on_worker, "workloads.kueue.x-k8s.io", name, "-n", "default") is None,
          timeout=90, what="the worker's copy removed")  # fmt: skip
+
+
+def test_kueues_pod_group_sample_runs_on_the_worker(clusters):
+    """Kueue's pod-group sample, unchanged: one Workload for both pods, admitted on the worker,
+    both let through and bound there; their end finishes the manager's Workload, and the
+    worker's pods and Workload are removed. (The worker's Tower must take Kueue's finalizer off
+    pods the manager deletes, even once their Workload is gone: none may stay Terminating.)"""
+    wait(lambda: active_check(kubectl, "sample-multikueue").get("status") == "True",
+         what="the AdmissionCheck Active")  # fmt: skip
+    # kubectl prints one JSON document per object it created.
+    out = kubectl("create", "-f", str(EXAMPLES / "pods" / "kueue-pod-group.yaml"), "-n",
+                  "default", "-o", "json").strip()  # fmt: skip
+    names, decoder, at = [], json.JSONDecoder(), 0
+    while at < len(out):
+        made, at = decoder.raw_decode(out, at)
+        names.append(made["metadata"]["name"])
+        while at < len(out) and out[at].isspace():
+            at += 1
+    assert len(names) == 2
+    admitted_on_worker("sample-group")
+    for pod_name in names:
+        wait(lambda n=pod_name: (p := get(on_worker, "pod", n, "-n", "default"))
+             and p["spec"].get("nodeName"), timeout=90,
+             what=f"the worker's pod {pod_name} let through and bound")  # fmt: skip
+        here = get(kubectl, "pod", pod_name, "-n", "default")
+        assert here is not None
+        assert here["spec"].get("schedulingGates") == [{"name": "kueue.x-k8s.io/admission"}]
+    for phase in ("Running", "Succeeded"):
+        for pod_name in names:
+            on_worker("patch", "pod", pod_name, "-n", "default", "--subresource=status",
+                      "--type=merge", "-p", json.dumps({"status": {"phase": phase}}))  # fmt: skip
+    finished = wait(
+        lambda: (c := condition(get(kubectl, "workloads.kueue.x-k8s.io", "sample-group", "-n",
+                                    "default"), "Finished")).get("status") == "True" and c,
+        timeout=90,
+        what="the manager's Workload finished",
+    )  # fmt: skip
+    assert finished["reason"] == "Succeeded"
+    wait(lambda: get(on_worker, "workloads.kueue.x-k8s.io", "sample-group", "-n", "default") is None
+         and all(get(on_worker, "pod", n, "-n", "default") is None for n in names),
+         timeout=90, what="the worker's Workload and pods removed")  # fmt: skip
