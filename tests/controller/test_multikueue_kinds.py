@@ -15,6 +15,7 @@ would. Both setups get a GPU quota as well, for the TrainJob example's GPU.
 from __future__ import annotations
 
 import signal
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -342,6 +343,69 @@ def test_kueues_pods_run_on_the_worker_and_stay_gated_here(
             lambda: (
                 worker.get("workloads", key, "default") is None
                 and all(worker.get("pods", n, "default") is None for n in names)
+            ),
+            timeout=20,
+            what="the worker's copies removed",
+        )
+
+
+def test_a_copy_held_terminating_on_the_worker_is_deleted_once_not_again_and_again(
+    cluster, webhook, manager_webhook, worker_webhook, tmp_path
+):
+    """The manager removes a finished Workload's copies. A pod someone else's finalizer keeps
+    Terminating on the worker (a kubelet's grace period does the same) is deleted once: the
+    manager waits for the worker to say it is gone, it does not send DELETE after DELETE."""
+    pods = r.resource_of(registry.ADAPTERS["pod"])
+    with _manager_and_worker(cluster, webhook, worker_webhook, tmp_path, None) as worker:
+        [made] = [
+            cluster.admin.create(pods, d, "default")
+            for d in load(EXAMPLES / "pods" / "kueue-pod.yaml")
+        ]
+        name = made["metadata"]["name"]
+        wl = eventually(lambda: cluster.workload_of(made), what="the pod's Workload")
+        key = wl["metadata"]["name"]
+        _admitted_on_worker(cluster, key)
+        remote = eventually(
+            lambda: (
+                (p := worker.get("pods", name, "default"))
+                and not p["spec"].get("schedulingGates")
+                and p
+            ),
+            timeout=30,
+            what="the pod ungated on the worker",
+        )
+        held = [*remote["metadata"].get("finalizers", []), "example.com/hold"]
+        worker.admin.patch(pods, name, {"metadata": {"finalizers": held}}, "default")
+        worker.admin.patch(pods, name, {"spec": {"nodeName": "worker-node"}}, "default")
+        worker.admin.patch(
+            pods, name, {"status": {"phase": "Succeeded"}}, "default", subresource="status"
+        )
+        eventually(
+            lambda: (
+                condition(cluster.get("workloads", key, "default"), "Finished").get("status")
+                == "True"
+            ),
+            timeout=20,
+            what="the manager's Workload finished",
+        )
+        path = f"/api/v1/namespaces/default/pods/{name}"
+        eventually(
+            lambda: (
+                (worker.get("pods", name, "default") or {})
+                .get("metadata", {})
+                .get("deletionTimestamp")
+            ),
+            timeout=20,
+            what="the worker's pod deleted",
+        )
+        time.sleep(3)  # what the manager does while the pod stays Terminating
+        deletes = [m for m, p, _ in list(worker.api.requests) if m == "DELETE" and p == path]
+        assert 1 <= len(deletes) <= 2, f"{len(deletes)} DELETEs of a pod already Terminating"
+        worker.admin.patch(pods, name, {"metadata": {"finalizers": None}}, "default")
+        eventually(
+            lambda: (
+                worker.get("pods", name, "default") is None
+                and worker.get("workloads", key, "default") is None
             ),
             timeout=20,
             what="the worker's copies removed",

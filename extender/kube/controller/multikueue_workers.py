@@ -350,8 +350,35 @@ class WorkerClusters:
         self._submit(cluster, key, f"patch {resource.plural}", send)
 
     def remove(self, cluster: str, key: str) -> None:
-        """Remove a Workload's job and copy from one worker, in the background."""
-        self._submit(cluster, key, "remove", lambda: self._remove(cluster, key))
+        """Remove a Workload's job and copy from one worker, in the background, unless all
+        that is left there is already going: its going wakes the Workload, and a DELETE sent
+        again for an object held Terminating (a kubelet's grace period, a finalizer) would be
+        sent as fast as the worker answers."""
+        if self._left_to_remove(cluster, key):
+            self._submit(cluster, key, "remove", lambda: self._remove(cluster, key))
+
+    def _left_to_remove(self, cluster: str, key: str) -> bool:
+        copy = self.remote(cluster, WORKLOADS, key)
+        if copy is not None:
+            meta = as_mapping(copy.get("metadata"))
+            if not meta.get("deletionTimestamp") or policy.RESOURCE_IN_USE in (
+                meta.get("finalizers") or ()
+            ):
+                return True
+        return any(not _deleting(job) for _, _, job in self._jobs_on(cluster, key))
+
+    def _jobs_on(self, cluster: str, key: str) -> list[tuple[Resource, str, Obj]]:
+        """(resource, name, object) of each job a worker holds for this Workload."""
+        worker = self.workers.get(cluster)
+        if worker is None or worker.store is None:
+            return []
+        namespace, name = key.split("/", 1)
+        return [
+            (resource, str(as_mapping(as_mapping(job).get("metadata")).get("name")), job)
+            for resource in self.job_resources()
+            for job_key, job in worker.store.items(resource)
+            if job_key.split("/", 1)[0] == namespace and name in self.workloads_of(resource, job)
+        ]
 
     def _submit(self, cluster: str, key: str, what: str, work: Callable[[], None]) -> None:
         """One piece of work per (worker, Workload, what) at a time; when it is done, its
@@ -410,13 +437,9 @@ class WorkerClusters:
         client = worker.client
         namespace, name = key.split("/", 1)
         copy = self.remote(cluster, WORKLOADS, key)
-        for resource in self.job_resources():
-            for job_key, job in worker.store.items(resource) if worker.store else ():
-                meta = as_mapping(as_mapping(job).get("metadata"))
-                if job_key.split("/", 1)[0] == namespace and name in self.workloads_of(
-                    resource, job
-                ):
-                    _delete(client, resource, str(meta.get("name")), namespace)
+        for resource, job_name, job in self._jobs_on(cluster, key):
+            if not _deleting(job):
+                _delete(client, resource, job_name, namespace)
         if copy is not None:
             finalizers = as_mapping(copy.get("metadata")).get("finalizers") or []
             if policy.RESOURCE_IN_USE in finalizers:
@@ -428,25 +451,13 @@ class WorkerClusters:
                 except ApiError as err:
                     if not err.not_found:
                         raise
+        if copy is None or not _deleting(copy):
             _delete(client, WORKLOADS, name, namespace)
 
     def remove_everywhere(self, key: str, keep: str | None) -> None:
         for cluster in list(self.workers):
-            if cluster == keep:
-                continue
-            if self.remote(cluster, WORKLOADS, key) is not None or self._remote_jobs(cluster, key):
+            if cluster != keep:
                 self.remove(cluster, key)
-
-    def _remote_jobs(self, cluster: str, key: str) -> bool:
-        worker = self.workers.get(cluster)
-        if worker is None or worker.store is None:
-            return False
-        namespace, name = key.split("/", 1)
-        return any(
-            k.split("/", 1)[0] == namespace and name in self.workloads_of(r, j)
-            for r in self.job_resources()
-            for k, j in worker.store.items(r)
-        )
 
     def collect(self) -> None:
         """Copies on connected workers whose Workload here is gone (Kueue's gcInterval)."""
@@ -475,6 +486,10 @@ def _delete(client: KubeClient, resource: Resource, name: str, namespace: str) -
     except ApiError as err:
         if not err.not_found:
             raise
+
+
+def _deleting(obj: Any) -> bool:
+    return bool(as_mapping(as_mapping(obj).get("metadata")).get("deletionTimestamp"))
 
 
 def _one_line(err: BaseException) -> str:
