@@ -359,12 +359,11 @@ class WorkerClusters:
 
     def _left_to_remove(self, cluster: str, key: str) -> bool:
         copy = self.remote(cluster, WORKLOADS, key)
-        if copy is not None:
-            meta = as_mapping(copy.get("metadata"))
-            if not meta.get("deletionTimestamp") or policy.RESOURCE_IN_USE in (
-                meta.get("finalizers") or ()
-            ):
-                return True
+        if copy is not None and (
+            not _deleting(copy)
+            or policy.RESOURCE_IN_USE in (as_mapping(copy.get("metadata")).get("finalizers") or ())
+        ):
+            return True
         return any(not _deleting(job) for _, _, job in self._jobs_on(cluster, key))
 
     def _jobs_on(self, cluster: str, key: str) -> list[tuple[Resource, str, Obj]]:
