@@ -49,6 +49,7 @@ Obj = dict[str, Any]
 _PROBE = "tower.dev/multikueue-probe=none"
 HEARTBEAT = 10.0  # seconds between looks at a connected worker (a lost one shows here)
 WRITERS = 8  # writes to workers in flight together
+WORKLOAD_INDEX = "workload"  # a worker's jobs by the key of the Workload each runs
 RETRY_BASE, RETRY_STEPS = 5.0, 7  # a worker not reached: 5 s, 10 s ... 320 s (Kueue's)
 
 
@@ -280,6 +281,14 @@ class WorkerClusters:
             if not worker.stop.is_set():
                 queue.add(("cluster", worker.name))
 
+        def workload_keys(resource: Resource, obj: Any) -> list[str]:
+            namespace = as_mapping(as_mapping(obj).get("metadata")).get("namespace")
+            return [f"{namespace}/{name}" for name in self.workloads_of(resource, obj)]
+
+        for resource in self.job_resources():
+            # A Workload's jobs are found by key, not by reading every job on the worker
+            # (those of a kind it does not serve come in as the answers of Tower's writes).
+            store.add_index(resource, WORKLOAD_INDEX, partial(workload_keys, resource))
         for resource in (WORKLOADS, *served):
             store.register(resource)
             store.subscribe(resource, partial(on_remote, resource))
@@ -369,15 +378,16 @@ class WorkerClusters:
     def _jobs_on(self, cluster: str, key: str) -> list[tuple[Resource, str, Obj]]:
         """(resource, name, object) of each job a worker holds for this Workload."""
         worker = self.workers.get(cluster)
-        if worker is None or worker.store is None:
+        store = None if worker is None else worker.store
+        if store is None:
             return []
-        namespace, name = key.split("/", 1)
-        return [
-            (resource, str(as_mapping(as_mapping(job).get("metadata")).get("name")), job)
-            for resource in self.job_resources()
-            for job_key, job in worker.store.items(resource)
-            if job_key.split("/", 1)[0] == namespace and name in self.workloads_of(resource, job)
-        ]
+        found = []
+        for resource in self.job_resources():
+            for job_key in store.by_index(resource, WORKLOAD_INDEX, key):
+                job = store.get(resource, job_key)
+                if job is not None:
+                    found.append((resource, job_key.split("/", 1)[1], job))
+        return found
 
     def _submit(self, cluster: str, key: str, what: str, work: Callable[[], None]) -> None:
         """One piece of work per (worker, Workload, what) at a time; when it is done, its
