@@ -162,6 +162,9 @@ class Cache:
         self.inactive: dict[str, PendingStatus] = {}
         self.to_drain: set[str] = set()
         self._selected: dict[tuple[str, str], bool] = {}
+        # Counts the times those answers were forgotten: one found in an earlier epoch may
+        # be stale (a class's memo keeps the epoch its namespace was found selected in).
+        self.selection_epoch = 0
         self.stopped_local_queues = False
         # Counts rebuilds: a verdict found under one configuration is not reused under another.
         self.generation = 0
@@ -198,12 +201,14 @@ class Cache:
         """Create or update a namespace: only its own namespaceSelector answers change."""
         self.namespaces[namespace.name] = namespace
         self._selected = {k: v for k, v in self._selected.items() if k[1] != namespace.name}
+        self.selection_epoch += 1
 
     def rebuild(self) -> None:
         """The configuration changed: a new quota tree holding what is admitted, and the
         facts derived from the configuration."""
         self.generation += 1
         self._selected.clear()
+        self.selection_epoch += 1
         self.stopped_local_queues = any(
             lq.stop_policy is not StopPolicy.NONE for lq in self.local_queues.values()
         )

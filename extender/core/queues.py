@@ -78,7 +78,9 @@ class ClassMemo:
     * ``admission``: the last admission built for a member, and (``admission_flavors``) the
       flavors of each pod set it was built for;
     * ``plan``: quick_fit's plan (flavors.QuickPlan, None where only the search decides),
-      valid for the configuration generation ``plan_generation``.
+      valid for the configuration generation ``plan_generation``;
+    * ``selected_epoch``: the cache's ``selection_epoch`` in which the ClusterQueue was
+      found to select the class's namespace (-1: not known to).
     """
 
     verdict: Verdict | None = None
@@ -86,6 +88,7 @@ class ClassMemo:
     admission_flavors: tuple[Mapping[str, str], ...] = ()
     plan: QuickPlan | None = None
     plan_generation: int = -1
+    selected_epoch: int = -1
 
 
 @dataclass(slots=True, eq=False)

@@ -227,18 +227,13 @@ class Scheduler:
         self, cq: ClusterQueue, node: QuotaNode, queue: ClusterQueueQueue, workload: Workload
     ) -> Entry:
         cache = self._cache
-        if not cache.selects(cq, workload.namespace):
-            hint = (
-                " (its namespaceSelector is null, which selects no namespace; {} selects all)"
-                if cq.namespace_selector is None
-                else ""
-            )
-            message = (
-                f"namespace {workload.namespace} is not selected by ClusterQueue {cq.name}{hint}"
-            )
-            return Entry(
-                cq, node, queue, workload, Assignment(NO_FIT, reason=MISCONFIGURED, message=message)
-            )
+        memo = queue.memo(workload) if self.reuse_by_class else None
+        # A class remembers that its namespace is selected until the answers may change.
+        if memo is None or memo.selected_epoch != cache.selection_epoch:
+            if not cache.selects(cq, workload.namespace):
+                return _not_selected(cq, node, queue, workload)
+            if memo is not None:
+                memo.selected_epoch = cache.selection_epoch
         lq = cache.local_queue_of(workload) if cache.stopped_local_queues else None
         if lq is not None and lq.stop_policy is not StopPolicy.NONE:
             message = f"LocalQueue {lq.key} is stopped (stopPolicy {lq.stop_policy.value})"
@@ -246,8 +241,6 @@ class Scheduler:
                 cq, node, queue, workload, Assignment(NO_FIT, reason=INADMISSIBLE, message=message)
             )
 
-        reuse = self.reuse_by_class
-        memo = queue.memo(workload) if reuse else None
         plan = None
         if len(workload.pod_sets) == 1:
             if memo is not None and memo.plan_generation == cache.generation:
@@ -296,7 +289,8 @@ class Scheduler:
         ClusterQueue selects the workload's namespace is asked now too, so the answer is
         cached before the class's first cycle."""
         cache = self._cache
-        cache.selects(cq, workload.namespace)
+        if cache.selects(cq, workload.namespace):
+            memo.selected_epoch = cache.selection_epoch
         if not self.reuse_by_class or len(workload.pod_sets) != 1:
             return
         plan = memo.plan
@@ -667,6 +661,20 @@ def admission_of(entry: Entry) -> Admission:
     memo.admission = admission
     memo.admission_flavors = assignment.pod_set_flavors
     return admission
+
+
+def _not_selected(
+    cq: ClusterQueue, node: QuotaNode, queue: ClusterQueueQueue, workload: Workload
+) -> Entry:
+    hint = (
+        " (its namespaceSelector is null, which selects no namespace; {} selects all)"
+        if cq.namespace_selector is None
+        else ""
+    )
+    message = f"namespace {workload.namespace} is not selected by ClusterQueue {cq.name}{hint}"
+    return Entry(
+        cq, node, queue, workload, Assignment(NO_FIT, reason=MISCONFIGURED, message=message)
+    )
 
 
 def _classical(entries: list[Entry]) -> list[Entry]:

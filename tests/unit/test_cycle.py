@@ -181,6 +181,25 @@ def test_namespace_selector_by_label_admits_once_the_namespace_is_labelled():
     assert names(run_until_quiet(state)) == ["w"]
 
 
+def test_a_namespace_that_loses_its_label_is_refused_for_a_class_admitted_before():
+    # The class of `first` and `second` remembers that its namespace was selected; a
+    # namespace's new labels must still count for the class's next head.
+    sel = LabelSelector((("team", "a"),))
+    state = state_with(CQ("cq").group(("default", {"cpu": "1"})).selector(sel).obj())
+    state.apply_namespace(Namespace("default", {"team": "a"}))
+    first = WL("first").created(0).request("cpu", "1").obj()
+    second = WL("second").created(1).request("cpu", "1").obj()
+    state.add_workload(first)
+    state.add_workload(second)
+    assert names(run_until_quiet(state)) == ["first"]
+    state.apply_namespace(Namespace("default", {"team": "b"}))
+    state.finish(first.key)
+    assert run_until_quiet(state, now=30) == []
+    status = state.pending_status(second.key)
+    assert status.reason == MISCONFIGURED
+    assert status.message == "namespace default is not selected by ClusterQueue cq"
+
+
 def test_a_local_queue_pointing_at_a_missing_cluster_queue():
     state = state_with(CQ("cq").group(("default", {"cpu": "4"})).obj())
     state.apply_local_queue(LocalQueue("default", "orphan", "nope"))
