@@ -70,7 +70,7 @@ def equivalence_key(workload: Workload) -> ClassKey:
 @dataclass(slots=True, eq=False)
 class ClassMemo:
     """What the scheduler keeps for one equivalence class (its members are judged and admitted
-    alike). It outlives an emptied class for a while (`MEMOS_KEPT`): a ClusterQueue whose
+    alike). An emptied class is kept with it for a while (`MEMOS_KEPT`): a ClusterQueue whose
     workloads arrive one at a time empties and refills the same class again and again.
 
     * ``verdict``: the last "fits nowhere" verdict and the state it was found in
@@ -117,8 +117,8 @@ class _Member:
 _HeadEntry = tuple[int, float, str, int, _Class, Workload]
 
 
-# How many emptied classes' memos a queue keeps, the most recently emptied (each is a few
-# small objects; a queue of many shapes forgets the oldest).
+# How many emptied classes (and their memos) a queue keeps, the most recently emptied (each
+# is a few small objects; a queue of many shapes forgets the oldest).
 MEMOS_KEPT = 32
 
 
@@ -127,8 +127,8 @@ class ClusterQueueQueue:
 
     def __init__(self, strategy: QueueingStrategy) -> None:
         self.strategy = strategy
-        self._classes: dict[ClassKey, _Class] = {}
-        self._memos: dict[ClassKey, ClassMemo] = {}  # of emptied classes, oldest first
+        self._classes: dict[ClassKey, _Class] = {}  # current and emptied ones
+        self._emptied: dict[_Class, None] = {}  # emptied classes, oldest first
         self._members: dict[str, _Member] = {}
         # One current entry per active non-empty class.
         self._heads: list[_HeadEntry] = []
@@ -164,10 +164,11 @@ class ClusterQueueQueue:
         made = None
         if klass is None:
             klass = _Class(key, workload.priority, f"{workload.namespace}/{workload.queue_name}")
-            memo = self._memos.pop(key, None)
-            if memo is not None:
-                klass.memo = memo
             self._classes[key] = klass
+            made = klass.memo
+        elif not klass.heap:  # emptied, kept for its memo: refilled now, as a new class
+            del self._emptied[klass]
+            klass.active = True
             made = klass.memo
         when = workload.creation_time if queue_time is None else queue_time
         seq = next(self._seqs)
@@ -192,11 +193,14 @@ class ClusterQueueQueue:
         heapq.heappop(heap)
         self._drop_stale(heap)
         if not heap:
-            del self._classes[klass.key]
-            memos = self._memos
-            memos[klass.key] = klass.memo
-            if len(memos) > MEMOS_KEPT:
-                del memos[next(iter(memos))]
+            # Kept, with its memo, until it refills or more recently emptied ones push it
+            # out: keyed by the class itself, so no key is hashed here.
+            emptied = self._emptied
+            emptied[klass] = None
+            if len(emptied) > MEMOS_KEPT:
+                oldest = next(iter(emptied))
+                del emptied[oldest]
+                del self._classes[oldest.key]
             self._inadmissible.discard(klass)
             klass.version = next(self._versions)
         elif klass.active:
