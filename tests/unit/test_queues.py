@@ -96,6 +96,18 @@ def test_a_class_emptied_and_refilled_finds_what_was_kept_for_it():
     assert queue.memo(other).plan_generation == -1  # another shape: its own memo
 
 
+def test_a_class_that_stepped_aside_and_emptied_is_offered_again_when_refilled():
+    queue = ClusterQueueQueue(QueueingStrategy.BEST_EFFORT_FIFO)
+    stuck = WL("stuck").created(0).request("cpu", "8").obj()
+    queue.push(stuck)
+    assert queue.mark_inadmissible(stuck)
+    queue.remove(stuck.key)  # deleted while it stepped aside
+    newcomer = WL("newcomer").created(1).request("cpu", "8").obj()
+    assert queue.push(newcomer) is not None  # the class is made for it again
+    assert queue.head() is newcomer
+    assert not queue.is_inadmissible(newcomer.key)
+
+
 def test_only_the_most_recently_emptied_classes_are_remembered():
     queue = ClusterQueueQueue(QueueingStrategy.BEST_EFFORT_FIFO)
     shapes = [
