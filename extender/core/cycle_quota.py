@@ -77,7 +77,7 @@ class CycleQuota:
     def refusal(self, entry: Entry) -> str | None:
         """None if a fit still holds, else why not. A borrower first sees lenders' holds."""
         assignment, node = entry.assignment, entry.node
-        root = node.root()
+        root = node.top or node  # node.root(), without the call: every admission asks
         held: dict[QuotaNode, dict[FlavorResource, int]] = {}
         own = None
         if assignment.borrowing_level and self.classical:
@@ -146,7 +146,8 @@ class CycleQuota:
     def admitted(self, entry: Entry) -> None:
         """An entry was admitted (its usage is assumed): it may lend what it left unused."""
         assignment = entry.assignment
-        tree = id(entry.node.root())
+        node = entry.node
+        tree = id(node.top or node)  # node.root(), without the call
         self.taken[tree] = self.taken.get(tree, 0) + sum(assignment.usage.values())
         if not assignment.borrowing_level:
             lenders = self.lenders.get(tree)

@@ -111,7 +111,13 @@ class QueueManager:
     def admitted(self, workload: Workload) -> None:
         """A workload holds quota now: it waits in no queue."""
         key = workload.key
-        self.unqueue(key)
+        # `unqueue`, inline: every admission of every cycle comes here.
+        self._parked.pop(key, None)
+        cq_name = self._queue_of.pop(key, None)
+        if cq_name is not None:
+            queue = self._queues.get(cq_name)
+            if queue is not None:
+                queue.remove(key)
         self.workloads[key] = workload
         self._status.pop(key, None)
 

@@ -178,7 +178,7 @@ def add_usage(node: QuotaNode, usage: Mapping[FlavorResource, int], sign: int = 
             quota = node.subtree.get(fr, 0)
             now = old + delta > quota
             if (old > quota) != now:
-                borrowers = node.root().borrowers.setdefault(fr, set())
+                borrowers = (node.top or node).borrowers.setdefault(fr, set())
                 if now:
                     borrowers.add(node)
                 else:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Set
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import NamedTuple, Protocol
 
 from extender.core.cache import Cache
@@ -362,9 +363,11 @@ class Scheduler:
             entry.status = PendingStatus(WAITING_FOR_PODS_READY, PODS_READY_BLOCK_MESSAGE)
             return  # it stays the head; a workload getting ready calls for the next cycle
         cache = self._cache
-        admission = with_delayed_topology(
-            admission_of(entry), entry.cq, cache.admission_checks, cache.flavors
-        )
+        admission = admission_of(entry)
+        if entry.cq.admission_checks:  # only a check can delay a topology request
+            admission = with_delayed_topology(
+                admission, entry.cq, cache.admission_checks, cache.flavors
+            )
         refusal = None
         for check in self.admission_checks:
             verdict = check(workload, admission)
@@ -680,7 +683,11 @@ def _not_selected(
 def _classical(entries: list[Entry]) -> list[Entry]:
     # Kueue's order: by how high in the cohort tree each must borrow (0: not at all), then
     # priority, then FIFO.
-    return sorted(entries, key=lambda e: (e.assignment.borrowing_level, e.workload.order))
+    return sorted(entries, key=_CLASSICAL_ORDER)
+
+
+# The key of Kueue's classical order, read in C (no Python call per entry).
+_CLASSICAL_ORDER = attrgetter("assignment.borrowing_level", "workload.order")
 
 
 def topology_targets(
