@@ -190,10 +190,17 @@ def add_usage(node: QuotaNode, usage: Mapping[FlavorResource, int], sign: int = 
             parent = current.parent
             if parent is None:
                 break
-            local = current.local.get(fr, 0) if current.local else 0
-            delta = (new - local if new > local else 0) - (old - local if old > local else 0)
-            if not delta:
-                break
+            guarded = current.local
+            if guarded:
+                local = guarded.get(fr, 0)
+                delta = (new - local if new > local else 0) - (old - local if old > local else 0)
+                if not delta:
+                    break
+            elif old < 0 or new < 0:  # never in practice: usage is not negative
+                delta = (new if new > 0 else 0) - (old if old > 0 else 0)
+                if not delta:
+                    break
+            # Otherwise nothing is guarded here, and all of the change reaches the parent.
             current = parent
             old = current.usage.get(fr, 0)
 
