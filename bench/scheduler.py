@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import platform
 import resource
 import statistics
 import sys
+import sysconfig
 import time
 from collections import defaultdict
 from typing import Any
@@ -131,6 +133,17 @@ def build(spec: dict[str, Any], burst: bool, nodes: int = 0) -> Scenario:
     return scenario
 
 
+def interpreter() -> dict[str, str]:
+    """Which CPython ran: a build without profile-guided optimization (pyenv's default) runs
+    the cycle measurably slower than the python:3.11-slim image's or Debian's."""
+    return {
+        "version": platform.python_version(),
+        "executable": sys.executable,
+        "configure": str(sysconfig.get_config_var("CONFIG_ARGS") or ""),
+        "profile_use_flags": str(sysconfig.get_config_var("PGO_PROF_USE_FLAG") or ""),
+    }
+
+
 def percentile(values: list[float], p: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
@@ -179,6 +192,7 @@ def run(name: str, burst: bool, nodes: int = 0, quota_only: bool = False) -> dic
         + ("-burst" if burst else "")
         + (f"-{nodes}-nodes" if nodes else "")
         + ("-quota-only" if quota_only else ""),
+        "python": interpreter(),
         "nodes": nodes,
         "workloads": len(scenario.jobs),
         "cluster_queues": len(scenario.config.cluster_queues),
