@@ -226,6 +226,28 @@ def test_a_deleted_member_that_ran_is_let_go_when_its_group_has_no_workload(
     assert workload(cluster, "sample-group") is None
 
 
+def test_a_finished_group_without_a_workload_is_let_go_and_gets_none(cluster, start_controller):
+    """Kueue's rule: a group whose pods all succeeded is finished; if its Workload is gone
+    (deleted, or never made), the pods' finalizers come off and no Workload is made again."""
+    setup(cluster)
+    made = [cluster.admin.create(r.PODS, p, "default") for p in group_pods()]
+    for each in made:
+        kubelet(cluster, each, "Running")
+        kubelet(cluster, each, "Succeeded")
+    start_controller()
+    for each in made:
+        eventually(
+            lambda p=each: (
+                FINALIZER
+                not in (cluster.get("pods", p["metadata"]["name"], "default") or {})
+                .get("metadata", {})
+                .get("finalizers", [])
+            ),
+            what="each finished member let go",
+        )
+    assert workload(cluster, "sample-group") is None
+
+
 def test_an_evicted_group_is_deleted_and_holds_its_quota_until_its_pods_stop(
     cluster, start_controller
 ):

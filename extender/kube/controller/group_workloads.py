@@ -104,6 +104,11 @@ class GroupWorkloads:
         if any(v.active for v in views):
             return None  # members run without an admission (the webhook was down): left alone
         members = [member_of(v) for v in views]
+        if groups.finished(members, members[0].total or 1) is not None:
+            # Kueue's rule: a finished group whose Workload is gone (or was never made) is
+            # let go, and none is made for it again (a deleted one would come back).
+            self.pods.release(views)
+            return None
         self.pods.release([v for v, m in zip(views, members, strict=True) if not m.runnable])
         first = next((v for v, m in zip(views, members, strict=True) if m.runnable), None)
         if first is None:
