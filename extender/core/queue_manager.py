@@ -111,13 +111,7 @@ class QueueManager:
     def admitted(self, workload: Workload) -> None:
         """A workload holds quota now: it waits in no queue."""
         key = workload.key
-        # `unqueue`, inline: every admission of every cycle comes here.
-        self._parked.pop(key, None)
-        cq_name = self._queue_of.pop(key, None)
-        if cq_name is not None:
-            queue = self._queues.get(cq_name)
-            if queue is not None:
-                queue.remove(key)
+        self.unqueue(key)
         self.workloads[key] = workload
         self._status.pop(key, None)
 
@@ -166,8 +160,10 @@ class QueueManager:
         """Take a workload out of its queue (or off the parked list)."""
         self._parked.pop(key, None)
         cq_name = self._queue_of.pop(key, None)
-        if cq_name is not None and cq_name in self._queues:
-            self._queues[cq_name].remove(key)
+        if cq_name is not None:
+            queue = self._queues.get(cq_name)  # one lookup: every admission comes here
+            if queue is not None:
+                queue.remove(key)
 
     # ----- what a cycle takes and gives back -----------------------------------------
 
