@@ -249,10 +249,13 @@ def test_the_configuration_file_turns_it_on(cluster, tmp_path):
         "waitForPodsReady: {timeout: 1s, requeuingStrategy: {backoffLimitCount: 0}}\n"
     )
     cluster.apply(FLAVOR, CQ, LQ)
+    history = History(cluster, "from-file")
     proc = controller_process(cluster, "--no-leader-elect", "--config", str(config))
     try:
         job = cluster.job("from-file", "1")
-        eventually(lambda: running(cluster, "from-file"), what="the job to start")
+        # Its run lasts the 1 s timeout, shorter than one poll of a loaded machine may take:
+        # the history keeps it. The wait includes the child process's start.
+        eventually(lambda: history.job(suspended=False), timeout=30, what="the job to start")
         # backoffLimitCount 0: the first timeout deactivates it.
         eventually(
             lambda: said(cluster, job, "Evicted", "True", "DeactivatedDueToRequeuingLimitExceeded"),
