@@ -150,7 +150,7 @@ def percentile(values: list[float], p: float) -> float:
 
 
 def run(name: str, burst: bool, nodes: int = 0, quota_only: bool = False) -> dict[str, Any]:
-    spec = BASELINE if name == "baseline" else LARGE
+    spec: dict[str, Any] = BASELINE if name == "baseline" else LARGE
     scenario = build(spec, burst, nodes)
     if quota_only:
         scenario.nodes.clear()
@@ -165,7 +165,7 @@ def run(name: str, burst: bool, nodes: int = 0, quota_only: bool = False) -> dic
     first_admitted: dict[str, float] = {}
     cls_of: dict[str, str] = {}
     running: dict[str, tuple[float, str, int]] = {}
-    used = defaultdict(float)  # cpu-seconds per ClusterQueue
+    used: defaultdict[str, float] = defaultdict(float)  # cpu-seconds per ClusterQueue
     admissions = evictions = 0
     cpu_of = {cls: c[4] for cls, c in spec["classes"].items()}
     for e in sim.events:
