@@ -356,11 +356,14 @@ class Cache:
         admission: Admission,
         now: float,
         usage: Mapping[FlavorResource, int] | None = None,
+        node: QuotaNode | None = None,
     ) -> None:
-        """Hold quota for an admission (Kueue's assumeWorkload)."""
+        """Hold quota for an admission (Kueue's assumeWorkload); `node` is its ClusterQueue's
+        in the tree, if the caller has it at hand."""
         key = workload.key
         cq_name = admission.cluster_queue
-        node = self.tree.cluster_queues[cq_name]
+        if node is None:
+            node = self.tree.cluster_queues[cq_name]
         held = admission.usage() if usage is None else usage
         admitted = AdmittedWorkload(workload, admission, held, node, now)
         add_usage(node, held)

@@ -64,9 +64,10 @@ class CycleQuota:
         self.classical = classical
         # Amounts admitted, reserved or held per tree (all flavor-resources summed: an upper
         # bound on what any one of them lost since nomination).
-        self.taken: dict[int, int] = {}
-        self.lenders: dict[int, list[Entry]] = {}  # entries admitted in their own quota
-        self.holds: dict[int, dict[QuotaNode, dict[FlavorResource, int]]] = {}
+        # Keyed by each tree's top node (hashed by identity, in C).
+        self.taken: dict[QuotaNode, int] = {}
+        self.lenders: dict[QuotaNode, list[Entry]] = {}  # entries admitted in their own quota
+        self.holds: dict[QuotaNode, dict[QuotaNode, dict[FlavorResource, int]]] = {}
         self.reservations: list[Entry] = []
         self.held: list[tuple[QuotaNode, dict[FlavorResource, int]]] = []
         # Workloads this cycle preempts: out of the tree until the cycle ends, one by one or
@@ -85,7 +86,7 @@ class CycleQuota:
             own = held.pop(node, None)
             if own is not None:  # its own unused quota is its own to use
                 add_usage(node, own, -1)
-        spent = self.taken.get(id(root), 0)
+        spent = self.taken.get(root, 0)
         if (
             not spent
             or assignment.slack >= spent
@@ -147,7 +148,7 @@ class CycleQuota:
         """An entry was admitted (its usage is assumed): it may lend what it left unused."""
         assignment = entry.assignment
         node = entry.node
-        tree = id(node.top or node)  # node.root(), without the call
+        tree = node.top or node  # node.root(), without the call
         self.taken[tree] = self.taken.get(tree, 0) + sum(assignment.usage.values())
         if not assignment.borrowing_level:
             lenders = self.lenders.get(tree)
@@ -164,7 +165,7 @@ class CycleQuota:
         self._take(entry.node.root(), entry.assignment.usage.values())
 
     def _take(self, root: QuotaNode, amounts: Iterable[int]) -> None:
-        self.taken[id(root)] = self.taken.get(id(root), 0) + sum(amounts)
+        self.taken[root] = self.taken.get(root, 0) + sum(amounts)
 
     def release_holds(self) -> None:
         """Give back what preemptors reserved and lenders kept: held for this cycle only."""
@@ -188,9 +189,9 @@ class CycleQuota:
     def _holds_in(self, root: QuotaNode) -> dict[QuotaNode, dict[FlavorResource, int]]:
         # Borrowers come after every entry that fits its own quota, so the lenders of a tree
         # are all known when its first borrower is reached.
-        held = self.holds.get(id(root))
+        held = self.holds.get(root)
         if held is None:
-            held = self.holds[id(root)] = _lender_holds(self.lenders.get(id(root), ()))
+            held = self.holds[root] = _lender_holds(self.lenders.get(root, ()))
             for amounts in held.values():
                 self._take(root, amounts.values())
         return held

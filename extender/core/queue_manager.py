@@ -18,7 +18,7 @@ from extender.core.queues import ClassMemo, ClusterQueueQueue
 from extender.core.quota import QuotaNode
 from extender.core.reasons import INADMISSIBLE, PENDING, PendingStatus
 
-Head = tuple[ClusterQueue, QuotaNode, ClusterQueueQueue, Workload]
+Head = tuple[ClusterQueue, QuotaNode, ClusterQueueQueue, Workload, ClassMemo]
 
 
 class QueueManager:
@@ -171,9 +171,10 @@ class QueueManager:
         """One workload per active ClusterQueue: the next its queue offers."""
         heads: list[Head] = []
         for cq, node, queue in self._schedulable:
-            workload = queue.head()
-            if workload is not None:
-                heads.append((cq, node, queue, workload))
+            offered = queue.offer()
+            if offered is not None:
+                workload, memo = offered
+                heads.append((cq, node, queue, workload, memo))
         return heads
 
     def record(self, pending: Iterable[tuple[Workload, PendingStatus]]) -> None:

@@ -191,7 +191,11 @@ class ClusterQueueQueue:
         if heap[0][2] != member.seq:
             return member.workload  # its entry is dropped when it reaches the top
         heapq.heappop(heap)
-        self._drop_stale(heap)
+        if heap:  # the next entry is usually a current member's: no call to learn that
+            top = heap[0]
+            next_member = self._members.get(top[3])
+            if next_member is None or next_member.seq != top[2]:
+                self._drop_stale(heap)
         if not heap:
             # Kept, with its memo, until it refills or more recently emptied ones push it
             # out: keyed by the class itself, so no key is hashed here.
@@ -209,17 +213,25 @@ class ClusterQueueQueue:
 
     def head(self) -> Workload | None:
         """The workload this ClusterQueue offers to the next cycle, if any."""
+        offered = self.offer()
+        return None if offered is None else offered[0]
+
+    def offer(self) -> tuple[Workload, ClassMemo] | None:
+        """The workload this ClusterQueue offers to the next cycle, and its class's memo (a
+        cycle asks for both of every queue's head: one call, no lookup by key)."""
         if self.fair_usage is not None:
-            return self._fair_head(self.fair_usage)
+            best = self._fair_head(self.fair_usage)
+            return None if best is None else (best[5], best[4].memo)
         heads = self._heads
         while heads:
             entry = heads[0]
-            if entry[4].version == entry[3]:
-                return entry[5]
+            klass = entry[4]
+            if klass.version == entry[3]:
+                return entry[5], klass.memo
             heapq.heappop(heads)
         return None
 
-    def _fair_head(self, usage: Callable[[str], float]) -> Workload | None:
+    def _fair_head(self, usage: Callable[[str], float]) -> _HeadEntry | None:
         """With admission fair sharing: the head of the class whose LocalQueue has used the
         least, then by priority and queue order (usages change between cycles, so every
         current head is looked at: the cost grows with the active classes, not the
@@ -242,7 +254,7 @@ class ClusterQueueQueue:
         if len(self._heads) > 2 * live + 16:  # drop stale entries the top did not reach
             self._heads = [e for e in self._heads if e[4].version == e[3]]
             heapq.heapify(self._heads)
-        return None if best is None else best[5]
+        return best
 
     def mark_inadmissible(self, workload: Workload, *, even_strict: bool = False) -> bool:
         """The head could not fit: under BestEffortFIFO its whole class steps aside.

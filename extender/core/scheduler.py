@@ -225,10 +225,16 @@ class Scheduler:
     # ----- step 3 ---------------------------------------------------------------------
 
     def _nominate(
-        self, cq: ClusterQueue, node: QuotaNode, queue: ClusterQueueQueue, workload: Workload
+        self,
+        cq: ClusterQueue,
+        node: QuotaNode,
+        queue: ClusterQueueQueue,
+        workload: Workload,
+        memo: ClassMemo | None,
     ) -> Entry:
         cache = self._cache
-        memo = queue.memo(workload) if self.reuse_by_class else None
+        if not self.reuse_by_class:
+            memo = None
         # A class remembers that its namespace is selected until the answers may change.
         if memo is None or memo.selected_epoch != cache.selection_epoch:
             if not cache.selects(cq, workload.namespace):
@@ -416,7 +422,7 @@ class Scheduler:
                     step.progressed = True
             return
         self._queues.admitted(workload)
-        self._cache.assume(workload, admission, step.now, assignment.usage)
+        cache.assume(workload, admission, step.now, assignment.usage, entry.node)
         ledger = self._queues.ledger
         if ledger is not None and entry.cq.admission_fair_sharing:
             # Kueue's entry penalty: its LocalQueue's usage grows now, not at the next sample.

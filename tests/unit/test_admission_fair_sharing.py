@@ -78,7 +78,7 @@ def lq(name: str, weight: float = 1.0) -> LocalQueue:
 
 
 def head(s: ClusterState) -> str:
-    [(_, _, _, workload)] = s.queues.heads()
+    [(_, _, _, workload, _)] = s.queues.heads()
     return workload.name
 
 

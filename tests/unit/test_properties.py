@@ -163,7 +163,7 @@ def check_judged_without_oracle(state):
     # A head judged without the oracle (the pre-check finds nothing to preempt) gets the
     # verdict the search with the oracle gives.
     scheduler = state.scheduler
-    for cq, node, queue, workload in state.queues.heads():
+    for cq, node, queue, workload, _ in state.queues.heads():
         plan = class_plan(None, workload, cq, state.cache)
         may_preempt = may_preempt_at_all(cq, node)
         judged = judge_without_oracle(

@@ -64,6 +64,22 @@ def test_removed_workloads_never_come_back_as_heads():
     assert queue.head().name == "a"
 
 
+def test_a_member_removed_from_the_middle_is_skipped_when_the_head_before_it_goes():
+    """Its entry stays in the class's heap until it reaches the top: then it is dropped, and
+    the head is the next current member, never the removed one."""
+    queue = ClusterQueueQueue(QueueingStrategy.BEST_EFFORT_FIFO)
+    a, b, c = (WL(name).created(t).request("cpu", "1").obj() for t, name in enumerate("abc"))
+    for wl in (a, b, c):
+        queue.push(wl)
+    queue.remove(b.key)  # not the top: its entry stays
+    queue.remove(a.key)  # b's stale entry is on top now
+    assert queue.head().name == "c"
+    assert queue.class_head(c.key) == c.key
+    queue.remove(c.key)
+    assert queue.head() is None
+    assert len(queue) == 0
+
+
 def test_a_workload_s_class_head_is_the_first_of_its_equivalence_class():
     from extender.core.models import QueueingStrategy
     from extender.core.queues import ClusterQueueQueue
