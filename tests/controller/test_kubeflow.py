@@ -205,6 +205,37 @@ def test_kueues_example_runs_as_kueue_documents(
         what="the waiting copy started once the quota came back",
     )
 
+    # Kueue: a finished job whose Workload is deleted is let go, and gets no new Workload.
+    uid = created["metadata"]["uid"]
+    made_again: list[str] = []
+
+    def watch_for_a_new_one(event: str, kind: Any, obj: dict[str, Any]) -> None:
+        labels = obj["metadata"].get("labels") or {}
+        mine = labels.get("kueue.x-k8s.io/job-uid") == uid
+        if event == "ADDED" and kind.plural == "workloads" and mine:
+            made_again.append(obj["metadata"]["name"])
+
+    cluster.api.hooks.append(watch_for_a_new_one)
+    cluster.admin.delete(r.WORKLOADS, finished["metadata"]["name"], "default")
+    eventually(lambda: cluster.workload_of(created) is None, what="the Workload gone")
+    # The job changes after that, so the controller looks at it again; the waiting copy's
+    # end, written after it, is the witness that it has.
+    cluster.admin.patch(resource, name, {"metadata": {"labels": {"seen": "again"}}}, "default")
+    cluster.admin.patch(
+        resource,
+        made["metadata"]["name"],
+        {"status": {"conditions": [succeeded]}},
+        "default",
+        subresource="status",
+    )
+    eventually(
+        lambda: condition(cluster.workload_of(made), "Finished").get("status") == "True",
+        what="the copy's Workload Finished",
+    )
+    assert made_again == [], f"a new Workload was made for the finished {adapter.kind}"
+    assert cluster.workload_of(created) is None
+    assert cluster.get(resource.plural, name, "default")["spec"]["runPolicy"]["suspend"] is False
+
 
 def test_a_v1_kind_not_enabled_is_left_alone(cluster, start_controller):
     """Kueue's default set leaves the Kubeflow v1 jobs off: Tower's too."""
