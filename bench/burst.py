@@ -40,7 +40,7 @@ sys.path.insert(0, ROOT)
 import yaml  # noqa: E402
 from kubernetes import config as k8s_config  # noqa: E402
 
-from extender.core.workloads import creation_seconds  # noqa: E402
+from extender.core.jobframework.workloads import creation_seconds  # noqa: E402
 from extender.kube.api import resources as r  # noqa: E402
 from extender.kube.api.client import ApiError, RequestBudget, RestClient  # noqa: E402
 from extender.kube.generators.crds import custom_resource_definitions  # noqa: E402

@@ -29,7 +29,7 @@ CHILD = r"""
 import os, sys
 sys.path.insert(0, ".")
 import bench.scheduler as bs
-from extender.core.cycle import ClusterState
+from extender.core.scheduling.cycle import ClusterState
 stop_before, started = int(sys.argv[1]), [0]
 schedule = ClusterState.schedule
 def counting(self, now):

@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 
 from kubernetes import config as k8s_config  # noqa: E402
 
-from extender.core.jobs import workload_for  # noqa: E402
+from extender.core.jobframework.jobs import workload_for  # noqa: E402
 from extender.kube.api import objects as o  # noqa: E402
 from extender.kube.api import resources as r  # noqa: E402
 from extender.kube.api.client import RequestBudget, RestClient  # noqa: E402

@@ -13,9 +13,8 @@ import json
 import statistics
 import time
 
-from extender.core.cycle import ClusterState
-from extender.core.labels import LabelSelector
-from extender.core.models import (
+from extender.core.api.labels import LabelSelector
+from extender.core.api.models import (
     Admission,
     ClusterQueue,
     FlavorQuotas,
@@ -30,6 +29,7 @@ from extender.core.models import (
     WithinClusterQueue,
     Workload,
 )
+from extender.core.scheduling.cycle import ClusterState
 from extender.gc_tuning import tune_for_scheduling
 
 

@@ -19,8 +19,8 @@ import time
 from collections import defaultdict
 from typing import Any
 
-from extender.core.labels import LabelSelector
-from extender.core.models import (
+from extender.core.api.labels import LabelSelector
+from extender.core.api.models import (
     ClusterQueue,
     FlavorQuotas,
     LocalQueue,
@@ -32,7 +32,7 @@ from extender.core.models import (
     ResourceQuota,
     WithinClusterQueue,
 )
-from extender.core.placement import Node
+from extender.core.placement.fit import Node
 from extender.gc_tuning import tune_for_scheduling
 from extender.sim.engine import Simulator
 from extender.sim.loader import Scenario, SimJob

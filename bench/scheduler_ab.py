@@ -29,7 +29,7 @@ CHILD = r"""
 import json, sys
 sys.path.insert(0, ".")
 import bench.scheduler as bs
-from extender.core.cycle import ClusterState
+from extender.core.scheduling.cycle import ClusterState
 from extender.sim import engine
 kinds = []
 schedule = ClusterState.schedule

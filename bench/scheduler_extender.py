@@ -30,13 +30,13 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from extender.core.models import (  # noqa: E402
+from extender.core.api.models import (  # noqa: E402
     Admission,
     PodSet,
     PodSetAssignment,
     Workload,
 )
-from extender.core.placement import Plan, PlannedPodSet  # noqa: E402
+from extender.core.placement.fit import Plan, PlannedPodSet  # noqa: E402
 from extender.gc_tuning import tune_for_scheduling  # noqa: E402
 from extender.kube.api.placement import Placement, node_view, pod_transform  # noqa: E402
 from extender.kube.api.resources import NODES, PODS, RESOURCE_FLAVORS, WORKLOADS  # noqa: E402

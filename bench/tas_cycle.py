@@ -26,9 +26,8 @@ import statistics
 import time
 from typing import Any
 
-from extender.core.cycle import ClusterState
-from extender.core.labels import LabelSelector
-from extender.core.models import (
+from extender.core.api.labels import LabelSelector
+from extender.core.api.models import (
     ClusterQueue,
     FlavorQuotas,
     LocalQueue,
@@ -38,10 +37,7 @@ from extender.core.models import (
     ResourceQuota,
     Workload,
 )
-from extender.core.placement import Inventory, PlacementCheck
-from extender.core.placement_model import Node
-from extender.core.tas import TopologyScheduling
-from extender.core.tas_model import (
+from extender.core.api.topology import (
     HOSTNAME,
     PREFERRED,
     REQUIRED,
@@ -49,6 +45,10 @@ from extender.core.tas_model import (
     Topology,
     TopologyRequest,
 )
+from extender.core.placement.fit import Inventory, PlacementCheck
+from extender.core.placement.model import Node
+from extender.core.scheduling.cycle import ClusterState
+from extender.core.tas.scheduling import TopologyScheduling
 from extender.gc_tuning import tune_for_scheduling
 
 GPU = "example.com/gpu"

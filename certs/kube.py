@@ -12,8 +12,8 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from certs import pki
+from extender.core.config.kueue_config import KueueConfig, LabelSelector, default_namespace_selector
 from extender.core.jobframework import registry
-from extender.core.kueue_config import KueueConfig, LabelSelector, default_namespace_selector
 from extender.kube.api import yaml_text
 
 MUTATING_NAME = "tower-mutating-webhook"

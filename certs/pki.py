@@ -15,7 +15,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from extender.core.parse import is_dns1123_subdomain
+from extender.core.api.parse import is_dns1123_subdomain
 
 CA_VALIDITY = timedelta(days=3650)
 SERVING_VALIDITY = timedelta(days=365)

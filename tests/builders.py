@@ -5,9 +5,8 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Any
 
-from extender.core.cycle import ClusterState
-from extender.core.labels import LabelSelector, Taint, Toleration
-from extender.core.models import (
+from extender.core.api.labels import LabelSelector, Taint, Toleration
+from extender.core.api.models import (
     ClusterQueue,
     Cohort,
     FlavorFungibility,
@@ -25,7 +24,8 @@ from extender.core.models import (
     WithinClusterQueue,
     Workload,
 )
-from extender.core.quantity import to_amount
+from extender.core.api.quantity import to_amount
+from extender.core.scheduling.cycle import ClusterState
 
 
 class CQ:

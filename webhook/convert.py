@@ -6,7 +6,7 @@ import copy
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from extender.core import api, tas_model
+from extender.core.api import schema, topology
 from webhook.reviews import ReviewError
 
 GROUP = "kueue.x-k8s.io"
@@ -32,14 +32,14 @@ def _parent(obj: Obj, path: str) -> tuple[Any, str]:
 
 
 def _renamed(obj: Obj, kind: str, up: bool) -> None:
-    """The fields and values v1beta1 spells differently (extender/core/api.py), renamed."""
-    for old, new in api.RENAMES.get(kind, ()):
+    """The fields and values v1beta1 spells differently (extender/core/api/schema.py), renamed."""
+    for old, new in schema.RENAMES.get(kind, ()):
         source, target = (old, new) if up else (new, old)
         node, name = _parent(obj, source)
         if isinstance(node, dict) and name in node:
             node[target.rsplit(".", 1)[-1]] = node.pop(name)
     if up:  # v1beta1 accepts every v1beta2 value: only the way up has values to rename
-        for path, old_value, new_value in api.VALUE_RENAMES.get(kind, ()):
+        for path, old_value, new_value in schema.VALUE_RENAMES.get(kind, ()):
             node, name = _parent(obj, path)
             if isinstance(node, dict) and node.get(name) == old_value:
                 node[name] = str(new_value)
@@ -70,7 +70,7 @@ def _wl_up(obj: Obj) -> None:
     if name:
         group, kind = _PRIORITY_SOURCES.get(str(source), ("scheduling.k8s.io", "PriorityClass"))
         spec["priorityClassRef"] = {"group": group, "kind": kind, "name": name}
-    _topology_assignments(obj, tas_model.from_v1beta1)
+    _topology_assignments(obj, topology.from_v1beta1)
 
 
 def _topology_assignments(obj: Obj, form: Callable[[Mapping[str, Any]], Obj]) -> None:
@@ -97,7 +97,7 @@ def _wl_down(obj: Obj) -> None:
             # v1beta1 has no multi-layer slices; Kueue's conversion drops them too.
             request.pop("podsetSliceRequiredTopologyConstraints", None)
     (obj.get("status") or {}).pop("preemptionGates", None)
-    _topology_assignments(obj, tas_model.to_v1beta1)
+    _topology_assignments(obj, topology.to_v1beta1)
 
 
 _CLUSTER_SOURCES = ("kubeConfig", "clusterProfileRef")

@@ -8,14 +8,14 @@ from typing import Any
 
 import jsonpatch
 
-from extender.core import unacted
+from extender.core.admission.multikueue import CONTROLLER as MULTIKUEUE
+from extender.core.api import unacted
+from extender.core.api.models import CLUSTER_QUEUE_ANNOTATION, QUEUE_NAME_LABEL
 from extender.core.jobframework import registry
 from extender.core.jobframework.adapter import JobAdapter, as_mapping, pointer
+from extender.core.jobframework.jobs import queue_name_of
 from extender.core.jobframework.pod import TemplateParent
 from extender.core.jobframework.webhooks import queue_patch, resuspend_patch, suspend_field
-from extender.core.jobs import queue_name_of
-from extender.core.models import CLUSTER_QUEUE_ANNOTATION, QUEUE_NAME_LABEL
-from extender.core.multikueue import CONTROLLER as MULTIKUEUE
 from webhook.reviews import Response, allow, deny
 from webhook.routes import QueueRoutes
 from webhook.settings import Settings

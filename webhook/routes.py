@@ -16,8 +16,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from extender.core.admission.multikueue import CONTROLLER
 from extender.core.jobframework.adapter import as_mapping, as_sequence
-from extender.core.multikueue import CONTROLLER
 from extender.kube.api.client import KubeError, RequestBudget, RestClient, load_api_client
 from extender.kube.api.resources import ADMISSION_CHECKS, CLUSTER_QUEUES, LOCAL_QUEUES, Resource
 

@@ -6,13 +6,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from extender.core import parse, unacted
+from extender.core.api import parse, unacted
+from extender.core.api.models import QUEUE_NAME_LABEL, TOPOLOGY_KEY_ANNOTATION
 from extender.core.jobframework.adapter import JobAdapter, MissingReferenceError, as_mapping
+from extender.core.jobframework.jobs import queue_name_of
 from extender.core.jobframework.pod import TemplateParent
 from extender.core.jobframework.topology import template_topology
-from extender.core.jobs import queue_name_of
-from extender.core.models import QUEUE_NAME_LABEL, TOPOLOGY_KEY_ANNOTATION
-from extender.core.workloads import workload
+from extender.core.jobframework.workloads import workload
 from webhook.mutate import adapter_of, check_kind
 from webhook.reviews import Response, allow, deny
 

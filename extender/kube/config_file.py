@@ -8,15 +8,15 @@ from typing import Any
 
 import yaml
 
-from extender.core.kueue_config import (
+from extender.core.admission.multikueue import INCREMENTAL_STEP, MultiKueueSettings
+from extender.core.config.kueue_config import (
     ConfigError,
     KueueConfig,
     MultiKueue,
     default_namespace_selector,
     parse,
 )
-from extender.core.multikueue import INCREMENTAL_STEP, MultiKueueSettings
-from extender.core.resource_policy import ResourcePolicy
+from extender.core.config.resource_policy import ResourcePolicy
 
 _Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 

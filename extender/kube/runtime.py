@@ -20,7 +20,7 @@ from typing import Any
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from extender.core.jobframework import registry
-from extender.core.placement import checked_resources
+from extender.core.placement.fit import checked_resources
 from extender.gc_tuning import tune_for_scheduling
 from extender.kube.api.cache import Cache, watch_for_kinds
 from extender.kube.api.client import ConfigError, RequestBudget, RestClient, load_api_client

@@ -10,15 +10,15 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, TypeVar
 
-from extender.core.builder import StateBuilder
-from extender.core.cycle import Admit, ClusterState, CycleResult, Evict, PendingStatus
+from extender.core.api.models import QUEUE_NAME_LABEL, Admission, Workload
+from extender.core.api.parse import ManifestError
 from extender.core.jobframework import groups, registry
-from extender.core.jobs import group_workload, workload_for
-from extender.core.models import QUEUE_NAME_LABEL, Admission, Workload
-from extender.core.parse import ManifestError
-from extender.core.placement import Inventory, PlacementCheck
-from extender.core.tas import TopologyScheduling
-from extender.core.workloads import workload as parse_workload
+from extender.core.jobframework.jobs import group_workload, workload_for
+from extender.core.jobframework.workloads import workload as parse_workload
+from extender.core.placement.fit import Inventory, PlacementCheck
+from extender.core.scheduling.builder import StateBuilder
+from extender.core.scheduling.cycle import Admit, ClusterState, CycleResult, Evict, PendingStatus
+from extender.core.tas.scheduling import TopologyScheduling
 from extender.sim.loader import POD_GROUP, LoadError, Scenario, SimJob
 
 _T = TypeVar("_T")

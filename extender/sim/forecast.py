@@ -8,10 +8,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from extender.core.cycle import ClusterState
-from extender.core.models import Admission
-from extender.core.parse import ManifestError
-from extender.core.workloads import creation_seconds
+from extender.core.api.models import Admission
+from extender.core.api.parse import ManifestError
+from extender.core.jobframework.workloads import creation_seconds
+from extender.core.scheduling.cycle import ClusterState
 from extender.sim.engine import Simulator
 from extender.sim.loader import Scenario, SimJob, parse_duration
 

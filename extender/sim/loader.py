@@ -12,16 +12,16 @@ from typing import Any
 import jsonpatch
 import yaml
 
-from extender.core import parse, unacted
-from extender.core.builder import CONFIG_KINDS, parse_config
-from extender.core.cache import Configuration
+from extender.core.api import parse, unacted
+from extender.core.api.models import QUEUE_NAME_LABEL
+from extender.core.api.parse import ManifestError
 from extender.core.jobframework import groups, registry
 from extender.core.jobframework.adapter import JobAdapter
+from extender.core.jobframework.jobs import queue_mutation
 from extender.core.jobframework.pod import TemplateParent
-from extender.core.jobs import queue_mutation
-from extender.core.models import QUEUE_NAME_LABEL
-from extender.core.parse import ManifestError
-from extender.core.placement import Node, node_of
+from extender.core.placement.fit import Node, node_of
+from extender.core.scheduling.builder import CONFIG_KINDS, parse_config
+from extender.core.scheduling.cache import Configuration
 
 ARRIVAL_ANNOTATION = "tower.dev/sim-arrival"
 DURATION_ANNOTATION = "tower.dev/sim-duration"

@@ -8,7 +8,7 @@ from typing import Any
 
 import orjson
 
-from extender.core.cycle import ClusterState
+from extender.core.scheduling.cycle import ClusterState
 from extender.sim.engine import Simulation
 
 

@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 
 import jsonpatch
 
-from extender.core.parse import ManifestError, label_selector
+from extender.core.api.parse import ManifestError, label_selector
 
 Obj = dict[str, Any]
 

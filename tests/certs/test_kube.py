@@ -9,7 +9,7 @@ import pytest
 from kubernetes import client
 
 from certs import kube
-from extender.core.kueue_config import parse
+from extender.core.config.kueue_config import parse
 from tests import yamlc
 from tests.fixtures import load
 

@@ -6,8 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from extender.core.cycle import ClusterState
-from extender.core.models import (
+from extender.core.api.models import (
     Admission,
     ClusterQueue,
     Cohort,
@@ -17,7 +16,8 @@ from extender.core.models import (
     ResourceFlavor,
     Workload,
 )
-from extender.core.quantity import to_amount
+from extender.core.api.quantity import to_amount
+from extender.core.scheduling.cycle import ClusterState
 from tests.builders import WL
 
 # The namespaces Kueue's scheduler tests create, with the labels their selectors match.

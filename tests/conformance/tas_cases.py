@@ -12,10 +12,9 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from extender.core.labels import Taint, Toleration
-from extender.core.placement_model import Node
-from extender.core.quantity import to_amount
-from extender.core.tas_model import (
+from extender.core.api.labels import Taint, Toleration
+from extender.core.api.quantity import to_amount
+from extender.core.api.topology import (
     IMPLICIT,
     PREFERRED,
     REQUIRED,
@@ -25,7 +24,8 @@ from extender.core.tas_model import (
     TopologyAssignment,
     TopologyRequest,
 )
-from extender.core.tas_placement import PodSetPlacement
+from extender.core.placement.model import Node
+from extender.core.tas.placement import PodSetPlacement
 
 DATA = Path(__file__).parent / "data" / "kueue_tas_find_assignments.txt"
 

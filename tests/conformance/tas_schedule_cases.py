@@ -18,16 +18,16 @@ from typing import Any
 
 import yaml
 
-from extender.core import parse
-from extender.core.cycle import ClusterState
-from extender.core.models import Admission, Namespace, PodSetAssignment, Workload
-from extender.core.placement_model import Node, node_of
-from extender.core.quantity import parse_quantity, to_amount
-from extender.core.resource_policy import ResourcePolicy, Transformation
-from extender.core.resource_policy import apply as apply_policy
-from extender.core.tas import Held, TopologyScheduling
-from extender.core.tas_model import HOSTNAME, DomainAssignment, TopologyAssignment
-from extender.core.workloads import workload as parse_workload
+from extender.core.api import parse
+from extender.core.api.models import Admission, Namespace, PodSetAssignment, Workload
+from extender.core.api.quantity import parse_quantity, to_amount
+from extender.core.api.topology import HOSTNAME, DomainAssignment, TopologyAssignment
+from extender.core.config.resource_policy import ResourcePolicy, Transformation
+from extender.core.config.resource_policy import apply as apply_policy
+from extender.core.jobframework.workloads import workload as parse_workload
+from extender.core.placement.model import Node, node_of
+from extender.core.scheduling.cycle import ClusterState
+from extender.core.tas.scheduling import Held, TopologyScheduling
 
 DATA = Path(__file__).parent / "data" / "kueue_scheduler_tas_cases.yaml"
 API = "kueue.x-k8s.io/v1beta2"

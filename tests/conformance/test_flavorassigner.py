@@ -13,9 +13,8 @@ from collections.abc import Mapping
 
 import pytest
 
-from extender.core.flavors import Assignment, Mode, preferred, search_flavors
-from extender.core.labels import NodeSelectorTerm, Requirement, Taint, Toleration
-from extender.core.models import (
+from extender.core.api.labels import NodeSelectorTerm, Requirement, Taint, Toleration
+from extender.core.api.models import (
     ClusterQueue,
     Cohort,
     FlavorResource,
@@ -23,8 +22,9 @@ from extender.core.models import (
     ResourceFlavor,
     Workload,
 )
-from extender.core.quantity import to_amount
-from extender.core.quota import QuotaTree, add_usage
+from extender.core.api.quantity import to_amount
+from extender.core.scheduling.flavors import Assignment, Mode, preferred, search_flavors
+from extender.core.scheduling.quota import QuotaTree, add_usage
 from tests.builders import CQ
 
 FILE = "pkg/scheduler/flavorassigner/flavorassigner_test.go TestAssignFlavors"

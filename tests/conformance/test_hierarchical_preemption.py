@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from extender.core.models import ClusterQueue, Cohort
+from extender.core.api.models import ClusterQueue, Cohort
 from tests.builders import CQ, WL
 from tests.conformance.harness import Scenario
 

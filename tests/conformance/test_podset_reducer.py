@@ -13,8 +13,8 @@ from collections.abc import Callable
 
 import pytest
 
-from extender.core.models import PodSet, Workload
-from extender.core.partial import largest_fit, may_shrink
+from extender.core.api.models import PodSet, Workload
+from extender.core.scheduling.partial import largest_fit, may_shrink
 
 FILE = "pkg/scheduler/flavorassigner/podset_reducer_test.go TestSearch"
 

@@ -8,7 +8,7 @@ Every row of the table is here (36 of 36).
 
 from __future__ import annotations
 
-from extender.core.models import ClusterQueue, Cohort
+from extender.core.api.models import ClusterQueue, Cohort
 from tests.builders import CQ, WL, flavor
 from tests.conformance.harness import Scenario
 

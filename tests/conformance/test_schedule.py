@@ -13,9 +13,9 @@ from collections.abc import Iterable
 
 import pytest
 
-from extender.core.labels import LabelSelector, Requirement, Taint
-from extender.core.models import ClusterQueue, Cohort, LocalQueue
-from extender.core.quantity import to_amount
+from extender.core.api.labels import LabelSelector, Requirement, Taint
+from extender.core.api.models import ClusterQueue, Cohort, LocalQueue
+from extender.core.api.quantity import to_amount
 from tests.builders import CQ, WL, flavor
 from tests.conformance.harness import Scenario, assignment, lq
 

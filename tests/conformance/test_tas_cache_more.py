@@ -35,18 +35,15 @@ from typing import Any
 
 import pytest
 
-from extender.core.models import (
+from extender.core.api.models import (
     Admission,
     PodSet,
     PodSetAssignment,
     ResourceFlavor,
     Workload,
 )
-from extender.core.placement_model import Node
-from extender.core.quantity import to_amount
-from extender.core.tas import Held, TopologyScheduling
-from extender.core.tas_domains import Domain, PodSetPlacement
-from extender.core.tas_model import (
+from extender.core.api.quantity import to_amount
+from extender.core.api.topology import (
     HOSTNAME,
     REQUIRED,
     DomainAssignment,
@@ -57,7 +54,10 @@ from extender.core.tas_model import (
     has_levels,
     topology_request,
 )
-from extender.core.tas_placement import TopologySnapshot, _sorted, _sorted_with_leader
+from extender.core.placement.model import Node
+from extender.core.tas.domains import Domain, PodSetPlacement
+from extender.core.tas.placement import TopologySnapshot, _sorted, _sorted_with_leader
+from extender.core.tas.scheduling import Held, TopologyScheduling
 
 NOT_PORTED: dict[str, str] = {
     "TestFreeCapacityPerDomain": (

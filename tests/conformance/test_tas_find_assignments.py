@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from extender.core.tas_model import DomainAssignment, Topology, TopologyAssignment
-from extender.core.tas_placement import TopologySnapshot, with_pod
+from extender.core.api.topology import DomainAssignment, Topology, TopologyAssignment
+from extender.core.tas.placement import TopologySnapshot, with_pod
 from tests.conformance.tas_cases import Case, cases
 
 CASES = cases()

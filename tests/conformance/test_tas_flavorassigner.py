@@ -8,7 +8,7 @@ cases, ported case by case:
 
 Kueue places pods on a topology inside its flavor assigner (WorkloadsTopologyRequests and
 FindTopologyAssignmentsForWorkload, after the flavors are chosen); Tower places them once quota
-fits, in the cycle's check (extender/core/tas.py TopologyScheduling). So a row about flavor
+fits, in the cycle's check (extender/core/tas/scheduling.py TopologyScheduling). So a row about flavor
 matching calls Tower's flavor search, as test_flavorassigner.py does, and compares the
 representative mode, each resource's flavor and mode, the usage and the NoFit reason; a row
 whose expectation comes from Kueue's topology step runs one cycle with TopologyScheduling
@@ -21,14 +21,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from extender.core.cycle import ClusterState
-from extender.core.flavors import EXCEEDS_MAX_QUOTA, Assignment, search_flavors
-from extender.core.models import ClusterQueue, LocalQueue, PodSet, ResourceFlavor, Workload
-from extender.core.placement_model import Node
-from extender.core.quantity import to_amount
-from extender.core.quota import QuotaTree
-from extender.core.tas import TopologyScheduling
-from extender.core.tas_model import HOSTNAME, REQUIRED, Topology, TopologyRequest
+from extender.core.api.models import ClusterQueue, LocalQueue, PodSet, ResourceFlavor, Workload
+from extender.core.api.quantity import to_amount
+from extender.core.api.topology import HOSTNAME, REQUIRED, Topology, TopologyRequest
+from extender.core.placement.model import Node
+from extender.core.scheduling.cycle import ClusterState
+from extender.core.scheduling.flavors import EXCEEDS_MAX_QUOTA, Assignment, search_flavors
+from extender.core.scheduling.quota import QuotaTree
+from extender.core.tas.scheduling import TopologyScheduling
 from tests.builders import CQ
 from tests.conformance.test_flavorassigner import flavors, rep_mode
 
@@ -318,6 +318,6 @@ NOT_PORTED = {
     "TestTasFlavorsOnly": (
         "unit test of Kueue's internal helper tasFlavorsOnly (a ResourceAssignment filtered "
         "to TAS flavors); Tower has no such function: its filtering is inline in "
-        "extender/core/tas.py TopologyScheduling._placements, which the cases above exercise"
+        "extender/core/tas/scheduling.py TopologyScheduling._placements, which the cases above exercise"
     ),
 }

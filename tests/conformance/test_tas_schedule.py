@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from extender.core.models import Admission
+from extender.core.api.models import Admission
 from tests.conformance.tas_schedule_cases import (
     Case,
     admission,

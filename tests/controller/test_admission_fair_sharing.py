@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from extender.core.kueue_config import parse
+from extender.core.config.kueue_config import parse
 from extender.kube.api.resources import JOBS, LOCAL_QUEUES
 from tests import yamlc
 from tests.controller.conftest import eventually

@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 from certs import kube as certs_kube
-from extender.core.multikueue import MultiKueueSettings
+from extender.core.admission.multikueue import MultiKueueSettings
 from extender.kube.api import resources as r
 from extender.kube.servers.dashboard import Dashboard
 from tests.controller.conftest import Cluster, Running, eventually

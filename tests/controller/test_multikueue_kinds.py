@@ -25,8 +25,8 @@ from typing import Any
 import pytest
 
 from certs import kube as certs_kube
+from extender.core.admission.multikueue import MultiKueueSettings
 from extender.core.jobframework import registry
-from extender.core.multikueue import MultiKueueSettings
 from extender.kube.api import resources as r
 from extender.kube.controller.context import Settings
 from tests import yamlc

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from extender.core.quantity import format_amount, to_amount
+from extender.core.api.quantity import format_amount, to_amount
 from extender.kube.api.resources import JOBS, WORKLOADS
 from tests import yamlc
 from tests.controller.conftest import eventually

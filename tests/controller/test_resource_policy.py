@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from extender.core.kueue_config import parse
+from extender.core.config.kueue_config import parse
 from extender.kube.api.resources import JOBS
 from tests.controller.conftest import eventually
 

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from extender.core.api.parse import ManifestError, as_map
 from extender.core.jobframework import registry
 from extender.core.jobframework.adapter import (
     JobAdapter,
@@ -28,7 +29,6 @@ from extender.core.jobframework.adapter import (
     replace_maps,
     template_placement,
 )
-from extender.core.parse import ManifestError, as_map
 from extender.kube.api.resources import Resource
 from tests import yamlc
 from tests.controller.conftest import CRDS, eventually

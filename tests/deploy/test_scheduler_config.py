@@ -10,7 +10,7 @@ from typing import Any
 import kubernetes_validate
 import pytest
 
-from extender.core.placement import is_extended_resource
+from extender.core.placement.fit import is_extended_resource
 from extender.kube.servers.scheduler_extender import FILTER, PRIORITIZE
 from tests import yamlc
 

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from extender.core.models import Admission, PodSetAssignment
+from extender.core.api.models import Admission, PodSetAssignment
 from extender.sim.forecast import UNKNOWN, Duration, duration_of, forecast, runtimes
 from tests.builders import CQ, state_with
 

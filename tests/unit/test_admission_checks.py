@@ -1,16 +1,14 @@
 """Kueue's two-phase admission, as a policy: which checks apply, what their states decide,
-and what an eviction and a start do with them (extender/core/admission_checks.py)."""
+and what an eviction and a start do with them (extender/core/admission/checks.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from extender.core import admission_checks as ac
-from extender.core.admission_checks import CheckState, UpdateConflictError
-from extender.core.cycle import ClusterState
-from extender.core.jobframework.adapter import PodSetInfo
-from extender.core.labels import Toleration
-from extender.core.models import (
+from extender.core.admission import checks as ac
+from extender.core.admission.checks import CheckState, UpdateConflictError
+from extender.core.api.labels import Toleration
+from extender.core.api.models import (
     Admission,
     CheckRule,
     ClusterQueue,
@@ -18,8 +16,10 @@ from extender.core.models import (
     PodSetAssignment,
     Workload,
 )
-from extender.core.parse import ManifestError, admission_check, cluster_queue
-from extender.core.workloads import check_states
+from extender.core.api.parse import ManifestError, admission_check, cluster_queue
+from extender.core.jobframework.adapter import PodSetInfo
+from extender.core.jobframework.workloads import check_states
+from extender.core.scheduling.cycle import ClusterState
 
 
 def admission(*flavors: str) -> Admission:

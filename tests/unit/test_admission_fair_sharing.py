@@ -1,4 +1,4 @@
-"""Kueue's usage-based admission fair sharing (extender/core/admission_fair_sharing.py): the
+"""Kueue's usage-based admission fair sharing (extender/core/scheduling/admission_fair_sharing.py): the
 arithmetic, the order of heads, and the entry penalty, with rows of Kueue's own tables
 (pkg/util/admissionfairsharing, pkg/controller/core/localqueue_controller_test.go,
 pkg/cache/queue/cluster_queue_test.go TestFsAdmission, pkg/scheduler/scheduler_afs_test.go)."""
@@ -10,10 +10,10 @@ import math
 
 import pytest
 
-from extender.core import admission_fair_sharing as afs
-from extender.core.admission_fair_sharing import AfsConfig, UsageLedger
-from extender.core.cycle import ClusterState
-from extender.core.models import LocalQueue
+from extender.core.api.models import LocalQueue
+from extender.core.scheduling import admission_fair_sharing as afs
+from extender.core.scheduling.admission_fair_sharing import AfsConfig, UsageLedger
+from extender.core.scheduling.cycle import ClusterState
 from tests.builders import CQ, WL, flavor, run_until_quiet
 
 # TestCalculateUsageWithDRA / WithNonPositiveWeight: (consumed, penalty, LQ weight, weights)

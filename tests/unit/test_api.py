@@ -1,4 +1,4 @@
-"""The API description (extender/core/api.py) is the one place enums, defaults and version
+"""The API description (extender/core/api/schema.py) is the one place enums, defaults and version
 renames come from: the parsers accept exactly what the schema does, fill in its defaults,
 and the schema names each renamed field by its version's name."""
 
@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from extender.core import api, parse
+from extender.core.api import parse, schema
 
 CQ: dict[str, Any] = {
     "kind": "ClusterQueue",
@@ -47,37 +47,37 @@ def manifest(kind: str, version: str, path: str, value: Any) -> dict[str, Any]:
     return obj
 
 
-CASES = [(k, v, p, read) for k, p, read in READ for v in api.VERSIONS]
+CASES = [(k, v, p, read) for k, p, read in READ for v in schema.VERSIONS]
 
 
 @pytest.mark.parametrize(("kind", "version", "path", "read"), CASES)
 def test_the_parser_accepts_exactly_the_schemas_values_and_fills_its_default(
     kind: str, version: str, path: str, read: Any
 ) -> None:
-    renames = api.value_renames(kind, path) if version == "v1beta1" else {}
-    for value in api.enum(kind, version, path):
+    renames = schema.value_renames(kind, path) if version == "v1beta1" else {}
+    for value in schema.enum(kind, version, path):
         parsed = PARSERS[kind](manifest(kind, version, path, value))
         assert str(read(parsed)) == renames.get(value, value)
     absent = PARSERS[kind](manifest(kind, version, path, None))
-    assert str(read(absent)) == api.default(kind, version, path)
+    assert str(read(absent)) == schema.default(kind, version, path)
     with pytest.raises(parse.ManifestError) as refused:
         PARSERS[kind](manifest(kind, version, path, "NotAValue"))
     assert refused.value.path == path
 
 
-@pytest.mark.parametrize("kind", sorted(api.RENAMES))
+@pytest.mark.parametrize("kind", sorted(schema.RENAMES))
 def test_each_version_names_a_renamed_field_its_own_way(kind: str) -> None:
-    for old, new in api.RENAMES[kind]:
+    for old, new in schema.RENAMES[kind]:
         with pytest.raises(KeyError):
-            api.field(kind, "v1beta1", new)
+            schema.field(kind, "v1beta1", new)
         with pytest.raises(KeyError):
-            api.field(kind, "v1beta2", old)
-        assert api.field(kind, "v1beta1", old) == api.field(kind, "v1beta2", new)
+            schema.field(kind, "v1beta2", old)
+        assert schema.field(kind, "v1beta1", old) == schema.field(kind, "v1beta2", new)
 
 
 def test_a_renamed_value_is_v1beta1s_only() -> None:
-    for kind, renames in api.VALUE_RENAMES.items():
+    for kind, renames in schema.VALUE_RENAMES.items():
         for path, old, new in renames:
-            assert old in api.enum(kind, "v1beta1", path)
-            assert old not in api.enum(kind, "v1beta2", path)
-            assert new in api.enum(kind, "v1beta2", path)
+            assert old in schema.enum(kind, "v1beta1", path)
+            assert old not in schema.enum(kind, "v1beta2", path)
+            assert new in schema.enum(kind, "v1beta2", path)

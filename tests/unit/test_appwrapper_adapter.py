@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
+from extender.core.api.parse import ManifestError
 from extender.core.jobframework import registry
 from extender.core.jobframework.adapter import PodSetInfo
 from extender.core.jobframework.appwrapper import AppWrapper, inferred, value_at
 from extender.core.jobframework.topology import template_topology
-from extender.core.parse import ManifestError
 from tests import yamlc
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "data" / "kueue-v0.19.2" / "examples"

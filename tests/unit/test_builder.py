@@ -4,11 +4,11 @@ from typing import Any
 
 import pytest
 
-from extender.core.builder import StateBuilder, parse_config
-from extender.core.cycle import INADMISSIBLE, ClusterState
-from extender.core.models import LocalQueue
-from extender.core.parse import ManifestError
-from extender.core.workloads import workload as parse_workload
+from extender.core.api.models import LocalQueue
+from extender.core.api.parse import ManifestError
+from extender.core.jobframework.workloads import workload as parse_workload
+from extender.core.scheduling.builder import StateBuilder, parse_config
+from extender.core.scheduling.cycle import INADMISSIBLE, ClusterState
 
 KUEUE = "kueue.x-k8s.io/v1beta2"
 FLAVOR = {"apiVersion": KUEUE, "kind": "ResourceFlavor", "metadata": {"name": "default"}}

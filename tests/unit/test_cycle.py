@@ -2,16 +2,16 @@
 
 import pytest
 
-from extender.core.cycle import (
+from extender.core.api.labels import LabelSelector, Taint
+from extender.core.api.models import LocalQueue, Namespace
+from extender.core.scheduling.cycle import (
     CLUSTER_QUEUE_STOPPED,
     LOCAL_QUEUE_STOPPED,
     MISCONFIGURED,
     ClusterState,
     Evict,
 )
-from extender.core.labels import LabelSelector, Taint
-from extender.core.models import LocalQueue, Namespace
-from extender.core.queues import ClusterQueueQueue
+from extender.core.scheduling.queues import ClusterQueueQueue
 from tests.builders import CQ, WL, admit, flavor, run_until_quiet, state_with
 
 

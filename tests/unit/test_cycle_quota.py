@@ -6,10 +6,10 @@ from __future__ import annotations
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from extender.core.cycle_quota import net_within_own
-from extender.core.models import Admission, ClusterQueue, Cohort, PodSetAssignment, Workload
-from extender.core.preemption import AdmittedWorkload, fits
-from extender.core.quota import QuotaTree, add_usage
+from extender.core.api.models import Admission, ClusterQueue, Cohort, PodSetAssignment, Workload
+from extender.core.scheduling.cycle_quota import net_within_own
+from extender.core.scheduling.preemption import AdmittedWorkload, fits
+from extender.core.scheduling.quota import QuotaTree, add_usage
 from tests.builders import CQ
 
 FR = ("default", "cpu")

@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
+from extender.core.api.parse import ManifestError
 from extender.core.jobframework import registry
 from extender.core.jobframework.adapter import PodSetInfo, merge, placed, restored
 from extender.core.jobframework.batch_job import BatchJob
 from extender.core.jobframework.jobset import JobSetAdapter
-from extender.core.parse import ManifestError
 
 JOB = BatchJob()
 JOBSET = JobSetAdapter()

@@ -4,15 +4,15 @@ import hashlib
 import jsonpatch
 import pytest
 
-from extender.core.jobs import (
+from extender.core.api.models import PriorityClass, WorkloadPriorityClass
+from extender.core.api.parse import ManifestError
+from extender.core.jobframework.jobs import (
     pod_requests,
     queue_mutation,
     resolve_priority,
     workload_for,
     workload_name,
 )
-from extender.core.models import PriorityClass, WorkloadPriorityClass
-from extender.core.parse import ManifestError
 
 
 def container(requests=None, limits=None, **extra):

@@ -6,9 +6,9 @@ import copy
 
 import pytest
 
-from extender.core.jobs import workload_for
-from extender.core.labels import Toleration
-from extender.core.models import Admission, PodSetAssignment, ResourceFlavor
+from extender.core.api.labels import Toleration
+from extender.core.api.models import Admission, PodSetAssignment, ResourceFlavor
+from extender.core.jobframework.jobs import workload_for
 from extender.kube.api import objects as o
 from tests.controller.test_api_double import load
 

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from extender.core.api.parse import ManifestError
 from extender.core.jobframework import registry
 from extender.core.jobframework.adapter import PodSetInfo
 from extender.core.jobframework.kubeflow import (
@@ -20,7 +21,6 @@ from extender.core.jobframework.kubeflow import (
     TFJob,
     XGBoostJob,
 )
-from extender.core.parse import ManifestError
 from tests import yamlc
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "data" / "kueue-v0.19.2" / "examples" / "jobs"

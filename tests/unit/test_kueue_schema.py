@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from extender.core.unacted import UNACTED
+from extender.core.api.unacted import UNACTED
 from extender.kube.generators import api_fields
 from extender.kube.generators.crds import custom_resource_definitions
 

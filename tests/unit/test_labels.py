@@ -1,6 +1,6 @@
 import pytest
 
-from extender.core.labels import (
+from extender.core.api.labels import (
     LabelSelector,
     NodeSelectorTerm,
     Requirement,

@@ -8,7 +8,7 @@ from typing import Any
 import jsonpatch
 import pytest
 
-from extender.core import multikueue as mk
+from extender.core.admission import multikueue as mk
 from extender.core.jobframework import registry
 
 ALL, INC = mk.ALL_AT_ONCE, mk.INCREMENTAL

@@ -2,9 +2,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from extender.core import parse
-from extender.core.models import QueueingStrategy
-from extender.core.parse import ManifestError
+from extender.core.api import parse
+from extender.core.api.models import QueueingStrategy
+from extender.core.api.parse import ManifestError
 
 V2 = "kueue.x-k8s.io/v1beta2"
 
@@ -283,7 +283,7 @@ PARSERS = {
     top=st.dictionaries(st.sampled_from(["value", "metadata"]), json_values, max_size=2),
 )
 def test_any_shape_is_parsed_or_rejected_with_a_field_error(kind, spec, top):
-    from extender.core.workloads import workload
+    from extender.core.jobframework.workloads import workload
 
     obj = {"apiVersion": V2, "kind": kind, "metadata": {"name": "x"}, "spec": spec, **top}
     try:

@@ -6,14 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from extender.core import parse
-from extender.core.cycle import ClusterState
-from extender.core.flavors import FIT, Assignment
+from extender.core.api import parse
+from extender.core.api.models import Namespace, PodSet, Workload
+from extender.core.api.quantity import to_amount
 from extender.core.jobframework.adapter import merge
-from extender.core.jobs import workload_for
-from extender.core.models import Namespace, PodSet, Workload
-from extender.core.partial import counts_at, largest_fit, may_shrink
-from extender.core.quantity import to_amount
+from extender.core.jobframework.jobs import workload_for
+from extender.core.scheduling.cycle import ClusterState
+from extender.core.scheduling.flavors import FIT, Assignment
+from extender.core.scheduling.partial import counts_at, largest_fit, may_shrink
 from extender.kube.api import objects as o
 from tests import yamlc
 from tests.builders import CQ, WL, run_until_quiet, state_with

@@ -8,10 +8,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from extender.core.cycle import INADMISSIBLE
-from extender.core.labels import Taint
-from extender.core.models import Admission, PodSetAssignment, ResourceFlavor, Workload
-from extender.core.placement import (
+from extender.core.api.labels import Taint
+from extender.core.api.models import Admission, PodSetAssignment, ResourceFlavor, Workload
+from extender.core.placement.fit import (
     Inventory,
     Node,
     PlacementCheck,
@@ -21,6 +20,7 @@ from extender.core.placement import (
     checked_resources,
     is_extended_resource,
 )
+from extender.core.scheduling.cycle import INADMISSIBLE
 from tests.builders import CQ, WL, state_with
 
 GPU = "nvidia.com/gpu"

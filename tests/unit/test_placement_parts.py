@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from extender.core.models import Admission, PodSetAssignment, ResourceFlavor, Workload
-from extender.core.placement import Inventory, Node, Plan, Pod
-from extender.core.placement_extender import ExtenderAnswers
-from extender.core.placement_inventory import NodeInventory
-from extender.core.placement_planner import Planner
+from extender.core.api.models import Admission, PodSetAssignment, ResourceFlavor, Workload
+from extender.core.placement.extender import ExtenderAnswers
+from extender.core.placement.fit import Inventory, Node, Plan, Pod
+from extender.core.placement.inventory import NodeInventory
+from extender.core.placement.planner import Planner
 from tests.builders import WL
 
 GPU = "nvidia.com/gpu"

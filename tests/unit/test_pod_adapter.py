@@ -10,11 +10,11 @@ from typing import Any
 import jsonpatch
 import pytest
 
+from extender.core.api.parse import ManifestError
 from extender.core.jobframework import registry
 from extender.core.jobframework.adapter import PodSetInfo
 from extender.core.jobframework.pod import ADMISSION_GATE, FINALIZER, Deployment, Pod
 from extender.core.jobframework.webhooks import queue_patch
-from extender.core.parse import ManifestError
 
 POD = Pod()
 

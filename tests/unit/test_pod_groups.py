@@ -9,11 +9,11 @@ from typing import Any
 import jsonpatch
 import pytest
 
+from extender.core.api.parse import ManifestError
 from extender.core.jobframework import groups
 from extender.core.jobframework.adapter import workload_name
 from extender.core.jobframework.registry import ADAPTERS, PARENTS
 from extender.core.jobframework.webhooks import queue_patch
-from extender.core.parse import ManifestError
 
 POD = ADAPTERS["pod"]
 STS = PARENTS["statefulset"]

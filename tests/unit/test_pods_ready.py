@@ -1,7 +1,6 @@
 import pytest
 
-from extender.core.kueue_config import RequeuingStrategy, WaitForPodsReady
-from extender.core.pods_ready import (
+from extender.core.admission.pods_ready import (
     Deactivate,
     ReadyCondition,
     Requeue,
@@ -16,6 +15,7 @@ from extender.core.pods_ready import (
     on_timeout,
     wanted_condition,
 )
+from extender.core.config.kueue_config import RequeuingStrategy, WaitForPodsReady
 from tests.builders import CQ, WL, run_until_quiet, state_with
 
 

@@ -1,7 +1,7 @@
 """Preemption scenarios: who is evicted, with which reason, and that the set is minimal."""
 
-from extender.core.cycle import WAITING_FOR_PREEMPTED
-from extender.core.fairsharing import dominant_resource_share, weighted_share
+from extender.core.scheduling.cycle import WAITING_FOR_PREEMPTED
+from extender.core.scheduling.fairsharing import dominant_resource_share, weighted_share
 from tests.builders import CQ, WL, admit, run_until_quiet, state_with
 
 

@@ -5,11 +5,16 @@ import itertools
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from extender.core.cycle import ClusterState
-from extender.core.models import LocalQueue, QueueingStrategy
-from extender.core.preemption import candidates, fits, may_have_candidates, may_preempt_at_all
-from extender.core.quota import QuotaTree, add_usage, available
-from extender.core.scheduler import _nominate_by_search, class_plan, judge_without_oracle
+from extender.core.api.models import LocalQueue, QueueingStrategy
+from extender.core.scheduling.cycle import ClusterState
+from extender.core.scheduling.preemption import (
+    candidates,
+    fits,
+    may_have_candidates,
+    may_preempt_at_all,
+)
+from extender.core.scheduling.quota import QuotaTree, add_usage, available
+from extender.core.scheduling.scheduler import _nominate_by_search, class_plan, judge_without_oracle
 from tests.builders import CQ, WL, flavor
 
 FLAVORS = ("f1", "f2")

@@ -1,4 +1,4 @@
-"""Kueue's ProvisioningRequest admission check as a policy (extender/core/provisioning.py):
+"""Kueue's ProvisioningRequest admission check as a policy (extender/core/admission/provisioning.py):
 the config, the names, what is asked for, and how the request's conditions set the check."""
 
 from __future__ import annotations
@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from extender.core import admission_checks as ac
-from extender.core import provisioning as p
-from extender.core.admission_checks import CheckState
-from extender.core.parse import ManifestError
+from extender.core.admission import checks as ac
+from extender.core.admission import provisioning as p
+from extender.core.admission.checks import CheckState
+from extender.core.api.parse import ManifestError
 
 CONFIG = p.ProvisioningConfig(
     "cfg",

@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from kubernetes.utils import parse_quantity as oracle
 
-from extender.core.quantity import QuantityError, format_amount, parse_quantity, to_amount
+from extender.core.api.quantity import QuantityError, format_amount, parse_quantity, to_amount
 
 CASES = [
     ("500m", Fraction(1, 2)),

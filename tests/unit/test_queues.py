@@ -1,5 +1,5 @@
-from extender.core.models import QueueingStrategy
-from extender.core.queues import MEMOS_KEPT, ClusterQueueQueue, equivalence_key
+from extender.core.api.models import QueueingStrategy
+from extender.core.scheduling.queues import MEMOS_KEPT, ClusterQueueQueue, equivalence_key
 from tests.builders import WL
 
 
@@ -81,8 +81,8 @@ def test_a_member_removed_from_the_middle_is_skipped_when_the_head_before_it_goe
 
 
 def test_a_workload_s_class_head_is_the_first_of_its_equivalence_class():
-    from extender.core.models import QueueingStrategy
-    from extender.core.queues import ClusterQueueQueue
+    from extender.core.api.models import QueueingStrategy
+    from extender.core.scheduling.queues import ClusterQueueQueue
     from tests.builders import WL
 
     queue = ClusterQueueQueue(QueueingStrategy.BEST_EFFORT_FIFO)

@@ -3,16 +3,8 @@
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from extender.core.flavors import (
-    Mode,
-    assign_flavors,
-    judge_by_plan,
-    quick_fit,
-    quick_plan,
-    search_flavors,
-)
-from extender.core.labels import Taint, Toleration
-from extender.core.models import (
+from extender.core.api.labels import Taint, Toleration
+from extender.core.api.models import (
     ClusterQueue,
     FlavorFungibility,
     FlavorQuotas,
@@ -26,8 +18,16 @@ from extender.core.models import (
     WithinClusterQueue,
     Workload,
 )
-from extender.core.preemption import fits
-from extender.core.quota import QuotaTree, add_usage
+from extender.core.scheduling.flavors import (
+    Mode,
+    assign_flavors,
+    judge_by_plan,
+    quick_fit,
+    quick_plan,
+    search_flavors,
+)
+from extender.core.scheduling.preemption import fits
+from extender.core.scheduling.quota import QuotaTree, add_usage
 
 FLAVOR_NAMES = ("a", "b", "c")
 RESOURCES = ("cpu", "memory", "gpu")

@@ -1,7 +1,7 @@
 import pytest
 
-from extender.core.models import Cohort, FlavorQuotas, ResourceGroup, ResourceQuota
-from extender.core.quota import (
+from extender.core.api.models import Cohort, FlavorQuotas, ResourceGroup, ResourceQuota
+from extender.core.scheduling.quota import (
     QuotaTree,
     add_usage,
     available,

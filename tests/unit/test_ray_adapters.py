@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
+from extender.core.api.parse import ManifestError
 from extender.core.jobframework import registry
 from extender.core.jobframework.adapter import PodSetInfo
 from extender.core.jobframework.ray import RayCluster, RayJob, RayService
-from extender.core.parse import ManifestError
 from tests import yamlc
 from tests.unit.test_kubeflow_adapters import _apply
 

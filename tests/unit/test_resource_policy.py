@@ -1,5 +1,5 @@
 """Kueue's resources.excludeResourcePrefixes and resources.transformations, table-driven
-(extender/core/resource_policy.py), and read from Kueue's Configuration."""
+(extender/core/config/resource_policy.py), and read from Kueue's Configuration."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from fractions import Fraction
 
 import pytest
 
-from extender.core.kueue_config import ConfigError, parse
-from extender.core.models import PodSet, Workload
-from extender.core.resource_policy import ResourcePolicy, Transformation, apply, effective
+from extender.core.api.models import PodSet, Workload
+from extender.core.config.kueue_config import ConfigError, parse
+from extender.core.config.resource_policy import ResourcePolicy, Transformation, apply, effective
 
 GI = 2**30
 MIG = Transformation(

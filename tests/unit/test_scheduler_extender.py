@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from extender.core.models import ResourceFlavor
-from extender.core.placement import Plan, PlannedPodSet
+from extender.core.api.models import ResourceFlavor
+from extender.core.placement.fit import Plan, PlannedPodSet
 from extender.kube.api.placement import Placement, node_view
 from extender.kube.servers.scheduler_extender import SchedulerExtender, serve
 from tests.fixtures import load

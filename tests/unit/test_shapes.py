@@ -6,9 +6,9 @@ import copy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from extender.core import parse
-from extender.core.jobs import workload_for
-from extender.core.workloads import workload
+from extender.core.api import parse
+from extender.core.jobframework.jobs import workload_for
+from extender.core.jobframework.workloads import workload
 
 V2 = "kueue.x-k8s.io/v1beta2"
 POD = {

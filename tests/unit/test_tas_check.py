@@ -3,9 +3,8 @@ domains, holds them, and waits with Kueue's message when no domain holds it."""
 
 from __future__ import annotations
 
-from extender.core.cycle import ClusterState
-from extender.core.labels import LabelSelector
-from extender.core.models import (
+from extender.core.api.labels import LabelSelector
+from extender.core.api.models import (
     ClusterQueue,
     FlavorQuotas,
     LocalQueue,
@@ -18,10 +17,7 @@ from extender.core.models import (
     WithinClusterQueue,
     Workload,
 )
-from extender.core.placement_model import Node
-from extender.core.tas import TopologyScheduling
-from extender.core.tas_domains import TopologyDomains
-from extender.core.tas_model import (
+from extender.core.api.topology import (
     HOSTNAME,
     PREFERRED,
     REQUIRED,
@@ -30,6 +26,10 @@ from extender.core.tas_model import (
     TopologyAssignment,
     TopologyRequest,
 )
+from extender.core.placement.model import Node
+from extender.core.scheduling.cycle import ClusterState
+from extender.core.tas.domains import TopologyDomains
+from extender.core.tas.scheduling import TopologyScheduling
 
 BLOCK, RACK = "cloud.provider.com/topology-block", "cloud.provider.com/topology-rack"
 TOPOLOGY = Topology("default", (BLOCK, RACK, HOSTNAME))

@@ -8,10 +8,8 @@ import random
 
 import pytest
 
-from extender.core.models import Admission, PodSet, PodSetAssignment, ResourceFlavor, Workload
-from extender.core.placement_model import Node
-from extender.core.tas import TopologyScheduling
-from extender.core.tas_model import (
+from extender.core.api.models import Admission, PodSet, PodSetAssignment, ResourceFlavor, Workload
+from extender.core.api.topology import (
     HOSTNAME,
     PREFERRED,
     REQUIRED,
@@ -21,7 +19,9 @@ from extender.core.tas_model import (
     TopologyAssignment,
     TopologyRequest,
 )
-from extender.core.tas_placement import PodSetPlacement, TopologySnapshot
+from extender.core.placement.model import Node
+from extender.core.tas.placement import PodSetPlacement, TopologySnapshot
+from extender.core.tas.scheduling import TopologyScheduling
 
 BLOCK, RACK = "block", "rack"
 TOPOLOGY = Topology("default", (BLOCK, RACK, HOSTNAME))

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from extender.core.tas_model import (
+from extender.core.api.topology import (
     REQUIRED,
     UNCONSTRAINED,
     DomainAssignment,

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from extender.core.tas_model import (
+from extender.core.api.topology import (
     HOSTNAME,
     DomainAssignment,
     TopologyAssignment,
     TopologyRequest,
 )
-from extender.core.tas_ungate import PodOnDomains, domains_for_gated, rank_offsets
+from extender.core.tas.ungate import PodOnDomains, domains_for_gated, rank_offsets
 
 INDEX = "batch.kubernetes.io/job-completion-index"
 JOB = "jobset.sigs.k8s.io/job-index"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from extender.core.reasons import PendingStatus
-from extender.core.text import Lazy, join
+from extender.core.scheduling.reasons import PendingStatus
+from extender.core.scheduling.text import Lazy, join
 from tests.unit.test_verdicts import _assume, _build, _setup
 
 

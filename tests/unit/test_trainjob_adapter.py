@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
+from extender.core.api.parse import ManifestError
 from extender.core.jobframework import registry
 from extender.core.jobframework.adapter import MissingReferenceError, PodSetInfo
 from extender.core.jobframework.trainer import MANAGER, TrainJob
-from extender.core.parse import ManifestError
 from tests import yamlc
 
 DATA = Path(__file__).resolve().parents[1] / "data"

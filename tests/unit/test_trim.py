@@ -6,9 +6,9 @@ import copy
 
 import pytest
 
-from extender.core.labels import Toleration
-from extender.core.models import Admission, PodSetAssignment, ResourceFlavor
-from extender.core.workloads import workload as parse_workload
+from extender.core.api.labels import Toleration
+from extender.core.api.models import Admission, PodSetAssignment, ResourceFlavor
+from extender.core.jobframework.workloads import workload as parse_workload
 from extender.kube.api import objects as o
 from extender.kube.api.trim import LAST_APPLIED, job_view, trim
 from extender.kube.api.trim import workload as trim_workload

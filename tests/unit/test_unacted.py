@@ -7,12 +7,12 @@ from typing import Any
 
 import pytest
 
-from extender.core import parse
-from extender.core.cycle import ClusterState
-from extender.core.jobs import workload_for
-from extender.core.models import QUEUE_NAME_LABEL, LocalQueue
-from extender.core.unacted import UNACTED, blocking, used
-from extender.core.workloads import workload as parse_workload
+from extender.core.api import parse
+from extender.core.api.models import QUEUE_NAME_LABEL, LocalQueue
+from extender.core.api.unacted import UNACTED, blocking, used
+from extender.core.jobframework.jobs import workload_for
+from extender.core.jobframework.workloads import workload as parse_workload
+from extender.core.scheduling.cycle import ClusterState
 from webhook.mutate import mutate
 from webhook.settings import Settings
 from webhook.validate import validate_kueue

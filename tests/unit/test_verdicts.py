@@ -14,11 +14,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import extender.core.scheduler as scheduler_module
-from extender.core.cycle import ClusterState, CycleResult
-from extender.core.labels import Taint
-from extender.core.models import Admission, LocalQueue, PodSetAssignment, ResourceFlavor
-from extender.core.verdicts import Verdict, state_of
+import extender.core.scheduling.scheduler as scheduler_module
+from extender.core.api.labels import Taint
+from extender.core.api.models import Admission, LocalQueue, PodSetAssignment, ResourceFlavor
+from extender.core.scheduling.cycle import ClusterState, CycleResult
+from extender.core.scheduling.verdicts import Verdict, state_of
 from tests.builders import CQ, WL, cohort, flavor
 from tests.unit.test_properties import FLAVORS, cluster_queues
 

@@ -1,7 +1,7 @@
 import pytest
 
-from extender.core.parse import ManifestError
-from extender.core.workloads import workload
+from extender.core.api.parse import ManifestError
+from extender.core.jobframework.workloads import workload
 
 TEMPLATE = {"spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "2"}}}]}}
 

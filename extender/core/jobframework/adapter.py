@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from extender.core.parse import ManifestError
+from extender.core.api.parse import ManifestError
 
 Obj = dict[str, Any]
 

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from extender.core.api.parse import ManifestError, as_list, as_map, is_dns1123_label
 from extender.core.jobframework.adapter import (
     JobAdapter,
     Obj,
@@ -26,7 +27,6 @@ from extender.core.jobframework.adapter import (
     info_fields,
     merge,
 )
-from extender.core.parse import ManifestError, as_list, as_map, is_dns1123_label
 
 MAX_POD_SETS = 18  # a Workload's podSets (the appwrapper's own webhook allows 8)
 _STEP = re.compile(r"\.([^.\[]+)|\[(\d+)\]")

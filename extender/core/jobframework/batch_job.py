@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from extender.core.api.parse import ManifestError, as_map
 from extender.core.jobframework.adapter import (
     JobAdapter,
     Obj,
@@ -16,7 +17,6 @@ from extender.core.jobframework.adapter import (
     template_placement,
 )
 from extender.core.jobframework.topology import COMPLETION_INDEX
-from extender.core.parse import ManifestError, as_map
 
 MIN_PARALLELISM_ANNOTATION = "kueue.x-k8s.io/job-min-parallelism"
 # Kueue's: completions follow parallelism when a partial admission changes it.

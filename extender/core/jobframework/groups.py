@@ -16,8 +16,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from extender.core.api.parse import ManifestError, is_dns1123_subdomain
 from extender.core.jobframework.adapter import PodSetTemplate, as_mapping
-from extender.core.parse import ManifestError, is_dns1123_subdomain
 
 GROUP_NAME = "kueue.x-k8s.io/pod-group-name"
 TOTAL_COUNT = "kueue.x-k8s.io/pod-group-total-count"

@@ -6,6 +6,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
+from extender.core.api.parse import ManifestError, as_list, as_map
 from extender.core.jobframework.adapter import (
     JobAdapter,
     Obj,
@@ -16,7 +17,6 @@ from extender.core.jobframework.adapter import (
 )
 from extender.core.jobframework.batch_job import job_finished, job_pod_count, non_negative
 from extender.core.jobframework.topology import COMPLETION_INDEX, JOB_INDEX_LABEL
-from extender.core.parse import ManifestError, as_list, as_map
 
 
 def _job_template(replicated_job: Any) -> Mapping[str, Any]:

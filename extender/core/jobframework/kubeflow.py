@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
+from extender.core.api.parse import ManifestError, as_map
 from extender.core.jobframework.adapter import (
     JobAdapter,
     Obj,
@@ -19,7 +20,6 @@ from extender.core.jobframework.adapter import (
     template_placement,
 )
 from extender.core.jobframework.batch_job import non_negative
-from extender.core.parse import ManifestError, as_map
 
 # The label the Kubeflow operators (and MPI's) number a replica type's pods with.
 REPLICA_INDEX = "training.kubeflow.org/replica-index"

@@ -13,6 +13,11 @@ import copy
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
+from extender.core.api.models import (
+    MULTIKUEUE_ORIGIN_LABEL,
+    MULTIKUEUE_ORIGIN_UID,
+    QUEUE_NAME_LABEL,
+)
 from extender.core.jobframework import groups
 from extender.core.jobframework.adapter import (
     JobAdapter,
@@ -24,7 +29,6 @@ from extender.core.jobframework.adapter import (
     condition_true,
     pointer,
 )
-from extender.core.models import MULTIKUEUE_ORIGIN_LABEL, MULTIKUEUE_ORIGIN_UID, QUEUE_NAME_LABEL
 
 ADMISSION_GATE = "kueue.x-k8s.io/admission"
 MANAGED_LABEL = "kueue.x-k8s.io/managed"

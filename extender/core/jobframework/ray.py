@@ -9,6 +9,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
+from extender.core.api.parse import ManifestError, as_list, as_map
 from extender.core.jobframework.adapter import (
     JobAdapter,
     Obj,
@@ -18,7 +19,6 @@ from extender.core.jobframework.adapter import (
     condition_true,
     replace_maps,
 )
-from extender.core.parse import ManifestError, as_list, as_map
 
 RAY = "ray.io"
 MAX_POD_SETS = 18  # a Workload's podSets: Kueue's limit, so at most 17 worker groups

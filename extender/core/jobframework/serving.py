@@ -21,6 +21,8 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any, ClassVar
 
+from extender.core.api.models import MULTIKUEUE_ORIGIN_UID
+from extender.core.api.parse import ManifestError
 from extender.core.jobframework import groups
 from extender.core.jobframework.adapter import (
     Obj,
@@ -31,8 +33,6 @@ from extender.core.jobframework.adapter import (
     workload_name,
 )
 from extender.core.jobframework.pod import TemplateParent
-from extender.core.models import MULTIKUEUE_ORIGIN_UID
-from extender.core.parse import ManifestError
 
 STATEFULSET_POD_INDEX = "apps.kubernetes.io/pod-index"
 LWS_WORKER_INDEX = "leaderworkerset.sigs.k8s.io/worker-index"

@@ -15,9 +15,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from extender.core.jobframework.adapter import PodSetTemplate
-from extender.core.parse import ManifestError
-from extender.core.tas_model import (
+from extender.core.api.parse import ManifestError
+from extender.core.api.topology import (
     IMPLICIT,
     PREFERRED,
     REQUIRED,
@@ -25,6 +24,7 @@ from extender.core.tas_model import (
     SliceLayer,
     TopologyRequest,
 )
+from extender.core.jobframework.adapter import PodSetTemplate
 
 PREFIX = "kueue.x-k8s.io/"
 REQUIRED_ANNOTATION = PREFIX + "podset-required-topology"

@@ -13,6 +13,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
+from extender.core.api.parse import ManifestError, as_list, as_map
 from extender.core.jobframework.adapter import (
     REFERENCED_KEY,
     JobAdapter,
@@ -27,7 +28,6 @@ from extender.core.jobframework.adapter import (
     merge,
 )
 from extender.core.jobframework.batch_job import non_negative
-from extender.core.parse import ManifestError, as_list, as_map
 
 TRAINER = "trainer.kubeflow.org"
 MANAGER = "kueue.x-k8s.io/manager"  # Kueue's entry in spec.runtimePatches

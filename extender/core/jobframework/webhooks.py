@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from extender.core.api.models import ORIGINAL_SUSPEND_ANNOTATION, QUEUE_NAME_LABEL
 from extender.core.jobframework import registry
 from extender.core.jobframework.adapter import JobAdapter, pointer
-from extender.core.models import ORIGINAL_SUSPEND_ANNOTATION, QUEUE_NAME_LABEL
 
 Op = dict[str, Any]
 
@@ -38,8 +38,8 @@ def queue_patch(
     obj: Mapping[str, Any], adapter: JobAdapter, default_queue: str | None = None
 ) -> list[Op]:
     """The JSON patch that queues a job of any kind: suspended at its adapter's suspend
-    field, with the queue-name label and the original-suspend annotation (extender.core.jobs'
-    queue_mutation, for every suspend path; the same patch for spec.suspend).
+    field, with the queue-name label and the original-suspend annotation (jobs.queue_mutation,
+    for every suspend path; the same patch for spec.suspend).
 
     Returns [] for an object that is not queued. Applying the patch twice gives the same
     object, because the API server may call a mutating webhook more than once.

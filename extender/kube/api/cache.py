@@ -14,10 +14,10 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from extender.core.api.models import QUEUE_NAME_LABEL
 from extender.core.jobframework import registry
 from extender.core.jobframework.adapter import JobAdapter
 from extender.core.jobframework.pod import TemplateParent
-from extender.core.models import QUEUE_NAME_LABEL
 from extender.kube.api.client import KubeClient, KubeError
 from extender.kube.api.informer import Informer
 from extender.kube.api.placement import (

@@ -11,7 +11,19 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from extender.core.admission_checks import CheckState, with_updates
+from extender.core.admission.checks import CheckState, with_updates
+from extender.core.api.labels import Toleration
+from extender.core.api.models import (
+    PRIORITY_CLASS_LABEL,
+    QUEUE_NAME_LABEL,
+    WORKLOAD_ANNOTATION,
+    Admission,
+    ResourceFlavor,
+    Workload,
+)
+from extender.core.api.parse import ManifestError
+from extender.core.api.quantity import format_amount
+from extender.core.api.topology import encode as encode_assignment
 from extender.core.jobframework import registry
 from extender.core.jobframework.adapter import JobAdapter, PodSetInfo, merge
 from extender.core.jobframework.groups import IS_GROUP_WORKLOAD, OWNER_GVK
@@ -21,23 +33,11 @@ from extender.core.jobframework.topology import (
     UNCONSTRAINED_ANNOTATION,
     request_json,
 )
-from extender.core.labels import Toleration
-from extender.core.models import (
-    PRIORITY_CLASS_LABEL,
-    QUEUE_NAME_LABEL,
-    WORKLOAD_ANNOTATION,
-    Admission,
-    ResourceFlavor,
-    Workload,
-)
-from extender.core.parse import ManifestError
-from extender.core.quantity import format_amount
-from extender.core.tas_model import encode as encode_assignment
 
 # The core reads a Workload's status the same way: one reading, re-exported for the controller.
-from extender.core.workloads import admission_of as admission_of
-from extender.core.workloads import creation_seconds
-from extender.core.workloads import is_true as is_true
+from extender.core.jobframework.workloads import admission_of as admission_of
+from extender.core.jobframework.workloads import creation_seconds
+from extender.core.jobframework.workloads import is_true as is_true
 from extender.kube.api.resources import KUEUE_GROUP, WORKLOADS
 
 Obj = dict[str, Any]

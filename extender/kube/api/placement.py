@@ -16,13 +16,13 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from extender.core import parse
-from extender.core.cycle import ClusterState
+from extender.core.api import parse
+from extender.core.api.models import PLACEMENT_ANNOTATION, WORKLOAD_ANNOTATION, Admission, Workload
+from extender.core.api.parse import ManifestError
+from extender.core.api.topology import TopologyAssignment
+from extender.core.jobframework.jobs import pod_requests
 from extender.core.jobframework.topology import TOPOLOGY_ANNOTATIONS, TOPOLOGY_GATE
-from extender.core.jobs import pod_requests
-from extender.core.models import PLACEMENT_ANNOTATION, WORKLOAD_ANNOTATION, Admission, Workload
-from extender.core.parse import ManifestError
-from extender.core.placement import (
+from extender.core.placement.fit import (
     Inventory,
     Node,
     PlacementCheck,
@@ -32,8 +32,8 @@ from extender.core.placement import (
     is_extended_resource,
     node_of,
 )
-from extender.core.tas import Held, TopologyScheduling, within_assignment
-from extender.core.tas_model import TopologyAssignment
+from extender.core.scheduling.cycle import ClusterState
+from extender.core.tas.scheduling import Held, TopologyScheduling, within_assignment
 from extender.kube.api import objects as o
 from extender.kube.api.resources import (
     NODES,

@@ -11,9 +11,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from extender.core.builder import StateBuilder
-from extender.core.cycle import ClusterState
-from extender.core.models import Workload
+from extender.core.api.models import Workload
+from extender.core.scheduling.builder import StateBuilder
+from extender.core.scheduling.cycle import ClusterState
 from extender.kube.api import objects as o
 from extender.kube.api.client import KubeClient
 from extender.kube.api.resources import (

@@ -15,9 +15,9 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from extender.core.api.models import PREBUILT_WORKLOAD_LABEL, PRIORITY_CLASS_LABEL, QUEUE_NAME_LABEL
 from extender.core.jobframework import registry
 from extender.core.jobframework.adapter import JobAdapter, workload_name
-from extender.core.models import PREBUILT_WORKLOAD_LABEL, PRIORITY_CLASS_LABEL, QUEUE_NAME_LABEL
 from extender.kube.api.objects import CLUSTER_QUEUE_ANNOTATION
 from extender.kube.api.resources import Resource, resource_of
 
@@ -83,7 +83,7 @@ class FinishedWorkload(Mapping[str, Any]):
 
 
 # What of a Workload's pod templates is read: the requests and placement the core parses
-# (extender/core/jobs.py pod_set), and what eviction restores (objects.restore_patch).
+# (extender/core/jobframework/jobs.py pod_set), and what eviction restores (objects.restore_patch).
 _POD_FIELDS = (
     "nodeSelector",
     "affinity",

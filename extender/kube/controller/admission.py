@@ -15,12 +15,12 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from extender.core import admission_checks as checks
-from extender.core import pods_ready as ready_policy
-from extender.core.cycle import Admit, Evict
-from extender.core.models import PLACEMENT_ANNOTATION, Admission
-from extender.core.placement import Plan
-from extender.core.workloads import check_states, creation_seconds
+from extender.core.admission import checks
+from extender.core.admission import pods_ready as ready_policy
+from extender.core.api.models import PLACEMENT_ANNOTATION, Admission
+from extender.core.jobframework.workloads import check_states, creation_seconds
+from extender.core.placement.fit import Plan
+from extender.core.scheduling.cycle import Admit, Evict
 from extender.kube.api import objects as o
 from extender.kube.api.client import ApiError, KubeError, NotLeaderError
 from extender.kube.api.placement import annotation

@@ -7,7 +7,7 @@ is Ready it is Admitted, and the job reconciler starts its job with the checks' 
 a check in Retry evicts it with reason AdmissionCheck, to be queued again after the check's
 requeueAfterSeconds; a Rejected one sets DeactivationTarget, after which it is deactivated
 and evicted as PodsReady's deactivations are (pods_ready.py). Every eviction puts the checks
-back to Pending (admission.py). The policy is extender/core/admission_checks.py.
+back to Pending (admission.py). The policy is extender/core/admission/checks.py.
 """
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from extender.core import admission_checks as policy
-from extender.core import pods_ready as ready_policy
-from extender.core.cycle import Evict
-from extender.core.models import Workload
-from extender.core.tas_model import DELAYED_PENDING
-from extender.core.workloads import check_states
+from extender.core.admission import checks as policy
+from extender.core.admission import pods_ready as ready_policy
+from extender.core.api.models import Workload
+from extender.core.api.topology import DELAYED_PENDING
+from extender.core.jobframework.workloads import check_states
+from extender.core.scheduling.cycle import Evict
 from extender.kube.api import objects as o
 from extender.kube.controller.admission import AdmissionWriter
 from extender.kube.controller.context import Context

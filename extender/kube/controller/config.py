@@ -13,10 +13,7 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from extender.core.builder import StateBuilder
-from extender.core.cache import ConfigModel
-from extender.core.cycle import INADMISSIBLE, PendingStatus
-from extender.core.models import (
+from extender.core.api.models import (
     AdmissionCheck,
     ClusterQueue,
     Cohort,
@@ -24,9 +21,12 @@ from extender.core.models import (
     Namespace,
     ResourceFlavor,
 )
-from extender.core.parse import ManifestError
-from extender.core.quantity import QuantityError, parse_quantity
-from extender.core.tas_model import Topology
+from extender.core.api.parse import ManifestError
+from extender.core.api.quantity import QuantityError, parse_quantity
+from extender.core.api.topology import Topology
+from extender.core.scheduling.builder import StateBuilder
+from extender.core.scheduling.cache import ConfigModel
+from extender.core.scheduling.cycle import INADMISSIBLE, PendingStatus
 from extender.kube.api.resources import (
     ADMISSION_CHECKS,
     CLUSTER_QUEUES,

@@ -11,11 +11,15 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from extender.core.admission_fair_sharing import AfsConfig
-from extender.core.cycle import ClusterState
-from extender.core.kueue_config import LabelSelector, WaitForPodsReady, default_namespace_selector
-from extender.core.multikueue import MultiKueueSettings, runs_on_worker
-from extender.core.resource_policy import ResourcePolicy
+from extender.core.admission.multikueue import MultiKueueSettings, runs_on_worker
+from extender.core.config.kueue_config import (
+    LabelSelector,
+    WaitForPodsReady,
+    default_namespace_selector,
+)
+from extender.core.config.resource_policy import ResourcePolicy
+from extender.core.scheduling.admission_fair_sharing import AfsConfig
+from extender.core.scheduling.cycle import ClusterState
 from extender.kube.api.client import ApiError, KubeClient, KubeError
 from extender.kube.api.events import Recorder
 from extender.kube.api.metrics import Metrics

@@ -7,11 +7,11 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from extender.core.api.models import PRIORITY_CLASS_LABEL, QUEUE_NAME_LABEL
+from extender.core.api.parse import ManifestError
 from extender.core.jobframework import groups
+from extender.core.jobframework.jobs import group_workload
 from extender.core.jobframework.pod import SUSPENDING_PARENT, TemplateParent
-from extender.core.jobs import group_workload
-from extender.core.models import PRIORITY_CLASS_LABEL, QUEUE_NAME_LABEL
-from extender.core.parse import ManifestError
 from extender.kube.api import objects as o
 from extender.kube.api.client import ApiError
 from extender.kube.api.resources import WORKLOADS, Resource

@@ -14,11 +14,11 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from extender.core import pods_ready as ready_policy
-from extender.core.admission_checks import FAILED_TO_START, UpdateConflictError
-from extender.core.models import Admission
-from extender.core.multikueue import CONTROLLER as MULTIKUEUE
-from extender.core.workloads import check_states, creation_seconds
+from extender.core.admission import pods_ready as ready_policy
+from extender.core.admission.checks import FAILED_TO_START, UpdateConflictError
+from extender.core.admission.multikueue import CONTROLLER as MULTIKUEUE
+from extender.core.api.models import Admission
+from extender.core.jobframework.workloads import check_states, creation_seconds
 from extender.kube.api import objects as o
 from extender.kube.api.client import ApiError, KubeError
 from extender.kube.api.resources import WORKLOADS, Resource

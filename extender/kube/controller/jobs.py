@@ -11,11 +11,11 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from extender.core.api.models import PREBUILT_WORKLOAD_LABEL
+from extender.core.api.parse import ManifestError
 from extender.core.jobframework.adapter import MissingReferenceError, Reference
-from extender.core.jobs import resolve_priority, workload_for
-from extender.core.models import PREBUILT_WORKLOAD_LABEL
-from extender.core.parse import ManifestError
-from extender.core.workloads import creation_seconds
+from extender.core.jobframework.jobs import resolve_priority, workload_for
+from extender.core.jobframework.workloads import creation_seconds
 from extender.kube.api import objects as o
 from extender.kube.api.client import ApiError
 from extender.kube.api.resources import WORKLOADS, Resource, resource_of_reference

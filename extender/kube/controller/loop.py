@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable, Hashable
 from typing import Any, TypeVar
 
-from extender.core.cycle import ClusterState, CycleResult
+from extender.core.scheduling.cycle import ClusterState, CycleResult
 from extender.kube.api.cache import Cache
 from extender.kube.api.client import ApiError, KubeClient, KubeError, NotLeaderError
 from extender.kube.api.events import Recorder

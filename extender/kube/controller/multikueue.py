@@ -6,7 +6,8 @@ condition), ("workload", key) for a Workload with such a check, and ("gc", "") f
 collection of copies whose Workload is gone. Each worker is reached with its own client,
 made from a kubeconfig in a Secret of Tower's namespace (or a path); the copies Tower made
 there (the origin label) are watched into a store of their own, so a worker's answer is read
-from memory and its change wakes the Workload up. The policy is extender/core/multikueue.py.
+from memory and its change wakes the Workload up. The policy is
+extender/core/admission/multikueue.py.
 """
 
 from __future__ import annotations
@@ -17,13 +18,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from extender.core import admission_checks as checks
-from extender.core import multikueue as policy
+from extender.core.admission import checks
+from extender.core.admission import multikueue as policy
+from extender.core.admission.multikueue import MultiKueueSettings
+from extender.core.config.kueue_config import ALL_AT_ONCE
 from extender.core.jobframework.adapter import as_mapping
 from extender.core.jobframework.pod import TemplateParent
-from extender.core.kueue_config import ALL_AT_ONCE
-from extender.core.multikueue import MultiKueueSettings
-from extender.core.workloads import check_states
+from extender.core.jobframework.workloads import check_states
 from extender.kube.api import objects as o
 from extender.kube.api.resources import (
     ADMISSION_CHECKS,

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from extender.core import multikueue as policy
+from extender.core.admission import multikueue as policy
 from extender.core.jobframework.adapter import as_mapping, workload_name
 from extender.core.jobframework.pod import TemplateParent
 from extender.kube.api import objects as o

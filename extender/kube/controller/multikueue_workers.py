@@ -23,11 +23,11 @@ from typing import Any
 import yaml
 from kubernetes import config as k8s_config
 
-from extender.core import multikueue as policy
+from extender.core.admission import multikueue as policy
+from extender.core.admission.multikueue import MultiKueueSettings
 from extender.core.jobframework import registry
 from extender.core.jobframework.adapter import JobAdapter, as_mapping
 from extender.core.jobframework.pod import TemplateParent
-from extender.core.multikueue import MultiKueueSettings
 from extender.kube.api.client import (
     ApiError,
     KubeClient,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from extender.core.cycle import PendingStatus
+from extender.core.scheduling.cycle import PendingStatus
 from extender.kube.api import objects as o
 from extender.kube.api.client import ApiError, KubeError, RequestBudget
 from extender.kube.api.resources import WORKLOADS

@@ -14,11 +14,11 @@ import logging
 from dataclasses import replace
 from typing import Any
 
-from extender.core import pods_ready as policy
-from extender.core.admission_checks import EVICTED_BY_CHECK
-from extender.core.cycle import Evict
-from extender.core.models import Workload
-from extender.core.pods_ready import ReadyCondition, RequeueState
+from extender.core.admission import pods_ready as policy
+from extender.core.admission.checks import EVICTED_BY_CHECK
+from extender.core.admission.pods_ready import ReadyCondition, RequeueState
+from extender.core.api.models import Workload
+from extender.core.scheduling.cycle import Evict
 from extender.kube.api import objects as o
 from extender.kube.controller.admission import AdmissionWriter
 from extender.kube.controller.context import Context

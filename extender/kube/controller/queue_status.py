@@ -14,8 +14,8 @@ import logging
 from collections import Counter
 from typing import Any
 
-from extender.core.models import FlavorResource
-from extender.core.quantity import MILLI_RESOURCES
+from extender.core.api.models import FlavorResource
+from extender.core.api.quantity import MILLI_RESOURCES
 from extender.kube.api import objects as o
 from extender.kube.api.client import ApiError, KubeError, RequestBudget
 from extender.kube.api.resources import CLUSTER_QUEUES, LOCAL_QUEUES, Resource

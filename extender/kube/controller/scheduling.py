@@ -16,7 +16,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 
-from extender.core.cycle import Admit, CycleResult, Evict
+from extender.core.scheduling.cycle import Admit, CycleResult, Evict
 from extender.kube.api.client import KubeError
 from extender.kube.api.workqueue import Backoff
 from extender.kube.api.writes import ADMIT

@@ -6,9 +6,9 @@ import math
 from collections import Counter
 from typing import Any
 
-from extender.core.cycle import ClusterState
-from extender.core.models import ClusterQueue, FlavorResource
-from extender.core.quantity import format_amount
+from extender.core.api.models import ClusterQueue, FlavorResource
+from extender.core.api.quantity import format_amount
+from extender.core.scheduling.cycle import ClusterState
 from extender.kube.api import objects as o
 
 Obj = dict[str, Any]

@@ -13,9 +13,9 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from extender.core.api.topology import topology_request
 from extender.core.jobframework.topology import TOPOLOGY_GATE
-from extender.core.tas_model import topology_request
-from extender.core.tas_ungate import PodOnDomains, domains_for_gated, rank_offsets
+from extender.core.tas.ungate import PodOnDomains, domains_for_gated, rank_offsets
 from extender.kube.api import objects as o
 from extender.kube.api.client import ApiError
 from extender.kube.api.placement import PodView

@@ -15,12 +15,12 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from extender.core.cycle import INADMISSIBLE, Evict
-from extender.core.models import Workload
-from extender.core.parse import ManifestError
-from extender.core.pods_ready import deactivated as deactivation
-from extender.core.resource_policy import apply as apply_policy
-from extender.core.workloads import workload as parse_workload
+from extender.core.admission.pods_ready import deactivated as deactivation
+from extender.core.api.models import Workload
+from extender.core.api.parse import ManifestError
+from extender.core.config.resource_policy import apply as apply_policy
+from extender.core.jobframework.workloads import workload as parse_workload
+from extender.core.scheduling.cycle import INADMISSIBLE, Evict
 from extender.kube.api import objects as o
 from extender.kube.api.resources import WORKLOADS, Resource
 from extender.kube.controller.admission import AdmissionWriter

@@ -1,7 +1,7 @@
 """The page docs/kueue-fields.md: every field of Tower's Kueue CRDs, and what Tower does with it.
 
-Written from the API description (extender/core/api.py) and the table of fields Tower does
-not act on (extender/core/unacted.py), so the page cannot drift from either:
+Written from the API description (extender/core/api/schema.py) and the table of fields Tower does
+not act on (extender/core/api/unacted.py), so the page cannot drift from either:
 `python -m extender fields > docs/kueue-fields.md`, checked by tests/unit/test_kueue_schema.py.
 """
 
@@ -10,10 +10,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from extender.core import api, kueue_config
-from extender.core.unacted import UNACTED, Effect
+from extender.core.api import schema
+from extender.core.api.unacted import UNACTED, Effect
+from extender.core.config import kueue_config
 
-KINDS = api.KINDS  # the page's sections, in this order
+KINDS = schema.KINDS  # the page's sections, in this order
 # What "honoured" means where it needs a word more.
 NOTES = {
     ("ClusterQueue", "spec.cohort"): "honoured: v1beta1's name for spec.cohortName",
@@ -103,8 +104,8 @@ def fields(kind: str) -> list[tuple[str, list[str]]]:
     field."""
     stops = [f.path for f in UNACTED if f.kind == kind]
     found: dict[str, list[str]] = {}
-    for version in api.VERSIONS:
-        root = api.schema(kind, version)
+    for version in schema.VERSIONS:
+        root = schema.schema(kind, version)
         if kind != "WorkloadPriorityClass":
             root = {"properties": {"spec": root["properties"]["spec"]}}
         for path in _paths(root):

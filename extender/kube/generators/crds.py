@@ -1,4 +1,4 @@
-"""Kueue's CustomResourceDefinitions, rendered from the API description (extender/core/api.py).
+"""Kueue's CustomResourceDefinitions, rendered from the API schema (extender/core/api/schema.py).
 
 That description holds every field's schema; this module adds what only a CRD has: names,
 scopes, short names, printer columns, subresources, the served and stored versions (v1beta2
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from extender.core import api
+from extender.core.api import schema
 from extender.kube.api import yaml_text
 from extender.kube.api.resources import KUEUE_GROUP
 
@@ -237,7 +237,7 @@ def custom_resource_definitions() -> list[dict[str, Any]]:
                 "name": version,
                 "served": True,
                 "storage": version == "v1beta2",
-                "schema": {"openAPIV3Schema": api.schema(spec["kind"], version)},
+                "schema": {"openAPIV3Schema": schema.schema(spec["kind"], version)},
             }
             if version == "v1beta1":
                 entry["deprecated"] = True

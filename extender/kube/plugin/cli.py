@@ -19,11 +19,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from extender.core import multikueue
+from extender.core.admission import multikueue
+from extender.core.api.models import QUEUE_NAME_LABEL, ClusterQueue, Workload
+from extender.core.api.quantity import format_amount
 from extender.core.jobframework import registry
 from extender.core.jobframework.groups import UNSTAMPED
-from extender.core.models import QUEUE_NAME_LABEL, ClusterQueue, Workload
-from extender.core.quantity import format_amount
 from extender.kube.api import yaml_text
 from extender.kube.api.client import (
     ApiError,

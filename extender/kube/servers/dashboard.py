@@ -19,8 +19,8 @@ from typing import Any
 
 import orjson
 
-from extender.core import multikueue
-from extender.core.quantity import format_amount
+from extender.core.admission import multikueue
+from extender.core.api.quantity import format_amount
 from extender.kube.api import objects as o
 from extender.kube.api.resources import CONFIG, WORKLOADS, Resource
 from extender.kube.api.snapshot import Snapshot, load, queue_order

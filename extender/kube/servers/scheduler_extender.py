@@ -21,9 +21,9 @@ from typing import Any
 
 import orjson
 
-from extender.core.jobs import pod_requests
-from extender.core.models import WORKLOAD_ANNOTATION
-from extender.core.parse import ManifestError
+from extender.core.api.models import WORKLOAD_ANNOTATION
+from extender.core.api.parse import ManifestError
+from extender.core.jobframework.jobs import pod_requests
 from extender.kube.api import objects as o
 from extender.kube.api.placement import Placement
 
