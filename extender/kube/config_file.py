@@ -10,13 +10,13 @@ import yaml
 
 from extender.core.admission.multikueue import INCREMENTAL_STEP, MultiKueueSettings
 from extender.core.config.kueue_config import (
-    ConfigError,
     KueueConfig,
     MultiKueue,
     default_namespace_selector,
     parse,
 )
 from extender.core.config.resource_policy import ResourcePolicy
+from extender.core.config.schema import ConfigError
 
 _Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 

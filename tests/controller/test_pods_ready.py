@@ -6,7 +6,7 @@ import copy
 import threading
 import time
 
-from extender.core.config.kueue_config import RequeuingStrategy, WaitForPodsReady
+from extender.core.admission.pods_ready import RequeuingStrategy, WaitForPodsReady
 from extender.kube.api.resources import WORKLOADS
 from tests.controller.conftest import controller_process, eventually
 from tests.controller.test_seed import CQ, FLAVOR, LQ

@@ -5,8 +5,10 @@ from extender.core.admission.pods_ready import (
     ReadyCondition,
     Requeue,
     RequeueState,
+    RequeuingStrategy,
     TimedOut,
     Wait,
+    WaitForPodsReady,
     Wanted,
     backoff_left,
     backoff_seconds,
@@ -15,7 +17,6 @@ from extender.core.admission.pods_ready import (
     on_timeout,
     wanted_condition,
 )
-from extender.core.config.kueue_config import RequeuingStrategy, WaitForPodsReady
 from tests.builders import CQ, WL, run_until_quiet, state_with
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from extender.core.config.kueue_config import RequeuingStrategy, WaitForPodsReady
+from extender.core.admission.pods_ready import RequeuingStrategy, WaitForPodsReady
 from extender.kube.api import resources as r
 from tests.fakes import FakeKube, controller_over
 from tests.unit.test_reconcilers import config, job, run, set_job_status, started, wl_key

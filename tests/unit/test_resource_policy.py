@@ -8,8 +8,9 @@ from fractions import Fraction
 import pytest
 
 from extender.core.api.models import PodSet, Workload
-from extender.core.config.kueue_config import ConfigError, parse
+from extender.core.config.kueue_config import parse
 from extender.core.config.resource_policy import ResourcePolicy, Transformation, apply, effective
+from extender.core.config.schema import ConfigError
 
 GI = 2**30
 MIG = Transformation(

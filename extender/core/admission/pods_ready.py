@@ -5,7 +5,27 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from extender.core.admission.checks import EVICTED_BY_CHECK
-from extender.core.config.kueue_config import RequeuingStrategy, WaitForPodsReady
+
+
+@dataclass(frozen=True, slots=True)
+class RequeuingStrategy:
+    """When an evicted workload is queued again: Kueue's waitForPodsReady.requeuingStrategy."""
+
+    timestamp: str  # Eviction or Creation
+    backoff_limit_count: int | None  # None: requeued forever
+    backoff_base_seconds: int
+    backoff_max_seconds: int
+
+
+@dataclass(frozen=True, slots=True)
+class WaitForPodsReady:
+    """Kueue's waitForPodsReady, as its Configuration file sets it."""
+
+    timeout: float  # seconds
+    block_admission: bool
+    recovery_timeout: float  # seconds; 0 turns the recovery check off
+    requeuing: RequeuingStrategy
+
 
 # PodsReady condition reasons (Kueue's WorkloadWaitForStart, ...).
 WAIT_FOR_START = "WaitForStart"

@@ -12,11 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from extender.core.admission.multikueue import MultiKueueSettings, runs_on_worker
-from extender.core.config.kueue_config import (
-    LabelSelector,
-    WaitForPodsReady,
-    default_namespace_selector,
-)
+from extender.core.admission.pods_ready import WaitForPodsReady
+from extender.core.config.kueue_config import LabelSelector, default_namespace_selector
 from extender.core.config.resource_policy import ResourcePolicy
 from extender.core.scheduling.admission_fair_sharing import AfsConfig
 from extender.core.scheduling.cycle import ClusterState

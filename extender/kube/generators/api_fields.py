@@ -12,7 +12,7 @@ from typing import Any
 
 from extender.core.api import schema
 from extender.core.api.unacted import UNACTED, Effect
-from extender.core.config import kueue_config
+from extender.core.config import fields as config_fields
 
 KINDS = schema.KINDS  # the page's sections, in this order
 # What "honoured" means where it needs a word more.
@@ -198,10 +198,10 @@ def _configuration() -> list[str]:
         "| field | in Tower |",
         "|---|---|",
     ]
-    for path, flag in kueue_config.ACTED.items():
+    for path, flag in config_fields.ACTED.items():
         out.append(f"| `{path}` | acted on: {flag} |")
-    for field in kueue_config.UNACTED:
-        if field.path in kueue_config.ACTED:  # said on its acted row
+    for field in config_fields.UNACTED:
+        if field.path in config_fields.ACTED:  # said on its acted row
             continue
         line = f"accepted, warned, not acted on: {field.feature}"
         out.append(

@@ -1,0 +1,106 @@
+"""What each field of Kueue's Configuration becomes in Tower: the flag it sets, or a warning.
+
+A file written for Kueue applies unchanged; a field Tower does not act on is named, one
+line each, when it is set (and the docs list both tables, extender/kube/generators).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from extender.core.api.unacted import Effect, Unacted
+from extender.core.config.schema import DEFAULT_PREEMPTION_STRATEGIES, KIND
+
+# What the file's fields become, for the docs and for the warnings.
+ACTED: dict[str, str] = {
+    "clientConnection.qps": "--kube-api-qps",
+    "clientConnection.burst": "--kube-api-burst",
+    "leaderElection.leaderElect": "--leader-elect",
+    "leaderElection.leaseDuration": "--lease-duration",
+    "leaderElection.renewDeadline": "--renew-deadline",
+    "leaderElection.retryPeriod": "--retry-period",
+    "leaderElection.resourceName": "--leader-election-id",
+    "leaderElection.resourceNamespace": "--leader-election-namespace",
+    "leaderElection.resourceLock": "`leases` only, the lock Tower uses",
+    "integrations.frameworks": "--integrations",
+    "fairSharing": "--fair-sharing (v1beta1: fairSharing.enable)",
+    "fairSharing.preemptionStrategies": (
+        "Kueue's default, LessThanOrEqualToFinalShare then LessThanInitialShare, is what "
+        "Tower does; another choice is warned"
+    ),
+    "waitForPodsReady": (
+        "all-or-nothing admission with ready pods: timeout, recoveryTimeout, blockAdmission "
+        "and requeuingStrategy as Kueue acts on them; on by v1beta2's default when unset "
+        "(v1beta1: waitForPodsReady.enable), off without --config"
+    ),
+    "admissionFairSharing": (
+        "usage-based admission fair sharing for ClusterQueues whose admissionScope asks for "
+        "it: usageHalfLifeTime, usageSamplingInterval and resourceWeights as Kueue acts on them"
+    ),
+    "manageJobsWithoutQueueName": (
+        "python -m webhook --config: a job without a queue-name label in a namespace the "
+        "selector below selects goes to its namespace's LocalQueue `default`; "
+        "python -m certs bootstrap --config points the webhooks at those namespaces"
+    ),
+    "managedJobsNamespaceSelector": (
+        "the namespaces whose jobs are managed at all, labelled or not (Kueue's "
+        "ManagedJobsNamespaceSelectorAlwaysRespected): the webhooks' namespaceSelector, and "
+        "the controller leaves a job elsewhere alone; default: not kube-system, not Tower's own"
+    ),
+    "resources.excludeResourcePrefixes": (
+        "requests of resources with these prefixes are not counted against quota"
+    ),
+    "resources.transformations": (
+        "each pod's requests are transformed (Retain or Replace, multiplyBy, outputs) before "
+        "quota counts them, as in Kueue"
+    ),
+}
+
+def _set(value: Any) -> bool:
+    return value is not None and value != [] and value != {} and value != ""
+
+
+def _cfg(path: str, feature: str, advice: str = "", **kw: Any) -> Unacted:
+    return Unacted(KIND, path, Effect.HINT, feature, advice, **kw)
+
+
+# Every other field of the file, one line each when it is set.
+UNACTED: tuple[Unacted, ...] = (
+    _cfg("namespace", "the namespace of Kueue's webhook Service"),
+    _cfg(
+        "metadata",
+        "not a field of Kueue's Configuration, though its docs' example has one",
+        "ignored; Kueue's strict decoding refuses the file",
+    ),
+    _cfg(
+        "internalCertManagement",
+        "Kueue's own webhook certificates",
+        "Tower's are python -m certs bootstrap, or cert-manager",
+    ),
+    _cfg("integrations.externalFrameworks", "jobs managed by external controllers"),
+    _cfg("integrations.labelKeysToCopy", "job labels copied to the Workload"),
+    _cfg("integrations.podOptions", "pod integration options, dropped in v1beta2"),
+    _cfg("multiKueue.externalFrameworks", "MultiKueue for jobs of external frameworks"),
+    _cfg(
+        "fairSharing.preemptionStrategies",
+        "fair-sharing preemption strategies",
+        "Tower uses LessThanOrEqualToFinalShare, then LessThanInitialShare",
+        counts=lambda v: _set(v) and v != DEFAULT_PREEMPTION_STRATEGIES,
+    ),
+    _cfg(
+        "resources.quotaCheckStrategy",
+        "which undeclared resources block admission",
+        "Tower blocks a workload on a resource its ClusterQueue has no quota for",
+    ),
+    _cfg("resources.deviceClassMappings", "DRA device classes as resources"),
+    _cfg("featureGates", "Kueue's feature gates"),
+    _cfg("objectRetentionPolicies", "deleting finished and deactivated Workloads"),
+    _cfg("visibilityServer", "the visibility API server"),
+    _cfg("queueVisibility", "queue visibility in ClusterQueue status, dropped in v1beta2"),
+    _cfg("webhook", "Kueue's webhook server", "Tower's webhook is python -m webhook"),
+    _cfg("metrics", "Kueue's metrics server", "Tower serves /metrics on --health-address"),
+    _cfg("health", "Kueue's health probe server", "Tower's is --health-address"),
+    _cfg("pprofBindAddress", "pprof"),
+    _cfg("controller", "controller concurrency and cache sync timeout"),
+    _cfg("tls", "TLS options of Kueue's servers"),
+)
