@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from extender.core.admission import checks as ac
-from extender.core.admission.checks import CheckState, UpdateConflictError
+from extender.core.admission.checks import CheckState, UpdateConflictError, check_states
 from extender.core.api.labels import Toleration
 from extender.core.api.models import (
     Admission,
@@ -18,7 +18,6 @@ from extender.core.api.models import (
 )
 from extender.core.api.parse import ManifestError, admission_check, cluster_queue
 from extender.core.jobframework.adapter import PodSetInfo
-from extender.core.jobframework.workloads import check_states
 from extender.core.scheduling.cycle import ClusterState
 
 

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from extender.core.api import parse
 from extender.core.api.models import Admission, ClusterQueue, Workload
 from extender.core.jobframework.adapter import PodSetInfo
+from extender.core.jobframework.workloads import creation_seconds
 
 PENDING = "Pending"
 READY = "Ready"
@@ -40,6 +41,39 @@ class CheckState:
     retry_count: int = 0
     requeue_after: int | None = None  # requeueAfterSeconds
     pod_set_updates: tuple[Mapping[str, object], ...] = ()
+
+
+def check_states(obj: Mapping[str, Any]) -> list[CheckState]:
+    """status.admissionChecks as CheckStates, in the order written. An entry of the wrong
+    shape counts as Pending (its controller writes it again); a time that does not parse
+    counts as long ago."""
+    status = obj.get("status")
+    entries = status.get("admissionChecks") if isinstance(status, Mapping) else None
+    out: list[CheckState] = []
+    for entry in entries if isinstance(entries, list) else ():
+        if not isinstance(entry, Mapping) or not isinstance(entry.get("name"), str):
+            continue
+        state = entry.get("state")
+        try:
+            since = creation_seconds(entry.get("lastTransitionTime"), "lastTransitionTime")
+        except parse.ManifestError:
+            since = 0.0
+        updates = entry.get("podSetUpdates")
+        retry, after = entry.get("retryCount"), entry.get("requeueAfterSeconds")
+        out.append(
+            CheckState(
+                entry["name"],
+                state if state in STATES else PENDING,
+                str(entry.get("message") or ""),
+                since,
+                retry if isinstance(retry, int) and not isinstance(retry, bool) else 0,
+                after if isinstance(after, int) and not isinstance(after, bool) else None,
+                tuple(u for u in updates if isinstance(u, Mapping))
+                if isinstance(updates, list)
+                else (),
+            )
+        )
+    return out
 
 
 class Decision(NamedTuple):

@@ -10,7 +10,6 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from extender.core.admission.checks import PENDING, STATES, CheckState
 from extender.core.api.models import Admission, PodSetAssignment, Workload
 from extender.core.api.parse import ManifestError, as_map, check_version, name_of
 from extender.core.api.quantity import QuantityError, to_amount
@@ -171,36 +170,3 @@ def admission_of(obj: Mapping[str, Any]) -> Admission | None:
     except (ManifestError, QuantityError, TypeError, ValueError, AttributeError, LookupError):
         return None
     return Admission(str(raw["clusterQueue"]), tuple(assignments))
-
-
-def check_states(obj: Mapping[str, Any]) -> list[CheckState]:
-    """status.admissionChecks as CheckStates, in the order written. An entry of the wrong
-    shape counts as Pending (its controller writes it again); a time that does not parse
-    counts as long ago."""
-    status = obj.get("status")
-    entries = status.get("admissionChecks") if isinstance(status, Mapping) else None
-    out: list[CheckState] = []
-    for entry in entries if isinstance(entries, list) else ():
-        if not isinstance(entry, Mapping) or not isinstance(entry.get("name"), str):
-            continue
-        state = entry.get("state")
-        try:
-            since = creation_seconds(entry.get("lastTransitionTime"), "lastTransitionTime")
-        except ManifestError:
-            since = 0.0
-        updates = entry.get("podSetUpdates")
-        retry, after = entry.get("retryCount"), entry.get("requeueAfterSeconds")
-        out.append(
-            CheckState(
-                entry["name"],
-                state if state in STATES else PENDING,
-                str(entry.get("message") or ""),
-                since,
-                retry if isinstance(retry, int) and not isinstance(retry, bool) else 0,
-                after if isinstance(after, int) and not isinstance(after, bool) else None,
-                tuple(u for u in updates if isinstance(u, Mapping))
-                if isinstance(updates, list)
-                else (),
-            )
-        )
-    return out

@@ -17,8 +17,9 @@ from typing import Any
 
 from extender.core.admission import checks
 from extender.core.admission import pods_ready as ready_policy
+from extender.core.admission.checks import check_states
 from extender.core.api.models import PLACEMENT_ANNOTATION, Admission
-from extender.core.jobframework.workloads import check_states, creation_seconds
+from extender.core.jobframework.workloads import creation_seconds
 from extender.core.placement.fit import Plan
 from extender.core.scheduling.cycle import Admit, Evict
 from extender.kube.api import objects as o

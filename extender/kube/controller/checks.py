@@ -17,9 +17,9 @@ from typing import Any
 
 from extender.core.admission import checks as policy
 from extender.core.admission import pods_ready as ready_policy
+from extender.core.admission.checks import check_states
 from extender.core.api.models import Workload
 from extender.core.api.topology import DELAYED_PENDING
-from extender.core.jobframework.workloads import check_states
 from extender.core.scheduling.cycle import Evict
 from extender.kube.api import objects as o
 from extender.kube.controller.admission import AdmissionWriter

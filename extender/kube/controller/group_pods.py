@@ -8,10 +8,10 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from extender.core.admission.checks import check_states
 from extender.core.api.parse import ManifestError
 from extender.core.jobframework import groups
-from extender.core.jobframework.pod import TemplateParent
-from extender.core.jobframework.workloads import check_states
+from extender.core.jobframework.parent import TemplateParent
 from extender.kube.api import objects as o
 from extender.kube.api.client import ApiError
 from extender.kube.api.resources import Resource

@@ -15,10 +15,10 @@ from collections.abc import Callable
 from typing import Any
 
 from extender.core.admission import pods_ready as ready_policy
-from extender.core.admission.checks import FAILED_TO_START, UpdateConflictError
+from extender.core.admission.checks import FAILED_TO_START, UpdateConflictError, check_states
 from extender.core.admission.multikueue import CONTROLLER as MULTIKUEUE
 from extender.core.api.models import Admission
-from extender.core.jobframework.workloads import check_states, creation_seconds
+from extender.core.jobframework.workloads import creation_seconds
 from extender.kube.api import objects as o
 from extender.kube.api.client import ApiError, KubeError
 from extender.kube.api.resources import WORKLOADS, Resource

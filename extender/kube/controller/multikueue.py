@@ -20,11 +20,11 @@ from typing import Any
 
 from extender.core.admission import checks
 from extender.core.admission import multikueue as policy
+from extender.core.admission.checks import check_states
 from extender.core.admission.multikueue import MultiKueueSettings
 from extender.core.config.kueue_config import ALL_AT_ONCE
 from extender.core.jobframework.adapter import as_mapping
-from extender.core.jobframework.pod import TemplateParent
-from extender.core.jobframework.workloads import check_states
+from extender.core.jobframework.parent import TemplateParent
 from extender.kube.api import objects as o
 from extender.kube.api.resources import (
     ADMISSION_CHECKS,

@@ -20,9 +20,9 @@ from typing import Any
 
 from extender.core.admission import checks
 from extender.core.admission import provisioning as policy
+from extender.core.admission.checks import check_states
 from extender.core.api.parse import ManifestError, admission_check
 from extender.core.jobframework.adapter import as_mapping, as_sequence
-from extender.core.jobframework.workloads import check_states
 from extender.kube.api import objects as o
 from extender.kube.api.cache import request_owners
 from extender.kube.api.client import ApiError
