@@ -12,7 +12,7 @@ from flask import Flask, Response, request
 
 from extender.core.jobframework import registry
 from extender.core.jobframework.adapter import JobAdapter
-from extender.core.jobframework.pod import TemplateParent
+from extender.core.jobframework.parent import TemplateParent
 from webhook import metrics
 from webhook.convert import convert
 from webhook.mutate import mutate, mutate_parent

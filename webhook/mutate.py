@@ -14,7 +14,7 @@ from extender.core.api.models import CLUSTER_QUEUE_ANNOTATION, QUEUE_NAME_LABEL
 from extender.core.jobframework import registry
 from extender.core.jobframework.adapter import JobAdapter, as_mapping, pointer
 from extender.core.jobframework.jobs import queue_name_of
-from extender.core.jobframework.pod import TemplateParent
+from extender.core.jobframework.parent import TemplateParent
 from extender.core.jobframework.webhooks import queue_patch, resuspend_patch, suspend_field
 from webhook.reviews import Response, allow, deny
 from webhook.routes import QueueRoutes

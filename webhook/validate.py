@@ -10,7 +10,7 @@ from extender.core.api import parse, unacted
 from extender.core.api.models import QUEUE_NAME_LABEL, TOPOLOGY_KEY_ANNOTATION
 from extender.core.jobframework.adapter import JobAdapter, MissingReferenceError, as_mapping
 from extender.core.jobframework.jobs import queue_name_of
-from extender.core.jobframework.pod import TemplateParent
+from extender.core.jobframework.parent import TemplateParent
 from extender.core.jobframework.topology import template_topology
 from extender.core.jobframework.workloads import workload
 from webhook.mutate import adapter_of, check_kind

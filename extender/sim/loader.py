@@ -18,7 +18,7 @@ from extender.core.api.parse import ManifestError
 from extender.core.jobframework import groups, registry
 from extender.core.jobframework.adapter import JobAdapter
 from extender.core.jobframework.jobs import queue_mutation
-from extender.core.jobframework.pod import TemplateParent
+from extender.core.jobframework.parent import TemplateParent
 from extender.core.placement.fit import Node, node_of
 from extender.core.scheduling.builder import CONFIG_KINDS, parse_config
 from extender.core.scheduling.cache import Configuration

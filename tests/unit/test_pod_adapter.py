@@ -13,7 +13,8 @@ import pytest
 from extender.core.api.parse import ManifestError
 from extender.core.jobframework import registry
 from extender.core.jobframework.adapter import PodSetInfo
-from extender.core.jobframework.pod import ADMISSION_GATE, FINALIZER, Deployment, Pod
+from extender.core.jobframework.parent import Deployment
+from extender.core.jobframework.pod import ADMISSION_GATE, FINALIZER, Pod
 from extender.core.jobframework.webhooks import queue_patch
 
 POD = Pod()

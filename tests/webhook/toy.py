@@ -53,7 +53,7 @@ TOYS = (ToyJob, DeepToyJob, ToyPod, ToySet)
 @pytest.fixture
 def toys() -> Iterator[dict[str, JobAdapter]]:
     """The toy kinds registered, under their framework names; unregistered afterwards."""
-    parents = dict(adapter_module._PARENTS)
+    parents, kinds = dict(adapter_module._PARENTS), dict(adapter_module._KINDS)
     added = {cls.framework: registry.register(cls()) for cls in TOYS}
     try:
         yield added
@@ -62,3 +62,5 @@ def toys() -> Iterator[dict[str, JobAdapter]]:
             del registry.ADAPTERS[name]
         adapter_module._PARENTS.clear()
         adapter_module._PARENTS.update(parents)
+        adapter_module._KINDS.clear()
+        adapter_module._KINDS.update(kinds)

@@ -493,14 +493,22 @@ class JobAdapter:
         raise NotImplementedError
 
 
-# (group, kind) of a child -> the (group, kind) of parents that queue it instead; filled by
-# the registry from each adapter's `children`.
+# Every registered kind by (group, kind), and for a child kind the (group, kind) of the
+# parents that queue it instead (from each adapter's `children`): filled by the registry,
+# read by an adapter that asks whether an owner of its object is managed.
+_KINDS: dict[tuple[str, str], JobAdapter] = {}
 _PARENTS: dict[tuple[str, str], tuple[tuple[str, str], ...]] = {}
 
 
-def register_parent(parent: JobAdapter) -> None:
-    for child in parent.children:
-        _PARENTS[child] = (*_PARENTS.get(child, ()), (parent.group, parent.kind))
+def register_kind(adapter: JobAdapter) -> None:
+    _KINDS[(adapter.group, adapter.kind)] = adapter
+    for child in adapter.children:
+        _PARENTS[child] = (*_PARENTS.get(child, ()), (adapter.group, adapter.kind))
+
+
+def registered(group: str, kind: str) -> JobAdapter | None:
+    """The registered adapter of a kind (None: no managed kind)."""
+    return _KINDS.get((group, kind))
 
 
 def merge(*patches: Mapping[str, Any]) -> Obj:

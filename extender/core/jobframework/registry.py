@@ -8,14 +8,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from extender.core.jobframework.adapter import JobAdapter, register_parent
+from extender.core.jobframework.adapter import JobAdapter, register_kind
 from extender.core.jobframework.appwrapper import ADAPTERS as APPWRAPPER
 from extender.core.jobframework.batch_job import BatchJob
 from extender.core.jobframework.jobset import JobSetAdapter
 from extender.core.jobframework.kubeflow import ADAPTERS as KUBEFLOW
+from extender.core.jobframework.parent import PARENTS as TEMPLATE_PARENTS
+from extender.core.jobframework.parent import TemplateParent
 from extender.core.jobframework.pod import ADAPTERS as PODS
-from extender.core.jobframework.pod import IMPLICIT_POD, TemplateParent
-from extender.core.jobframework.pod import PARENTS as TEMPLATE_PARENTS
+from extender.core.jobframework.pod import IMPLICIT_POD
 from extender.core.jobframework.ray import ADAPTERS as RAY
 from extender.core.jobframework.serving import PARENTS as SERVING_PARENTS
 from extender.core.jobframework.trainer import ADAPTERS as TRAINER
@@ -52,7 +53,7 @@ ADAPTERS: dict[str, JobAdapter] = {}
 def register(adapter: JobAdapter) -> JobAdapter:
     """Add a kind under its framework name (a test's toy kind comes in the same way)."""
     ADAPTERS[adapter.framework] = adapter
-    register_parent(adapter)
+    register_kind(adapter)
     return adapter
 
 

@@ -32,7 +32,7 @@ from extender.core.jobframework.adapter import (
     as_sequence,
     workload_name,
 )
-from extender.core.jobframework.pod import TemplateParent
+from extender.core.jobframework.parent import TemplateParent
 
 STATEFULSET_POD_INDEX = "apps.kubernetes.io/pod-index"
 LWS_WORKER_INDEX = "leaderworkerset.sigs.k8s.io/worker-index"

@@ -17,7 +17,7 @@ from typing import Any
 from extender.core.api.models import QUEUE_NAME_LABEL
 from extender.core.jobframework import registry
 from extender.core.jobframework.adapter import JobAdapter
-from extender.core.jobframework.pod import TemplateParent
+from extender.core.jobframework.parent import TemplateParent
 from extender.kube.api.client import KubeClient, KubeError
 from extender.kube.api.informer import Informer
 from extender.kube.api.placement import (

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from urllib.parse import quote
 
 from extender.core.jobframework.adapter import JobAdapter, Reference
-from extender.core.jobframework.pod import TemplateParent
+from extender.core.jobframework.parent import TemplateParent
 
 KUEUE_GROUP = "kueue.x-k8s.io"
 KUEUE_VERSION = "v1beta2"

@@ -11,7 +11,7 @@ from extender.core.api.models import PRIORITY_CLASS_LABEL, QUEUE_NAME_LABEL
 from extender.core.api.parse import ManifestError
 from extender.core.jobframework import groups
 from extender.core.jobframework.jobs import group_workload
-from extender.core.jobframework.pod import SUSPENDING_PARENT, TemplateParent
+from extender.core.jobframework.parent import SUSPENDING_PARENT, TemplateParent
 from extender.kube.api import objects as o
 from extender.kube.api.client import ApiError
 from extender.kube.api.resources import WORKLOADS, Resource

@@ -16,7 +16,7 @@ from typing import Any
 from extender.core.admission.multikueue import ORIGIN_LABEL
 from extender.core.api.parse import ManifestError
 from extender.core.jobframework import groups
-from extender.core.jobframework.pod import TemplateParent
+from extender.core.jobframework.parent import TemplateParent
 from extender.kube.api import objects as o
 from extender.kube.api.cache import Cache
 from extender.kube.api.resources import WORKLOADS, Resource

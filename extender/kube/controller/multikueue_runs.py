@@ -17,7 +17,7 @@ from typing import Any
 
 from extender.core.admission import multikueue as policy
 from extender.core.jobframework.adapter import as_mapping, workload_name
-from extender.core.jobframework.pod import TemplateParent
+from extender.core.jobframework.parent import TemplateParent
 from extender.kube.api import objects as o
 from extender.kube.api.client import JSON_PATCH
 from extender.kube.api.resources import WORKLOADS, Resource

@@ -27,7 +27,7 @@ from extender.core.admission import multikueue as policy
 from extender.core.admission.multikueue import MultiKueueSettings
 from extender.core.jobframework import registry
 from extender.core.jobframework.adapter import JobAdapter, as_mapping
-from extender.core.jobframework.pod import TemplateParent
+from extender.core.jobframework.parent import TemplateParent
 from extender.kube.api.client import (
     ApiError,
     KubeClient,
