@@ -27,7 +27,8 @@ from extender.core.config.resource_policy import apply as apply_policy
 from extender.core.jobframework.workloads import workload as parse_workload
 from extender.core.placement.model import Node, node_of
 from extender.core.scheduling.cycle import ClusterState
-from extender.core.tas.scheduling import Held, TopologyScheduling
+from extender.core.tas.cache import Held
+from extender.core.tas.scheduling import TopologyScheduling
 
 DATA = Path(__file__).parent / "data" / "kueue_scheduler_tas_cases.yaml"
 API = "kueue.x-k8s.io/v1beta2"

@@ -55,9 +55,10 @@ from extender.core.api.topology import (
     topology_request,
 )
 from extender.core.placement.model import Node
+from extender.core.tas.cache import Held
 from extender.core.tas.domains import Domain, PodSetPlacement
 from extender.core.tas.placement import TopologySnapshot, _sorted, _sorted_with_leader
-from extender.core.tas.scheduling import Held, TopologyScheduling
+from extender.core.tas.scheduling import TopologyScheduling
 
 NOT_PORTED: dict[str, str] = {
     "TestFreeCapacityPerDomain": (

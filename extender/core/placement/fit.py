@@ -11,9 +11,9 @@ Costs grow with what a decision touches: nodes are indexed by flavor and, per ch
 resource, sorted by free amount, so a plan starts at the tightest node that can hold its
 biggest pod (a bisection), and a refusal whose pod is larger than any free space costs O(1).
 
-The parts, one module each: placement_model (nodes, pods, plans), placement_inventory (what
-is where), placement_planner and placement_shortcuts (plans), placement_extender (the
-scheduler extender's answers). `Inventory` puts them together for their callers.
+The parts, one module each: model (nodes, pods, plans), inventory (what is where), planner
+and shortcuts (plans), extender (the scheduler extender's answers). `Inventory` puts them
+together for their callers.
 """
 
 from __future__ import annotations
@@ -109,7 +109,7 @@ class PlacementCheck:
 
     def __call__(self, workload: Workload, admission: Admission) -> str | None:
         if self._topology_placed(admission):
-            return None  # topology-aware scheduling places its pods (tas.py)
+            return None  # topology-aware scheduling places its pods (tas/scheduling.py)
         planner = self._planner
         if planner.shortcuts.hold_one_pod(workload, admission) is not None:
             if self._waiting:

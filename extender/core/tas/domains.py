@@ -4,7 +4,7 @@ A leaf is a host when the lowest level is kubernetes.io/hostname, else every nod
 same labels. Its room is its nodes' allocatable, less what pods outside topology-aware
 scheduling use, less what admitted topology-aware workloads hold there (`use`). `counts_for`
 counts, bottom-up, how many pods (and slices) of one podSet each domain can take, as Kueue
-v0.19.2's fillInCounts does; tas_placement.py searches those counts.
+v0.19.2's fillInCounts does; tas/placement.py searches those counts.
 """
 
 from __future__ import annotations

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 from extender.core.api.models import Admission, Workload
 from extender.core.api.topology import (
@@ -21,14 +20,12 @@ from extender.core.api.topology import (
     TopologyAssignment,
     TopologyRequest,
 )
+from extender.core.tas.cache import TopologyCache
 from extender.core.tas.placement import TopologySnapshot, placement_of
-
-if TYPE_CHECKING:
-    from extender.core.tas.scheduling import TopologyScheduling
 
 
 def replace_failed(
-    tas: TopologyScheduling, workload: Workload, admission: Admission
+    tas: TopologyCache, workload: Workload, admission: Admission
 ) -> Admission | str | None:
     """A host of the workload's assignment failed (gone or NotReady): its pods
     placed again, within the same domain of the required level (Kueue's node

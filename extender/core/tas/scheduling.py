@@ -1,22 +1,20 @@
-"""Topology-aware scheduling in the cycle: each topology flavor's domains and the check.
+"""Topology-aware scheduling in the cycle: the check that places podSets on their domains.
 
 A ResourceFlavor that names a Topology (spec.topologyName) is a topology flavor. Once quota
-fits, a workload admitted to such a flavor is placed on its domains (tas_placement.py): the
+fits, a workload admitted to such a flavor is placed on its domains (tas/placement.py): the
 admission then carries a topology assignment per podSet, and the pods it places are held on
 their domains until the workload's quota is freed. A podSet that cannot be placed keeps the
 workload pending with Kueue's message ("couldn't assign flavors to pod set main: topology
 "default" allows to fit only 3 out of 4 pod(s)").
 
-The room of a domain is its nodes' allocatable (Ready and schedulable nodes with the flavor's
-labels and every level's label), less what pods outside topology-aware scheduling request
-there, less what admitted topology-aware workloads hold (Kueue's TAS cache).
+The room of each domain is kept by Kueue's TAS cache (tas/cache.py), which this check extends.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from extender.core.admission.provisioning import CONTROLLER as PROVISIONING_CONTROLLER
 from extender.core.api.models import (
@@ -29,212 +27,22 @@ from extender.core.api.models import (
 from extender.core.api.topology import (
     DELAYED_PENDING,
     DELAYED_READY,
-    HOSTNAME,
-    Topology,
     TopologyAssignment,
     TopologyRequest,
 )
-from extender.core.placement.model import Node
-from extender.core.tas.placement import (
-    PodSetPlacement,
-    TopologySnapshot,
-    placement_of,
-    with_pod,
-)
+from extender.core.tas.cache import Held, TopologyCache
+from extender.core.tas.placement import PodSetPlacement, placement_of
 from extender.core.tas.replacement import replace_failed
 
 
-@dataclass(frozen=True, slots=True)
-class Held:
-    """One podSet's pods placed on a topology flavor's domains."""
-
-    flavor: str
-    pod_set: str
-    assignment: TopologyAssignment
-    requests: Mapping[str, int]  # one pod's
-
-
-class TopologyScheduling:
-    """Kueue's TAS cache and the in-cycle check (`__call__`), for every topology flavor.
-
-    Not thread-safe: the caller holds one lock around it. Snapshots are built when first
-    asked for and dropped when what they are built from changes (a node, a pod outside
-    topology-aware scheduling, a flavor, a Topology); holds are applied as they change."""
+class TopologyScheduling(TopologyCache):
+    """The in-cycle check on the TAS cache (`__call__`), for every topology flavor: place a
+    workload's topology podSets, try a placement with victims gone, reserve for a workload
+    that waits on preemption, place again after a host failed."""
 
     def __init__(self) -> None:
-        self.topologies: dict[str, Topology] = {}
-        self.flavors: dict[str, ResourceFlavor] = {}  # the topology flavors
-        self.nodes: dict[str, Node] = {}
-        self._hosts: dict[str, str] = {}  # kubernetes.io/hostname label -> node name
-        self._other: dict[str, dict[str, int]] = {}  # node -> what other pods request there
-        self._pods: dict[str, tuple[str, Mapping[str, int]]] = {}  # pod -> (node, requests)
-        self.held: dict[str, tuple[Held, ...]] = {}  # workload key -> its holds
-        self._snapshots: dict[str, TopologySnapshot] = {}
-        self._waiting: dict[str, tuple[str, frozenset[str]]] = {}  # workload -> (CQ, flavors)
-        self.grown: set[str] = set()  # topology flavors whose room grew
-        self.disturbed: set[str] = set()  # workloads with pods on a host that failed
+        super().__init__()
         self._reserved: list[str] = []  # holds that last until the cycle ends
-
-    # ----- what the domains are built from -----------------------------------------------
-
-    def set_topologies(self, topologies: Iterable[Topology]) -> None:
-        fresh = {t.name: t for t in topologies}
-        if fresh != self.topologies:
-            self.topologies = fresh
-            self._snapshots.clear()
-            self.grown.update(self.flavors)
-
-    def set_flavors(self, flavors: Iterable[ResourceFlavor]) -> None:
-        fresh = {f.name: f for f in flavors if f.topology_name}
-        if fresh != self.flavors:
-            self.flavors = fresh
-            self._snapshots.clear()
-            self.grown.update(fresh)
-
-    def set_node(self, node: Node) -> None:
-        old = self.nodes.get(node.name)
-        if old == node:
-            return
-        self.nodes[node.name] = node
-        self._hosts[node.labels.get(HOSTNAME, node.name)] = node.name
-        self._changed_on(node, old)
-
-    def delete_node(self, name: str) -> None:
-        old = self.nodes.pop(name, None)
-        if old is not None:
-            self._changed_on(old, old)
-
-    def set_pod(self, key: str, node: str | None, requests: Mapping[str, int] | None) -> None:
-        """A pod's usage outside topology-aware scheduling: bound to `node` and running
-        (requests given), or gone, terminated or a topology-aware pod (None)."""
-        old = self._pods.pop(key, None)
-        new = None
-        if node is not None and requests is not None:
-            new = self._pods[key] = (node, with_pod(requests))
-        if old == new:
-            return
-        # The change is applied to the snapshots in place (their kept counts follow the
-        # host), not by building them again: pods come and go all the time.
-        for change, sign in ((old, -1), (new, 1)):
-            if change is None:
-                continue
-            self._add_other(change[0], change[1], sign)
-            known = self.nodes.get(change[0])
-            if known is None:
-                continue
-            for name, snap in self._snapshots.items():
-                if self.member(self.flavors[name], known):
-                    snap.other_use(known, change[1], sign)
-                    if sign < 0:
-                        self.grown.add(name)
-
-    def _add_other(self, node: str, requests: Mapping[str, int], sign: int) -> None:
-        used = self._other.setdefault(node, {})
-        for resource, amount in requests.items():
-            used[resource] = used.get(resource, 0) + sign * amount
-            if not used[resource]:
-                del used[resource]
-        if not used:
-            del self._other[node]
-
-    def _changed_on(self, node: Node, old: Node | None) -> None:
-        # A host that failed (gone, or NotReady); a cordoned one keeps its running pods.
-        if old is not None and old.ready and (node is old or not node.ready):
-            self._host_failed(old.labels.get(HOSTNAME, old.name))
-        for name, flavor in self.flavors.items():
-            if self.member(flavor, node) or (old is not None and self.member(flavor, old)):
-                self._snapshots.pop(name, None)
-                self.grown.add(name)
-
-    def member(self, flavor: ResourceFlavor, node: Node) -> bool:
-        topology = self.topologies.get(flavor.topology_name or "")
-        labels = node.labels
-        return (
-            topology is not None
-            and node.usable
-            and all(labels.get(k) == v for k, v in flavor.node_labels.items())
-            and all(level in labels for level in topology.levels)
-        )
-
-    def snapshot(self, flavor_name: str) -> TopologySnapshot | None:
-        """The flavor's domains with what is held on them (None: no such Topology)."""
-        snap = self._snapshots.get(flavor_name)
-        if snap is not None:
-            return snap
-        flavor = self.flavors.get(flavor_name)
-        topology = self.topologies.get(flavor.topology_name or "") if flavor else None
-        if flavor is None or topology is None:
-            return None
-        nodes = [n for n in self.nodes.values() if self.member(flavor, n)]
-        snap = TopologySnapshot(topology, nodes, flavor.tolerations, self._other)
-        for holds in self.held.values():
-            for held in holds:
-                if self._shares(held.flavor, flavor_name, snap):
-                    snap.use(held.assignment, held.requests)
-        self._snapshots[flavor_name] = snap
-        return snap
-
-    def _shares(self, held_flavor: str, flavor: str, snap: TopologySnapshot) -> bool:
-        """Whether what is held in `held_flavor` takes room in `flavor`: its own, and, on
-        hosts, another topology flavor's on the same host (Kueue's overlapping flavors)."""
-        if held_flavor == flavor:
-            return True
-        other = self.flavors.get(held_flavor)
-        topology = self.topologies.get(other.topology_name or "") if other else None
-        return snap.hostname_lowest and topology is not None and topology.hostname_lowest
-
-    def _host_failed(self, host: str) -> None:
-        for key, holds in self.held.items():
-            if any(d.values[-1] == host for h in holds for d in h.assignment.domains):
-                self.disturbed.add(key)
-
-    # ----- what admitted workloads hold --------------------------------------------------
-
-    def hold(self, key: str, holds: Iterable[Held]) -> None:
-        """What an admitted workload holds (read from its Workload, or assumed in a cycle)."""
-        holds = tuple(holds)
-        if self.held.get(key) == holds:
-            return
-        self.release(key)
-        if holds:
-            self.held[key] = holds
-            self._apply(holds, 1)
-
-    def release(self, key: str) -> None:
-        """The workload's quota is freed: so is its room on the domains."""
-        self._waiting.pop(key, None)
-        holds = self.held.pop(key, None)
-        if holds:
-            self._apply(holds, -1)
-            self.grown.update(h.flavor for h in holds)
-            for snap in self._snapshots.values():
-                snap.settle()  # recounted now, for the hosts it left, not in the next cycle
-
-    def _apply(self, holds: tuple[Held, ...], sign: int) -> None:
-        for name, snap in self._snapshots.items():
-            for held in holds:
-                if self._shares(held.flavor, name, snap):
-                    snap.use(held.assignment, held.requests, sign)
-
-    def _apply_among(
-        self, snaps: Mapping[str, TopologySnapshot | None], held: Held, sign: int
-    ) -> None:
-        for name, snap in snaps.items():
-            if name != held.flavor and snap is not None and self._shares(held.flavor, name, snap):
-                snap.use(held.assignment, held.requests, sign)
-
-    def to_requeue(self) -> set[str]:
-        """The ClusterQueues whose refused workloads wait on a flavor whose room grew."""
-        grown, self.grown = self.grown, set()
-        if not grown or not self._waiting:
-            return set()
-        ready = [k for k, (_, flavors) in self._waiting.items() if flavors & grown]
-        return {self._waiting.pop(k)[0] for k in ready}
-
-    # ----- the check in the cycle ----------------------------------------------------------
-
-    def is_topology_flavor(self, name: str) -> bool:
-        return name in self.flavors
 
     def __call__(self, workload: Workload, admission: Admission) -> str | Admission | None:
         """Place the podSets admitted to topology flavors: the admission with their
@@ -432,18 +240,9 @@ class TopologyScheduling:
             )
         return by_flavor
 
-    def take_disturbed(self) -> set[str]:
-        disturbed, self.disturbed = self.disturbed, set()
-        return disturbed
-
     def replace(self, workload: Workload, admission: Admission) -> Admission | str | None:
-        """A host of the workload's assignment failed: see tas_replacement.replace_failed."""
+        """A host of the workload's assignment failed: see replacement.replace_failed."""
         return replace_failed(self, workload, admission)
-
-    def usable(self, host: str) -> bool:
-        """Whether the node of this hostname exists and is Ready."""
-        node = self.nodes.get(self._hosts.get(host, host))
-        return node is not None and node.ready
 
 
 @contextmanager
@@ -468,30 +267,6 @@ def _taken_off(
             snap = tas._snapshots.get(name)
             if snap is not None:
                 snap.restore_marks(saved)
-
-
-def within_assignment(
-    tas: TopologyScheduling, key: str, pod_set: str, names: Iterable[str]
-) -> set[str] | None:
-    """Which of these nodes lie in a domain of the podSet's topology assignment (None:
-    it has none); costs what the candidates are, not every node."""
-    holds = [h for h in tas.held.get(key, ()) if h.pod_set == pod_set]
-    if not holds:
-        return None
-    out: set[str] = set()
-    for name in names:
-        node = tas.nodes.get(name)
-        if node is None:
-            continue
-        for held in holds:
-            values = tuple(node.labels.get(level, "") for level in held.assignment.levels)
-            flavor = tas.flavors.get(held.flavor)
-            if any(d.values == values for d in held.assignment.domains) and (
-                flavor is None or tas.member(flavor, node)
-            ):
-                out.add(name)
-                break
-    return out
 
 
 MULTIKUEUE_CONTROLLER = "kueue.x-k8s.io/multikueue"

@@ -33,7 +33,8 @@ from extender.core.placement.fit import (
     node_of,
 )
 from extender.core.scheduling.cycle import ClusterState
-from extender.core.tas.scheduling import Held, TopologyScheduling, within_assignment
+from extender.core.tas.cache import Held, within_assignment
+from extender.core.tas.scheduling import TopologyScheduling
 from extender.kube.api import objects as o
 from extender.kube.api.resources import (
     NODES,
