@@ -1,4 +1,4 @@
-"""Kueue's API as Tower serves it: one declarative schema per kind and version.
+"""Kueue's API as Tower serves it: one declarative table of schemas, per kind and version.
 
 Every field of the eleven kinds is named here once, with its type, enum, default, limits, list keys
 and CEL rules (Kueue v0.19.2's, checked path by path by tests/unit/test_kueue_schema.py). The

@@ -59,7 +59,7 @@ class Mode(IntEnum):
         return self in PREEMPTING
 
 
-# The members as plain names for the hot paths (see the note in models.py: on Python 3.11
+# The members as plain names for the hot paths (see the note in api/models.py: on Python 3.11
 # `Mode.FIT` costs a metaclass __getattr__ call).
 NO_FIT = Mode.NO_FIT
 NO_CANDIDATES = Mode.NO_CANDIDATES
