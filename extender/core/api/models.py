@@ -193,7 +193,7 @@ class ClusterQueue:
     fair_weight: Fraction = Fraction(1)
     admission_checks: tuple[CheckRule, ...] = ()
     # admissionScope.admissionMode UsageBasedAdmissionFairSharing: its heads are taken by
-    # LocalQueue usage first (admission_fair_sharing.py), with Kueue's Configuration's
+    # LocalQueue usage first (scheduling/admission_fair_sharing.py), with Kueue's Configuration's
     # admissionFairSharing.
     admission_fair_sharing: bool = False
     # Fields it sets that Tower does not act on and that would change who is admitted
