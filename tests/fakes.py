@@ -288,7 +288,7 @@ def controller_over(
     """A controller whose cache holds what `fake` holds (no informers: the test plays the
     watch by calling `watch_event`), rebuilt and ready. Its writes are sent on the loop's
     thread (write_concurrency 0), so a test steps through them turn by turn; the write pool
-    is tested on its own (tests/unit/test_write_pool.py) and under every API-double test."""
+    is tested on its own (tests/unit/kube/test_write_pool.py) and under every API-double test."""
     clock = clock or Clock()
     cache = Cache(fake)  # type: ignore[arg-type]
     cache.discover_kinds()  # the fake serves every kind

@@ -1,9 +1,10 @@
 """Kueue's API as Tower serves it: one declarative table of schemas, per kind and version.
 
-Every field of the eleven kinds is named here once, with its type, enum, default, limits, list keys
-and CEL rules (Kueue v0.19.2's, checked path by path by tests/unit/test_kueue_schema.py). The
-CRDs are rendered from it (extender/kube/generators/crds.py); the parsers take their enums and
-defaults from it (`enum`, `default`), and the conversion webhook its version renames (`RENAMES`).
+Every field of the eleven kinds is named here once, with its type, enum, default, limits, list
+keys and CEL rules (Kueue v0.19.2's, checked path by path by
+tests/unit/core/api/test_kueue_schema.py). The CRDs are rendered from it
+(extender/kube/generators/crds.py); the parsers take their enums and defaults from it (`enum`,
+`default`), and the conversion webhook its version renames (`RENAMES`).
 """
 
 from __future__ import annotations
@@ -183,7 +184,7 @@ _TOLERATION = _obj(
 def _cel(*rules: tuple[str, str]) -> dict[str, Any]:
     """CEL rules kube-apiserver checks, each with the message a refusal carries. They are
     Tower's own wording of the checks Kueue's CRDs make at the same place
-    (tests/unit/test_cel_rules.py checks both give the same verdicts)."""
+    (tests/unit/core/api/test_cel_rules.py checks both give the same verdicts)."""
     return {"x-kubernetes-validations": [{"rule": r, "message": m} for r, m in rules]}
 
 

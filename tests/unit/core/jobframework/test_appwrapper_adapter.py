@@ -17,7 +17,7 @@ from extender.core.jobframework.appwrapper import AppWrapper, inferred, value_at
 from extender.core.jobframework.topology import template_topology
 from tests import yamlc
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "data" / "kueue-v0.19.2" / "examples"
+EXAMPLES = Path(__file__).resolve().parents[3] / "data" / "kueue-v0.19.2" / "examples"
 AW = AppWrapper()
 
 

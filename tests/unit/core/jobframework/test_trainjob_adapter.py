@@ -16,7 +16,7 @@ from extender.core.jobframework.adapter import MissingReferenceError, PodSetInfo
 from extender.core.jobframework.trainer import MANAGER, TrainJob
 from tests import yamlc
 
-DATA = Path(__file__).resolve().parents[1] / "data"
+DATA = Path(__file__).resolve().parents[3] / "data"
 RUNTIMES = DATA / "trainer" / "runtimes"
 EXAMPLES = DATA / "kueue-v0.19.2" / "examples" / "trainjob"
 TJ = TrainJob()

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from extender.core.jobframework import registry
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "kueue.md"
+DOC = Path(__file__).resolve().parents[4] / "docs" / "kueue.md"
 
 
 def rows() -> dict[str, tuple[str, str]]:

@@ -135,7 +135,7 @@ def test_a_workload_that_may_shrink_is_not_judged_by_one_of_its_shape_that_may_n
     assert state.pending_status(whole.key).reason == "ExceedsMaxQuota"
 
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "data" / "kueue-v0.19.2" / "examples"
+EXAMPLES = Path(__file__).resolve().parents[3] / "data" / "kueue-v0.19.2" / "examples"
 
 
 def test_kueues_documentation_example_runs_with_9_of_its_20_pods():

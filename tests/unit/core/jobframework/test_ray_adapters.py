@@ -15,9 +15,9 @@ from extender.core.jobframework import registry
 from extender.core.jobframework.adapter import PodSetInfo
 from extender.core.jobframework.ray import RayCluster, RayJob, RayService
 from tests import yamlc
-from tests.unit.test_kubeflow_adapters import _apply
+from tests.unit.core.jobframework.test_kubeflow_adapters import _apply
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "data" / "kueue-v0.19.2" / "examples" / "ray"
+EXAMPLES = Path(__file__).resolve().parents[3] / "data" / "kueue-v0.19.2" / "examples" / "ray"
 SUBMITTER = {
     "limits": {"cpu": "1", "memory": "1Gi"},
     "requests": {"cpu": "500m", "memory": "200Mi"},

@@ -21,7 +21,7 @@ from extender.core.api.unacted import UNACTED
 from extender.kube.generators import api_fields
 from extender.kube.generators.crds import custom_resource_definitions
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[4]
 DATA = ROOT / "tests" / "data" / "kueue-v0.19.2"
 PLURALS = sorted(p.stem for p in DATA.glob("*.json"))
 KEYWORDS = (

@@ -17,7 +17,7 @@ from tests.builders import WL
 
 GPU = "nvidia.com/gpu"
 A100 = ResourceFlavor("a100", {"gpu": "a100"})
-CORE = Path(__file__).resolve().parents[2] / "extender" / "core"
+CORE = Path(__file__).resolve().parents[4] / "extender" / "core"
 CLASSES = [
     (path.name, node.name, (node.end_lineno or node.lineno) - node.lineno + 1)
     for path in sorted(CORE.glob("placement*.py"))

@@ -13,7 +13,7 @@ import pytest
 from extender.kube.config_file import ConfigFileError, load, settle
 from extender.kube.runtime import add_arguments
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 KUEUE_DEFAULT = ROOT / "tests" / "data" / "kueue-config" / "controller_manager_config.yaml"
 
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from extender.kube.api import resources as r
 from tests.fakes import FakeKube, controller_over, unexpected
-from tests.unit.test_shapes import VALID, json_values, paths
+from tests.unit.core.jobframework.test_shapes import VALID, json_values, paths
 
 RESOURCES = {
     "ClusterQueue": r.CLUSTER_QUEUES,

@@ -23,7 +23,7 @@ from extender.core.jobframework.kubeflow import (
 )
 from tests import yamlc
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "data" / "kueue-v0.19.2" / "examples" / "jobs"
+EXAMPLES = Path(__file__).resolve().parents[3] / "data" / "kueue-v0.19.2" / "examples" / "jobs"
 
 
 def example(name: str) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from extender.core.api.models import Admission, LocalQueue, PodSetAssignment, Re
 from extender.core.scheduling.cycle import ClusterState, CycleResult
 from extender.core.scheduling.verdicts import Verdict, state_of
 from tests.builders import CQ, WL, cohort, flavor
-from tests.unit.test_properties import FLAVORS, cluster_queues
+from tests.unit.core.scheduling.test_properties import FLAVORS, cluster_queues
 
 
 def twins(build):

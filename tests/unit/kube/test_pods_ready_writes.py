@@ -7,7 +7,7 @@ import pytest
 from extender.core.admission.pods_ready import RequeuingStrategy, WaitForPodsReady
 from extender.kube.api import resources as r
 from tests.fakes import FakeKube, controller_over
-from tests.unit.test_reconcilers import config, job, run, set_job_status, started, wl_key
+from tests.unit.kube.test_reconcilers import config, job, run, set_job_status, started, wl_key
 
 WAIT = WaitForPodsReady(60.0, False, 60.0, RequeuingStrategy("Eviction", None, 10, 100))
 

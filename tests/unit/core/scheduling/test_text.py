@@ -6,7 +6,7 @@ import pytest
 
 from extender.core.scheduling.reasons import PendingStatus
 from extender.core.scheduling.text import Lazy, join
-from tests.unit.test_verdicts import _assume, _build, _setup
+from tests.unit.core.scheduling.test_verdicts import _assume, _build, _setup
 
 
 class Making:

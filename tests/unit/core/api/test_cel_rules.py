@@ -17,7 +17,7 @@ from typing import Any
 import celpy
 import pytest
 
-from tests.unit.test_kueue_schema import find, kueue, tower, walk
+from tests.unit.core.api.test_kueue_schema import find, kueue, tower, walk
 
 Case = tuple[Any, Any]  # (self, oldSelf or None on create)
 _ENV = celpy.Environment()
