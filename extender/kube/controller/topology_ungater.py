@@ -2,7 +2,7 @@
 
 `reconcile(key)` takes an admitted Workload whose podSets carry topology assignments, reads
 its pods as the store has them now, and lets each gated pod through with its domain's
-labels as its nodeSelector (tas_ungate.py chooses the domain, by rank or in order), one
+labels as its nodeSelector (core/tas/ungate.py chooses the domain, by rank or in order), one
 conditional patch a pod. So pods stay within their domains without the scheduler extender,
 as with Kueue's own ungater.
 """
