@@ -56,6 +56,7 @@ ACTED: dict[str, str] = {
     ),
 }
 
+
 def _set(value: Any) -> bool:
     return value is not None and value != [] and value != {} and value != ""
 

@@ -84,7 +84,7 @@ class ExtenderAnswers:
         for r, v in sorted(requests.items()):
             unplanned = n.allocatable.get(r, 0) - inventory.used(node, r)
             if v <= unplanned and v > inventory.free(node, r):
-                return f"reserved for workload {inventory.holder(node, r)}"
+                return f"reserved for workload {inventory.holds.holder(node, r)}"
         return None
 
     def prioritize(

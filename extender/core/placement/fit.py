@@ -11,9 +11,9 @@ Costs grow with what a decision touches: nodes are indexed by flavor and, per ch
 resource, sorted by free amount, so a plan starts at the tightest node that can hold its
 biggest pod (a bisection), and a refusal whose pod is larger than any free space costs O(1).
 
-The parts, one module each: model (nodes, pods, plans), inventory (what is where), planner
-and shortcuts (plans), extender (the scheduler extender's answers). `Inventory` puts them
-together for their callers.
+The parts, one module each: model (nodes, pods, plans), inventory (what is where), holds
+(what plans reserve), planner and shortcuts (plans), extender (the scheduler extender's
+answers). `Inventory` puts them together for their callers.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """The node inventory: nodes per flavor by free amount, their pods, and the plans held on them.
 
-A plan is held on its nodes (reserved) until the pods it planned are bound there. Nodes are
+A plan is held on its nodes (reserved) until the pods it planned are bound there: `holds`
+keeps the plans and what they hold, the inventory the nodes, their pods and the indexes. Nodes are
 indexed by flavor and, per checked resource, bucketed by free amount, so the planner starts at
 the tightest node that can hold a pod (a bisection) and sees at once when none can.
 """
@@ -12,6 +13,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from collections.abc import Set as AbstractSet
 
 from extender.core.api.models import ResourceFlavor
+from extender.core.placement.holds import PlanHolds
 from extender.core.placement.model import Node, Plan, Pod, is_extended_resource
 
 
@@ -87,7 +89,10 @@ _NO_NAMES: AbstractSet[str] = frozenset()
 
 class NodeInventory:
     """Nodes, the pods bound to them and the plans held on them; the planner and the
-    scheduler extender read it. Not thread-safe: the caller holds one lock around it."""
+    scheduler extender read it. Not thread-safe: the caller holds one lock around it.
+
+    The plans and what they hold are `holds` (a PlanHolds); the inventory tells it which pods
+    are bound, and it has the inventory move a node in the free indexes when a plan changes."""
 
     def __init__(self, checked: Callable[[str], bool] = is_extended_resource) -> None:
         self.checked = checked
@@ -95,12 +100,12 @@ class NodeInventory:
         self.flavors: dict[str, ResourceFlavor] = {}
         self._pods: dict[str, Pod] = {}
         self._used: dict[str, dict[str, int]] = {}  # node -> checked resource -> by pods
-        # node -> workload -> what its plan still holds there (pods not bound yet)
-        self._held: dict[str, dict[str, dict[str, int]]] = {}
-        self._held_total: dict[str, dict[str, int]] = {}  # node -> what all plans hold there
-        self._recorded: dict[str, Plan] = {}  # plans read from admitted Workloads
-        self._assumed: dict[str, Plan] = {}  # plans of this replica's admissions, not yet read
         self._bound: dict[tuple[str, str, str], int] = {}  # (workload, podSet, node) -> pods
+        self.holds = PlanHolds(self._bound, self._reindex)
+        # The holds' own dicts (never replaced), read here without a hop: free() and _reindex
+        # run per candidate node and per pod.
+        self._held = self.holds.on_node  # node -> workload -> what its plan still holds there
+        self._held_total = self.holds.total  # node -> what all plans hold there
         self._members: dict[str, set[str]] = {}  # flavor -> its usable nodes
         self._flavors_of: dict[str, tuple[str, ...]] = {}  # node -> flavors it belongs to
         self._free: dict[tuple[str, str], FreeIndex] = {}  # (flavor, resource) -> nodes
@@ -159,7 +164,7 @@ class NodeInventory:
         del self.nodes[name]
 
     def _disturb(self, node: str) -> None:
-        self.disturbed.update(k for k, p in self.plans() if node in p.nodes())
+        self.disturbed.update(k for k, p in self.holds.plans() if node in p.nodes())
 
     def _node_flavors(self, node: Node) -> tuple[str, ...]:
         if not node.usable:
@@ -251,7 +256,7 @@ class NodeInventory:
         if pod.workload is not None and pod.pod_set is not None:
             slot = (pod.workload, pod.pod_set, pod.node)
             self._bound[slot] = self._bound.get(slot, 0) + 1
-            self._rehold(pod.workload, pod.node)
+            self.holds.rehold(pod.workload, pod.node)
         self._reindex(pod.node)
 
     def delete_pod(self, key: str) -> None:
@@ -275,119 +280,29 @@ class NodeInventory:
             self._bound[slot] -= 1
             if not self._bound[slot]:
                 del self._bound[slot]
-            self._rehold(pod.workload, pod.node)
+            self.holds.rehold(pod.workload, pod.node)
 
-    # ----- plans -------------------------------------------------------------------------
+    # ----- plans (PlanHolds) -------------------------------------------------------------
 
     def plan_of(self, workload: str) -> Plan | None:
         """The plan held for a workload: the one read from the API, else this replica's."""
-        return self._recorded.get(workload) or self._assumed.get(workload)
-
-    def plans(self) -> Iterator[tuple[str, Plan]]:
-        for key in {*self._recorded, *self._assumed}:
-            plan = self.plan_of(key)
-            if plan is not None:
-                yield key, plan
+        return self.holds.plan_of(workload)
 
     def assume(self, plan: Plan) -> None:
         """Hold a plan this replica decided, before the admission is written."""
-        key = plan.workload
-        if key in self._assumed or key in self._recorded:
-            self._set_plan(key, lambda: self._assumed.__setitem__(key, plan))
-            return
-        self._assumed[key] = plan  # the cycle's case: nothing held for it yet, nothing bound
-        if len(plan.pod_sets) != 1:
-            for node in set(plan.nodes()):
-                self._rehold(key, node)
-                self._reindex(node)
-            return
-        ((name, ps),) = plan.pod_sets.items()
-        bound = self._bound if self._bound else None
-        for node, count in ps.nodes.items():
-            if bound is not None and bound.get((key, name, node)):
-                self._rehold(key, node)
-                self._reindex(node)
-                continue
-            self._hold(node, key, {r: count * v for r, v in ps.requests.items()})
-            self._reindex(node)
-
-    def _hold(self, node: str, workload: str, held: dict[str, int]) -> None:
-        """A new plan holds `held` on a node where it held nothing."""
-        on_node = self._held.get(node)
-        if on_node is None:
-            self._held[node] = {workload: held}
-        else:
-            on_node[workload] = held
-        total = self._held_total.get(node)
-        if total is None:
-            self._held_total[node] = dict(held)
-        else:
-            for r, v in held.items():
-                total[r] = total.get(r, 0) + v
+        self.holds.assume(plan)
 
     def forget(self, workload: str) -> None:
         """This replica's plan is void (the admission was not written, or quota was freed)."""
-        plan = self._assumed.get(workload)
-        if plan is None:
-            return
-        if workload in self._recorded:
-            self._set_plan(workload, lambda: self._assumed.pop(workload, None))
-            return
-        del self._assumed[workload]
-        for node in set(plan.nodes()):
-            self._rehold(workload, node)
-            self._reindex(node)
+        self.holds.forget(workload)
 
     def forget_all(self) -> None:
         """A new term as leader: what an earlier term assumed is known from the API or void."""
-        for workload in list(self._assumed):
-            self.forget(workload)
+        self.holds.forget_all()
 
     def record(self, workload: str, plan: Plan | None) -> None:
         """The plan an admitted Workload carries, or None once it holds no quota."""
-        if plan is None:
-            self._set_plan(workload, lambda: self._recorded.pop(workload, None))
-        elif self._recorded.get(workload) != plan:
-            self._set_plan(workload, lambda: self._recorded.__setitem__(workload, plan))
-
-    def _set_plan(self, workload: str, change: Callable[[], object]) -> None:
-        before = self.plan_of(workload)
-        change()
-        after = self.plan_of(workload)
-        if before == after:
-            return
-        nodes = set(before.nodes() if before else ()) | set(after.nodes() if after else ())
-        for node in nodes:
-            self._rehold(workload, node)
-            self._reindex(node)
-
-    def _rehold(self, workload: str, node: str) -> None:
-        """What a plan still holds on a node: its planned pods there not bound yet."""
-        plan = self.plan_of(workload)
-        held: dict[str, int] = {}
-        if plan is not None:
-            for name, ps in plan.pod_sets.items():
-                waiting = ps.nodes.get(node, 0) - self._bound.get((workload, name, node), 0)
-                for r, v in ps.requests.items():
-                    if waiting > 0:
-                        held[r] = held.get(r, 0) + waiting * v
-        on_node = self._held.get(node)
-        before = on_node.get(workload) if on_node is not None else None
-        if before == (held or None):
-            return
-        total = self._held_total.setdefault(node, {})
-        for r, v in (before or {}).items():
-            total[r] -= v
-        for r, v in held.items():
-            total[r] = total.get(r, 0) + v
-        if held:
-            self._held.setdefault(node, {})[workload] = held
-        elif on_node is not None:
-            on_node.pop(workload, None)
-            if not on_node:
-                del self._held[node]
-        if not any(total.values()):
-            del self._held_total[node]
+        self.holds.record(workload, plan)
 
     # ----- free room ---------------------------------------------------------------------
 
@@ -404,12 +319,6 @@ class NodeInventory:
                 amount += self._held[node].get(ignoring, {}).get(resource, 0)
         return amount
 
-    def holder(self, node: str, resource: str) -> str | None:
-        """The workload whose plan holds the most of a resource on a node."""
-        holders = self._held.get(node, {})
-        best = max(holders.items(), key=lambda kv: (kv[1].get(resource, 0), kv[0]), default=None)
-        return best[0] if best and best[1].get(resource, 0) > 0 else None
-
     # ----- what the planner and the extender read ----------------------------------------
 
     def free_index(self, flavor: str, resource: str) -> FreeIndex:
@@ -424,10 +333,6 @@ class NodeInventory:
         """How many of a podSet's pods are bound to a node."""
         return self._bound.get((workload, pod_set, node), 0)
 
-    def has_plan(self, workload: str) -> bool:
-        """Whether a plan is held for the workload (recorded or this replica's)."""
-        return workload in self._assumed or workload in self._recorded
-
     def holds_on(self, node: str) -> bool:
         """Whether any plan holds anything on a node."""
         return node in self._held
@@ -435,12 +340,6 @@ class NodeInventory:
     def used(self, node: str, resource: str) -> int:
         """What the pods bound to a node use of a resource."""
         return self._used.get(node, _NOTHING).get(resource, 0)
-
-    def assume_on_one_node(self, plan: Plan, node: str, held: dict[str, int]) -> None:
-        """`assume` for a new plan, on one node, for a workload with nothing held or bound."""
-        self._hold(node, plan.workload, held)
-        self._assumed[plan.workload] = plan
-        self._reindex(node)
 
     # ----- what the controller acts on ---------------------------------------------------
 
@@ -454,7 +353,7 @@ class NodeInventory:
 
     def counts(self) -> tuple[int, int, int]:
         """(nodes, pods, plans) held."""
-        return len(self.nodes), len(self._pods), len({*self._recorded, *self._assumed})
+        return len(self.nodes), len(self._pods), self.holds.count()
 
 
 def _score(node: Node, free: Mapping[str, int]) -> int:

@@ -55,7 +55,8 @@ class Shortcuts:
             if other != flavor_name and (other not in flavors or flavors[other].node_labels):
                 return None
         key = workload.key
-        if inventory.has_plan(key):
+        holds = inventory.holds
+        if holds.has_plan(key):
             return None
         found = inventory.free_index(flavor_name, resource).tightest(need)
         if found is None:
@@ -65,7 +66,7 @@ class Shortcuts:
             return None
         flavors_used = tuple(dict.fromkeys(psa.flavors.values()))
         plan = Plan(key, {ps.name: PlannedPodSet({resource: need}, {name: 1}, flavors_used)})
-        inventory.assume_on_one_node(plan, name, {resource: need})
+        holds.assume_on_one_node(plan, name, {resource: need})
         return plan
 
     def plan_one_pod_set(self, workload: Workload, admission: Admission) -> Plan | None:
