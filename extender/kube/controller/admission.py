@@ -1,4 +1,4 @@
-"""The scheduler's decisions written: admissions (with their placement plan) and evictions.
+"""The scheduler's admissions written (with their placement plan), and settled when ambiguous.
 
 Owned by the scheduling loop. An admission the cycle assumed is sent in the write pool as one
 conditional status patch (after its placement plan, on the same Workload, in order), and its
@@ -7,6 +7,8 @@ the Workload unchanged undoes the assumption; an ambiguous one (the connection d
 server answered 500/504) keeps the quota held in `unsettled` until a repeat of the same
 conditional write, or a read, says what happened. Nothing here starts or stops a job: an
 admitted Workload's job key is put on the jobs' queue, and the job reconciler starts it.
+Evictions (eviction.py) and placement redone as nodes change (replacement.py) are written by
+collaborators the writer composes; the loop and the reconcilers still reach them through it.
 """
 
 from __future__ import annotations
@@ -18,38 +20,32 @@ from typing import Any
 from extender.core.admission import checks
 from extender.core.admission import pods_ready as ready_policy
 from extender.core.admission.checks import check_states
-from extender.core.api.models import PLACEMENT_ANNOTATION, Admission
+from extender.core.api.models import PLACEMENT_ANNOTATION
 from extender.core.jobframework.workloads import creation_seconds
-from extender.core.placement.fit import Plan
 from extender.core.scheduling.cycle import Admit, Evict
 from extender.kube.api import objects as o
-from extender.kube.api.client import ApiError, KubeError, NotLeaderError
+from extender.kube.api.client import ApiError, KubeError
 from extender.kube.api.placement import annotation
 from extender.kube.api.resources import WORKLOADS
 from extender.kube.api.writes import ADMIT
 from extender.kube.controller.context import Context
+from extender.kube.controller.eviction import EvictionWriter
+from extender.kube.controller.replacement import NodeReplacement
 from extender.kube.controller.workload_status import patch_status, record
 
 log = logging.getLogger("tower.admission")
 
 Obj = dict[str, Any]
-NODE_FAILURES = "NodeFailures"  # Kueue's Evicted reason when the nodes of a placement fail
-
-
-def metric_reason(reason: str) -> tuple[str, str]:
-    """(reason, underlying_cause) of an eviction as Kueue's metrics label it: a deactivation
-    is Deactivated, with its cause (DeactivatedDueToAdmissionCheck: AdmissionCheck)."""
-    prefix = f"{ready_policy.DEACTIVATED}DueTo"
-    if reason.startswith(prefix):
-        return ready_policy.DEACTIVATED, reason[len(prefix) :]
-    return reason, ""
 
 
 class AdmissionWriter:
-    """Writes admissions and evictions the cycle decided, and settles ambiguous ones."""
+    """Writes admissions the cycle decided, and settles ambiguous ones. Evictions and node
+    replacement are written by the collaborators it composes (`evictions`, `replacement`)."""
 
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
+        self.evictions = EvictionWriter(ctx)
+        self.replacement = NodeReplacement(ctx, self.evictions)
         self.unsettled: dict[str, Obj] = {}  # key -> the admission patch, outcome unknown
         self._admitted_at: dict[str, float] = {}  # key -> when admitted, until its job starts
         # What the scheduler is told of each admission's answer (the loop wires them).
@@ -242,112 +238,11 @@ class AdmissionWriter:
         del self.unsettled[key]
         log.info("admission of %s settled", key)
 
-    # ----- placement --------------------------------------------------------------------
-
-    def _write_plan(self, key: str, obj: Obj, plan: Plan) -> Obj:
-        """Record the plan on the Workload (so every replica's extender enforces it), on the
-        version decided on; the answer is the version the admission is then written on."""
-        ctx = self.ctx
-        namespace, name = key.split("/", 1)
-        annotations = {PLACEMENT_ANNOTATION: annotation(plan)}
-        patch = o.conditional({"metadata": {"annotations": annotations}}, obj)
-        answer = ctx.write(
-            WORKLOADS,
-            "placement",
-            lambda: ctx.client.patch(WORKLOADS, name, patch, namespace),
-            key,
-        )
-        return record(ctx, answer) or answer  # deleted meanwhile: the admission then fails
+    # ----- delegated: the loop and the reconcilers are handed this one writer ------------
 
     def follow_placement(self) -> None:
-        """Nodes and pods changed: workloads waiting for room are tried again where room
-        grew; a plan or topology assignment whose node died is redone (or its workload
-        evicted)."""
-        ctx = self.ctx
-        placement = ctx.placement
-        if placement is None:
-            return
-        requeue, disturbed = placement.take_changes()
-        if requeue and ctx.state.requeue_inadmissible(requeue):
-            ctx.reschedule()
-        for key in sorted(disturbed):
-            try:
-                self.replan(key)
-            except NotLeaderError:
-                raise
-            except KubeError as err:
-                log.warning("placement of %s not redone yet: %s", key, err)
-                placement.disturb(key)
-
-    def _write_topology(self, key: str, obj: Obj, admission: Admission) -> None:
-        """The new topology assignment on the Workload, as Kueue writes a node replacement:
-        status.admission changed in place (the ungater sends the new pods there)."""
-        ctx = self.ctx
-        namespace, name = key.split("/", 1)
-        patch = o.conditional({"status": {"admission": o.admission_dict(admission)}}, obj)
-        try:
-            answer = ctx.write(
-                WORKLOADS,
-                "patch-status",
-                lambda: ctx.client.patch(WORKLOADS, name, patch, namespace, subresource="status"),
-                key,
-            )
-        except KubeError as err:
-            log.warning("new topology assignment of %s not written (%s); trying again", key, err)
-            if ctx.placement is not None:
-                ctx.placement.disturb(key)
-            return
-        record(ctx, answer)
-        hosts = ", ".join(
-            f"{psa.name}: {len(psa.topology.domains)} domain(s)"
-            for psa in admission.pod_set_assignments
-            if psa.topology is not None
-        )
-        ctx.story(key, "Normal", "NodeReplaced", f"A failed host's pods placed again ({hosts})")
-
-    def replan(self, key: str) -> None:
-        """A node of an admitted workload's plan died or was cordoned: place its pods again,
-        keeping those where they are; when no node has room, evict it (it is requeued and
-        admitted again once a plan exists)."""
-        ctx = self.ctx
-        holder = ctx.state.admitted_workload(key)
-        placement = ctx.placement
-        obj = ctx.store.get(WORKLOADS, key)
-        if holder is None or holder.evicting or placement is None or not isinstance(obj, dict):
-            return
-        replaced = placement.replace_topology(holder.workload, holder.admission)
-        if isinstance(replaced, Admission):
-            self._write_topology(key, obj, replaced)
-            return
-        if isinstance(replaced, str):  # no replacement: Kueue's NodeFailures eviction
-            ctx.state.mark_evicting(key)
-            if not self.evict(Evict(holder.workload, NODE_FAILURES, None, replaced)):
-                ctx.state.keep(key)
-                placement.disturb(key)
-            return
-        old = placement.plan_of(key)
-        if old is None:
-            return
-        plan = placement.replan(holder.workload, holder.admission, old)
-        if isinstance(plan, Plan):
-            if plan == old:
-                return
-            try:
-                self._write_plan(key, obj, plan)
-            except KubeError as err:
-                log.warning("new placement of %s not written (%s); trying again", key, err)
-                placement.disturb(key)
-                return
-            log.info("placement of %s redone: %s", key, annotation(plan))
-            ctx.story(key, "Normal", "Replanned", f"Pods placed again: {annotation(plan)}")
-            return
-        ctx.state.mark_evicting(key)
-        message = f"A node of its placement failed, and no other node has room: {plan}"
-        if not self.evict(Evict(holder.workload, NODE_FAILURES, None, message)):
-            ctx.state.keep(key)
-            placement.disturb(key)
-
-    # ----- evictions --------------------------------------------------------------------
+        """Nodes and pods changed: see `NodeReplacement.follow`."""
+        self.replacement.follow()
 
     def evict(
         self,
@@ -357,65 +252,5 @@ class AdmissionWriter:
         status: Obj | None = None,
         drop: tuple[str, ...] = (),
     ) -> bool:
-        """Write an eviction the cycle decided: Evicted (and Preempted), the durable intent.
-        A Workload no job owns is requeued in the same write. `status` goes in the same
-        write, and conditions of the types in `drop` go. False if not written (the victim
-        keeps its quota, and a later cycle may choose it again)."""
-        ctx = self.ctx
-        state = ctx.state
-        key = decision.workload.key
-        obj = ctx.store.get(WORKLOADS, key)
-        holder = state.admitted_workload(key)
-        if obj is None or holder is None:
-            return False
-        now = ctx.clock()
-        patch = o.evict_patch(
-            obj, decision.reason, decision.preemption_reason, decision.message, now
-        )
-        if ctx.owner_of(obj) is None and not o.is_group_workload(obj):  # a group's pods stop first
-            requeue = o.requeue_patch(
-                {"status": patch["status"]},
-                decision.reason,
-                decision.message,
-                now,
-                requeued=ready_policy.requeued_at_once(decision.reason),
-            )
-            patch["status"] = requeue["status"]
-        states = check_states(obj)
-        if any(c.state != checks.PENDING for c in states):
-            # Every eviction puts the checks back to Pending, as Kueue's does.
-            patch["status"]["admissionChecks"] = o.checks_status(
-                checks.reset_after_eviction(states, now)
-            )
-        if drop:
-            conditions = patch["status"]["conditions"]
-            patch["status"]["conditions"] = [c for c in conditions if c.get("type") not in drop]
-        patch["status"].update(status or {})
-        patch = o.conditional(patch, obj)
-        try:
-            patch_status(ctx, key, patch, "evict", paced=paced)
-        except KubeError as err:
-            state.keep(key)  # if the write landed after all, its watch event says so
-            if isinstance(err, ApiError) and err.conflict:
-                ctx.refresh(WORKLOADS, key)
-                ctx.queues.workloads.add(key)
-                return False
-            if err.retriable:
-                raise
-            log.warning("eviction of %s not written: %s", key, err)
-            return False
-        cq = holder.admission.cluster_queue
-        log.info("evicted %s from ClusterQueue %s: %s", key, cq, decision.message)
-        reason, cause = metric_reason(decision.reason)
-        ctx.metrics.evicted_total.labels(cq, reason, cause).inc()
-        ready = o.condition(obj, o.PODS_READY) or {}
-        if ready.get("status") == "True" and ready.get("lastTransitionTime"):
-            since = o.seconds_at(ready["lastTransitionTime"])
-            ctx.metrics.ready_to_evicted.labels(cq, reason, cause).observe(max(0.0, now - since))
-        if decision.preemption_reason:
-            ctx.metrics.preempted_total.labels(cq, decision.preemption_reason).inc()
-        ctx.story(key, "Normal", decision.reason, decision.message)
-        # The Workload's reconcile gives back the quota of one requeued in this write; for
-        # the others, the job reconciler stops the job and then requeues it.
-        ctx.queues.workloads.add(key)
-        return True
+        """Write an eviction: see `EvictionWriter.evict`. False if not written."""
+        return self.evictions.evict(decision, paced=paced, status=status, drop=drop)
