@@ -6,7 +6,7 @@ MultiKueueCluster in the check's MultiKueueConfig. A copy of the Workload is mad
 nominated workers; the first that admits it wins, the other copies are removed, and the job
 is made there with the prebuilt Workload's name. The manager's check is Ready once a worker
 admitted it, and its job mirrors the worker's. Everything here is pure: the controller
-(extender/kube/controller/multikueue.py) reads the objects and writes what this decides.
+(extender/kube/controller/multikueue/) reads the objects and writes what this decides.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ import pytest
 from extender.kube.api import resources as r
 from extender.kube.api.client import ApiError, NotLeaderError, TransportError
 from extender.kube.api.trim import workload_key
-from extender.kube.controller.loop import INLINE_CREATE_BATCH
+from extender.kube.controller.loop.controller import INLINE_CREATE_BATCH
 from tests.fakes import Failure, FakeKube, controller_over, settle, unexpected, watch_event
 
 V2 = "kueue.x-k8s.io/v1beta2"

@@ -2,25 +2,22 @@
 
 A MultiKueueCluster names a worker by its kubeconfig: a Secret in Tower's own namespace (key
 `kubeconfig`) or a path. Tower refuses kubeconfigs Kueue refuses (files, plugins, no TLS
-verification), connects, and says so on the cluster's Active condition (Kueue's reasons); a
-worker not reached is tried again after 5 s, doubling up to 320 s. What Tower made on a
-worker (the origin label) is watched into a store of its own, so the manager reads a
-worker's answer from memory and each change there wakes the Workload it belongs to.
+verification; kubeconfig.py), connects, and says so on the cluster's Active
+condition (Kueue's reasons); a worker not reached is tried again after 5 s, doubling up to
+320 s. What Tower made on a worker (the origin label) is watched into a store of its own, so
+the manager reads a worker's answer from memory and each change there wakes the Workload it
+belongs to. Tower's writes there are copies.py's.
 """
 
 from __future__ import annotations
 
-import base64
 import hashlib
-import logging
 import threading
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-import yaml
 from kubernetes import config as k8s_config
 
 from extender.core.admission import multikueue as policy
@@ -36,29 +33,19 @@ from extender.kube.api.client import (
     RestClient,
 )
 from extender.kube.api.informer import Informer
-from extender.kube.api.resources import MULTIKUEUE_CLUSTERS, SECRETS, WORKLOADS, Resource
+from extender.kube.api.resources import MULTIKUEUE_CLUSTERS, WORKLOADS, Resource
 from extender.kube.api.store import Store
 from extender.kube.api.trim import prebuilt_name
 from extender.kube.api.workqueue import Backoff
 from extender.kube.controller.active import set_active
 from extender.kube.controller.context import Context
-
-log = logging.getLogger("tower.multikueue")
+from extender.kube.controller.multikueue.kubeconfig import Refusal, load_kubeconfig, one_line
 
 Obj = dict[str, Any]
 _PROBE = "tower.dev/multikueue-probe=none"
 HEARTBEAT = 10.0  # seconds between looks at a connected worker (a lost one shows here)
-WRITERS = 8  # writes to workers in flight together
 WORKLOAD_INDEX = "workload"  # a worker's jobs by the key of the Workload each runs
 RETRY_BASE, RETRY_STEPS = 5.0, 7  # a worker not reached: 5 s, 10 s ... 320 s (Kueue's)
-
-
-@dataclass(frozen=True, slots=True)
-class Refusal:
-    """Why a worker cannot be reached: the Active condition's reason and message."""
-
-    reason: str
-    message: str
 
 
 @dataclass(slots=True)
@@ -94,7 +81,8 @@ def rest_client_factory(fence: Callable[[], None] | None) -> ClientFactory:
 
 
 class WorkerClusters:
-    """Every MultiKueueCluster's connection, for one term."""
+    """Every MultiKueueCluster's connection, for one term, and what each worker shows of
+    Tower's copies there (its watch's store, or its API server read now)."""
 
     def __init__(
         self,
@@ -113,17 +101,8 @@ class WorkerClusters:
         self.client_factory = client_factory
         self.on_change = on_change  # a worker came or went: dispatched Workloads look again
         self.workers: dict[str, Worker] = {}
-        # The writes to workers: never on the loop's thread (a worker may be slow or gone).
-        self._pool: ThreadPoolExecutor | None = ThreadPoolExecutor(
-            max_workers=WRITERS, thread_name_prefix="multikueue"
-        )
-        self._inflight: set[tuple[str, str, str]] = set()
-        self._lock = threading.Lock()
 
     def stop(self) -> None:
-        pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.shutdown(wait=False, cancel_futures=True)
         for worker in self.workers.values():
             worker.close()
         self.workers.clear()
@@ -156,7 +135,7 @@ class WorkerClusters:
             self._disconnect(worker)
             self._set_active(name, obj, "False", *source)
             return None
-        loaded = self._kubeconfig(source)
+        loaded = load_kubeconfig(ctx.client, self.namespace, source)
         if isinstance(loaded, Refusal):
             self._disconnect(worker)
             self._set_active(name, obj, "False", loaded.reason, loaded.message)
@@ -181,7 +160,7 @@ class WorkerClusters:
             if worker.connected or worker.lost_since is None:
                 worker.lost_since = ctx.clock()
             worker.connected = False
-            self._set_active(name, obj, "False", "ClientConnectionFailed", _one_line(err))
+            self._set_active(name, obj, "False", "ClientConnectionFailed", one_line(err))
             self.on_change()
             return wait
         was = worker.connected
@@ -192,56 +171,6 @@ class WorkerClusters:
         if not was:
             self.on_change()
         return HEARTBEAT
-
-    def _kubeconfig(self, source: policy.KubeConfigSource) -> tuple[bytes, Obj] | Refusal:
-        """The kubeconfig (its bytes and parsed) or (reason, message), in Kueue's words."""
-        if source.location_type == "Secret":
-            try:
-                secret = self.ctx.client.get(SECRETS, source.location, self.namespace)
-            except ApiError as err:
-                if err.not_found:
-                    return Refusal(
-                        "BadKubeConfig",
-                        f'load client config failed: secrets "{source.location}" not found '
-                        f"in {self.namespace} (Tower reads workers' kubeconfigs from its own "
-                        "namespace)",
-                    )
-                raise
-            data = as_mapping(secret.get("data")).get(policy.SECRET_KEY)
-            if not isinstance(data, str):
-                return Refusal(
-                    "BadKubeConfig",
-                    f'load client config failed: key "{policy.SECRET_KEY}" not found in '
-                    f'secret "{source.location}"',
-                )
-            try:
-                text = base64.b64decode(data)
-            except ValueError:
-                return Refusal(
-                    "BadKubeConfig",
-                    "load client config failed: the secret's data is not base64",
-                )
-        else:
-            try:
-                with open(source.location, "rb") as handle:
-                    text = handle.read()
-            except OSError as err:
-                return Refusal(
-                    "BadKubeConfig",
-                    f"load client config failed: {err.strerror}: {source.location}",
-                )
-        try:
-            parsed = yaml.load(text, Loader=yaml.CSafeLoader)
-        except yaml.YAMLError as err:
-            return Refusal("BadKubeConfig", f"load client config failed: {_one_line(err)}")
-        if not isinstance(parsed, dict):
-            return Refusal(
-                "BadKubeConfig", "load client config failed: not a kubeconfig (a YAML mapping)"
-            )
-        why = policy.insecure(parsed)
-        if why is not None:
-            return Refusal("InsecureKubeConfig", f"load client config failed: {why}")
-        return text, parsed
 
     def _disconnect(self, worker: Worker) -> None:
         if worker.connected or worker.lost_since is None:
@@ -334,48 +263,7 @@ class WorkerClusters:
         found = worker.store.get(resource, key)
         return found if isinstance(found, dict) else None
 
-    def create(self, cluster: str, key: str, resource: Resource, body: Callable[[], Obj]) -> None:
-        """Make an object on a worker, in the background (`body` is read there too): the
-        loop never waits on a worker's API server."""
-        self._submit(
-            cluster,
-            key,
-            f"create {resource.plural}",
-            lambda: self._create(cluster, resource, body()),
-        )
-
-    def patch(self, cluster: str, key: str, resource: Resource, job_key: str, body: Obj) -> None:
-        """Merge-patch a job Tower made on a worker, in the background."""
-
-        def send() -> None:
-            worker = self.workers.get(cluster)
-            if worker is None or worker.client is None or not worker.connected:
-                return
-            namespace, name = job_key.split("/", 1)
-            made = worker.client.patch(resource, name, body, namespace)
-            if worker.store is not None:
-                worker.store.record(resource, made)
-
-        self._submit(cluster, key, f"patch {resource.plural}", send)
-
-    def remove(self, cluster: str, key: str) -> None:
-        """Remove a Workload's job and copy from one worker, in the background, unless all
-        that is left there is already going: its going wakes the Workload, and a DELETE sent
-        again for an object held Terminating (a kubelet's grace period, a finalizer) would be
-        sent as fast as the worker answers."""
-        if self._left_to_remove(cluster, key):
-            self._submit(cluster, key, "remove", lambda: self._remove(cluster, key))
-
-    def _left_to_remove(self, cluster: str, key: str) -> bool:
-        copy = self.remote(cluster, WORKLOADS, key)
-        if copy is not None and (
-            not _deleting(copy)
-            or policy.RESOURCE_IN_USE in (as_mapping(copy.get("metadata")).get("finalizers") or ())
-        ):
-            return True
-        return any(not _deleting(job) for _, _, job in self._jobs_on(cluster, key))
-
-    def _jobs_on(self, cluster: str, key: str) -> list[tuple[Resource, str, Obj]]:
+    def jobs_on(self, cluster: str, key: str) -> list[tuple[Resource, str, Obj]]:
         """(resource, name, object) of each job a worker holds for this Workload."""
         worker = self.workers.get(cluster)
         store = None if worker is None else worker.store
@@ -389,117 +277,9 @@ class WorkerClusters:
                     found.append((resource, job_key.split("/", 1)[1], job))
         return found
 
-    def _submit(self, cluster: str, key: str, what: str, work: Callable[[], None]) -> None:
-        """One piece of work per (worker, Workload, what) at a time; when it is done, its
-        Workload is looked at again (a failure too, after a pause)."""
-        token = (cluster, key, what)
-        with self._lock:
-            if token in self._inflight or self._pool is None:
-                return
-            self._inflight.add(token)
-
-        def run() -> None:
-            retry = 0.0
-            try:
-                work()
-            except Exception as err:  # an unreachable worker, a refused write: tried again
-                log.warning("worker %s: %s for %s: %s", cluster, what, key, _one_line(err))
-                retry = RETRY_BASE
-            finally:
-                with self._lock:
-                    self._inflight.discard(token)
-                if retry:
-                    self.ctx.queues.checks.add_after(("workload", key), retry)
-                else:
-                    self.ctx.queues.checks.add(("workload", key))
-
-        self._pool.submit(run)
-
-    def _create(self, cluster: str, resource: Resource, body: Obj) -> None:
-        worker = self.workers.get(cluster)
-        if worker is None or worker.client is None:
-            return
-        assert worker.client is not None
-        namespace = body["metadata"]["namespace"]
-        try:
-            made = worker.client.create(resource, body, namespace)
-        except ApiError as err:
-            if err.already_exists:
-                return
-            raise
-        if worker.store is not None:
-            worker.store.record(resource, made)
-        log.info(
-            "%s %s/%s created on worker %s",
-            resource.kind,
-            namespace,
-            body["metadata"]["name"],
-            cluster,
-        )
-
-    def _remove(self, cluster: str, key: str) -> None:
-        """A Workload's job and copy removed from one worker: the job (only one Tower made),
-        then the copy, its Kueue finalizer taken off first."""
-        worker = self.workers.get(cluster)
-        if worker is None or worker.client is None or not worker.connected:
-            return
-        client = worker.client
-        namespace, name = key.split("/", 1)
-        copy = self.remote(cluster, WORKLOADS, key)
-        for resource, job_name, job in self._jobs_on(cluster, key):
-            if not _deleting(job):
-                _delete(client, resource, job_name, namespace)
-        if copy is not None:
-            finalizers = as_mapping(copy.get("metadata")).get("finalizers") or []
-            if policy.RESOURCE_IN_USE in finalizers:
-                kept = [f for f in finalizers if f != policy.RESOURCE_IN_USE]
-                try:
-                    client.patch(
-                        WORKLOADS, name, {"metadata": {"finalizers": kept or None}}, namespace
-                    )
-                except ApiError as err:
-                    if not err.not_found:
-                        raise
-        if copy is None or not _deleting(copy):
-            _delete(client, WORKLOADS, name, namespace)
-
-    def remove_everywhere(self, key: str, keep: str | None) -> None:
-        for cluster in list(self.workers):
-            if cluster != keep:
-                self.remove(cluster, key)
-
-    def collect(self) -> None:
-        """Copies on connected workers whose Workload here is gone (Kueue's gcInterval)."""
-        for cluster, worker in list(self.workers.items()):
-            if not worker.connected or worker.store is None:
-                continue
-            for key, _ in worker.store.items(WORKLOADS):
-                local = self.ctx.store.get(WORKLOADS, key)
-                if local is None or (
-                    as_mapping(as_mapping(local).get("metadata")).get("deletionTimestamp")
-                ):
-                    log.info("Workload %s is gone here: its copy on %s is removed", key, cluster)
-                    self.remove(cluster, key)
-
 
 def job_adapter(resource: Resource) -> JobAdapter | None:
     for adapter in registry.ADAPTERS.values():
         if adapter.plural == resource.plural and adapter.group == resource.group:
             return adapter if adapter.runs_on_workers else None
     return None
-
-
-def _delete(client: KubeClient, resource: Resource, name: str, namespace: str) -> None:
-    try:
-        client.delete(resource, name, namespace)  # Background propagation, as Kueue's
-    except ApiError as err:
-        if not err.not_found:
-            raise
-
-
-def _deleting(obj: Any) -> bool:
-    return bool(as_mapping(as_mapping(obj).get("metadata")).get("deletionTimestamp"))
-
-
-def _one_line(err: BaseException) -> str:
-    return " ".join(str(err).split())

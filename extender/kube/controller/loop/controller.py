@@ -1,7 +1,7 @@
 """The controller for one term as leader: the core's state rebuilt from the cache, the
 reconcilers, and the loop that runs them.
 
-Watches only enqueue keys (store handlers below); reconcilers tell each other what to look
+Watches only enqueue keys (watches.py); reconcilers tell each other what to look
 at by enqueueing keys too (context.Queues). The hot writes (a Workload created, admitted, its
 job started) are sent in a bounded pool of senders (api/writes.py) and their answers taken
 in on the loop's thread; the others are written by the loop itself, after any write to the
@@ -27,12 +27,12 @@ import gc
 import logging
 import threading
 import time
-from collections.abc import Callable, Hashable
-from typing import Any, TypeVar
+from collections.abc import Callable
+from typing import Any
 
-from extender.core.scheduling.cycle import ClusterState, CycleResult
+from extender.core.scheduling.cycle import ClusterState
 from extender.kube.api.cache import Cache
-from extender.kube.api.client import ApiError, KubeClient, KubeError, NotLeaderError
+from extender.kube.api.client import KubeClient, KubeError, NotLeaderError
 from extender.kube.api.events import Recorder
 from extender.kube.api.lease import Fence, Unfenced
 from extender.kube.api.metrics import Metrics
@@ -43,9 +43,8 @@ from extender.kube.api.resources import (
     MULTIKUEUE_CONFIGS,
     PROVISIONING_REQUESTS,
     WORKLOADS,
-    Resource,
 )
-from extender.kube.api.trim import JobView, workload_key
+from extender.kube.api.trim import workload_key
 from extender.kube.api.workqueue import WorkQueue, wait
 from extender.kube.api.writes import WritePool
 from extender.kube.controller.admission import AdmissionWriter
@@ -54,8 +53,11 @@ from extender.kube.controller.context import Context, Queues, Ref, Settings
 from extender.kube.controller.groups import GroupReconciler
 from extender.kube.controller.job_start import JobStarter
 from extender.kube.controller.jobs import JobReconciler
+from extender.kube.controller.loop.cycle_writes import CycleWriter
+from extender.kube.controller.loop.keys import reconcile_key
+from extender.kube.controller.loop.watches import Watches
 from extender.kube.controller.multikueue import MultiKueueController
-from extender.kube.controller.multikueue_workers import rest_client_factory
+from extender.kube.controller.multikueue.workers import rest_client_factory
 from extender.kube.controller.pending import PendingReasons
 from extender.kube.controller.pods_ready import PodsReadyWatch
 from extender.kube.controller.provisioning import ProvisioningController
@@ -66,8 +68,6 @@ from extender.kube.controller.workloads import WorkloadReconciler
 
 log = logging.getLogger("tower.controller")
 
-
-K = TypeVar("K", bound=Hashable)
 IDLE = 0.5  # the longest the loop sleeps with nothing due
 GC_EVERY = 5.0  # seconds between collections of the young generations, when idle
 FULL_GC_EVERY = 60  # ... and every this many of those, a full one (about every 5 minutes)
@@ -78,7 +78,9 @@ INLINE_CREATE_BATCH = 10  # without the pool: Workloads created per turn, betwee
 
 
 class Controller:
-    """Owns the core's state for one term; `run()` is the loop."""
+    """Owns the core's state for one term; `run()` is the loop. What a watch enqueues
+    (watches.py), how one key is reconciled (keys.py) and how a cycle's decisions are
+    written (cycle_writes.py) are its collaborators'; this class keeps the order of it all."""
 
     def __init__(
         self,
@@ -103,26 +105,11 @@ class Controller:
         self._collected_at = monotonic()
         self._idle_collections = 0
         self.wakeup = threading.Event()
-
-        def queue() -> WorkQueue[Any]:
-            return WorkQueue(monotonic, wakeup=self.wakeup)
-
         self.ctx = ctx = Context(
             client=client,
             store=cache.store,
             state=ClusterState(fair_sharing=settings.fair_sharing),
-            queues=Queues(
-                config=queue(),
-                workloads=queue(),
-                jobs=queue(),
-                creations=queue(),
-                pending=queue(),
-                status=queue(),
-                schedule=queue(),
-                checks=queue(),
-                groups=queue(),
-                ungate=queue(),
-            ),
+            queues=_queues(monotonic, self.wakeup),
             settings=settings,
             metrics=metrics or Metrics(),
             clock=clock,
@@ -160,9 +147,19 @@ class Controller:
         self.admission.on_written = self.scheduler.written
         self.admission.on_refused = self.scheduler.refused
         self.admission.on_failed = self.scheduler.failed
+        self.cycles = CycleWriter(
+            ctx, self.admission, self.pending, self.scheduler, take_in=self.take_in
+        )
+        self.watches = Watches(
+            ctx,
+            jobs=self.jobs,
+            groups=self.groups,
+            ungater=self.ungater,
+            provisioning=self.provisioning,
+            multikueue=self.multikueue,
+        )
         self._creations_held = False  # the pool has enough creations queued
         self.ready = threading.Event()
-        self._handlers: list[tuple[Resource, Callable[[str, Any, Any], None]]] = []
 
     @property
     def state(self) -> ClusterState:
@@ -171,54 +168,6 @@ class Controller:
     @property
     def metrics(self) -> Metrics:
         return self.ctx.metrics
-
-    # ----- watches enqueue keys --------------------------------------------------------
-
-    def _subscribe(self) -> None:
-        queues = self.ctx.queues
-        for resource in CONFIG:
-
-            def on_config(key: str, old: Any, new: Any, plural: str = resource.plural) -> None:
-                queues.config.add((plural, key))
-
-            self._handlers.append((resource, on_config))
-
-        def on_workload(key: str, old: Any, new: Any) -> None:
-            queues.workloads.add(key)
-            for obj in (old, new):
-                owner = self.ctx.owner_of(obj) if obj is not None else None
-                if owner is not None:
-                    queues.jobs.add((owner[0].plural, owner[1]))
-            self.provisioning.workload_changed(key, old, new)
-            self.multikueue.workload_changed(key, old, new)
-
-        self._handlers.append((WORKLOADS, on_workload))
-
-        self._handlers += self.provisioning.handlers()
-        self._handlers += self.multikueue.handlers()
-        for resource in self.cache.job_resources:
-
-            def on_job(key: str, old: Any, new: Any, plural: str = resource.plural) -> None:
-                view = new if new is not None else old
-                if isinstance(view, JobView) and view.group is not None:
-                    return  # a member of a group: the group room follows it (its handlers)
-                if isinstance(new, JobView) and new.source is not None:  # no Workload yet
-                    queues.creations.add((plural, key), self.jobs.priority(new))
-                else:
-                    queues.jobs.add((plural, key))
-                if isinstance(view, JobView):
-                    queues.workloads.add(workload_key(view))
-
-            self._handlers.append((resource, on_job))
-        self._handlers += self.groups.handlers()
-        self._handlers += self.ungater.handlers()
-        for resource, handler in self._handlers:
-            self.ctx.store.subscribe(resource, handler)
-
-    def _unsubscribe(self) -> None:
-        for resource, handler in self._handlers:
-            self.ctx.store.unsubscribe(resource, handler)
-        self._handlers.clear()
 
     # ----- the term --------------------------------------------------------------------
 
@@ -242,7 +191,7 @@ class Controller:
             log.error("the lease was lost: stopped writing; this replica stands by")
         finally:
             self.ready.clear()
-            self._unsubscribe()
+            self.watches.unsubscribe()
             self.multikueue.stop()
             self.stop_writes()
 
@@ -262,7 +211,7 @@ class Controller:
             self.ctx.writes = WritePool(
                 size, wakeup=self.wakeup, observer=self.metrics.write_observer()
             )
-        self._subscribe()
+        self.watches.subscribe()
         self.rebuild()
         self.multikueue.start()
 
@@ -274,7 +223,7 @@ class Controller:
         refs = [(r.plural, key) for r in CONFIG for key in store.keys(r)]
         self.config.reconcile_batch(refs, rebuild=True)
         for key in store.keys(WORKLOADS):
-            self._one(ctx.queues.workloads, "workloads", self.workloads.reconcile, key)
+            reconcile_key(ctx, ctx.queues.workloads, "workloads", self.workloads.reconcile, key)
         for resource in self.cache.job_resources:
             for key, view in store.items(resource):
                 if view.group is not None:
@@ -355,13 +304,13 @@ class Controller:
         if refs:
             self.config.reconcile_batch(refs)
         while (key := queues.workloads.pop()) is not None:
-            self._one(queues.workloads, "workloads", self.workloads.reconcile, key)
+            reconcile_key(self.ctx, queues.workloads, "workloads", self.workloads.reconcile, key)
         while (ref := queues.jobs.pop()) is not None:
-            self._one(queues.jobs, "jobs", self.jobs.reconcile, ref)
+            reconcile_key(self.ctx, queues.jobs, "jobs", self.jobs.reconcile, ref)
         while (key := queues.groups.pop()) is not None:
-            self._one(queues.groups, "groups", self.groups.reconcile, key)
+            reconcile_key(self.ctx, queues.groups, "groups", self.groups.reconcile, key)
         while (key := queues.ungate.pop()) is not None:
-            self._one(queues.ungate, "ungate", self.ungater.reconcile, key)
+            reconcile_key(self.ctx, queues.ungate, "ungate", self.ungater.reconcile, key)
         served = self.cache.serves(PROVISIONING_REQUESTS)
         if served != self._provisioning_served:  # its CRD came (or this term began)
             self._provisioning_served = served
@@ -369,7 +318,7 @@ class Controller:
                 queues.checks.add(("check", name))
         check_controllers = _each(self.provisioning.reconcile, self.multikueue.reconcile)
         while (ref := queues.checks.pop()) is not None:
-            self._one(queues.checks, "checks", check_controllers, ref)
+            reconcile_key(self.ctx, queues.checks, "checks", check_controllers, ref)
 
     def schedule(self) -> None:
         """Cycles while one is due: each cycle's decisions written, and what happened
@@ -378,48 +327,12 @@ class Controller:
             if not self.scheduler.take_due():
                 return
             result = self.scheduler.decide()
-            written = self._write(result)
+            written = self.cycles.write(result)
             self.take_in()
             if not written:
                 return
             if result.progressed:
                 self.ctx.reschedule()
-
-    def _write(self, result: CycleResult) -> bool:
-        """Send a cycle's admissions (their answers are taken in later, while the next
-        cycles run) and write its evictions; False when an eviction was refused or failed
-        (the rest is kept, and the scheduler decides again on fresh state or after a
-        backoff)."""
-        ctx = self.ctx
-        for decision in result.admitted:
-            self.admission.admit(decision)
-        all_written = True
-        budget = ctx.client.budget
-        for i, eviction in enumerate(result.evicted):
-            # An eviction waits for its turn in the budget behind the cycle's other writes.
-            # Take in what happened meanwhile: a victim that finished, a preemptor that went
-            # away or a queue that was resumed costs no write (and no 409 Conflict).
-            budget.acquire()
-            if ctx.writes is not None:  # a victim whose admission is still on its way
-                ctx.writes.run((WORKLOADS.plural, eviction.workload.key), lambda: None)
-            self.take_in()
-            if not ctx.state.still_needed(eviction):
-                budget.give_back()
-                ctx.state.keep(eviction.workload.key)
-                ctx.metrics.evictions_dropped.inc()
-                continue
-            try:
-                all_written &= self.admission.evict(eviction, paced=False)
-            except KubeError as err:
-                self.scheduler.abandon((), result.evicted[i + 1 :], err)
-                return False
-        for workload, status in result.pending:
-            self.pending.mark(workload.key, status)
-        if not all_written:
-            self.scheduler.refused()
-        elif result.evicted:
-            self.scheduler.written()
-        return all_written
 
     def _create_workloads(self) -> None:
         """Workloads for new jobs, highest priority first: sent in the pool while it has
@@ -439,39 +352,7 @@ class Controller:
             ref = queues.creations.pop()
             if ref is None:
                 return
-            self._one(queues.creations, "jobs", self.jobs.reconcile, ref)
-
-    def _one(
-        self, queue: WorkQueue[K], name: str, reconcile: Callable[[K], float | None], key: K
-    ) -> None:
-        """Reconcile one key: requeue after what it asks, or with backoff when it failed.
-        A key whose object has a write on its way waits for its answer (per-object order)."""
-        pool = self.ctx.writes
-        if pool is not None and name != "config":
-            obj = (WORKLOADS.plural, key) if name in ("workloads", "groups") else key
-            if pool.busy(obj):
-                pool.when_idle(obj, lambda: queue.add(key))
-                return
-        try:
-            after = reconcile(key)
-        except NotLeaderError:
-            raise
-        except KubeError as err:
-            delay = queue.retry(key, err.retry_after or 0.0)
-            self.ctx.metrics.reconcile_errors.labels(name, "api").inc()
-            quiet = isinstance(err, ApiError) and err.conflict
-            failures = queue.failures(key)
-            level = logging.DEBUG if quiet or (failures > 3 and failures % 10) else logging.WARNING
-            log.log(level, "%s %s: %s (retrying in %.1fs)", name, key, err, delay)
-            return
-        except Exception:
-            delay = queue.retry(key)
-            self.ctx.metrics.reconcile_errors.labels(name, "unexpected").inc()
-            log.exception("%s %s failed (retrying in %.1fs)", name, key, delay)
-            return
-        queue.forget(key)
-        if after is not None:
-            queue.add_after(key, after)
+            reconcile_key(self.ctx, queues.creations, "jobs", self.jobs.reconcile, ref)
 
 
 __all__ = ["Controller", "Settings"]
@@ -486,6 +367,26 @@ def _multikueue(ctx: Context, cache: Cache, client: KubeClient) -> MultiKueueCon
         served=lambda: cache.serves(MULTIKUEUE_CLUSTERS) and cache.serves(MULTIKUEUE_CONFIGS),
         client_factory=rest_client_factory(getattr(client, "fence", None)),
         parents=dict(zip(cache.parent_resources, cache.group_parents, strict=True)),
+    )
+
+
+def _queues(monotonic: Callable[[], float], wakeup: threading.Event) -> Queues:
+    """The term's work queues; a key added to any wakes the loop."""
+
+    def queue() -> WorkQueue[Any]:
+        return WorkQueue(monotonic, wakeup=wakeup)
+
+    return Queues(
+        config=queue(),
+        workloads=queue(),
+        jobs=queue(),
+        creations=queue(),
+        pending=queue(),
+        status=queue(),
+        schedule=queue(),
+        checks=queue(),
+        groups=queue(),
+        ungate=queue(),
     )
 
 

@@ -23,7 +23,8 @@ from extender.kube.api.client import JSON_PATCH
 from extender.kube.api.resources import WORKLOADS, Resource
 from extender.kube.api.trim import JobView
 from extender.kube.controller.context import Context
-from extender.kube.controller.multikueue_workers import WorkerClusters, job_adapter
+from extender.kube.controller.multikueue.copies import WorkerCopies
+from extender.kube.controller.multikueue.workers import WorkerClusters, job_adapter
 
 Obj = dict[str, Any]
 
@@ -61,16 +62,16 @@ class RemoteRun:
         return policy.not_managed(job.managed_by, adapter.managed_by_field)
 
     def mirror(
-        self, clusters: WorkerClusters, synced: dict[str, str], cluster: str, key: str, final: bool
+        self, copies: WorkerCopies, synced: dict[str, str], cluster: str, key: str, final: bool
     ) -> bool:
         """Made on the worker, or brought back from it; True when a copy back waits."""
         if self.declaring is not None:
             if not final:
-                copy_declaring(clusters, cluster, key, self.declaring)
+                copy_declaring(copies, cluster, key, self.declaring)
             return False
         deferred = False
         for job in self.jobs:
-            deferred |= mirror_job(clusters, synced, cluster, key, job, final)
+            deferred |= mirror_job(copies, synced, cluster, key, job, final)
         return deferred
 
     def made(self, clusters: WorkerClusters, cluster: str) -> bool:
@@ -125,9 +126,10 @@ def component_turn(ctx: Context, key: str, run: RemoteRun) -> policy.Turn:
     return policy.component_turn(name, run.components, where)
 
 
-def copy_declaring(clusters: WorkerClusters, cluster: str, key: str, d: Declaring) -> None:
+def copy_declaring(copies: WorkerCopies, cluster: str, key: str, d: Declaring) -> None:
     """The declaring object made on the worker (once, for all its Workloads), from the
     manager's read whole; with Kueue's markers and the manager's uid."""
+    clusters = copies.clusters
     if clusters.remote(cluster, d.resource, d.key) is not None:
         return
     labels, annotations = policy.job_markers(clusters.settings.origin, key.split("/", 1)[1])
@@ -136,10 +138,10 @@ def copy_declaring(clusters: WorkerClusters, cluster: str, key: str, d: Declarin
     namespace, name = d.key.split("/", 1)
 
     def body() -> Obj:
-        local = clusters.ctx.client.get(d.resource, name, namespace)
+        local = copies.ctx.client.get(d.resource, name, namespace)
         return d.parent.remote_copy(local, labels, annotations)
 
-    clusters.create(cluster, key, d.resource, body)
+    copies.create(cluster, key, d.resource, body)
 
 
 def spec_sync_handlers(
@@ -165,7 +167,7 @@ def spec_sync_handlers(
 
 
 def mirror_job(
-    clusters: WorkerClusters,
+    copies: WorkerCopies,
     synced: dict[str, str],
     cluster: str,
     key: str,
@@ -176,7 +178,8 @@ def mirror_job(
     whole), or its status copied back to the manager's job, once per version of the
     worker's; True when the copy waits for the manager's job to start. `synced` remembers
     the version copied per job of one Workload."""
-    ctx = clusters.ctx
+    ctx = copies.ctx
+    clusters = copies.clusters
     adapter = job.adapter
     resource = job.resource
     remote = clusters.remote(cluster, resource, job.key)
@@ -195,14 +198,14 @@ def mirror_job(
             local = ctx.client.get(resource, job.name, job.namespace)
             return adapter.remote_copy(local, labels, annotations)
 
-        clusters.create(cluster, key, resource, body)
+        copies.create(cluster, key, resource, body)
         return False
     meta = as_mapping(remote.get("metadata"))
     if as_mapping(meta.get("labels")).get(policy.ORIGIN_LABEL) != origin:
         return False  # not Tower's: never touched
     carried = None if final else adapter.remote_spec_patch(job.as_object(), remote)
     if carried is not None:
-        clusters.patch(cluster, key, resource, job.key, carried)
+        copies.patch(cluster, key, resource, job.key, carried)
     version = str(meta.get("resourceVersion"))
     if synced.get(job.key) == version:
         return False

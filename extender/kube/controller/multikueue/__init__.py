@@ -1,0 +1,5 @@
+"""Tower's MultiKueue admission check: the controller, and the collaborators it composes."""
+
+from extender.kube.controller.multikueue.controller import MultiKueueController
+
+__all__ = ["MultiKueueController"]
