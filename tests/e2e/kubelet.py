@@ -1,10 +1,10 @@
-"""Stands in for kubelets on a cluster whose Nodes have none (a bare control plane).
+"""Stands in for the kubelet of every Node that has none (Node objects made by hand).
 
-Only where every Node reports no kubelet version (Node objects made by hand): a pod the real
-scheduler bound is marked Running and Ready, then Succeeded once its `sleep N` is over (never, when it
-restarts always or runs agnhost's `pause`, which waits until it is stopped); a pod being deleted is removed, as a kubelet confirms a deletion (one that
-Kueue's finalizer holds is first marked Failed, as a kubelet ends it). On a cluster with kubelets this does
-nothing: real pods run.
+A pod the real scheduler bound to such a Node is marked Running and Ready, then Succeeded once
+its `sleep N` is over (never, when it restarts always or runs agnhost's `pause`, which waits
+until it is stopped); a pod being deleted there is removed, as a kubelet confirms a deletion
+(one that Kueue's finalizer holds is first marked Failed, as a kubelet ends it). A pod bound to
+a Node with a real kubelet (shared/realk8s/node) is left to it: it really runs.
 """
 
 from __future__ import annotations
@@ -21,9 +21,23 @@ from kubernetes import client
 SLEEP = re.compile(r"\bsleep\s+(\d+(?:\.\d+)?)")
 
 
+def _has_kubelet(node: client.V1Node) -> bool:
+    return bool(node.status.node_info and node.status.node_info.kubelet_version)
+
+
 def has_no_kubelets(api_client: client.ApiClient) -> bool:
     nodes = client.CoreV1Api(api_client).list_node().items
-    return bool(nodes) and all(not (n.status.node_info or {}).kubelet_version for n in nodes)
+    return bool(nodes) and not any(_has_kubelet(n) for n in nodes)
+
+
+def real_nodes(api_client: client.ApiClient) -> list[str]:
+    """The Nodes a real kubelet runs (Ready), by name."""
+    return [
+        n.metadata.name
+        for n in client.CoreV1Api(api_client).list_node().items
+        if _has_kubelet(n)
+        and any(c.type == "Ready" and c.status == "True" for c in n.status.conditions or ())
+    ]
 
 
 def _seconds(pod: client.V1Pod) -> float:
@@ -65,7 +79,10 @@ class Kubelet:
 
     def _sync(self, namespace: str) -> None:
         now = time.monotonic()
+        real = {n.metadata.name for n in self.core.list_node().items if _has_kubelet(n)}
         for pod in self.core.list_namespaced_pod(namespace).items:
+            if pod.spec.node_name in real:
+                continue  # its kubelet runs it
             name = pod.metadata.name
             if pod.metadata.deletion_timestamp is not None:
                 held = "kueue.x-k8s.io/managed" in (pod.metadata.finalizers or [])
