@@ -51,6 +51,19 @@ def _parser() -> argparse.ArgumentParser:
         help="leave the certificate and caBundle alone (cert-manager keeps them); with "
         "--config, only set the webhooks' hooks and namespaceSelector",
     )
+    gone = commands.add_parser(
+        "uninstall",
+        help="after Tower is removed: CRDs convert no more, the Secret and Lease go",
+        description="Sets the conversion of every CRD that converts through Tower's Service "
+        "back to None (the objects kept with the CRDs stay readable at every version), and "
+        "deletes the webhook's Secret and the controller's Lease. Idempotent; the Helm chart "
+        "runs it as its post-delete hook.",
+    )
+    gone.add_argument("--kubeconfig", help="(default: in-cluster configuration)")
+    gone.add_argument("--namespace", default="tower-system")
+    gone.add_argument("--service", default="tower-webhook")
+    gone.add_argument("--secret", default="tower-webhook-tls")
+    gone.add_argument("--lease", default="tower-controller")
     manifests = commands.add_parser(
         "manifests", help="write the webhook configurations for the in-cluster Service"
     )
@@ -152,6 +165,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             text = kube.manifests(integrations, helm=args.helm, scope=scope)
             Path(args.out).write_text(text)
             print(f"wrote {args.out}")
+            return 0
+        if args.command == "uninstall":
+            api_client = load_api_client(args.kubeconfig)
+            for line in kube.uninstall(
+                api_client,
+                namespace=args.namespace,
+                service=args.service,
+                secret=args.secret,
+                lease=args.lease,
+            ):
+                print(line)
             return 0
         if args.command == "bootstrap":
             api_client = load_api_client(args.kubeconfig)

@@ -472,6 +472,44 @@ def bootstrap(
     return did
 
 
+def uninstall(
+    api_client: client.ApiClient,
+    *,
+    namespace: str = SERVICE[0],
+    service: str = SERVICE[1],
+    secret: str = SECRET,
+    lease: str = "tower-controller",
+) -> list[str]:
+    """After Tower is removed (Helm's post-delete hook): every CRD that converts through
+    Tower's Service converts no more (strategy None), so the objects kept with the CRDs stay
+    readable at every version served; and what Tower made at run time in its namespace (the
+    webhook's Secret, the controller's Lease) is deleted. Idempotent. What it did, in words."""
+    did = []
+    extensions = client.ApiextensionsV1Api(api_client)
+    for crd in extensions.list_custom_resource_definition().items:
+        webhook = crd.spec.conversion.webhook if crd.spec.conversion else None
+        ref = webhook.client_config.service if webhook and webhook.client_config else None
+        if ref is None or (ref.namespace, ref.name) != (namespace, service):
+            continue
+        # A JSON patch: a merge patch cannot drop `webhook` while setting None in one write.
+        patch = [{"op": "replace", "path": "/spec/conversion", "value": {"strategy": "None"}}]
+        extensions.patch_custom_resource_definition(crd.metadata.name, patch)
+        did.append(f"CRD {crd.metadata.name}: conversion None (it went through {service})")
+    core = client.CoreV1Api(api_client)
+    coordination = client.CoordinationV1Api(api_client)
+    for what, delete, name in (
+        (f"Secret {namespace}/{secret}", core.delete_namespaced_secret, secret),
+        (f"Lease {namespace}/{lease}", coordination.delete_namespaced_lease, lease),
+    ):
+        try:
+            delete(name, namespace)
+            did.append(f"deleted {what}")
+        except ApiException as err:
+            if err.status != 404:
+                raise
+    return did
+
+
 def configure_webhooks(
     api_client: client.ApiClient, config: KueueConfig, service: tuple[str, str] = SERVICE
 ) -> list[str]:

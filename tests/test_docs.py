@@ -230,7 +230,7 @@ def test_uninstalling_and_releasing_a_job_by_hand(shell):
     """As docs/operations.md says: the webhook configurations go first, then the rest; a
     queued Job stays suspended, and is released by hand."""
     blocks_here = [b for b in ALL if b.doc.name == "operations.md" and b.tag == "run"]
-    assert len(blocks_here) == 2
+    assert len(blocks_here) == 3
     run_block(shell, Block(ROOT / "README.md", "sh", "run", "make dev-up\n", 0))
     for command in (
         "kubectl apply -f deploy/default/controller.yaml -f deploy/default/webhook.yaml",
@@ -253,6 +253,12 @@ def test_uninstalling_and_releasing_a_job_by_hand(shell):
     time.sleep(2)
     suspended = shell.run("kubectl get job sample-job-8rxc4 -o jsonpath={.spec.suspend}")
     assert suspended.stdout == "true"  # queued Jobs stay suspended while Tower is gone
-    run_block(shell, blocks_here[1])  # released by hand
+    crd = "clusterqueues.kueue.x-k8s.io"
+    strategy = shell.run(f"kubectl get crd {crd} -o jsonpath={{.spec.conversion.strategy}}")
+    assert strategy.stdout == "Webhook"
+    run_block(shell, blocks_here[1])  # the CRDs convert no more through the Service gone
+    strategy = shell.run(f"kubectl get crd {crd} -o jsonpath={{.spec.conversion.strategy}}")
+    assert strategy.stdout == "None"
+    run_block(shell, blocks_here[2])  # released by hand
     released = shell.run("kubectl get job sample-job-8rxc4 -o jsonpath={.spec.suspend}")
     assert released.stdout == "false"

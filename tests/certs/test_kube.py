@@ -429,3 +429,53 @@ def test_a_bad_config_file_is_one_line_and_exit_2(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.startswith(f"error: --config {bad}: manageJobsWithoutQueueName")
     assert err.count("\n") == 1
+
+
+def test_uninstall_leaves_the_crds_readable_and_takes_what_tower_made(tmp_path):
+    """Helm's post-delete hook: a CRD that converts through Tower's Service converts no more,
+    others are left alone; the webhook's Secret and the controller's Lease go. Twice is
+    the same as once."""
+    import subprocess
+    import sys
+
+    from kubernetes import config as k8s_config
+
+    from extender.kube.generators.crds import custom_resource_definitions
+    from tests.apidouble import ApiDouble
+
+    api = ApiDouble()
+    api.start()
+    try:
+        path = api.kubeconfig(str(tmp_path / "k"))
+        kube_api = k8s_config.new_client_from_config(config_file=path)
+        extensions = client.ApiextensionsV1Api(kube_api)
+        core = client.CoreV1Api(kube_api)
+        crds = custom_resource_definitions()
+        converted = [
+            c["metadata"]["name"]
+            for c in crds
+            if c["spec"].get("conversion", {}).get("strategy") == "Webhook"
+        ]
+        assert converted
+        for crd in crds:
+            extensions.create_custom_resource_definition(crd)
+        core.create_namespace({"metadata": {"name": "tower-system"}})
+        core.create_namespaced_secret("tower-system", {"metadata": {"name": "tower-webhook-tls"}})
+        client.CoordinationV1Api(kube_api).create_namespaced_lease(
+            "tower-system", {"metadata": {"name": "tower-controller"}, "spec": {}}
+        )
+        command = [sys.executable, "-m", "certs", "uninstall", "--kubeconfig", path]
+        first = subprocess.run(command, capture_output=True, text=True, check=True)
+        for crd in extensions.list_custom_resource_definition().items:
+            name = crd.metadata.name
+            if name in converted:
+                assert crd.spec.conversion.strategy == "None", name
+                assert crd.spec.conversion.webhook is None, name
+                assert f"CRD {name}: conversion None" in first.stdout
+        assert "deleted Secret tower-system/tower-webhook-tls" in first.stdout
+        assert "deleted Lease tower-system/tower-controller" in first.stdout
+        assert [s.metadata.name for s in core.list_namespaced_secret("tower-system").items] == []
+        again = subprocess.run(command, capture_output=True, text=True, check=True)
+        assert again.stdout == ""
+    finally:
+        api.stop()

@@ -19,12 +19,39 @@ def key(obj):
 
 
 @pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed")
+def hook(obj):
+    return (obj["metadata"].get("annotations") or {}).get("helm.sh/hook")
+
+
 def test_the_chart_with_its_defaults_is_the_kustomize_base():
+    """Object for object, less the Namespace and the chart's post-delete hook (below)."""
     kustomize = {key(o): o for o in render("deploy/default") if o["kind"] != "Namespace"}
-    chart = {key(o): o for o in template(CHART)}
+    chart = {key(o): o for o in template(CHART) if not hook(o)}
     assert sorted(chart) == sorted(kustomize)
     for name, obj in chart.items():
         assert obj == kustomize[name], name
+
+
+def test_after_an_uninstall_a_hook_leaves_the_crds_readable_and_takes_what_tower_made():
+    """Helm keeps crds/: the post-delete hook runs `python -m certs uninstall` (the CRDs'
+    conversion back to None, the Secret and Lease deleted), with rights for that only."""
+    hooks = [o for o in template(CHART) if hook(o)]
+    assert {hook(o) for o in hooks} == {"post-delete"}
+    job = one(hooks, "Job", "tower-uninstall")
+    container = job["spec"]["template"]["spec"]["containers"][0]
+    assert container["args"] == ["certs", "uninstall"]
+    assert container["image"] == "tower:0.1.0"
+    cluster_rules = one(hooks, "ClusterRole", "tower-uninstall")["rules"]
+    assert cluster_rules == [{"apiGroups": ["apiextensions.k8s.io"],
+                              "resources": ["customresourcedefinitions"],
+                              "verbs": ["list", "patch"]}]  # fmt: skip
+    rules = one(hooks, "Role", "tower-uninstall")["rules"]
+    assert {(r["resources"][0], r["resourceNames"][0], *r["verbs"]) for r in rules} == {
+        ("secrets", "tower-webhook-tls", "delete"),
+        ("leases", "tower-controller", "delete"),
+    }
+    weights = {o["kind"]: int(o["metadata"]["annotations"]["helm.sh/hook-weight"]) for o in hooks}
+    assert weights["Job"] > max(w for k, w in weights.items() if k != "Job")  # rights first
 
 
 def test_the_chart_must_be_installed_in_tower_system():
