@@ -45,6 +45,15 @@ def ssl_context(conf, default_ssl_context_factory):
     return _contexts[key].context()
 
 
+def when_ready(server):
+    """Say where it listens: with reuse_port the arbiter holds no socket (each worker opens
+    its own), so gunicorn's own line reads `Listening at:  (1)`."""
+    where = ",".join(server.cfg.bind)
+    server.log.info(
+        "Listening at: https://%s (%s workers, each on its own socket)", where, server.cfg.workers
+    )
+
+
 def worker_exit(server, worker):
     """Write the last counts of a stopping worker."""
     metrics.TALLY.flush()

@@ -246,3 +246,14 @@ def test_a_metrics_directory_that_does_not_exist_yet_is_made(tmp_path):
         assert server.proc.wait(timeout=20) == 0
     log = server.proc.stdout.read().decode()
     assert "Traceback" not in log, log
+
+
+def test_the_log_says_at_which_address_it_listens(tmp_path):
+    """gunicorn's own line reads `Listening at:  (1)` when each worker opens its own socket
+    (reuse_port); Tower's says the address."""
+    generate(tmp_path / "certs")
+    server = start_webhook(tmp_path / "certs", tmp_path / "metrics", workers=1)
+    server.proc.send_signal(signal.SIGTERM)
+    output = server.proc.communicate(timeout=30)[0].decode()
+    wanted = f"Listening at: https://127.0.0.1:{server.port} (1 workers, each on its own socket)"
+    assert wanted in output, output
