@@ -489,12 +489,13 @@ def uninstall(
     for crd in extensions.list_custom_resource_definition().items:
         webhook = crd.spec.conversion.webhook if crd.spec.conversion else None
         ref = webhook.client_config.service if webhook and webhook.client_config else None
-        if ref is None or (ref.namespace, ref.name) != (namespace, service):
+        name = crd.metadata.name if crd.metadata else None
+        if not name or ref is None or (ref.namespace, ref.name) != (namespace, service):
             continue
-        # A JSON patch: a merge patch cannot drop `webhook` while setting None in one write.
+        # The whole conversion replaced: its webhook goes with it.
         patch = [{"op": "replace", "path": "/spec/conversion", "value": {"strategy": "None"}}]
-        extensions.patch_custom_resource_definition(crd.metadata.name, patch)
-        did.append(f"CRD {crd.metadata.name}: conversion None (it went through {service})")
+        extensions.patch_custom_resource_definition(name, patch)
+        did.append(f"CRD {name}: conversion None (it went through {service})")
     core = client.CoreV1Api(api_client)
     coordination = client.CoordinationV1Api(api_client)
     for what, delete, name in (
