@@ -112,7 +112,10 @@ class BatchJob(JobAdapter):
         return {"main": as_mapping(as_mapping(obj.get("spec")).get("template"))}
 
     def is_active(self, obj: Mapping[str, Any]) -> bool:
-        return bool(as_mapping(obj.get("status")).get("active"))
+        """Pods run, or still stop: Kueue counts `status.active` alone, but a terminating
+        pod's containers run until its grace period ends, so its quota is held till then."""
+        status = as_mapping(obj.get("status"))
+        return bool(status.get("active")) or bool(status.get("terminating"))
 
     def worker_spec(self, spec: Obj) -> Obj:
         # The selector and the labels that carry the manager's Job uid are the worker's

@@ -16,7 +16,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from extender.core.api.models import PREBUILT_WORKLOAD_LABEL, PRIORITY_CLASS_LABEL, QUEUE_NAME_LABEL
-from extender.core.jobframework import registry
+from extender.core.api.parse import ManifestError
+from extender.core.jobframework import match, registry
 from extender.core.jobframework.adapter import JobAdapter, workload_name
 from extender.kube.api.objects import CLUSTER_QUEUE_ANNOTATION
 from extender.kube.api.resources import Resource, resource_of
@@ -210,6 +211,10 @@ class JobView:
     prebuilt: str | None = None
     managed_by: str | None = None  # its managedBy (MultiKueue's, on a manager's job)
     deleting: bool = False  # its deletionTimestamp is set
+    # Its podSets' names, counts and resources as one number (core/jobframework/match.py), to
+    # tell a running job that no longer matches its Workload; None: not read (a pod, a job
+    # whose podSets come from other objects, or one that does not parse).
+    shape_key: int | None = None
 
     @property
     def holds(self) -> bool:
@@ -319,7 +324,19 @@ def job_view(obj: Obj, *, keep_source: bool, adapter: JobAdapter | None = None) 
         prebuilt=prebuilt_name(meta),
         managed_by=_interned(adapter.managed_by(obj)),
         deleting=bool(meta.get("deletionTimestamp")),
+        shape_key=None if finished is not None or group is not None else _shape_key(adapter, obj),
     )
+
+
+def _shape_key(adapter: JobAdapter, obj: Obj) -> int | None:
+    if not adapter.can_suspend:
+        return None  # a pod: its group's rules decide
+    try:
+        if adapter.references(obj):
+            return None  # its podSets are read from other objects (a TrainJob's runtime)
+        return match.key(match.job_shapes(adapter.pod_sets(obj)))
+    except ManifestError:
+        return None
 
 
 def _interned(value: str | None) -> str | None:

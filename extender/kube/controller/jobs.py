@@ -19,8 +19,9 @@ from extender.core.jobframework.workloads import creation_seconds
 from extender.kube.api import objects as o
 from extender.kube.api.client import ApiError
 from extender.kube.api.resources import WORKLOADS, Resource, resource_of_reference
-from extender.kube.api.trim import JobView, workload_key
+from extender.kube.api.trim import JobView, job_view, workload_key
 from extender.kube.api.writes import CREATE
+from extender.kube.controller import resized
 from extender.kube.controller.context import Context, Ref
 from extender.kube.controller.job_start import JobStarter, patch_job, stop_job
 from extender.kube.controller.pods_ready import PodsReadyWatch
@@ -189,6 +190,11 @@ class JobReconciler:
         self._creating.pop(wl_key, None)
         if job.source is not None:
             ctx.store.put(resource, job.key, job.without_source())  # the template is recorded
+        if resized.drifted(job, workload) and job.prebuilt is None:
+            if holds_quota(workload):
+                return resized.stop_and_requeue(ctx, job, wl_key, workload)
+            if job.suspended:
+                return resized.update_pending(ctx, job, wl_key, workload)
         return self._follow(wl_key, workload, job)
 
     def _ungated(self, job: JobView, wl_key: str, workload: Obj | None) -> float | None:
@@ -308,9 +314,13 @@ class JobReconciler:
             namespace, name = job.key.split("/", 1)
             fresh = ctx.client.get(resource, name, namespace)
             fresh.setdefault("kind", resource.kind)
-            job = ctx.store.record(resource, fresh)
-            if job.source is None:
+            ctx.store.record(resource, fresh)
+            # Read here with its template: the cache keeps the version it has (the same one,
+            # when only the Workload changed) as it was, without it.
+            view = job_view(fresh, keep_source=True, adapter=job.adapter)
+            if view is None or view.source is None:
                 return None
+            job = view
         assert job.source is not None
         source = {**job.source, "kind": job.kind, "apiVersion": job.adapter.api_version}
         try:
