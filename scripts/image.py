@@ -86,8 +86,11 @@ def pack(rootfs: Path, ref: str, out: Path, config: dict[str, object]) -> str:
 
 
 def _run(*command: str | Path) -> None:
-    # This machine's pip settings (PIP_FIND_LINKS, ...) name its paths, not the root's.
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
+    env = None
+    if command[0] == "chroot":
+        # This machine's pip settings (PIP_FIND_LINKS, ...) name its paths, not the root's.
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
+        env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
     subprocess.run([str(c) for c in command], check=True, env=env)
 
 
