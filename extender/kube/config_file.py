@@ -22,8 +22,9 @@ _Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 # Tower's own defaults, for a flag given neither on the command line nor in a file.
 TOWER_DEFAULTS: dict[str, Any] = {
-    "kube_api_qps": 50.0,
-    "kube_api_burst": 100,
+    # Kueue v0.19.2's clientConnection defaults (apis/config/v1beta2/defaults.go).
+    "kube_api_qps": 300.0,
+    "kube_api_burst": 500,
     "fair_sharing": False,
     "leader_elect": True,
     "leader_election_id": "tower-controller",

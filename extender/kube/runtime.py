@@ -64,14 +64,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=_above_zero,
         default=env("TOWER_KUBE_API_QPS"),
         help="average API requests per second (client-go's QPS) [TOWER_KUBE_API_QPS] "
-        "(default: the file's clientConnection.qps, else 50)",
+        "(default: the file's clientConnection.qps, else Kueue's 300)",
     )
     parser.add_argument(
         "--kube-api-burst",
         type=_at_least_one,
         default=env("TOWER_KUBE_API_BURST"),
         help="API requests allowed in a burst [TOWER_KUBE_API_BURST] "
-        "(default: the file's clientConnection.burst, else 100)",
+        "(default: the file's clientConnection.burst, else Kueue's 500)",
     )
     parser.add_argument(
         "--write-concurrency",

@@ -181,9 +181,9 @@ def test_the_controller_reads_kueues_configuration_from_its_config_map(rendered,
     file = tmp_path / path.rsplit("/", 1)[1]
     file.write_text(config_map["data"][file.name])
     config = load(str(file))
-    # The Lease and the write budget of a release without the file, so an upgrade keeps both.
+    # The Lease of a release without the file, so an upgrade keeps it; Kueue's budget.
     assert config.leader_election.resource_name == "tower-controller"
-    assert (config.kube_api_qps, config.kube_api_burst) == (50.0, 100)
+    assert (config.kube_api_qps, config.kube_api_burst) == (300.0, 500)
     assert len(config.integrations) == 12
     assert config.warnings("f") == []
     # Kueue's v1beta2 turns waitForPodsReady on when the file is silent: 30 minutes.

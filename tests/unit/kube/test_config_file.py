@@ -78,13 +78,13 @@ def test_kueues_default_file_keeps_what_later_work_needs():
     assert config.multi_kueue.dispatcher_name == "kueue.x-k8s.io/multikueue-dispatcher-all-at-once"
 
 
-def test_without_a_file_the_flags_keep_towers_defaults(monkeypatch):
+def test_without_a_file_the_flags_take_kueues_defaults(monkeypatch):
     monkeypatch.delenv("TOWER_KUBE_API_QPS", raising=False)
     monkeypatch.delenv("TOWER_INTEGRATIONS", raising=False)
     monkeypatch.setenv("POD_NAMESPACE", "tower-system")
     args = args_of()
     assert settle(args) == []
-    assert (args.kube_api_qps, args.kube_api_burst) == (50.0, 100)
+    assert (args.kube_api_qps, args.kube_api_burst) == (300.0, 500)  # Kueue's, file or none
     assert (args.leader_elect, args.leader_election_id) == (True, "tower-controller")
     assert (args.fair_sharing, args.integrations) == (False, None)
 
