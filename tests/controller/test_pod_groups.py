@@ -31,6 +31,7 @@ from tests.controller.test_pods import (
     ungated,
 )
 
+POD_SUSPENDING = "kueue.x-k8s.io/pod-suspending-parent"
 STATEFULSETS = r.Resource("apps", "v1", "statefulsets", "StatefulSet", True)
 
 
@@ -357,6 +358,17 @@ def test_kueues_sample_statefulset_is_one_workload_admitted_whole(cluster, start
         assert FINALIZER not in (each["metadata"].get("finalizers") or [])
         running = eventually(lambda p=each: ungated(cluster, p), what="each pod let through")
         assert running["spec"]["nodeSelector"] == {"instance-type": "spot"}
+        # Told its group as Kueue's StatefulSet pod reconciler tells it.
+        meta = cluster.get("pods", each["metadata"]["name"], "default")["metadata"]
+        assert meta["labels"]["kueue.x-k8s.io/pod-group-name"] == name
+        ours = (POD_SUSPENDING, "tower.dev/cluster-queue")
+        assert {k: v for k, v in meta["annotations"].items() if k not in ours} == {
+            "kueue.x-k8s.io/pod-group-total-count": "3",
+            "kueue.x-k8s.io/pod-group-fast-admission": "true",
+            "kueue.x-k8s.io/pod-group-serving": "true",
+            "kueue.x-k8s.io/pod-group-pod-index-label": "apps.kubernetes.io/pod-index",
+            "kueue.x-k8s.io/role-hash": "main",
+        }
     said = tower(cluster, "why", "statefulset/nginx-statefulset", "-n", "default", "-o", "json")
     assert said.returncode == 0, said.stderr
     answer = json.loads(said.stdout)

@@ -26,6 +26,8 @@ SERVING = "kueue.x-k8s.io/pod-group-serving"
 ROLE_HASH = "kueue.x-k8s.io/role-hash"
 RETRIABLE = "kueue.x-k8s.io/retriable-in-group"
 POD_INDEX = "kueue.x-k8s.io/pod-group-pod-index"  # a member's rank, for topology placement
+# Which label of a member holds its rank (a StatefulSet's apps.kubernetes.io/pod-index).
+POD_INDEX_LABEL = "kueue.x-k8s.io/pod-group-pod-index-label"
 # On a group's Workload: it is followed by its pods, not by one owner.
 IS_GROUP_WORKLOAD = "kueue.x-k8s.io/is-group-workload"
 OWNER_GVK = "kueue.x-k8s.io/job-owner-gvk"

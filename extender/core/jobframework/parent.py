@@ -43,6 +43,8 @@ class TemplateParent:
 
     runs_groups: ClassVar[bool] = False
     stamps_pods: ClassVar[bool] = False  # its pods are told their group (`stamp`)
+    # Its pods are found by their owner, and told their group as Kueue does (`stamp`).
+    stamps_members: ClassVar[bool] = False
 
     # MultiKueue runs its groups on a worker by a copy of it, the manager's pods left gated
     # (Kueue's StatefulSet and LeaderWorkerSet adapters: no managedBy, no status back).

@@ -47,6 +47,7 @@ class StatefulSet(TemplateParent):
     group, version, kind, plural = "apps", "v1", "StatefulSet", "statefulsets"
     runs_groups = True
     runs_on_workers = True
+    stamps_members = True  # its pods know their group, and are told it once they exist
 
     def _name(self, obj: Mapping[str, Any]) -> str:
         meta = as_mapping(obj.get("metadata"))
@@ -72,6 +73,28 @@ class StatefulSet(TemplateParent):
         if self.marked_by_other(obj):
             return ()  # a LeaderWorkerSet's StatefulSet: its pods are that kind's
         return (self._name(obj),)
+
+    def stamp(self, obj: Mapping[str, Any], pod: Mapping[str, Any]) -> Obj | None:
+        """What Kueue's StatefulSet pod reconciler writes on each of its pods: the group's
+        name (the Workload's, a label tools select a group's pods by), its total count,
+        fast admission and serving, the pod-index label and the role `main`. None for a pod
+        told already (as Kueue, it is told once) or one that is not its own."""
+        meta = as_mapping(pod.get("metadata"))
+        named = self.member(pod)
+        if named is None or as_mapping(meta.get("labels")).get(groups.GROUP_NAME) == named[0]:
+            return None
+        return {
+            "metadata": {
+                "labels": {groups.GROUP_NAME: named[0]},
+                "annotations": {
+                    groups.TOTAL_COUNT: str(_replicas(obj)),
+                    groups.FAST_ADMISSION: "true",
+                    groups.SERVING: "true",
+                    groups.POD_INDEX_LABEL: STATEFULSET_POD_INDEX,
+                    groups.ROLE_HASH: "main",
+                },
+            }
+        }
 
     def group_pod_sets(self, obj: Mapping[str, Any], name: str) -> list[PodSetTemplate] | None:
         replicas = _replicas(obj)

@@ -79,6 +79,25 @@ class GroupPods:
                     patch_job(ctx, view, patch)
             return
 
+    def stamp_members(self, parent: TemplateParent, obj: Obj, views: Sequence[JobView]) -> None:
+        """Members not told their group yet (a StatefulSet's: no total count kept) are,
+        one patch each, from the pod as the API server has it."""
+        for view in views:
+            if any(k == groups.TOTAL_COUNT for k, _ in view.annotations) or view.finished:
+                continue
+            source = view.source
+            if source is None and self.pods is not None:
+                namespace, name = view.key.split("/", 1)
+                try:
+                    source = self.ctx.client.get(self.pods, name, namespace)
+                except ApiError as err:
+                    if not err.not_found:
+                        raise
+                    continue
+            patch = parent.stamp(obj, source) if source is not None else None
+            if patch is not None:
+                patch_job(self.ctx, view, patch)
+
     # ----- the members ------------------------------------------------------------------
 
     def start(self, wl_key: str, workload: Obj, views: Sequence[JobView]) -> None:

@@ -167,6 +167,8 @@ class GroupReconciler:
             return None
         if declared is not None and declared[2] is not None:
             self._say_if_resized(name, workload, declared[0], declared[2])
+            if declared[0].stamps_members:  # a StatefulSet's pods, told their group
+                self.pods_ops.stamp_members(declared[0], declared[2], views)
         # 3. Finished: Kueue's finalizers come off its pods.
         if o.is_true(workload, o.FINISHED):
             self.pods_ops.release(views)
