@@ -141,7 +141,8 @@ def test_a_running_job_grown_past_its_admission_is_stopped_and_queued_again(
     assert "cpu in flavor pool-a" in condition(again, "QuotaReserved")["message"]
     assert is_suspended(kind, cluster.get(resource.plural, name, "default"))
     [changed] = events(cluster, "PodSetsChanged")
-    assert f"podSet {pod_set}" in changed and f"now has {count} pods" in changed, changed
+    assert f"podSet {pod_set}" in changed, changed
+    assert f"now has {count} pods" in changed, changed
     assert "suspend a job before you change its size, or mark it elastic" in changed
     assert events(cluster, "Stopped") == [
         "No matching Workload; restoring pod templates according to existent Workload"
