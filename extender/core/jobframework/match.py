@@ -117,7 +117,5 @@ def workload_keys(workload: Mapping[str, Any]) -> frozenset[int]:
     with the counts its admission holds."""
     declared = workload_shapes(workload)
     admitted = admitted_counts(workload)
-    running = tuple(
-        Shape(s.name, admitted.get(s.name, s.count), s.resources) for s in declared
-    )
+    running = tuple(Shape(s.name, admitted.get(s.name, s.count), s.resources) for s in declared)
     return frozenset((key(declared), key(running)))
