@@ -272,6 +272,11 @@ class JobAdapter:
         are more than setting the suspend field (None: set it)."""
         return None
 
+    def create_ops(self, obj: Mapping[str, Any]) -> list[Obj]:
+        """More operations Kueue's webhook adds to a queued object at create (a TrainJob's
+        empty runtimePatches entry of Kueue's manager); the same object twice, none."""
+        return []
+
     def resolved(
         self, obj: Mapping[str, Any], referenced: Mapping[Reference, Mapping[str, Any] | None]
     ) -> Obj:

@@ -281,6 +281,20 @@ class TrainJob(JobAdapter):
 
     # ----- writing --------------------------------------------------------------------------
 
+    def create_ops(self, obj: Mapping[str, Any]) -> list[Obj]:
+        """Kueue's webhook adds its entry to spec.runtimePatches at create, empty: trainer's
+        own webhook lets Kueue's manager fill it later only while the job is suspended, and
+        only when it exists (trainjob_webhook.go Default). The list goes whole (`add`
+        replaces it), so the patch applies twice the same."""
+        current = as_sequence(as_mapping(obj.get("spec")).get("runtimePatches"))
+        if any(isinstance(p, Mapping) and p.get("manager") == MANAGER for p in current):
+            return []
+        entry = {"manager": MANAGER, "trainingRuntimeSpec": {"template": {"spec": {}}}}
+        value = [copy.deepcopy(p) for p in current] + [entry]
+        if not isinstance(obj.get("spec"), Mapping):
+            return [{"op": "add", "path": "/spec", "value": {"runtimePatches": value}}]
+        return [{"op": "add", "path": "/spec/runtimePatches", "value": value}]
+
     def _patches_with(self, obj: Mapping[str, Any], replicated: list[Obj] | None) -> list[Obj]:
         """spec.runtimePatches with Kueue's entry set to these replicatedJobs (none: emptied);
         the list goes out whole, every other manager's entry as it is."""

@@ -83,7 +83,7 @@ def queue_patch(
         op = set_op(obj, adapter.suspend_path, True)
         op["op"] = "add"  # `add` replaces a value that is there, and applies twice the same
         ops.append(op)
-    return ops
+    return [*ops, *adapter.create_ops(obj)]
 
 
 def resuspend_patch(obj: Mapping[str, Any], adapter: JobAdapter) -> list[Op]:

@@ -305,3 +305,27 @@ def test_its_state_is_read_from_trainers_status(status, finished, active, ready)
     assert TJ.finished(obj) == finished
     assert TJ.is_active(obj) is active
     assert TJ.pods_ready(obj) is ready
+
+
+def test_the_webhook_adds_kueues_empty_runtime_patch_at_create_once():
+    """Kueue's TrainJob webhook appends an empty entry of its manager (trainjob_webhook.go
+    Default): trainer lets Kueue fill it later only if it is there. Another manager's entry is
+    kept; the patch applied to what it made changes nothing more."""
+    import jsonpatch
+
+    from extender.core.jobframework.webhooks import queue_patch
+
+    adapter = registry.ADAPTERS["trainer.kubeflow.org/trainjob"]
+    job = train_job("torch-distributed")
+    job["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": "user-queue"}
+    theirs = {"manager": "example.com/mine", "trainer": {"numNodes": 2}}
+    job["spec"]["runtimePatches"] = [theirs]
+    patched = jsonpatch.apply_patch(job, queue_patch(job, adapter))
+    assert patched["spec"]["runtimePatches"] == [
+        theirs,
+        {"manager": MANAGER, "trainingRuntimeSpec": {"template": {"spec": {}}}},
+    ]
+    assert patched["spec"]["suspend"] is True
+    assert queue_patch(patched, adapter) == []
+    again = jsonpatch.apply_patch(patched, queue_patch(job, adapter))
+    assert again == patched
