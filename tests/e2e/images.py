@@ -4,8 +4,10 @@ The e2e suite and Kueue's examples name public images; a node here pulls none, s
 from Debian's busybox-static under the name the manifests use:
 
 - `busybox:1.36` (and `busybox`): busybox itself;
-- `registry.k8s.io/e2e-test-images/agnhost:2.53`: the two agnhost verbs Kueue's examples use,
-  `pause` (waits until stopped) and `entrypoint-tester` (prints its arguments and exits 0);
+- `registry.k8s.io/e2e-test-images/agnhost:2.53`: the agnhost verbs Kueue's examples and e2e
+  suite use: `pause` and `netexec` (wait until stopped, then exit 0), `test-webserver` (no
+  signal handler: ends only when killed, so in failure) and `entrypoint-tester` (prints its
+  arguments and exits 0);
 - `registry.k8s.io/nginx-slim:0.27`: busybox's httpd serving / on port 80.
 
 `python -m tests.e2e.images DIR` writes one tarball per image into DIR, for
@@ -27,7 +29,8 @@ BUSYBOX = Path("/bin/busybox")
 AGNHOST = """#!/bin/sh
 # A stand-in for agnhost: the verbs Kueue's examples run.
 case "$1" in
-  pause) trap 'exit 0' TERM INT; while :; do sleep 1; done ;;
+  pause|netexec) trap 'exit 0' TERM INT; while :; do sleep 1; done ;;
+  test-webserver) exec sleep 2147483647 ;;
   entrypoint-tester) shift; echo "$@"; exit 0 ;;
   *) echo "agnhost stand-in: $1 is not made here" >&2; exit 2 ;;
 esac

@@ -41,12 +41,12 @@ def real_nodes(api_client: client.ApiClient) -> list[str]:
 
 
 def _seconds(pod: client.V1Pod) -> float:
-    """How long the pod's containers run: their `sleep N`, forever for agnhost's `pause`
-    (Kueue's TAS and provisioning examples; their racks stay taken, as on a real node), else
-    a second."""
+    """How long the pod's containers run: their `sleep N`, forever for agnhost's `pause`,
+    `netexec` and `test-webserver` (Kueue's TAS and provisioning examples and its e2e suite's
+    BehaviorWaitForDeletion; their racks stay taken, as on a real node), else a second."""
     for container in pod.spec.containers:
         words = [*(container.command or []), *(container.args or [])]
-        if "pause" in words:  # agnhost's pause: runs until the pod is deleted
+        if {"pause", "netexec", "test-webserver"} & set(words):  # run until the pod is deleted
             return math.inf
         text = " ".join(words)
         match = SLEEP.search(text)

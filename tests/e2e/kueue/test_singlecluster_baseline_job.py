@@ -1,0 +1,178 @@
+"""Kueue v0.19.2 test/e2e/singlecluster/baseline/job_test.go, ported case by case."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.e2e.kueue.cases import kueue_case
+from tests.e2e.kueue.util import (
+    BEHAVIOR_EXIT_FAST,
+    LONG_TIMEOUT,
+    MEDIUM_TIMEOUT,
+    TIMEOUT,
+    Cluster,
+    eventually,
+    has_quota_reservation,
+    is_admitted,
+    is_finished,
+    make_cluster_queue,
+    make_flavor_quotas,
+    make_job,
+    make_local_queue,
+    make_resource_flavor,
+)
+
+pytestmark = pytest.mark.e2e
+GO = "singlecluster/baseline/job_test.go"
+
+
+def sample_job(namespace: str, **overrides: Any) -> dict:
+    """The BeforeEach's sampleJob: queue main, agnhost waiting for deletion, 200m cpu, 20Mi."""
+    return make_job(
+        "test-job",
+        namespace,
+        queue="main",
+        requests={"cpu": "200m", "memory": "20Mi"},
+        **overrides,
+    )
+
+
+@kueue_case(GO, "Kueue Creating a Job without a matching LocalQueue Should stay in suspended")
+def test_without_a_matching_local_queue_stays_suspended(cluster: Cluster, ns: str) -> None:
+    job = cluster.batch.create_namespaced_job(ns, sample_job(ns))
+    eventually(
+        lambda: cluster.batch.read_namespaced_job("test-job", ns).spec.suspend is True,
+        TIMEOUT,
+        "the job to be suspended",
+    )
+    wl_name = cluster.workload_for_job(job, ns)
+
+    def created_without_reservation() -> bool:
+        wl = cluster.workload(wl_name, ns)
+        assert wl is not None, f"workload {wl_name} not created"
+        return not has_quota_reservation(wl)
+
+    eventually(created_without_reservation, TIMEOUT, "the workload, without quota")
+    cluster.batch.delete_namespaced_job("test-job", ns)
+
+
+@pytest.fixture
+def queueing(cluster: Cluster, ns: str) -> Iterator[dict[str, str]]:
+    """When("Creating a Job With Queueing")'s BeforeEach and AfterEach."""
+    on_demand, spot, cq = f"on-demand-{ns}", f"spot-{ns}", f"cluster-queue-{ns}"
+    cluster.create(
+        "resourceflavors", make_resource_flavor(on_demand, {"instance-type": "on-demand"})
+    )
+    cluster.create("resourceflavors", make_resource_flavor(spot, {"instance-type": "spot"}))
+    cluster.create_active(
+        "clusterqueues",
+        make_cluster_queue(
+            cq,
+            make_flavor_quotas(on_demand, cpu="1", memory="1Gi"),
+            make_flavor_quotas(spot, cpu="1", memory="1Gi"),
+            preemption={"withinClusterQueue": "LowerPriority"},
+        ),
+    )
+    cluster.create_active("localqueues", make_local_queue("main", ns, cq), ns)
+    yield {"cluster_queue": cq, "on_demand": on_demand, "spot": spot}
+    for job in cluster.batch.list_namespaced_job(ns).items:
+        cluster.batch.delete_namespaced_job(job.metadata.name, ns, propagation_policy="Background")
+    for wl in cluster.list("workloads", ns):
+        cluster.delete("workloads", wl["metadata"]["name"], ns, strip_finalizers=True)
+    cluster.delete("localqueues", "main", ns)
+    cluster.expect_deleted("clusterqueues", cq)
+    cluster.expect_deleted("resourceflavors", on_demand)
+    cluster.expect_deleted("resourceflavors", spot)
+
+
+@kueue_case(GO, "Kueue Creating a Job With Queueing Should unsuspend a job and set nodeSelectors")
+def test_unsuspends_a_job_and_sets_node_selectors(
+    cluster: Cluster, ns: str, queueing: dict[str, str]
+) -> None:
+    job = cluster.batch.create_namespaced_job(ns, sample_job(ns, args=BEHAVIOR_EXIT_FAST))
+    cluster.expect_job_unsuspended_with_node_selectors(
+        "test-job", ns, {"instance-type": "on-demand"}
+    )
+    wl_name = cluster.workload_for_job(job, ns)
+    eventually(
+        lambda: is_finished(cluster.workload(wl_name, ns)), LONG_TIMEOUT, "the workload to finish"
+    )
+
+
+@kueue_case(
+    GO,
+    "Kueue Creating a Job With Queueing Should finish workload if the job is deleted with "
+    "PropagationPolicy=DeletePropagationOrphan",
+)
+def test_finishes_the_workload_of_a_job_deleted_with_orphan(
+    cluster: Cluster, ns: str, queueing: dict[str, str]
+) -> None:
+    job = cluster.batch.create_namespaced_job(ns, make_job("job", ns, queue="main"))
+    wl_name = cluster.workload_for_job(job, ns)
+    eventually(lambda: is_admitted(cluster.workload(wl_name, ns)), TIMEOUT, "admission")
+    cluster.batch.delete_namespaced_job("job", ns, propagation_policy="Orphan")
+
+    def finished_without_finalizers() -> bool:
+        wl = cluster.workload(wl_name, ns)
+        assert wl is not None, "the workload is gone"
+        assert is_finished(wl), "not finished"
+        assert not wl["metadata"].get("finalizers"), wl["metadata"].get("finalizers")
+        return True
+
+    eventually(finished_without_finalizers, TIMEOUT, "the workload to finish, finalizers gone")
+    for pod in cluster.core.list_namespaced_pod(ns).items:
+        cluster.core.delete_namespaced_pod(pod.metadata.name, ns, grace_period_seconds=0)
+
+
+@kueue_case(GO, "Kueue Creating a Job With Queueing Should allow to schedule Jobs via CronJob")
+def test_schedules_jobs_via_cron_job(cluster: Cluster, ns: str, queueing: dict[str, str]) -> None:
+    container = {
+        "name": "c",
+        "image": "registry.k8s.io/e2e-test-images/agnhost:2.53",
+        "args": BEHAVIOR_EXIT_FAST,
+        "resources": {"requests": {"cpu": "1"}, "limits": {"cpu": "1"}},
+    }
+    cron = {
+        "apiVersion": "batch/v1",
+        "kind": "CronJob",
+        "metadata": {"name": "test-cronjob", "namespace": ns},
+        "spec": {
+            "schedule": "* * * * *",
+            "concurrencyPolicy": "Forbid",
+            "jobTemplate": {
+                "metadata": {"labels": {"kueue.x-k8s.io/queue-name": "main"}},
+                "spec": {
+                    "template": {
+                        "spec": {
+                            "restartPolicy": "Never",
+                            "terminationGracePeriodSeconds": 1,
+                            "containers": [container],
+                        }
+                    }
+                },
+            },
+        },
+    }
+    created = cluster.batch.create_namespaced_cron_job(ns, cron)
+    # "Patch the last start time to be in the past so that it starts immediately".
+    past = created.metadata.creation_timestamp.timestamp() - 120
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(past))
+    cluster.batch.patch_namespaced_cron_job_status(
+        "test-cronjob", ns, {"status": {"lastScheduleTime": stamp}}
+    )
+    jobs = eventually(
+        lambda: cluster.batch.list_namespaced_job(ns).items, MEDIUM_TIMEOUT, "the CronJob's Job"
+    )
+    assert len(jobs) == 1, [j.metadata.name for j in jobs]
+    job = jobs[0]
+    cluster.expect_job_unsuspended_with_node_selectors(
+        job.metadata.name, ns, {"instance-type": "on-demand"}
+    )
+    wl = cluster.workload(cluster.workload_for_job(job, ns), ns)
+    assert has_quota_reservation(wl), wl
+    assert wl["status"]["admission"]["clusterQueue"] == queueing["cluster_queue"]
+    cluster.batch.delete_namespaced_cron_job("test-cronjob", ns)

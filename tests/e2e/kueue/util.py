@@ -1,0 +1,374 @@
+"""Kueue's e2e helpers (test/util, pkg/util/testing*), in Python, for the port of its suite.
+
+Each function is named after the Kueue helper it stands for, so a ported case reads as the Go
+one does; Tower runs as the webhook and one controller on this machine, with the
+Configuration of Kueue's e2e suite (test/e2e/config/default/controller_manager_config.yaml).
+"""
+
+from __future__ import annotations
+
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client
+
+from extender.core.jobframework.adapter import workload_name
+from tests.e2e.conftest import KUBECONFIG, kubectl, webhook_host_port
+
+ROOT = Path(__file__).resolve().parents[3]
+KUEUE = "kueue.x-k8s.io"
+V = "v1beta2"
+
+# test/util/constants.go
+TIMEOUT = 10.0
+MEDIUM_TIMEOUT = 45.0
+LONG_TIMEOUT = 90.0
+INTERVAL = 0.25
+AGNHOST = "registry.k8s.io/e2e-test-images/agnhost:2.53"
+BEHAVIOR_WAIT_FOR_DELETION = ["netexec"]
+BEHAVIOR_EXIT_FAST = ["entrypoint-tester"]
+
+# Kueue's e2e Configuration, less what Tower takes from its own defaults (tls: Tower's webhook
+# takes its cipher suites from gunicorn; groupKindConcurrency: Tower's loop is not per kind).
+CONFIGURATION = """\
+apiVersion: config.kueue.x-k8s.io/v1beta2
+kind: Configuration
+metrics:
+  enableClusterQueueResources: true
+fairSharing:
+  preemptionStrategies: ["LessThanOrEqualToFinalShare", "LessThanInitialShare"]
+clientConnection:
+  qps: 300
+  burst: 500
+"""
+
+
+def eventually(check: Callable[[], Any], timeout: float = TIMEOUT, what: str = "") -> Any:
+    """gomega.Eventually: `check` returns a truthy value, or raises AssertionError, until it
+    passes; the last failure is reported."""
+    deadline = time.monotonic() + timeout
+    last: AssertionError | None = None
+    while True:
+        try:
+            value = check()
+            if value:
+                return value
+            last = AssertionError(f"{what or 'condition'}: got {value!r}")
+        except AssertionError as err:
+            last = err
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:g}s waiting for {what}: {last}")
+        time.sleep(INTERVAL)
+
+
+class Tower:
+    """Tower's webhook and controller on this machine, registered with the cluster."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.tmp = tmp
+        host, port = webhook_host_port()
+        certs = tmp / "certs"
+        flag = "--ip-address" if host.replace(".", "").isdigit() else "--dns-name"
+        python = [sys.executable, "-m"]
+        subprocess.run(
+            [*python, "certs", "generate", "--out", str(certs), flag, host],
+            cwd=ROOT,
+            check=True,
+            capture_output=True,
+        )
+        config = tmp / "config.yaml"
+        config.write_text(CONFIGURATION)
+        user = kubectl("auth", "whoami", "-o", "jsonpath={.status.userInfo.username}")
+        self.procs = [
+            self._spawn(
+                "webhook",
+                "webhook",
+                "--port",
+                str(port),
+                "--bind-address",
+                host,
+                "--tls-cert-file",
+                str(certs / "tls.crt"),
+                "--tls-private-key-file",
+                str(certs / "tls.key"),
+                "--controller-username",
+                user,
+                "--workers",
+                "1",
+            ),
+        ]
+        eventually(lambda: _listening(host, port), 30, "the webhook to listen")
+        subprocess.run(
+            [
+                *python,
+                "certs",
+                "install",
+                "--kubeconfig",
+                KUBECONFIG or "",
+                "--url",
+                f"https://{host}:{port}",
+                "--certs-dir",
+                str(certs),
+            ],
+            cwd=ROOT,
+            check=True,
+            capture_output=True,
+        )
+        self.procs.append(
+            self._spawn(
+                "controller",
+                "extender",
+                "run",
+                "--kubeconfig",
+                KUBECONFIG or "",
+                "--config",
+                str(config),
+                "--no-leader-elect",
+                "--health-address",
+                "127.0.0.1:0",
+                "--status-interval",
+                "0.5",
+            )
+        )
+
+    def _spawn(self, name: str, *args: str) -> subprocess.Popen[bytes]:
+        log = open(self.tmp / f"{name}.log", "ab")  # noqa: SIM115 (the child keeps it)
+        return subprocess.Popen(
+            [sys.executable, "-m", *args], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT
+        )
+
+    def stop(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+def _listening(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+class Cluster:
+    """The test's handle on the cluster: Kueue's util functions over the real client."""
+
+    def __init__(self, api_client: client.ApiClient) -> None:
+        self.api = api_client
+        self.core = client.CoreV1Api(api_client)
+        self.batch = client.BatchV1Api(api_client)
+        self.custom = client.CustomObjectsApi(api_client)
+
+    # util.CreateNamespaceFromPrefixWithLog
+    def create_namespace_from_prefix(self, prefix: str) -> str:
+        name = f"{prefix}{uuid.uuid4().hex[:5]}"
+        self.core.create_namespace({"metadata": {"name": name}})
+        return name
+
+    # util.DeleteNamespace + ExpectAllPodsInNamespaceDeleted
+    def delete_namespace(self, name: str) -> None:
+        for plural in ("workloads", "localqueues"):
+            for item in self.list(plural, name):
+                self.delete(plural, item["metadata"]["name"], name, strip_finalizers=True)
+        kubectl("delete", "namespace", name, "--wait=false", check=False)
+
+    def create(self, plural: str, body: dict[str, Any], namespace: str | None = None) -> dict:
+        if namespace is None:
+            return self.custom.create_cluster_custom_object(KUEUE, V, plural, body)
+        return self.custom.create_namespaced_custom_object(KUEUE, V, namespace, plural, body)
+
+    def get(self, plural: str, name: str, namespace: str | None = None) -> dict:
+        if namespace is None:
+            return self.custom.get_cluster_custom_object(KUEUE, V, plural, name)
+        return self.custom.get_namespaced_custom_object(KUEUE, V, namespace, plural, name)
+
+    def list(self, plural: str, namespace: str | None = None) -> list[dict]:
+        if namespace is None:
+            return self.custom.list_cluster_custom_object(KUEUE, V, plural)["items"]
+        return self.custom.list_namespaced_custom_object(KUEUE, V, namespace, plural)["items"]
+
+    def delete(
+        self, plural: str, name: str, namespace: str | None = None, strip_finalizers: bool = False
+    ) -> None:
+        try:
+            if strip_finalizers:
+                patch = {"metadata": {"finalizers": None}}
+                if namespace is None:
+                    self.custom.patch_cluster_custom_object(KUEUE, V, plural, name, patch)
+                else:
+                    self.custom.patch_namespaced_custom_object(
+                        KUEUE, V, namespace, plural, name, patch
+                    )
+            if namespace is None:
+                self.custom.delete_cluster_custom_object(KUEUE, V, plural, name)
+            else:
+                self.custom.delete_namespaced_custom_object(KUEUE, V, namespace, plural, name)
+        except client.ApiException as err:
+            if err.status != 404:
+                raise
+
+    # util.ExpectObjectToBeDeleted, for cluster-scoped Kueue objects
+    def expect_deleted(self, plural: str, name: str, timeout: float = LONG_TIMEOUT) -> None:
+        self.delete(plural, name)
+
+        def gone() -> bool:
+            try:
+                self.get(plural, name)
+            except client.ApiException as err:
+                return err.status == 404
+            return False
+
+        eventually(gone, timeout, f"{plural}/{name} to be deleted")
+
+    # util.CreateClusterQueuesAndWaitForActive / CreateLocalQueuesAndWaitForActive
+    def create_active(
+        self, plural: str, body: dict[str, Any], namespace: str | None = None
+    ) -> None:
+        self.create(plural, body, namespace)
+        name = body["metadata"]["name"]
+        eventually(
+            lambda: condition(self.get(plural, name, namespace), "Active").get("status") == "True",
+            TIMEOUT,
+            f"{plural}/{name} to be Active",
+        )
+
+    def workload_for_job(self, job: Any, namespace: str) -> str:
+        """workloadjob.GetWorkloadNameForJob."""
+        return workload_name("Job", "batch", job.metadata.name, job.metadata.uid)
+
+    def workload(self, name: str, namespace: str) -> dict | None:
+        try:
+            return self.get("workloads", name, namespace)
+        except client.ApiException as err:
+            if err.status == 404:
+                return None
+            raise
+
+    # util.ExpectJobUnsuspendedWithNodeSelectors
+    def expect_job_unsuspended_with_node_selectors(
+        self, name: str, namespace: str, selectors: dict[str, str]
+    ) -> None:
+        def check() -> bool:
+            job = self.batch.read_namespaced_job(name, namespace)
+            assert job.spec.suspend is False, "the job is still suspended"
+            assert (job.spec.template.spec.node_selector or {}) == selectors
+            return True
+
+        eventually(check, TIMEOUT, f"job {name} unsuspended with {selectors}")
+
+
+def condition(obj: dict | None, kind: str) -> dict:
+    for c in ((obj or {}).get("status") or {}).get("conditions") or []:
+        if c.get("type") == kind:
+            return c
+    return {}
+
+
+def has_quota_reservation(wl: dict | None) -> bool:
+    """workload.HasQuotaReservation."""
+    return condition(wl, "QuotaReserved").get("status") == "True"
+
+
+def is_admitted(wl: dict | None) -> bool:
+    return condition(wl, "Admitted").get("status") == "True"
+
+
+def is_finished(wl: dict | None) -> bool:
+    return condition(wl, "Finished").get("status") == "True"
+
+
+def make_resource_flavor(name: str, node_labels: dict[str, str] | None = None) -> dict:
+    spec: dict[str, Any] = {"nodeLabels": node_labels} if node_labels else {}
+    return {
+        "apiVersion": f"{KUEUE}/{V}",
+        "kind": "ResourceFlavor",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
+def make_flavor_quotas(flavor: str, **resources: str) -> dict:
+    return {
+        "name": flavor,
+        "resources": [{"name": r, "nominalQuota": q} for r, q in resources.items()],
+    }
+
+
+def make_cluster_queue(name: str, *flavors: dict, **spec: Any) -> dict:
+    covered = sorted({r["name"] for f in flavors for r in f["resources"]})
+    body: dict[str, Any] = {
+        "namespaceSelector": {},
+        "resourceGroups": [{"coveredResources": covered, "flavors": list(flavors)}],
+    }
+    body.update(spec)
+    return {
+        "apiVersion": f"{KUEUE}/{V}",
+        "kind": "ClusterQueue",
+        "metadata": {"name": name},
+        "spec": body,
+    }
+
+
+def make_local_queue(name: str, namespace: str, cluster_queue: str) -> dict:
+    return {
+        "apiVersion": f"{KUEUE}/{V}",
+        "kind": "LocalQueue",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"clusterQueue": cluster_queue},
+    }
+
+
+def make_job(
+    name: str,
+    namespace: str,
+    *,
+    queue: str | None = None,
+    args: list[str] | None = None,
+    requests: dict[str, str] | None = None,
+    parallelism: int = 1,
+    completions: int = 1,
+) -> dict:
+    """testingjob.MakeJob(...).Queue(...).Image(agnhost, args).RequestAndLimit(...)."""
+    resources = dict(requests or {})
+    labels = {f"{KUEUE}/queue-name": queue} if queue else {}
+    container = {
+        "name": "c",
+        "image": AGNHOST,
+        "args": args or BEHAVIOR_WAIT_FOR_DELETION,
+        "resources": {"requests": resources, "limits": resources},
+    }
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels},
+        "spec": {
+            "parallelism": parallelism,
+            "completions": completions,
+            "suspend": True,
+            "template": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "terminationGracePeriodSeconds": 1,
+                    "containers": [container],
+                }
+            },
+        },
+    }
+
+
+def node_labels(api_client: client.ApiClient) -> Iterator[tuple[str, dict[str, str]]]:
+    for node in client.CoreV1Api(api_client).list_node().items:
+        yield node.metadata.name, node.metadata.labels or {}
