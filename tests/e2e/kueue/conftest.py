@@ -13,10 +13,10 @@ from collections.abc import Iterator
 import pytest
 from kubernetes import client
 
-from tests.e2e.conftest import ROOT, kubectl
+from tests.e2e.conftest import kubectl
 from tests.e2e.kubelet import real_nodes
 from tests.e2e.kueue.cases import all_cases, not_expressible_cases
-from tests.e2e.kueue.util import Cluster, Tower
+from tests.e2e.kueue.util import ROOT, Cluster, Tower
 
 # Folders that cannot run on this machine, with the reason (each is counted, never passing).
 NOT_EXPRESSIBLE = {

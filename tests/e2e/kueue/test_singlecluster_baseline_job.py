@@ -11,6 +11,7 @@ import pytest
 from tests.e2e.kueue.cases import kueue_case
 from tests.e2e.kueue.util import (
     BEHAVIOR_EXIT_FAST,
+    BEHAVIOR_WAIT_FOR_DELETION_FAIL_ON_EXIT,
     LONG_TIMEOUT,
     MEDIUM_TIMEOUT,
     TIMEOUT,
@@ -24,6 +25,7 @@ from tests.e2e.kueue.util import (
     make_job,
     make_local_queue,
     make_resource_flavor,
+    set_container_defaults,
 )
 
 pytestmark = pytest.mark.e2e
@@ -176,3 +178,138 @@ def test_schedules_jobs_via_cron_job(cluster: Cluster, ns: str, queueing: dict[s
     assert has_quota_reservation(wl), wl
     assert wl["status"]["admission"]["clusterQueue"] == queueing["cluster_queue"]
     cluster.batch.delete_namespaced_cron_job("test-cronjob", ns)
+
+
+@kueue_case(GO, "Kueue Creating a Job With Queueing Should run with prebuilt workload")
+def test_runs_with_a_prebuilt_workload(cluster: Cluster, ns: str, queueing: dict[str, str]) -> None:
+    job = sample_job(ns, args=BEHAVIOR_WAIT_FOR_DELETION_FAIL_ON_EXIT)
+    job["metadata"]["labels"]["kueue.x-k8s.io/prebuilt-workload-name"] = "prebuilt-wl"
+    job["spec"]["backoffLimit"] = 0
+    container = job["spec"]["template"]["spec"]["containers"][0]
+    set_container_defaults(container)
+    wl = {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "Workload",
+        "metadata": {
+            "name": "prebuilt-wl",
+            "namespace": ns,
+            "finalizers": ["kueue.x-k8s.io/resource-in-use"],
+        },
+        "spec": {
+            "queueName": "main",
+            "podSets": [
+                {
+                    "name": "main",
+                    "count": 1,
+                    "template": {"spec": {"restartPolicy": "Never", "containers": [container]}},
+                }
+            ],
+        },
+    }
+    cluster.create("workloads", wl, ns)
+    created = cluster.batch.create_namespaced_job(ns, job)
+
+    def adopted() -> bool:
+        workload = cluster.workload("prebuilt-wl", ns)
+        assert workload is not None
+        live = cluster.api.sanitize_for_serialization(
+            cluster.batch.read_namespaced_job("test-job", ns).spec.template.spec.containers
+        )
+        assert workload["spec"]["podSets"][0]["template"]["spec"]["containers"] == live
+        owners = workload["metadata"].get("ownerReferences") or []
+        assert any(o["uid"] == created.metadata.uid and o["kind"] == "Job" for o in owners), owners
+        return True
+
+    eventually(adopted, TIMEOUT, "the prebuilt workload adopted by the job")
+    cluster.expect_job_unsuspended_with_node_selectors(
+        "test-job", ns, {"instance-type": "on-demand"}
+    )
+    eventually(
+        lambda: cluster.batch.read_namespaced_job("test-job", ns).status.active == 1,
+        MEDIUM_TIMEOUT,
+        "one active pod",
+    )
+
+    def queue_labels() -> bool:
+        pods = cluster.core.list_namespaced_pod(ns, label_selector="job-name=test-job").items
+        assert pods, "no pods"
+        for pod in pods:
+            labels = pod.metadata.labels or {}
+            assert labels.get("kueue.x-k8s.io/cluster-queue") == queueing["cluster_queue"], labels
+            assert labels.get("kueue.x-k8s.io/local-queue") == "main", labels
+        return True
+
+    eventually(queue_labels, TIMEOUT, "the pods' queue labels")
+    for pod in cluster.core.list_namespaced_pod(ns).items:
+        cluster.core.delete_namespaced_pod(pod.metadata.name, ns)
+    eventually(
+        lambda: is_finished(cluster.workload("prebuilt-wl", ns)),
+        LONG_TIMEOUT,
+        "the workload to finish",
+    )
+
+    def finalized_or_gone() -> bool:
+        workload = cluster.workload("prebuilt-wl", ns)
+        return workload is None or not workload["metadata"].get("finalizers")
+
+    eventually(finalized_or_gone, TIMEOUT, "the workload finalized or gone")
+
+
+@kueue_case(
+    GO,
+    "Kueue Creating a Job With Queueing Should readmit preempted job with workloadPriorityClass "
+    "into a separate flavor",
+)
+def test_readmits_a_preempted_job_into_a_separate_flavor(
+    cluster: Cluster, ns: str, queueing: dict[str, str]
+) -> None:
+    cluster.batch.create_namespaced_job(ns, sample_job(ns))
+    high = f"high-workload-{ns}"
+    cluster.create(
+        "workloadpriorityclasses",
+        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "WorkloadPriorityClass",
+         "metadata": {"name": high}, "value": 300},
+    )  # fmt: skip
+    try:
+        cluster.expect_job_unsuspended_with_node_selectors(
+            "test-job", ns, {"instance-type": "on-demand"}
+        )
+        preemptor = make_job("high-with-wpc", ns, queue="main", requests={"cpu": "1"})
+        preemptor["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] = high
+        preemptor["spec"]["template"]["spec"]["nodeSelector"] = {"instance-type": "on-demand"}
+        cluster.batch.create_namespaced_job(ns, preemptor)
+        cluster.expect_job_unsuspended_with_node_selectors(
+            "high-with-wpc", ns, {"instance-type": "on-demand"}
+        )
+        cluster.expect_job_unsuspended_with_node_selectors(
+            "test-job", ns, {"instance-type": "spot"}
+        )
+    finally:
+        cluster.delete("workloadpriorityclasses", high)
+
+
+@kueue_case(
+    GO,
+    "Kueue Creating a Job With Queueing Should partially admit the Job if configured and not fully fits",
+)
+def test_partially_admits_a_job_that_does_not_fully_fit(
+    cluster: Cluster, ns: str, queueing: dict[str, str]
+) -> None:
+    job = make_job(
+        "job", ns, queue="main", args=BEHAVIOR_EXIT_FAST, requests={"cpu": "500m"},
+        parallelism=3, completions=4,
+    )  # fmt: skip
+    job["metadata"]["annotations"] = {"kueue.x-k8s.io/job-min-parallelism": "1"}
+    created = cluster.batch.create_namespaced_job(ns, job)
+    cluster.expect_job_unsuspended_with_node_selectors("job", ns, {"instance-type": "on-demand"})
+
+    def counts() -> bool:
+        spec = cluster.batch.read_namespaced_job("job", ns).spec
+        assert (spec.parallelism, spec.completions) == (2, 4), (spec.parallelism, spec.completions)
+        return True
+
+    eventually(counts, TIMEOUT, "parallelism 2 and completions 4")
+    wl_name = cluster.workload_for_job(created, ns)
+    eventually(
+        lambda: is_finished(cluster.workload(wl_name, ns)), LONG_TIMEOUT, "the workload to finish"
+    )

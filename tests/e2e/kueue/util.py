@@ -33,6 +33,7 @@ LONG_TIMEOUT = 90.0
 INTERVAL = 0.25
 AGNHOST = "registry.k8s.io/e2e-test-images/agnhost:2.53"
 BEHAVIOR_WAIT_FOR_DELETION = ["netexec"]
+BEHAVIOR_WAIT_FOR_DELETION_FAIL_ON_EXIT = ["test-webserver"]
 BEHAVIOR_EXIT_FAST = ["entrypoint-tester"]
 
 # Kueue's e2e Configuration, less what Tower takes from its own defaults (tls: Tower's webhook
@@ -367,6 +368,13 @@ def make_job(
             },
         },
     }
+
+
+def set_container_defaults(container: dict[str, Any]) -> None:
+    """testingjob.SetContainerDefaults: what the API server defaults on a Job's container."""
+    container.setdefault("terminationMessagePath", "/dev/termination-log")
+    container.setdefault("terminationMessagePolicy", "File")
+    container.setdefault("imagePullPolicy", "IfNotPresent")
 
 
 def node_labels(api_client: client.ApiClient) -> Iterator[tuple[str, dict[str, str]]]:
