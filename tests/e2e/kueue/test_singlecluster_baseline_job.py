@@ -81,8 +81,8 @@ def queueing(cluster: Cluster, ns: str) -> Iterator[dict[str, str]]:
     )
     cluster.create_active("localqueues", make_local_queue("main", ns, cq), ns)
     yield {"cluster_queue": cq, "on_demand": on_demand, "spot": spot}
-    for job in cluster.batch.list_namespaced_job(ns).items:
-        cluster.batch.delete_namespaced_job(job.metadata.name, ns, propagation_policy="Background")
+    cluster.batch.delete_collection_namespaced_cron_job(ns)
+    cluster.batch.delete_collection_namespaced_job(ns, propagation_policy="Background")
     for wl in cluster.list("workloads", ns):
         cluster.delete("workloads", wl["metadata"]["name"], ns, strip_finalizers=True)
     cluster.delete("localqueues", "main", ns)
@@ -235,8 +235,10 @@ def test_runs_with_a_prebuilt_workload(cluster: Cluster, ns: str, queueing: dict
         assert pods, "no pods"
         for pod in pods:
             labels = pod.metadata.labels or {}
-            assert labels.get("kueue.x-k8s.io/cluster-queue") == queueing["cluster_queue"], labels
-            assert labels.get("kueue.x-k8s.io/local-queue") == "main", labels
+            assert labels.get("kueue.x-k8s.io/cluster-queue-name") == queueing["cluster_queue"], (
+                labels
+            )
+            assert labels.get("kueue.x-k8s.io/local-queue-name") == "main", labels
         return True
 
     eventually(queue_labels, TIMEOUT, "the pods' queue labels")
