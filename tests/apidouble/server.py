@@ -49,6 +49,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 import jsonpatch
 
+from tests.apidouble import reviews
 from tests.apidouble import schema as schemas
 from tests.apidouble.admission import AdmissionError, admit
 from tests.apidouble.store import Kind, Obj, Store, Watcher, now_rfc3339
@@ -675,11 +676,24 @@ class ApiDouble:
             if namespaces is not None and ns not in namespaces:
                 continue
             if (
-                group in rule["apiGroups"]
+                group in rule.get("apiGroups", ())
                 and (resource in rule["resources"] or "*" in rule["resources"])
                 and (verb in rule["verbs"] or "*" in rule["verbs"])
             ):
                 return True
+        return False
+
+    def permits_path(self, username: str, path: str, verb: str) -> bool:
+        """RBAC's nonResourceURLs: the path itself, or a prefix ending in `*`."""
+        rules = self.rbac.get(username)
+        if rules is None:
+            return True
+        for rule in rules:
+            if verb not in rule.get("verbs", ()) and "*" not in rule.get("verbs", ()):
+                continue
+            for url in rule.get("nonResourceURLs", ()):
+                if url == path or (url.endswith("*") and path.startswith(url[:-1])):
+                    return True
         return False
 
     def _check_namespace(self, kind: Kind, namespace: str) -> None:
@@ -1356,9 +1370,14 @@ class _Handler(BaseHTTPRequestHandler):
         )
 
     def _review(self, method: str, path: str, body: Any, user: Obj) -> bool:
-        """SelfSubjectReview (who am I) and SelfSubjectAccessReview (may I)."""
+        """SelfSubjectReview (who am I) and SelfSubjectAccessReview (may I); TokenReview
+        and SubjectAccessReview (reviews.py)."""
         if method != "POST":
             return False
+        delegated = reviews.answer(self.api, self._username, path, body)
+        if delegated is not None:
+            self._send(*delegated)
+            return True
         if path == "/apis/authentication.k8s.io/v1/selfsubjectreviews":
             self._send(
                 201,
