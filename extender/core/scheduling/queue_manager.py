@@ -17,6 +17,7 @@ from extender.core.scheduling.cache import Cache
 from extender.core.scheduling.queues import ClassMemo, ClusterQueueQueue
 from extender.core.scheduling.quota import QuotaNode
 from extender.core.scheduling.reasons import INADMISSIBLE, PENDING, PendingStatus
+from extender.core.scheduling.visibility import Guard, PendingPositions
 
 Head = tuple[ClusterQueue, QuotaNode, ClusterQueueQueue, Workload, ClassMemo]
 
@@ -42,6 +43,8 @@ class QueueManager:
         self._schedulable: list[tuple[ClusterQueue, QuotaNode, ClusterQueueQueue]] = []
         # Admission fair sharing (Kueue's Configuration asks for it): each LocalQueue's usage.
         self.ledger: UsageLedger | None = None
+        # Each queue in Kueue's visibility order, once someone asks (`keep_positions`).
+        self.positions: PendingPositions | None = None
 
     def lq_usage(self, lq_key: str) -> float:
         """A LocalQueue's admission fair sharing usage (its weight from its spec)."""
@@ -66,6 +69,8 @@ class QueueManager:
         queue = self._queues.pop(name, None)
         for workload in queue.workloads() if queue else ():
             self._queue_of.pop(workload.key, None)
+        if self.positions is not None:
+            self.positions.drop(name)
 
     def delete_local_queue(self, key: str) -> None:
         """A LocalQueue was deleted: its pending workloads leave their ClusterQueue's queue."""
@@ -74,6 +79,8 @@ class QueueManager:
             if f"{workload.namespace}/{workload.queue_name}" == key:
                 self._queues[cq_name].remove(wkey)
                 del self._queue_of[wkey]
+                if self.positions is not None:
+                    self.positions.remove(wkey)
 
     def refresh(self) -> None:
         """The cache was rebuilt: which queues are schedulable, and every workload that had
@@ -90,6 +97,8 @@ class QueueManager:
             cq = cluster_queues.get(name)
             fair = self.ledger is not None and cq is not None and cq.admission_fair_sharing
             queue.fair_usage = self.lq_usage if fair else None
+        if self.positions is not None:
+            self._publish_queues(self.positions)
         for key in list(self._parked):
             self.route(self.workloads[key])
         admitted = cache.admitted
@@ -151,6 +160,8 @@ class QueueManager:
             return None
         made = queue.push(workload)
         self._queue_of[key] = lq.cluster_queue
+        if self.positions is not None:
+            self.positions.add(lq.cluster_queue, workload)
         return None if made is None else (lq.cluster_queue, made)
 
     def _park(self, key: str, message: str) -> None:
@@ -164,6 +175,39 @@ class QueueManager:
             queue = self._queues.get(cq_name)  # one lookup: every admission comes here
             if queue is not None:
                 queue.remove(key)
+            if self.positions is not None:
+                self.positions.remove(key)
+
+    # ----- Kueue's visibility API ----------------------------------------------------
+
+    def keep_positions(self, guard: Guard | None = None) -> PendingPositions:
+        """From now on, keep every queue in the order Kueue's visibility API lists it (the
+        controller, for the API; `kubectl tower`), read from other threads under `guard`."""
+        positions = PendingPositions(guard)
+        for name, queue in self._queues.items():
+            positions.load(name, queue.workloads())
+        self._publish_queues(positions)
+        self.positions = positions
+        self.publish_fair_usage()
+        return positions
+
+    def _publish_queues(self, positions: PendingPositions) -> None:
+        local_queues = self._cache.local_queues
+        positions.configure(self._queues, {k: lq.cluster_queue for k, lq in local_queues.items()})
+        for name, queue in self._queues.items():
+            if queue.fair_usage is None:
+                positions.set_usage(name, None)
+
+    def publish_fair_usage(self) -> None:
+        """Each LocalQueue's admission fair sharing usage as it is now, for the order of the
+        visibility API's answers (the controller calls it once per turn of its loop)."""
+        positions = self.positions
+        if positions is None or self.ledger is None:
+            return
+        for name, queue in self._queues.items():
+            usage = queue.fair_usage
+            if usage is not None:
+                positions.set_usage(name, {lq: usage(lq) for lq in positions.local_queues_in(name)})
 
     # ----- what a cycle takes and gives back -----------------------------------------
 
