@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from kubernetes import client
 
 from tests.e2e.kueue.cases import kueue_case
 from tests.e2e.kueue.util import (
@@ -16,6 +17,8 @@ from tests.e2e.kueue.util import (
     MEDIUM_TIMEOUT,
     TIMEOUT,
     Cluster,
+    condition,
+    consistently,
     eventually,
     has_quota_reservation,
     is_admitted,
@@ -25,6 +28,7 @@ from tests.e2e.kueue.util import (
     make_job,
     make_local_queue,
     make_resource_flavor,
+    make_workload_priority_class,
     set_container_defaults,
 )
 
@@ -315,3 +319,170 @@ def test_partially_admits_a_job_that_does_not_fully_fit(
     eventually(
         lambda: is_finished(cluster.workload(wl_name, ns)), LONG_TIMEOUT, "the workload to finish"
     )
+
+
+def _forbidden_update(cluster: Cluster, name: str, ns: str, label: str, value: str) -> None:
+    """The update of a running (or queued) Job's label that Kueue's webhook refuses."""
+    job = cluster.batch.read_namespaced_job(name, ns)
+    job.metadata.labels[label] = value
+    with pytest.raises(client.ApiException) as refused:
+        cluster.batch.replace_namespaced_job(name, ns, job)
+    assert refused.value.status == 403, refused.value.body
+
+
+PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+
+
+@kueue_case(
+    GO,
+    "Kueue Creating a Job With Queueing Should allow updating the workload's priority through the job",
+)
+def test_updates_the_workloads_priority_through_the_job(
+    cluster: Cluster, ns: str, queueing: dict[str, str]
+) -> None:
+    classes = {f"{n}-priority-{ns}": v for n, v in (("low", 100), ("mid", 200), ("high", 300))}
+    for name, value in classes.items():
+        cluster.create("workloadpriorityclasses", make_workload_priority_class(name, value))
+    low, mid, high = classes
+    try:
+        one = sample_job(ns)
+        one["metadata"]["labels"][PRIORITY_LABEL] = mid
+        one["spec"]["template"]["spec"]["nodeSelector"] = {"instance-type": "on-demand"}
+        cluster.batch.create_namespaced_job(ns, one)
+        cluster.expect_job_unsuspended_with_node_selectors(
+            "test-job", ns, {"instance-type": "on-demand"}
+        )
+
+        def queue_labels() -> bool:
+            pods = cluster.core.list_namespaced_pod(ns, label_selector="job-name=test-job").items
+            assert pods, "no pods"
+            for pod in pods:
+                labels = pod.metadata.labels or {}
+                assert labels.get("kueue.x-k8s.io/cluster-queue-name") == queueing["cluster_queue"]
+                assert labels.get("kueue.x-k8s.io/local-queue-name") == "main"
+            return True
+
+        eventually(queue_labels, TIMEOUT, "the pods' queue labels")
+        eventually(lambda: _forbidden_update(cluster, "test-job", ns, PRIORITY_LABEL, "") or True,
+                   TIMEOUT, "the priority label refused while running")  # fmt: skip
+        two = make_job("test-job-2", ns, queue="main", requests={"cpu": "1", "memory": "20Mi"})
+        two["metadata"]["labels"][PRIORITY_LABEL] = low
+        two["spec"]["template"]["spec"]["nodeSelector"] = {"instance-type": "on-demand"}
+        created = cluster.batch.create_namespaced_job(ns, two)
+        wl_name = cluster.workload_for_job(created, ns)
+
+        def waiting() -> bool:
+            assert cluster.batch.read_namespaced_job("test-job-2", ns).spec.suspend is True
+            wl = cluster.workload(wl_name, ns)
+            assert wl is not None
+            assert not has_quota_reservation(wl), wl
+            return True
+
+        eventually(waiting, TIMEOUT, "job-two queued without quota")
+        job = cluster.batch.read_namespaced_job("test-job-2", ns)
+        job.metadata.labels[PRIORITY_LABEL] = high
+        cluster.batch.replace_namespaced_job("test-job-2", ns, job)
+        eventually(
+            lambda: (cluster.workload(wl_name, ns) or {}).get("spec", {}).get("priority") == 300,
+            TIMEOUT,
+            "the workload's priority 300",
+        )
+        eventually(
+            lambda: cluster.batch.read_namespaced_job("test-job-2", ns).spec.suspend is False,
+            MEDIUM_TIMEOUT,
+            "job-two running",
+        )
+    finally:
+        for name in classes:
+            cluster.delete("workloadpriorityclasses", name)
+
+
+@kueue_case(GO, "Kueue Creating a Job With Queueing Should deduplicate env variables")
+def test_deduplicates_env_variables(cluster: Cluster, ns: str, queueing: dict[str, str]) -> None:
+    high = f"high-{ns}"
+    cluster.create("workloadpriorityclasses", make_workload_priority_class(high, 100))
+    try:
+        low_job = make_job("low", ns, queue="main")
+        low_job["spec"]["template"]["spec"]["nodeSelector"] = {"instance-type": "on-demand"}
+        low_job["spec"]["template"]["spec"]["containers"] = [
+            {"name": "c", "image": "sleep", "resources": {"requests": {"cpu": "1"}},
+             "env": [{"name": "TEST_ENV", "value": "test1"}, {"name": "TEST_ENV", "value": "test2"}]}
+        ]  # fmt: skip
+        created_low = cluster.batch.create_namespaced_job(ns, low_job)
+        low_wl = cluster.workload_for_job(created_low, ns)
+
+        def deduplicated() -> bool:
+            wl = cluster.workload(low_wl, ns)
+            assert wl is not None
+            [pod_set] = wl["spec"]["podSets"]
+            [container] = pod_set["template"]["spec"]["containers"]
+            assert container.get("env") == [{"name": "TEST_ENV", "value": "test2"}], container
+            assert is_admitted(wl)
+            return True
+
+        eventually(deduplicated, TIMEOUT, "the low workload, env deduplicated, admitted")
+        high_job = make_job("high", ns, queue="main", requests={})
+        high_job["metadata"]["labels"][PRIORITY_LABEL] = high
+        high_job["spec"]["template"]["spec"]["containers"][0]["resources"] = {
+            "requests": {"cpu": "1"}
+        }
+        high_job["spec"]["template"]["spec"]["nodeSelector"] = {"instance-type": "on-demand"}
+        cluster.batch.create_namespaced_job(ns, high_job)
+
+        def preempted() -> bool:
+            wl = cluster.workload(low_wl, ns)
+            assert condition(wl, "Evicted").get("status") == "True", wl
+            assert condition(wl, "Preempted").get("status") == "True", wl
+            return True
+
+        eventually(preempted, TIMEOUT, "the low workload preempted")
+        env = cluster.batch.read_namespaced_job("low", ns).spec.template.spec.containers[0].env
+        assert [(e.name, e.value) for e in env] == [("TEST_ENV", "test1"), ("TEST_ENV", "test2")]
+
+        def not_updated() -> None:
+            for event in cluster.core.list_namespaced_event(ns).items:
+                assert event.reason != "UpdatedWorkload", event.message
+
+        consistently(not_updated, 0.3)
+    finally:
+        cluster.delete("workloadpriorityclasses", high)
+
+
+@kueue_case(
+    GO,
+    "Kueue Creating a Job With Queueing Should not allow removing the workload's priority through the job",
+)
+def test_refuses_removing_the_workloads_priority_through_the_job(
+    cluster: Cluster, ns: str, queueing: dict[str, str]
+) -> None:
+    sample = f"sample-priority-{ns}"
+    cluster.create("workloadpriorityclasses", make_workload_priority_class(sample, 100))
+    try:
+        job = sample_job(ns)
+        job["metadata"]["labels"][PRIORITY_LABEL] = sample
+        job["spec"]["template"]["spec"]["nodeSelector"] = {"instance-type": "on-demand"}
+        container = job["spec"]["template"]["spec"]["containers"][0]
+        container["resources"] = {"requests": {"cpu": "2", "memory": "20Mi"},
+                                  "limits": {"cpu": "2", "memory": "20Mi"}}  # fmt: skip
+        created = cluster.batch.create_namespaced_job(ns, job)
+        eventually(
+            lambda: cluster.batch.read_namespaced_job("test-job", ns).spec.suspend is True,
+            TIMEOUT,
+            "the job suspended",
+        )
+        wl_name = cluster.workload_for_job(created, ns)
+
+        def with_priority_class() -> bool:
+            wl = cluster.workload(wl_name, ns)
+            assert wl is not None
+            ref = wl["spec"].get("priorityClassRef") or {}
+            assert ref.get("name") == sample, wl["spec"]
+            assert wl["spec"].get("priority") == 100, wl["spec"]
+            return True
+
+        eventually(with_priority_class, TIMEOUT, "the workload's priority class")
+        eventually(lambda: not has_quota_reservation(cluster.workload(wl_name, ns)), TIMEOUT, "")
+        eventually(lambda: _forbidden_update(cluster, "test-job", ns, PRIORITY_LABEL, "") or True,
+                   TIMEOUT, "removing the priority refused")  # fmt: skip
+    finally:
+        cluster.delete("workloadpriorityclasses", sample)

@@ -380,3 +380,16 @@ def set_container_defaults(container: dict[str, Any]) -> None:
 def node_labels(api_client: client.ApiClient) -> Iterator[tuple[str, dict[str, str]]]:
     for node in client.CoreV1Api(api_client).list_node().items:
         yield node.metadata.name, node.metadata.labels or {}
+
+
+def make_workload_priority_class(name: str, value: int) -> dict:
+    return {"apiVersion": f"{KUEUE}/{V}", "kind": "WorkloadPriorityClass",
+            "metadata": {"name": name}, "value": value}  # fmt: skip
+
+
+def consistently(check: Callable[[], Any], duration: float = 0.3, what: str = "") -> None:
+    """gomega.Consistently: `check` holds (raises no AssertionError) for `duration`."""
+    deadline = time.monotonic() + duration
+    while time.monotonic() < deadline:
+        check()
+        time.sleep(0.05)
