@@ -480,6 +480,9 @@ class ApiDouble:
         # Every write's (arrived, answered, token, method, path): which were in flight at once.
         self.write_spans: list[tuple[float, float, str, str, str]] = []
         self.hooks: list[Callable[[str, Kind, Obj], None]] = []  # after each commit
+        # Paths a test serves itself (an aggregated API, say): each route is given (method,
+        # path, query, username) and answers (HTTP status, JSON body), or None to pass.
+        self.routes: list[Callable[[str, str, dict[str, str], str], tuple[int, Any] | None]] = []
         # RBAC, enforced only for the users named here: username -> ClusterRole-style rules
         # (a rule may carry "namespaces": [...] to act as a namespaced Role).
         self.rbac: dict[str, list[Obj]] = {}
@@ -1318,6 +1321,11 @@ class _Handler(BaseHTTPRequestHandler):
             if self._token in self.api.hung:
                 self._hang()
                 return
+            for route in self.api.routes:
+                answer = route(method, parts.path, query, self._username)
+                if answer is not None:
+                    self._send(*answer)
+                    return
             if self._review(method, parts.path, body, user):
                 return
             if self._discovery(method, parts.path):
