@@ -7,6 +7,7 @@ cycle is run and nothing is written.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -14,6 +15,7 @@ from typing import Any
 from extender.core.api.models import Workload
 from extender.core.scheduling.builder import StateBuilder
 from extender.core.scheduling.cycle import ClusterState
+from extender.core.scheduling.visibility import PendingWorkload
 from extender.kube.api import objects as o
 from extender.kube.api.client import KubeClient
 from extender.kube.api.resources import (
@@ -86,6 +88,7 @@ def load(client: KubeClient, now: float) -> Snapshot:
 
     objects = [obj for resource in _READ for obj in items(resource)]
     built = StateBuilder(state).build(objects, now)
+    state.queues.keep_positions()  # the queues in the visibility API's order, sorted once
     snapshot = Snapshot(state, built.workloads, built.finished, invalid=built.invalid)
     for obj in objects:
         if obj["kind"] != WORKLOADS.kind:
@@ -101,7 +104,15 @@ def load(client: KubeClient, now: float) -> Snapshot:
     return snapshot
 
 
+def pending_in(state: ClusterState, cq_name: str) -> list[PendingWorkload]:
+    """The pending workloads of a ClusterQueue with their positions in it and in their
+    LocalQueues (from 0), as Kueue's visibility API lists them: the very code the API's
+    answers come from (extender/core/scheduling/visibility.py), so both say the same."""
+    positions = state.queues.positions or state.queues.keep_positions()
+    return positions.cluster_queue(cq_name, 0, sys.maxsize) or []
+
+
 def queue_order(state: ClusterState, cq_name: str) -> list[Workload]:
-    """The pending workloads of a ClusterQueue in the order the core tries them: Kueue's
-    order (priority, then creation, then uid), as its visibility API lists them."""
-    return sorted(state.pending_workloads_in(cq_name), key=lambda w: w.order)
+    """The pending workloads of a ClusterQueue in the visibility API's order (`pending_in`
+    without the positions)."""
+    return [pending.workload for pending in pending_in(state, cq_name)]

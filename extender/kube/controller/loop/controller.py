@@ -31,6 +31,7 @@ from collections.abc import Callable
 from typing import Any
 
 from extender.core.scheduling.cycle import ClusterState
+from extender.core.scheduling.visibility import PendingPositions
 from extender.kube.api.cache import Cache
 from extender.kube.api.client import KubeClient, KubeError, NotLeaderError
 from extender.kube.api.events import Recorder
@@ -62,6 +63,7 @@ from extender.kube.controller.pending import PendingReasons
 from extender.kube.controller.pods_ready import PodsReadyWatch
 from extender.kube.controller.provisioning import ProvisioningController
 from extender.kube.controller.queue_status import QueueStatusReconciler
+from extender.kube.controller.recording import FinishedLedger
 from extender.kube.controller.scheduling import MAX_CYCLES, Scheduler
 from extender.kube.controller.topology_ungater import TopologyUngater
 from extender.kube.controller.workloads import WorkloadReconciler
@@ -128,13 +130,19 @@ class Controller:
         self.pending = PendingReasons(ctx)
         self.starter = JobStarter(ctx, admitted_at=self.admission.take_admitted_at)
         ready = PodsReadyWatch(ctx, self.admission)
+        finished = FinishedLedger()  # the workloads' reconciler counts, the status rounds read
         self.workloads = WorkloadReconciler(
-            ctx, self.admission, self.pending, on_dropped=self.starter.forget, ready=ready
+            ctx,
+            self.admission,
+            self.pending,
+            on_dropped=self.starter.forget,
+            ready=ready,
+            finished=finished,
         )
         self.jobs = JobReconciler(ctx, self.starter, ready)
         self.groups = GroupReconciler.of_cache(ctx, self.starter, cache, ready)
         self.ungater = TopologyUngater(ctx)
-        self.queue_status = QueueStatusReconciler(ctx)
+        self.queue_status = QueueStatusReconciler(ctx, finished)
         self.config = ConfigReconciler(
             ctx, on_queue_deleted=self.queue_status.forget, mark_pending=self.pending.mark
         )
@@ -160,6 +168,9 @@ class Controller:
         )
         self._creations_held = False  # the pool has enough creations queued
         self.ready = threading.Event()
+        # The queues in the visibility API's order, read by its server's threads (built once
+        # the state is, dropped when the term ends).
+        self.positions: PendingPositions | None = None
 
     @property
     def state(self) -> ClusterState:
@@ -191,9 +202,11 @@ class Controller:
             log.error("the lease was lost: stopped writing; this replica stands by")
         finally:
             self.ready.clear()
+            self.positions = None
             self.watches.unsubscribe()
             self.multikueue.stop()
             self.stop_writes()
+            self.metrics.end_of_term()  # a standby reports no queue's gauges
 
     def stop_writes(self) -> None:
         """The term is over: writes not yet sent are abandoned, never sent."""
@@ -213,6 +226,8 @@ class Controller:
             )
         self.watches.subscribe()
         self.rebuild()
+        # Only swapping the sequences in or picking them up holds the lock (visibility.py).
+        self.positions = self.state.queues.keep_positions(threading.Lock())
         self.multikueue.start()
 
     def rebuild(self) -> None:
@@ -244,6 +259,7 @@ class Controller:
         self._create_workloads()
         self.pending.flush()
         self.queue_status.sample_fair_sharing()
+        self.state.queues.publish_fair_usage()  # for the visibility API's order
         self.queue_status.run(self.monotonic())
 
     def step(self) -> None:
