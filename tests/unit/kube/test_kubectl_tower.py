@@ -1,7 +1,7 @@
 """kubectl tower's answers from a known core state (the CLI's own arithmetic)."""
 
 from extender.kube.api.snapshot import Snapshot
-from extender.kube.plugin.cli import _borrowing, _holders, _preemption
+from extender.kube.plugin.why import _borrowing, _holders, _preemption
 from tests.builders import CQ, WL, admit, state_with
 
 

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from extender.kube.api.yaml_text import dump
-from extender.kube.plugin.cli import _emit
+from extender.kube.plugin.output import emit
 
 # Strings PyYAML writes bare and kubectl reads as numbers, and their look-alikes that are
 # strings to both.
@@ -64,5 +64,5 @@ def test_plain_pyyaml_is_what_this_guards_against() -> None:
 
 
 def test_kubectl_tower_yaml_output_quotes_a_numeric_looking_name() -> None:
-    text = _emit({"clusterQueue": "1e3", "namespace": "team-a"}, "yaml", str)
+    text = emit({"clusterQueue": "1e3", "namespace": "team-a"}, "yaml", str)
     assert text == "clusterQueue: '1e3'\nnamespace: team-a"
