@@ -7,7 +7,11 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from extender.core.api import parse, unacted
-from extender.core.api.models import QUEUE_NAME_LABEL, TOPOLOGY_KEY_ANNOTATION
+from extender.core.api.models import (
+    PRIORITY_CLASS_LABEL,
+    QUEUE_NAME_LABEL,
+    TOPOLOGY_KEY_ANNOTATION,
+)
 from extender.core.jobframework.adapter import JobAdapter, MissingReferenceError, as_mapping
 from extender.core.jobframework.jobs import queue_name_of
 from extender.core.jobframework.parent import TemplateParent
@@ -64,6 +68,9 @@ def validate_job(request: Mapping[str, Any], kind: JobAdapter | tuple[str, str])
             adapter.check_update(as_mapping(old), obj)
         except parse.ManifestError as err:
             return deny(uid, f"{adapter.kind} {_name(obj)}: {err.path}: {err.message}")
+        problem = _priority_class_update(as_mapping(old), obj, adapter.is_suspended(obj))
+        if problem is not None:
+            return deny(uid, f"{adapter.kind} {_name(obj)}: {problem}")
         old_queue = queue_name_of(old) if isinstance(old, Mapping) else None
         if old_queue != queue and not adapter.is_suspended(as_mapping(old)):
             return deny(
@@ -72,6 +79,27 @@ def validate_job(request: Mapping[str, Any], kind: JobAdapter | tuple[str, str])
                 f"{adapter.kind} is running (not suspended)",
             )
     return allow(uid)
+
+
+_PRIORITY_CLASS_PATH = f'metadata.labels["{PRIORITY_CLASS_LABEL}"]'
+
+
+def _priority_class_update(
+    old: Mapping[str, Any], new: Mapping[str, Any], suspended: bool
+) -> str | None:
+    """Kueue's rule for a job's WorkloadPriorityClass label: never removed (the Workload's
+    priority would silently fall back), and not added to a running job (its admission was
+    decided at another priority)."""
+    was = str(((old.get("metadata") or {}).get("labels") or {}).get(PRIORITY_CLASS_LABEL) or "")
+    now = str(((new.get("metadata") or {}).get("labels") or {}).get(PRIORITY_CLASS_LABEL) or "")
+    if was and not now:
+        return f"{_PRIORITY_CLASS_PATH}: WorkloadPriorityClass cannot be removed from a workload"
+    if not was and now and not suspended:
+        return (
+            f"{_PRIORITY_CLASS_PATH}: {now!r}: WorkloadPriorityClass cannot be added to a "
+            "non-suspended workload"
+        )
+    return None
 
 
 def validate_kueue(request: Mapping[str, Any], kind: str) -> Response:

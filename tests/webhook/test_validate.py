@@ -50,6 +50,43 @@ def test_queue_name_may_change_while_suspended():
     assert validate_job(request, JOB)["allowed"] is True
 
 
+PRIORITY = "kueue.x-k8s.io/priority-class"
+
+
+@pytest.mark.parametrize(
+    ("was", "now", "suspended", "refused"),
+    [
+        ("high", None, True, "WorkloadPriorityClass cannot be removed from a workload"),
+        ("high", "", False, "WorkloadPriorityClass cannot be removed from a workload"),
+        (None, "high", False, "'high': WorkloadPriorityClass cannot be added to a non-suspended"),
+        (None, "high", True, None),
+        ("low", "high", False, None),  # changed, not removed: Kueue updates the Workload's
+        ("low", "high", True, None),
+        (None, None, False, None),
+    ],
+)
+def test_a_jobs_priority_class_label_on_update(was, now, suspended, refused):
+    """Kueue's ValidateUpdateForWorkloadPriorityClassName (its e2e job_test.go refuses both)."""
+    request = admission_review(UPDATE)["request"]
+    for obj, value in ((request["oldObject"], was), (request["object"], now)):
+        labels = obj["metadata"]["labels"]
+        labels.pop(PRIORITY, None)
+        if value is not None:
+            labels[PRIORITY] = value
+    request["oldObject"]["spec"]["suspend"] = suspended
+    request["object"]["spec"]["suspend"] = suspended
+    response = validate_job(request, JOB)
+    if refused is None:
+        assert response["allowed"] is True, response
+    else:
+        assert response["allowed"] is False
+        assert response["status"]["code"] == 403
+        message = response["status"]["message"]
+        assert message.startswith("Job ")
+        assert 'metadata.labels["kueue.x-k8s.io/priority-class"]: ' in message
+        assert refused in message
+
+
 def kueue_request(kind, obj, operation="CREATE", old=None):
     request = {
         "uid": "u-1",
