@@ -261,7 +261,25 @@ def _clean_template(template: Mapping[str, Any]) -> Obj:
     out = copy.deepcopy(dict(template))
     meta = out.get("metadata") or {}
     out["metadata"] = {k: v for k, v in meta.items() if k in ("labels", "annotations") and v}
+    spec = out.get("spec")
+    if isinstance(spec, dict):
+        for key in ("containers", "initContainers"):
+            for container in spec.get(key) or []:
+                if isinstance(container, dict) and isinstance(container.get("env"), list):
+                    container["env"] = deduplicated_env(container["env"])
     return out
+
+
+def deduplicated_env(env: list[Any]) -> list[Any]:
+    """A container's env with one entry per name, the last one given, where the name first
+    appeared: what the kubelet would set, and what Kueue's SanitizePodSet writes into a
+    Workload (the API server accepts duplicates in a Job, and a Workload made from them would
+    be rewritten on every reconcile)."""
+    last: dict[Any, Any] = {}
+    for var in env:
+        name = var.get("name") if isinstance(var, dict) else id(var)
+        last[name] = var  # a dict keeps the first insertion's place; the value is the last
+    return list(last.values())
 
 
 def toleration_dict(toleration: Toleration) -> Obj:

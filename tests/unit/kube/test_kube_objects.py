@@ -37,6 +37,25 @@ def test_workload_is_owned_by_its_job_and_keeps_the_template():
     assert set(template.get("metadata", {})) <= {"labels", "annotations"}
 
 
+def test_a_workloads_template_has_one_env_entry_per_name_the_last_given():
+    """Kueue's e2e job_test.go "Should deduplicate env variables": the Workload keeps the
+    value the kubelet would set; the Job keeps what its user wrote."""
+    job = seed_job()
+    env = [
+        {"name": "TEST_ENV", "value": "test1"},
+        {"name": "OTHER", "value": "x"},
+        {"name": "TEST_ENV", "value": "test2"},
+    ]
+    job["spec"]["template"]["spec"]["containers"][0]["env"] = env
+    job["spec"]["template"]["spec"]["initContainers"] = [{"name": "init", "env": env * 2}]
+    model = workload_for(job, uid=job["metadata"]["uid"], creation_time=0)
+    spec = o.workload_manifest(job, model)["spec"]["podSets"][0]["template"]["spec"]
+    want = [{"name": "TEST_ENV", "value": "test2"}, {"name": "OTHER", "value": "x"}]
+    assert spec["containers"][0]["env"] == want
+    assert spec["initContainers"][0]["env"] == want
+    assert len(job["spec"]["template"]["spec"]["containers"][0]["env"]) == 3
+
+
 ADMISSION = Admission(
     "cluster-queue",
     (
