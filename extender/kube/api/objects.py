@@ -228,19 +228,9 @@ def _manifest(
         "podSets": pod_sets,
         "active": True,
     }
-    if workload.priority_class_name:
-        if workload.priority_class_source == "kueue.x-k8s.io/workloadpriorityclass":
-            spec["priorityClassRef"] = {
-                "group": KUEUE_GROUP,
-                "kind": "WorkloadPriorityClass",
-                "name": workload.priority_class_name,
-            }
-        else:
-            spec["priorityClassRef"] = {
-                "group": "scheduling.k8s.io",
-                "kind": "PriorityClass",
-                "name": workload.priority_class_name,
-            }
+    ref = priority_class_ref(workload.priority_class_name, workload.priority_class_source)
+    if ref is not None:
+        spec["priorityClassRef"] = ref
     extra: Obj = {"annotations": dict(annotations)} if annotations else {}
     return {
         "apiVersion": WORKLOADS.api_version,
@@ -254,6 +244,15 @@ def _manifest(
         },
         "spec": spec,
     }
+
+
+def priority_class_ref(name: str | None, source: str) -> Obj | None:
+    """A Workload's spec.priorityClassRef for the class its priority came from."""
+    if not name:
+        return None
+    if source == "kueue.x-k8s.io/workloadpriorityclass":
+        return {"group": KUEUE_GROUP, "kind": "WorkloadPriorityClass", "name": name}
+    return {"group": "scheduling.k8s.io", "kind": "PriorityClass", "name": name}
 
 
 def _clean_template(template: Mapping[str, Any]) -> Obj:

@@ -25,6 +25,7 @@ from extender.kube.controller import resized
 from extender.kube.controller.context import Context, Ref
 from extender.kube.controller.job_start import JobStarter, patch_job, stop_job
 from extender.kube.controller.pods_ready import PodsReadyWatch
+from extender.kube.controller.priority import follow_priority_class
 from extender.kube.controller.workload_status import patch_status, record
 
 log = logging.getLogger("tower.jobs")
@@ -188,6 +189,8 @@ class JobReconciler:
         if job.prebuilt is not None and self.ctx.owner_of(workload) is None:
             return self._adopt(job, wl_key, workload)
         self._creating.pop(wl_key, None)
+        if job.prebuilt is None:
+            follow_priority_class(ctx, job, wl_key, workload)
         if job.source is not None:
             ctx.store.put(resource, job.key, job.without_source())  # the template is recorded
         if resized.drifted(job, workload) and job.prebuilt is None:

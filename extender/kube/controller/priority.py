@@ -1,0 +1,63 @@
+"""A queued job's WorkloadPriorityClass label followed into its Workload, as Kueue follows it."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from extender.core.api.models import PRIORITY_CLASS_LABEL
+from extender.core.api.parse import ManifestError
+from extender.core.jobframework.jobs import resolve_priority
+from extender.kube.api import objects as o
+from extender.kube.api.trim import JobView
+from extender.kube.controller.context import Context
+from extender.kube.controller.workload_status import write_workload
+
+log = logging.getLogger("tower.jobs")
+
+Obj = dict[str, Any]
+_WPC = "WorkloadPriorityClass"
+
+
+def follow_priority_class(ctx: Context, job: JobView, wl_key: str, workload: Obj) -> None:
+    """Kueue's UpdateWorkloadPriority: a job whose kueue.x-k8s.io/priority-class label names
+    another class than its Workload's gets the class and its value written into the Workload
+    (queued, it moves in line; admitted, preemption sees the new value). A Workload whose
+    priority came from a pod PriorityClass does not follow the label, and one that holds
+    quota with no class cannot be given one (the API refuses it)."""
+    spec = workload.get("spec") or {}
+    ref = spec.get("priorityClassRef") or None
+    wanted = str(job.labels.get(PRIORITY_CLASS_LABEL) or "")
+    if ref is not None and ref.get("kind") != _WPC:
+        return
+    if ref is None and o.is_true(workload, o.QUOTA_RESERVED):
+        return
+    if str((ref or {}).get("name") or "") == wanted:
+        return
+    pod_class = None
+    if job.source is not None:
+        value = job.adapter.pod_priority_class(job.source)
+        pod_class = value if isinstance(value, str) else None
+    try:
+        value, name, source = resolve_priority(
+            job.labels,
+            pod_class,
+            ctx.state.workload_priority_classes(),
+            ctx.state.priority_classes(),
+        )
+    except ManifestError:
+        return  # the class is not there (yet): the create path says so in an Event
+    new_ref = o.priority_class_ref(name, source)
+    if new_ref == ref and spec.get("priority") == value:
+        return
+    patch = o.conditional({"spec": {"priorityClassRef": new_ref, "priority": value}}, workload)
+    if write_workload(ctx, wl_key, patch, "priority") is None:
+        return
+    log.info("%s %s: Workload %s now has priority class %r (%d)", job.kind, job.key, wl_key,
+             name, value)  # fmt: skip
+    ctx.event(
+        job.as_object(),
+        "Normal",
+        "UpdatedWorkload",
+        f"Updated workload priority class: {wl_key}",
+    )
