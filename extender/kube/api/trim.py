@@ -34,7 +34,15 @@ class FinishedWorkload(Mapping[str, Any]):
     finished. Nothing reads more of it again, and most Workloads of a cluster are finished;
     it reads as a (minimal) Workload object for the code that reads objects."""
 
-    __slots__ = ("api_version", "name", "namespace", "owner", "resource_version", "uid")
+    __slots__ = (
+        "api_version",
+        "finalizers",
+        "name",
+        "namespace",
+        "owner",
+        "resource_version",
+        "uid",
+    )
 
     def __init__(
         self,
@@ -44,6 +52,7 @@ class FinishedWorkload(Mapping[str, Any]):
         uid: str,
         resource_version: str,
         owner: tuple[str, str, str] | None,
+        finalizers: tuple[str, ...] = (),
     ) -> None:
         self.api_version = api_version
         self.namespace = namespace
@@ -51,6 +60,7 @@ class FinishedWorkload(Mapping[str, Any]):
         self.uid = uid
         self.resource_version = resource_version
         self.owner = owner  # (kind, name, "") of the Job or JobSet that controls it
+        self.finalizers = finalizers  # a finished one's are removed, as Kueue's (mostly none)
 
     @property
     def key(self) -> str:
@@ -66,6 +76,8 @@ class FinishedWorkload(Mapping[str, Any]):
         if self.owner is not None:
             kind, name, _ = self.owner  # its uid is not kept: nothing compares it again
             meta["ownerReferences"] = [{"kind": kind, "name": name, "controller": True}]
+        if self.finalizers:
+            meta["finalizers"] = list(self.finalizers)
         return {
             "apiVersion": self.api_version,
             "kind": "Workload",
@@ -159,6 +171,7 @@ def workload(obj: Obj) -> Obj | FinishedWorkload:
         str(meta.get("uid") or ""),
         str(meta.get("resourceVersion") or ""),
         owner,
+        finalizers=tuple(sys.intern(str(f)) for f in meta.get("finalizers") or ()),
     )
 
 

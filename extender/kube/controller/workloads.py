@@ -79,6 +79,10 @@ class WorkloadReconciler:
         obj = ctx.store.get(WORKLOADS, key)
         if obj is None or o.is_true(obj, o.FINISHED):
             self._drop(key)
+            # Kueue drops its finalizer once a Workload is finished (jobframework's
+            # reconciler): a prebuilt or migrated one that carries it could not be deleted.
+            if obj is not None and o.KUEUE_FINALIZER in (obj["metadata"].get("finalizers") or []):
+                self._release_kueues_finalizer(key, obj)
             return None
         meta = obj.get("metadata") or {}
         if meta.get("deletionTimestamp"):
