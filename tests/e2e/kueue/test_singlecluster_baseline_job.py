@@ -23,13 +23,16 @@ from tests.e2e.kueue.util import (
     has_quota_reservation,
     is_admitted,
     is_finished,
+    make_admission_check,
     make_cluster_queue,
     make_flavor_quotas,
     make_job,
     make_local_queue,
     make_resource_flavor,
     make_workload_priority_class,
+    set_admission_check_active,
     set_container_defaults,
+    set_workloads_admission_check,
 )
 
 pytestmark = pytest.mark.e2e
@@ -486,3 +489,94 @@ def test_refuses_removing_the_workloads_priority_through_the_job(
                    TIMEOUT, "removing the priority refused")  # fmt: skip
     finally:
         cluster.delete("workloadpriorityclasses", sample)
+
+
+@pytest.fixture
+def two_step(cluster: Cluster, ns: str) -> Iterator[dict[str, str]]:
+    """When("Creating a Job In a Twostepadmission Queue")'s BeforeEach and AfterEach."""
+    check, on_demand, cq = f"check1-{ns}", f"on-demand-{ns}", f"cluster-queue-{ns}"
+    cluster.create("admissionchecks", make_admission_check(check, "ac-controller"))
+    set_admission_check_active(cluster, check)
+    cluster.create(
+        "resourceflavors", make_resource_flavor(on_demand, {"instance-type": "on-demand"})
+    )
+    cluster.create_active(
+        "clusterqueues",
+        make_cluster_queue(
+            cq, make_flavor_quotas(on_demand, cpu="1", memory="1Gi"), admissionChecks=[check]
+        ),
+    )
+    cluster.create_active("localqueues", make_local_queue("main", ns, cq), ns)
+    yield {"check": check, "cluster_queue": cq}
+    cluster.batch.delete_collection_namespaced_job(ns, propagation_policy="Background")
+    for wl in cluster.list("workloads", ns):
+        cluster.delete("workloads", wl["metadata"]["name"], ns, strip_finalizers=True)
+    cluster.delete("localqueues", "main", ns)
+    cluster.expect_deleted("clusterqueues", cq)
+    cluster.expect_deleted("resourceflavors", on_demand)
+    cluster.expect_deleted("admissionchecks", check)
+
+
+def _check_added(cluster: Cluster, wl_name: str, ns: str, check: str) -> None:
+    def added() -> bool:
+        wl = cluster.workload(wl_name, ns)
+        assert wl is not None
+        names = {c["name"] for c in (wl.get("status") or {}).get("admissionChecks") or []}
+        assert names == {check}, names
+        return True
+
+    eventually(added, TIMEOUT, "the check added to the workload")
+
+
+@kueue_case(
+    GO,
+    "Kueue Creating a Job In a Twostepadmission Queue Should unsuspend a job only after all checks are cleared",
+)
+def test_unsuspends_a_job_only_after_all_checks_are_cleared(
+    cluster: Cluster, ns: str, two_step: dict[str, str]
+) -> None:
+    created = cluster.batch.create_namespaced_job(ns, sample_job(ns, args=BEHAVIOR_EXIT_FAST))
+    wl_name = cluster.workload_for_job(created, ns)
+    _check_added(cluster, wl_name, ns, two_step["check"])
+
+    def reserved() -> bool:
+        wl = cluster.workload(wl_name, ns)
+        assert has_quota_reservation(wl), wl
+        assert wl["status"]["admission"]["clusterQueue"] == two_step["cluster_queue"]
+        return True
+
+    eventually(reserved, TIMEOUT, "quota reserved")
+
+    def still_suspended() -> None:
+        assert cluster.batch.read_namespaced_job("test-job", ns).spec.suspend is True
+
+    consistently(still_suspended, 0.3)
+    set_workloads_admission_check(cluster, wl_name, ns, two_step["check"], "Ready")
+    cluster.expect_job_unsuspended_with_node_selectors(
+        "test-job", ns, {"instance-type": "on-demand"}
+    )
+    eventually(
+        lambda: is_finished(cluster.workload(wl_name, ns)), LONG_TIMEOUT, "the workload to finish"
+    )
+
+
+@kueue_case(
+    GO,
+    "Kueue Creating a Job In a Twostepadmission Queue Should suspend a job when its checks become invalid",
+)
+def test_suspends_a_job_when_its_checks_become_invalid(
+    cluster: Cluster, ns: str, two_step: dict[str, str]
+) -> None:
+    created = cluster.batch.create_namespaced_job(ns, sample_job(ns))
+    wl_name = cluster.workload_for_job(created, ns)
+    _check_added(cluster, wl_name, ns, two_step["check"])
+    set_workloads_admission_check(cluster, wl_name, ns, two_step["check"], "Ready")
+    cluster.expect_job_unsuspended_with_node_selectors(
+        "test-job", ns, {"instance-type": "on-demand"}
+    )
+    set_workloads_admission_check(cluster, wl_name, ns, two_step["check"], "Rejected")
+    eventually(
+        lambda: cluster.batch.read_namespaced_job("test-job", ns).spec.suspend is True,
+        TIMEOUT,
+        "the job suspended again",
+    )

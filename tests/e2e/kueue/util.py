@@ -393,3 +393,44 @@ def consistently(check: Callable[[], Any], duration: float = 0.3, what: str = ""
     while time.monotonic() < deadline:
         check()
         time.sleep(0.05)
+
+
+def make_admission_check(name: str, controller_name: str) -> dict:
+    return {"apiVersion": f"{KUEUE}/{V}", "kind": "AdmissionCheck", "metadata": {"name": name},
+            "spec": {"controllerName": controller_name}}  # fmt: skip
+
+
+def set_admission_check_active(cluster: Cluster, name: str, status: str = "True") -> None:
+    """util.SetAdmissionCheckActive: the check's controller (played here) says it is active."""
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    body = {"status": {"conditions": [{"type": "Active", "status": status, "reason": "ByTest",
+                                       "message": "by test", "lastTransitionTime": now}]}}  # fmt: skip
+    cluster.custom.patch_cluster_custom_object_status(KUEUE, V, "admissionchecks", name, body)
+
+
+def set_workloads_admission_check(
+    cluster: Cluster, name: str, namespace: str, check: str, state: str
+) -> None:
+    """util.SetWorkloadsAdmissionCheck: the check's state written into the Workload's status
+    (a merge patch replaces the list: the other checks are kept as they are)."""
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+    def write() -> bool:
+        wl = cluster.get("workloads", name, namespace)
+        checks = [c for c in (wl.get("status") or {}).get("admissionChecks") or []]
+        for c in checks:
+            if c["name"] == check:
+                c.update(state=state, lastTransitionTime=now, message="by test")
+        body = {"metadata": {"resourceVersion": wl["metadata"]["resourceVersion"]},
+                "status": {"admissionChecks": checks}}  # fmt: skip
+        try:
+            cluster.custom.patch_namespaced_custom_object_status(
+                KUEUE, V, namespace, "workloads", name, body
+            )
+        except client.ApiException as err:
+            if err.status == 409:
+                return False
+            raise
+        return True
+
+    eventually(write, TIMEOUT, f"the check {check} set {state} on {name}")
