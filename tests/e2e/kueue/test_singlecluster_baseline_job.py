@@ -503,7 +503,9 @@ def two_step(cluster: Cluster, ns: str) -> Iterator[dict[str, str]]:
     cluster.create_active(
         "clusterqueues",
         make_cluster_queue(
-            cq, make_flavor_quotas(on_demand, cpu="1", memory="1Gi"), admissionChecks=[check]
+            cq,
+            make_flavor_quotas(on_demand, cpu="1", memory="1Gi"),
+            admissionChecksStrategy={"admissionChecks": [{"name": check}]},
         ),
     )
     cluster.create_active("localqueues", make_local_queue("main", ns, cq), ns)
