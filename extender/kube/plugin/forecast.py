@@ -15,7 +15,7 @@ from extender.kube.api.client import KubeClient
 from extender.kube.api.snapshot import Snapshot, load
 from extender.kube.plugin.connect import Invocation
 from extender.kube.plugin.kinds import find, job_kinds
-from extender.kube.plugin.output import CliError, emit, human_duration, table
+from extender.kube.plugin.output import CliError, emit, rounded_age, table
 from extender.sim.forecast import Duration, duration_of, forecast, runtimes
 
 Obj = dict[str, Any]
@@ -72,7 +72,7 @@ def command_forecast(
                 "namespace": namespace,
                 "workload": name,
                 "start": _rfc3339(estimate.start) if estimate.start is not None else None,
-                "startsIn": human_duration(estimate.start - now)
+                "startsIn": rounded_age(estimate.start - now)
                 if estimate.start is not None
                 else None,
                 "atTheLatest": estimate.at_latest,

@@ -50,6 +50,19 @@ def human_duration(seconds: float) -> str:
     return f"{hours // 24 // 365}y"
 
 
+def rounded_age(seconds: float) -> str:
+    """An age in its largest whole unit (46s, 5m, 3h, 2d): Tower's own tables (queue,
+    forecast), which name a time to the minute."""
+    s = max(0, int(seconds))
+    if s < 120:
+        return f"{s}s"
+    if s < 7200:
+        return f"{s // 60}m"
+    if s < 172800:
+        return f"{s // 3600}h"
+    return f"{s // 86400}d"
+
+
 def seconds_of(stamp: Any) -> float | None:
     """An RFC 3339 timestamp as seconds since the epoch; None when absent or unreadable."""
     if not isinstance(stamp, str) or not stamp:

@@ -18,7 +18,7 @@ from extender.kube.api.client import ApiError
 from extender.kube.api.resources import LOCAL_QUEUES, WORKLOADS, Resource
 from extender.kube.api.snapshot import Snapshot, load, queue_order
 from extender.kube.plugin.connect import Invocation, PluginClient
-from extender.kube.plugin.output import CliError, emit, human_duration, seconds_of, table
+from extender.kube.plugin.output import CliError, emit, rounded_age, seconds_of, table
 
 Obj = dict[str, Any]
 
@@ -70,7 +70,7 @@ def queue_rows(snapshot: Snapshot, cq_name: str, now: float) -> list[Obj]:
                 "localQueue": workload.queue_name,
                 "clusterQueue": cq_name,
                 "priority": workload.priority,
-                "age": human_duration(now - workload.creation_time),
+                "age": rounded_age(now - workload.creation_time),
                 "requests": requests(workload),
                 "reason": reason,
                 "message": message,
@@ -236,7 +236,7 @@ def api_rows(inv: Invocation, namespace: str, name: str | None) -> list[Obj]:
                     "localQueue": str(item.get("localQueueName") or lq),
                     "clusterQueue": cluster_queue.get(lq, ""),
                     "priority": int(item.get("priority") or 0),
-                    "age": human_duration(inv.now - created) if created is not None else "",
+                    "age": rounded_age(inv.now - created) if created is not None else "",
                     "requests": _requests_of(obj),
                     "reason": reason,
                     "message": message,
