@@ -26,6 +26,11 @@ echo "== simulator: load and run Kueue's baseline manifest (15,000 Jobs) against
 .venv/bin/python bench/sim_load.py > bench/results/sim-load-baseline.json
 cat bench/results/sim-load-baseline.json
 
+echo "== visibility API: answers at 50,000 pending Workloads, and what keeping the positions costs" >&2
+.venv/bin/python bench/visibility.py > bench/results/visibility-50k.json
+.venv/bin/python -c "import json; r = json.load(open('bench/results/visibility-50k.json'))
+print({k: (v['p50_ms'], v['p99_ms']) for k, v in r['answers'].items()}, r['arrival_us'], r['departure_us'])"
+
 echo "== scheduler extender: 5,000 nodes, 50,000 bound pods, filter + prioritize over loopback" >&2
 .venv/bin/python bench/scheduler_extender.py > bench/results/extender-5000-nodes.json
 cat bench/results/extender-5000-nodes.json

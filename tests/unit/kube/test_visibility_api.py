@@ -12,8 +12,10 @@ import pytest
 
 from extender.core.scheduling.builder import StateBuilder
 from extender.core.scheduling.cycle import ClusterState
+from extender.kube.api import resources as r
 from extender.kube.api.snapshot import pending_in
-from extender.kube.servers.visibility import VisibilityApi, VisibilityRequest
+from extender.kube.api.store import Store
+from extender.kube.servers.visibility import CachedPositions, VisibilityApi, VisibilityRequest
 from extender.kube.servers.visibility.api import go_quote, parse_int64
 from tests import yamlc
 
@@ -399,3 +401,43 @@ def test_go_quoting_and_parsing_as_strconv():
     assert parse_int64("-9223372036854775808") == -(2**63)
     with pytest.raises(ValueError, match="value out of range"):
         parse_int64("-9223372036854775809")
+
+
+# ----- a standby's answers --------------------------------------------------------------------
+
+
+def test_a_standby_answers_from_its_caches_and_reads_them_again_in_the_background(objects):
+    """The first answer waits for a read; later ones get the last read at once, and a new
+    read starts once `interval` (or five times the last read's time) has passed."""
+    store = Store()
+    for resource in (r.RESOURCE_FLAVORS, r.CLUSTER_QUEUES, r.LOCAL_QUEUES):
+        kind = resource.kind
+        store.register(resource)
+        store.replace(resource, [o for o in [*QUEUES, team_b_queue()] if o["kind"] == kind])
+    store.register(r.WORKLOADS)
+    now = [100.0]
+    spawned = []
+    source = CachedPositions(store, interval=2.0, monotonic=lambda: now[0], spawn=spawned.append)
+    assert source() is None  # the Workloads were never listed: 503, not an empty queue
+    store.replace(r.WORKLOADS, WORKLOADS_LISTED[:2])
+    api = VisibilityApi(source, objects.get)
+    path = f"{GROUP}/v1beta2/clusterqueues/cluster-queue/pendingworkloads"
+    assert len(get(api, path)[1]["items"]) == 2
+    store.replace(r.WORKLOADS, WORKLOADS_LISTED)
+    now[0] += 1.0
+    assert len(get(api, path)[1]["items"]) == 2
+    assert spawned == []  # not due yet
+    now[0] += 1.5
+    assert len(get(api, path)[1]["items"]) == 2  # due: the read starts, the old answer now
+    assert len(spawned) == 1
+    get(api, path)
+    assert len(spawned) == 1  # one read at a time
+    spawned.pop()()  # the read runs
+    _, body = get(api, path)
+    assert names(body) == ALL
+    assert source() is source()
+
+
+WORKLOADS_LISTED = [
+    {k: v for k, v in w.items() if k not in ("apiVersion", "kind")} for w in WORKLOADS
+]  # as a list answers them, without kind

@@ -28,6 +28,7 @@ def agrees(seq: Ranked[int], oracle: list[int]) -> None:
     for start in range(-1, len(oracle) + 2):
         for stop in (start, start + 1, start + 3, len(oracle) + 5):
             assert seq.between(start, stop) == oracle[max(start, 0) : max(stop, 0)], (start, stop)
+        assert list(seq.iterate(start)) == oracle[max(start, 0) :], start
 
 
 operations = st.lists(st.tuples(st.booleans(), st.integers(0, 60)), max_size=150)
