@@ -6,6 +6,7 @@ Kueue's errors, and the discovery documents kube-aggregator and kubectl read."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -441,3 +442,32 @@ def test_a_standby_answers_from_its_caches_and_reads_them_again_in_the_backgroun
 WORKLOADS_LISTED = [
     {k: v for k, v in w.items() if k not in ("apiVersion", "kind")} for w in WORKLOADS
 ]  # as a list answers them, without kind
+
+
+# ----- the documented pages ---------------------------------------------------------------
+
+
+def test_the_pages_docs_visibility_md_shows_are_what_the_handler_answers():
+    """docs/visibility.md shows Kueue's two kubectl get --raw pages; the handler, given the
+    Workloads of the first, answers both byte for byte (once formatted)."""
+    text = (ROOT / "docs" / "visibility.md").read_text()
+    shown = []
+    for block in re.findall(r"```text\n(.*?)```", text, re.DOTALL):
+        first, _, rest = block.partition("\n")
+        if first.startswith("$ kubectl get --raw "):
+            shown.append((first.split('"')[1], json.loads(rest)))
+    assert len(shown) == 2
+    objects = {}
+    for uid, item in enumerate(shown[0][1]["items"]):  # uids in the order shown (one second)
+        meta = item["metadata"]
+        owners = [{**o, "controller": True} for o in meta["ownerReferences"]]
+        obj = workload(meta["name"], queue=item["localQueueName"], priority=item["priority"])
+        obj["metadata"].update(uid=f"uid-{uid}", creationTimestamp=meta["creationTimestamp"],
+                               ownerReferences=owners)  # fmt: skip
+        objects[f"{meta['namespace']}/{meta['name']}"] = obj
+    s = ClusterState()
+    StateBuilder(s).build([*QUEUES, *objects.values()], now=0.0)
+    s.queues.keep_positions()
+    api = VisibilityApi(lambda: s.queues.positions, objects.get)
+    for target, body in shown:
+        assert get(api, target)[1] == body, target
