@@ -411,3 +411,22 @@ def test_bad_flags_are_one_line_naming_the_object_and_the_flag(cluster, tower, a
     _, err = tower(*args, code=1)
     assert err == error + "\n"
     assert cluster.get("clusterqueues", "x") is None
+
+
+def test_kueues_e2e_case_create_a_local_queue_and_list_it_back(cluster):
+    """Kueue's test/e2e/singlecluster/baseline/kueuectl_test.go, through the installed plugin
+    as kubectl finds it (the console script, not this process)."""
+    from tests.controller.test_kubectl_tower import tower as installed
+
+    cluster.apply(FLAVOR, CQ)
+    cluster.admin.create(r.NAMESPACES, {"metadata": {"name": "e2e-kueuectl"}})
+    done = installed(cluster, "create", "localqueue", "e2e-lq-sanity", "--clusterqueue",
+                     "cluster-queue", "--namespace", "e2e-kueuectl")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    done = installed(cluster, "list", "localqueue", "--namespace", "e2e-kueuectl", "-o", "json")
+    assert done.returncode == 0, done.stderr
+    listed = json.loads(done.stdout)
+    assert listed["kind"] == "LocalQueueList"
+    assert [(i["metadata"]["name"], i["spec"]["clusterQueue"]) for i in listed["items"]] == [
+        ("e2e-lq-sanity", "cluster-queue")
+    ]

@@ -230,3 +230,55 @@ def test_an_unknown_localqueue_is_one_line(queued, capsys):
     serve_visibility(queued.api)
     code, _, err = tower(capsys, queued.admin_config, "queue", "-n", "default", "nope")
     assert (code, err) == (1, "error: LocalQueue nope not found in namespace default\n")
+
+
+def test_against_towers_own_visibility_api_the_numbers_are_the_client_side_ones(
+    cluster, capsys, start_controller
+):
+    """The controller's visibility handler (extender/kube/servers/visibility/, fed by the
+    leader's queues) served on the double in place of the aggregated API server."""
+    from urllib.parse import urlencode
+
+    from extender.kube.servers.visibility import VisibilityApi, VisibilityRequest
+
+    for name, value in (("low", 1), ("high", 100)):
+        cluster.apply({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "WorkloadPriorityClass",
+                       "metadata": {"name": name}, "value": value})  # fmt: skip
+    cluster.apply(FLAVOR, CQ, LQ)
+    running = start_controller()
+    cluster.job("blocker", "4", duration="600s")
+    for name, klass in (("a", "low"), ("b", "high"), ("c", "low")):
+        cluster.job(name, "1", labels={"kueue.x-k8s.io/priority-class": klass})
+        time.sleep(1.05)  # creation timestamps have one-second resolution
+
+    def metadata(key: str) -> Any:
+        namespace, name = key.split("/", 1)
+        return cluster.api.get("workloads", name, namespace)
+
+    handler = VisibilityApi(lambda: running.controller.positions, metadata)
+
+    def route(method: str, path: str, query: dict[str, str], user: str) -> Any:
+        if not path.startswith(f"/apis/{GROUP}"):
+            return None
+        target = f"{path}?{urlencode(query)}" if query else path
+        answer = handler.handle(VisibilityRequest.of(method, target, user=user))
+        return answer.status, json.loads(answer.body)
+
+    def rows() -> list[tuple[str, int, int, int]]:
+        code, out, err = tower(capsys, cluster.admin_config, "queue", "-n", "default", "-o",
+                               "json", "-v")  # fmt: skip
+        assert code == 0, err
+        return [(r["job"], r["positionInClusterQueue"], r["positionInLocalQueue"], r["priority"])
+                for r in json.loads(out)]  # fmt: skip
+
+    want = [("Job/b", 1, 1, 100), ("Job/a", 2, 2, 1), ("Job/c", 3, 3, 1)]
+    deadline = time.monotonic() + 30
+    while rows() != want and time.monotonic() < deadline:  # until the controller has them all
+        time.sleep(0.2)
+    assert rows() == want  # computed client-side
+    cluster.api.routes.append(route)
+    assert rows() == want  # from Tower's visibility API
+    _, _, err = tower(capsys, cluster.admin_config, "queue", "-n", "default", "-v")
+    assert "positions from Kueue's visibility API" in err
+    _, _, err = tower(capsys, cluster.admin_config, "queue", "-n", "default", "nope")
+    assert err == "error: LocalQueue nope not found in namespace default\n"

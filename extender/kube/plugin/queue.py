@@ -256,6 +256,7 @@ def _requests_of(obj: Obj | None) -> str:
 
 
 def run(inv: Invocation, args: argparse.Namespace) -> str:
+    # Only a namespace given with -n makes NAME a LocalQueue (queue NAME is a ClusterQueue's).
     namespace = args.namespace if inv.namespace_given else None
     if namespace:
         why_not = visibility_served(inv.client)
@@ -273,7 +274,6 @@ def run(inv: Invocation, args: argparse.Namespace) -> str:
     else:
         inv.note("computed client-side from every Workload, Namespace and ClusterQueue")
     snapshot = load(inv.client, inv.now)
-    args.namespace = namespace
     return emit(command_queue(snapshot, args, inv.now), args.output, render_queue)
 
 
