@@ -44,6 +44,7 @@ from extender.core.jobframework.workloads import creation_seconds  # noqa: E402
 from extender.kube.api import resources as r  # noqa: E402
 from extender.kube.api.client import ApiError, RequestBudget, RestClient  # noqa: E402
 from extender.kube.generators.crds import custom_resource_definitions  # noqa: E402
+from tests.scrape import METRICS_LINE, scrape  # noqa: E402
 
 CRDS = r.Resource(
     "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False
@@ -287,8 +288,9 @@ class CheckPlayer:
             self.answered.discard(name)  # seen again on its next change
 
 
-def controller_writes(port: int) -> int:
-    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+def controller_writes(port: int, kubeconfig: str) -> int:
+    """The controller's writes, from its /metrics, read with the kubeconfig's credentials."""
+    text = scrape(port, kubeconfig=kubeconfig)
     return sum(
         int(float(line.rsplit(" ", 1)[1]))
         for line in text.splitlines()
@@ -307,6 +309,8 @@ def start_controller(kubeconfig: str, args: argparse.Namespace) -> tuple[subproc
         "--no-leader-elect",
         "--health-address",
         "127.0.0.1:0",
+        "--metrics-address",
+        "127.0.0.1:0",
         "--kube-api-qps",
         str(args.qps),
         "--kube-api-burst",
@@ -319,6 +323,9 @@ def start_controller(kubeconfig: str, args: argparse.Namespace) -> tuple[subproc
     controller = subprocess.Popen(command, cwd=ROOT, stderr=subprocess.PIPE, text=True)
     assert controller.stderr is not None
     port = int(controller.stderr.readline().split()[-1])
+    metrics_port = next(
+        int(found[1]) for line in controller.stderr if (found := METRICS_LINE.search(line))
+    )
 
     def drain(stream: Any) -> None:
         for line in stream:
@@ -332,7 +339,7 @@ def start_controller(kubeconfig: str, args: argparse.Namespace) -> tuple[subproc
             break
         except OSError:
             time.sleep(0.2)
-    return controller, port
+    return controller, metrics_port
 
 
 def one_run(admin: RestClient, kubeconfig: str, controller_config: str, args: Any, n: int) -> dict:
@@ -357,7 +364,7 @@ def one_run(admin: RestClient, kubeconfig: str, controller_config: str, args: An
         yaml.safe_dump_all(
             [job_manifest(f"job-{i:03d}", namespace) for i in range(args.jobs)], handle
         )
-    writes_before = controller_writes(port)
+    writes_before = controller_writes(port, kubeconfig)
     began = time.monotonic()
     subprocess.run(
         ["kubectl", "--kubeconfig", kubeconfig, "create", "-f", handle.name],
@@ -366,7 +373,7 @@ def one_run(admin: RestClient, kubeconfig: str, controller_config: str, args: An
     )
     created_in = time.monotonic() - began
     all_started = watcher.done.wait(args.timeout)
-    writes = controller_writes(port) - writes_before
+    writes = controller_writes(port, kubeconfig) - writes_before
     last = max(watcher.started_mono.values(), default=began)
     player.done.set()
     controller.terminate()

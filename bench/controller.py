@@ -34,6 +34,7 @@ from extender.kube.api import resources as r  # noqa: E402
 from extender.kube.api.client import RequestBudget, RestClient  # noqa: E402
 from extender.kube.generators.crds import custom_resource_definitions  # noqa: E402
 from tests.apidouble import ApiDouble, Fault, JobRunner  # noqa: E402
+from tests.scrape import METRICS_LINE, scrape  # noqa: E402
 
 CONTROLLER_USER = "system:serviceaccount:tower-system:tower-controller"
 CRDS = r.Resource(
@@ -291,9 +292,7 @@ def proc_stats(pid: int) -> tuple[float, float]:
 
 def scrape_writes(port: int) -> dict[str, int]:
     """The controller's own count of its writes, by purpose, from its /metrics."""
-    import urllib.request
-
-    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    text = scrape(port)
     out: dict[str, int] = {}
     for line in text.splitlines():
         if line.startswith("tower_kube_api_writes_total{"):
@@ -382,6 +381,8 @@ def main() -> None:
             "--no-leader-elect",
             "--health-address",
             "127.0.0.1:0",
+            "--metrics-address",
+            "127.0.0.1:0",
             "--kube-api-qps",
             str(args.qps),
             "--kube-api-burst",
@@ -394,7 +395,10 @@ def main() -> None:
         text=True,
     )
     assert controller.stderr is not None
-    health_port = int(controller.stderr.readline().split()[-1])
+    controller.stderr.readline()  # the health port: it is up
+    metrics_port = next(
+        int(found[1]) for line in controller.stderr if (found := METRICS_LINE.search(line))
+    )
 
     def drain_log(stream: Any, path: str | None) -> None:
         # Read the pipe to its end: a full pipe would stall the controller's logging.
@@ -442,7 +446,7 @@ def main() -> None:
     finished_in_time = runner.done.wait(timeout=args.timeout)
     wall = time.monotonic() - started
     cpu_after, rss = proc_stats(controller.pid)
-    purposes = scrape_writes(health_port)
+    purposes = scrape_writes(metrics_port)
     creator.join()
     controller.terminate()
     controller.wait(timeout=30)

@@ -235,6 +235,8 @@ def main() -> None:
             "--no-leader-elect",
             "--health-address",
             "127.0.0.1:0",
+            "--metrics-address",
+            "127.0.0.1:0",
             "--log-level",
             "WARNING",
         ],

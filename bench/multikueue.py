@@ -151,6 +151,8 @@ def tower(cluster: Cluster, qps: float, burst: int) -> subprocess.Popen[str]:
             "--no-leader-elect",
             "--health-address",
             "127.0.0.1:0",
+            "--metrics-address",
+            "127.0.0.1:0",
             "--kube-api-qps",
             str(qps),
             "--kube-api-burst",

@@ -209,6 +209,7 @@ def up(args: argparse.Namespace) -> int:
         "controller",
         "-m", "extender", "run", "--kubeconfig", kubeconfig,
         "--health-address", f"127.0.0.1:{args.controller_port}",
+        "--metrics-address", f"127.0.0.1:{args.metrics_port}",
     )  # fmt: skip
     save_state(state)
     ready = f"http://127.0.0.1:{args.controller_port}/readyz"
@@ -221,7 +222,8 @@ def up(args: argparse.Namespace) -> int:
         )
     state.update(webhook_url=webhook_url, controller_port=args.controller_port)
     save_state(state)
-    say(f"controller ready ({http_status(ready)[1]}); metrics on 127.0.0.1:{args.controller_port}")
+    metrics = f"https://127.0.0.1:{args.metrics_port}/metrics"
+    say(f"controller ready ({http_status(ready)[1]}); metrics on {metrics}")
     logs = shown(STATE_DIR)
     say(f"logs: {logs}/webhook.log, {logs}/controller.log; stop with make dev-down")
     if "api_pid" in state:
@@ -285,6 +287,9 @@ def main(argv: list[str] | None = None) -> int:
         "gateway)",
     )
     up_parser.add_argument("--controller-port", type=int, default=8081)
+    up_parser.add_argument(
+        "--metrics-port", type=int, default=8443, help="the controller's /metrics, over HTTPS"
+    )
     commands.add_parser("down", help="stop them, and remove the webhook configurations first")
     commands.add_parser("status", help="what runs")
     args = parser.parse_args(argv)

@@ -85,6 +85,8 @@ def main() -> int:
                 "--no-leader-elect",
                 "--health-address",
                 "127.0.0.1:0",
+                "--metrics-address",
+                "127.0.0.1:0",
             ],
             cwd=ROOT,
             stdout=subprocess.DEVNULL,

@@ -72,7 +72,8 @@ def alive(pid: int) -> bool:
 def test_dev_up_then_the_seed_then_dev_down(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
     env["TOWER_DEV_DIR"] = str(tmp_path / "dev")
-    ports = ["--webhook-port", str(free_port()), "--controller-port", str(free_port())]
+    ports = ["--webhook-port", str(free_port()), "--controller-port", str(free_port()),
+             "--metrics-port", str(free_port())]  # fmt: skip
     started = dev(env, "up", *ports)
     try:
         assert started.returncode == 0, started.stdout + started.stderr

@@ -169,7 +169,7 @@ def shell(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
     env.update(TOWER_DEV_DIR=str(dev_dir), PATH=f"{VENV_BIN}{os.pathsep}{env.get('PATH', '')}")
     sh = Shell(env, dev_dir, ["--webhook-port", str(free_port()), "--controller-port",
-                              str(free_port())])  # fmt: skip
+                              str(free_port()), "--metrics-port", str(free_port())])  # fmt: skip
     yield sh
     subprocess.run(
         [sys.executable, "scripts/dev.py", "down"], cwd=ROOT, env=env, capture_output=True

@@ -38,6 +38,7 @@ TOWER_DEFAULTS: dict[str, Any] = {
     "managed_namespaces": None,  # Kueue's default, with Tower's namespace (settle)
     "multikueue": MultiKueueSettings(),  # Kueue's multiKueue defaults
     "namespace": None,  # Tower's own (settle): where workers' kubeconfig Secrets are
+    "metrics_address": ":8443",  # Kueue's metrics.bindAddress default
 }
 
 
@@ -82,6 +83,7 @@ def from_file(config: KueueConfig) -> dict[str, Any]:
         "admission_fair_sharing": config.admission_fair_sharing,
         "managed_namespaces": config.managed_jobs_namespace_selector,
         "multikueue": multikueue_settings(config.multi_kueue),
+        "metrics_address": config.metrics_bind_address,
     }
     if lease.resource_namespace is not None:  # else the pod's namespace, as in Kueue
         values["leader_election_namespace"] = lease.resource_namespace

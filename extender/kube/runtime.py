@@ -12,8 +12,10 @@ import socket
 import ssl
 import sys
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -33,12 +35,21 @@ from extender.kube.api.resources import NODES, PODS, WORKLOADS, resource_of, res
 from extender.kube.config_file import ConfigFileError, settle
 from extender.kube.controller.context import Settings
 from extender.kube.controller.loop import Controller
-from extender.kube.servers.dashboard import Dashboard
-from extender.kube.servers.dashboard import serve as serve_dashboard
+from extender.kube.servers.dashboard import PAGE, Dashboard
 from extender.kube.servers.scheduler_extender import SchedulerExtender
 from extender.kube.servers.scheduler_extender import serve as serve_extender
+from extender.kube.servers.secure import (
+    CertificateError,
+    DelegatedAuth,
+    Request,
+    Response,
+    SecureServer,
+    ServingCertificate,
+    TrustSource,
+)
 
 log = logging.getLogger("tower")
+DEFAULT_METRICS_ADDRESS = ":8443"  # Kueue's metrics.bindAddress default
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -136,7 +147,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--health-address",
         type=_host_port,
         default="0.0.0.0:8081",
-        help="host:port of /healthz, /readyz and /metrics (port 0: pick one)",
+        help="host:port of /healthz and /readyz, plain HTTP and open, for the kubelet's "
+        "probes (port 0: pick one)",
+    )
+    parser.add_argument(
+        "--metrics-address",
+        type=_metrics_address,
+        default=env("TOWER_METRICS_ADDRESS"),
+        help="host:port of /metrics over HTTPS, served to a caller the API server "
+        "authenticates (a bearer token by TokenReview, or the front proxy's or a client "
+        "certificate) and allows `get` on /metrics (SubjectAccessReview), as Kueue serves "
+        "it; 0 turns it off; port 0 picks one [TOWER_METRICS_ADDRESS] (default: the file's "
+        "metrics.bindAddress, else Kueue's :8443)",
+    )
+    parser.add_argument(
+        "--metrics-cert-dir",
+        default=env("TOWER_METRICS_CERT_DIR"),
+        help="folder of the metrics server's tls.crt and tls.key, read again when they "
+        "change (Kueue's is /etc/kueue/metrics/certs); unset: a self-signed certificate "
+        "made at start, as Kueue's [TOWER_METRICS_CERT_DIR]",
     )
     parser.add_argument(
         "--status-interval",
@@ -180,11 +209,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "their own [TOWER_SCHEDULER_NAME]",
     )
     parser.add_argument(
+        "--dashboard",
+        action=argparse.BooleanOptionalAction,
+        default=env("TOWER_DASHBOARD", "").lower() in ("1", "true"),
+        help="the read-only dashboard (quota, who waits and why, the last hour) at "
+        "/dashboard/ on the metrics server, from this replica's caches: its page to anyone, "
+        "its data to a caller allowed `get` on /dashboard/api/state [TOWER_DASHBOARD] "
+        "(default off)",
+    )
+    parser.add_argument(
         "--dashboard-address",
         type=_host_port,
         default=env("TOWER_DASHBOARD_ADDRESS"),
-        help="host:port of the read-only dashboard (quota, who waits and why, the last hour), "
-        "served from this replica's caches; off when unset [TOWER_DASHBOARD_ADDRESS]",
+        help="before the metrics server's HTTPS, the dashboard's own plain port; now "
+        "--dashboard, with a warning (the address is not listened on) "
+        "[TOWER_DASHBOARD_ADDRESS]",
     )
     parser.add_argument("--scheduler-extender-tls-cert-file", default=None)
     parser.add_argument("--scheduler-extender-tls-private-key-file", default=None)
@@ -300,6 +339,11 @@ def _integrations(value: str | None) -> tuple[str, ...] | None:
     return names
 
 
+def _metrics_address(value: str) -> str:
+    """--metrics-address: host:port, or 0 for no metrics server (as Kueue's bindAddress)."""
+    return value if value.strip() == "0" else _host_port(value)
+
+
 def _host_port(value: str) -> str:
     """--health-address: host:port, the port a number (0 picks a free one)."""
     _, colon, port = value.rpartition(":")
@@ -338,7 +382,8 @@ class Readiness:
         return False, self.reason
 
 
-def serve_health(address: str, readiness: Readiness, metrics: Metrics) -> ThreadingHTTPServer:
+def serve_health(address: str, readiness: Readiness) -> ThreadingHTTPServer:
+    """/healthz and /readyz in plain HTTP, open: the kubelet's probes carry no credentials."""
     host, _, port = address.rpartition(":")
 
     class Handler(BaseHTTPRequestHandler):
@@ -351,8 +396,6 @@ def serve_health(address: str, readiness: Readiness, metrics: Metrics) -> Thread
             elif self.path == "/readyz":
                 ready, reason = readiness.check()
                 code, body, ctype = (200 if ready else 503), f"{reason}\n".encode(), "text/plain"
-            elif self.path == "/metrics":
-                code, body, ctype = 200, generate_latest(metrics.registry), CONTENT_TYPE_LATEST
             else:
                 code, body, ctype = 404, b"not found\n", "text/plain"
             self.send_response(code)
@@ -399,22 +442,70 @@ def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, on_signal)
     readiness = Readiness()
     try:
-        health = serve_health(args.health_address, readiness, metrics)
+        health = serve_health(args.health_address, readiness)
     except OSError as err:
         print(
-            f"error: cannot serve /healthz, /readyz and /metrics on {args.health_address}: "
+            f"error: cannot serve /healthz and /readyz on {args.health_address}: "
             f"{err.strerror or err}",
             file=sys.stderr,
         )
         return 2
-    print(f"health and metrics on port {health.server_address[1]}", file=sys.stderr, flush=True)
+    print(f"health on port {health.server_address[1]}", file=sys.stderr, flush=True)
+    secure = None
     try:
-        return _serve(args, api_client, metrics, readiness, stop)
+        secure = serve_metrics(args, api_client, metrics, stop)
+        return _serve(args, api_client, metrics, readiness, stop, secure)
     except SetupError as err:
         print(f"error: {err}", file=sys.stderr, flush=True)
         return 2
     finally:
+        stop.set()
         health.shutdown()
+        if secure is not None:
+            secure.shutdown()
+
+
+def serve_metrics(
+    args: argparse.Namespace, api_client: Any, metrics: Metrics, stop: threading.Event
+) -> SecureServer | None:
+    """/metrics over authenticated HTTPS on --metrics-address (None when it is 0): reviews
+    on their own budget, never fenced (a standby's metrics are scraped too), and the
+    cluster's front-proxy trust read again every minute."""
+    address = args.metrics_address or DEFAULT_METRICS_ADDRESS
+    if address.strip() == "0":
+        return None
+    # A review slower than 5 s would fail the scrape anyway (Prometheus waits 10 s).
+    timeout = min(args.kube_api_timeout, 5.0)
+    reviews = RestClient(api_client, RequestBudget(20, 50), timeout=timeout)
+    trust = TrustSource(reviews)
+    trust.refresh()  # before serving: a front proxy's first request is not refused
+    auth = DelegatedAuth(reviews, trust, clock=time.monotonic)
+
+    def scrape(_: Request) -> Response:
+        return Response(200, generate_latest(metrics.registry), CONTENT_TYPE_LATEST)
+
+    try:
+        certificate = (
+            ServingCertificate.from_dir(args.metrics_cert_dir)
+            if args.metrics_cert_dir
+            else ServingCertificate.self_signed(datetime.now(UTC))
+        )
+        server = SecureServer(
+            address, auth, {"/metrics": scrape}, certificate=certificate, name="metrics"
+        ).start()
+    except CertificateError as err:
+        raise SetupError(f"--metrics-cert-dir: {err}") from None
+    except OSError as err:
+        raise SetupError(f"cannot serve /metrics on {address}: {err.strerror or err}") from None
+    threading.Thread(
+        target=server.keep_current, args=(stop,), daemon=True, name="metrics-trust"
+    ).start()
+    print(
+        f"metrics over https ({certificate.source} certificate) on port {server.port}",
+        file=sys.stderr,
+        flush=True,
+    )
+    return server
 
 
 def _serve(
@@ -423,6 +514,7 @@ def _serve(
     metrics: Metrics,
     readiness: Readiness,
     stop: threading.Event,
+    secure: SecureServer | None,
 ) -> int:
     identity = f"{socket.gethostname()}_{os.getpid()}"
     on_error = _count_errors(metrics)
@@ -484,16 +576,17 @@ def _serve(
     cache.discover_kinds()
     cache.discover_optional()
     watch_for_kinds(cache, stop)
-    dashboard_server = None
     if args.dashboard_address:
-        try:
-            dashboard_server = serve_dashboard(Dashboard(cache.store), args.dashboard_address)
-        except OSError as err:
-            raise SetupError(
-                f"cannot serve the dashboard on {args.dashboard_address}: {err.strerror or err}"
-            ) from None
-        port = dashboard_server.server_address[1]
-        print(f"dashboard on port {port}", file=sys.stderr, flush=True)
+        log.warning(
+            "--dashboard-address %s is not listened on: the dashboard is at /dashboard/ on "
+            "the metrics server (--metrics-address), behind its authentication",
+            args.dashboard_address,
+        )
+    if args.dashboard or args.dashboard_address:
+        if secure is None:
+            raise SetupError("--dashboard needs the metrics server: --metrics-address is 0")
+        _mount_dashboard(secure, Dashboard(cache.store))
+        print(f"dashboard on https port {secure.port}, /dashboard/", file=sys.stderr, flush=True)
     cache.start(stop)
     readiness.cache = cache
     extender_server = None
@@ -544,12 +637,28 @@ def _serve(
         recorder.close()
         if extender_server is not None:
             extender_server.shutdown()
-        if dashboard_server is not None:
-            dashboard_server.shutdown()
         if elector is not None:
             elector.release()
     log.info("stopped after %d API writes", base.budget.total_writes)
     return 0
+
+
+def _mount_dashboard(server: SecureServer, dashboard: Dashboard) -> None:
+    """The page (no data in it) to anyone; its data to whom may get /dashboard/api/state."""
+    page = PAGE.read_bytes()
+
+    def show_page(_: Request) -> Response:
+        return Response(200, page, "text/html; charset=utf-8")
+
+    def to_page(_: Request) -> Response:  # the page's relative URLs need the slash
+        return Response(308, b"", "text/plain", (("Location", "/dashboard/"),))
+
+    def state(_: Request) -> Response:
+        return Response(200, dashboard.state_json())
+
+    server.mount("/dashboard/", show_page, public=True)
+    server.mount("/dashboard", to_page, public=True)
+    server.mount("/dashboard/api/state", state)
 
 
 def _serve_extender(

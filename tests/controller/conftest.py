@@ -250,6 +250,8 @@ def controller_process(
             kubeconfig or cluster.controller_config,
             "--health-address",
             "127.0.0.1:0",
+            "--metrics-address",
+            "127.0.0.1:0",
             "--status-interval",
             "0.05",
             *extra,

@@ -1,6 +1,7 @@
 """The dashboard in a real browser: headless Chromium, driven by Selenium, against the
-controller's page over the API double running the seed. Skipped with the reason where no
-Chromium can be found or installed."""
+controller's page (HTTPS, its self-signed certificate) over the API double running the seed:
+the page asks for a token, and shows the queues once given one the API server allows.
+Skipped with the reason where no Chromium can be found or installed."""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ import os
 import shutil
 import signal
 import subprocess
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +18,7 @@ import pytest
 from tests import yamlc
 from tests.controller.conftest import controller_process, eventually
 from tests.controller.test_seed import complete_job
-from tests.servers import free_port
+from tests.scrape import get, metrics_port
 
 ROOT = Path(__file__).resolve().parents[2]
 FLAVOR, CQ, LQ = yamlc.safe_load_all(
@@ -54,7 +54,10 @@ def browser():
     webdriver = pytest.importorskip("selenium.webdriver")
     options = webdriver.ChromeOptions()
     options.binary_location = binary
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1200,900"):
+    # The controller's certificate is self-signed (as Kueue's metrics server's).
+    flags = ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1200,900",
+             "--ignore-certificate-errors")  # fmt: skip
+    for flag in flags:
         options.add_argument(flag)
     driver = webdriver.Chrome(service=webdriver.ChromeService(driver_path), options=options)
     yield driver
@@ -73,16 +76,20 @@ def text_of(driver: Any, selector: str) -> str:
 
 def test_the_dashboard_shows_the_queue_and_updates_when_a_job_finishes(cluster, browser, tmp_path):
     cluster.apply(FLAVOR, CQ, LQ)
-    port = free_port()
-    proc = controller_process(cluster, "--dashboard-address", f"127.0.0.1:{port}")
+    proc = controller_process(cluster, "--dashboard")
     try:
+        port = metrics_port(proc)
         # The first Job runs until the page has been checked with the second waiting (a
         # fixed run time would race the browser on a loaded machine).
         first = cluster.job("first", "3", duration="600s")
         eventually(lambda: cluster.get("jobs", "first", "default")["spec"]["suspend"] is False)
         cluster.job("second", "3", duration="1s")
-        url = f"http://127.0.0.1:{port}/"
+        url = f"https://127.0.0.1:{port}/dashboard/"
         browser.get(url)
+        # No data without credentials: the page says why and asks for a token.
+        eventually(lambda: "Unauthorized" in text_of(browser, "#refused"), 20, "the token form")
+        browser.find_element("id", "token").send_keys("admin")
+        browser.find_element("css selector", "#login button").click()
         section = '[data-queue="cluster-queue"]'
         eventually(lambda: "needs 3 cpu" in text_of(browser, f"{section} .reason"), 20,
                    "the pending job and its reason on the page")  # fmt: skip
@@ -101,10 +108,11 @@ def test_the_dashboard_shows_the_queue_and_updates_when_a_job_finishes(cluster, 
         assert f"default/{cluster.workload_of(first)['metadata']['name']}" in events
         browser.save_screenshot(str(tmp_path / "dashboard-after.png"))
         assert (tmp_path / "dashboard-pending.png").stat().st_size > 10_000
-        # The page's data has nothing of pods, templates or Secrets.
-        with urllib.request.urlopen(f"{url}api/state", timeout=10) as response:
-            state = json.loads(response.read())
-        assert "template" not in json.dumps(state)
+        # The page's data has nothing of pods, templates or Secrets; none without a token.
+        assert get(port, "/dashboard/api/state", token=None)[0] == 401
+        status, body = get(port, "/dashboard/api/state")
+        assert status == 200
+        assert "template" not in json.dumps(json.loads(body))
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=20)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import urllib.request
 
 import pytest
 
@@ -21,6 +20,7 @@ from tests.controller.conftest import (
 from tests.controller.test_faults import ready, running, stop
 from tests.controller.test_rbac import BASIC_USER, documents
 from tests.controller.test_seed import CQ, FLAVOR, LQ
+from tests.scrape import metrics_port, scrape
 from tests.waiting import event_reasons, wait_until
 
 
@@ -34,6 +34,8 @@ def controller_exit(kubeconfig: str, *extra: str) -> subprocess.CompletedProcess
             "--kubeconfig",
             kubeconfig,
             "--health-address",
+            "127.0.0.1:0",
+            "--metrics-address",
             "127.0.0.1:0",
             *extra,
         ],
@@ -225,7 +227,7 @@ def test_the_controller_running_as_another_identity_than_the_webhook_allows(clus
     cluster.apply(FLAVOR, CQ, LQ)
     proc = controller_process(cluster, "--no-leader-elect", kubeconfig=cluster.admin_config)
     try:
-        port = int(proc.stdout.readline().decode().split()[-1])
+        port = metrics_port(proc)
         job = cluster.job("first", "3", duration="600s")
         workload = wait_until(
             lambda: _pods_ready(cluster.workload_of(job)), what="the Workload to say why"
@@ -259,9 +261,7 @@ def test_the_controller_running_as_another_identity_than_the_webhook_allows(clus
 
 def metric_lines(port: int, name: str) -> list[str]:
     """The samples of one metric, as the controller's /metrics serves them now."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as answer:
-        text = answer.read().decode()
-    return [line for line in text.splitlines() if line.startswith(name)]
+    return [line for line in scrape(port).splitlines() if line.startswith(name)]
 
 
 def _pods_ready(workload):

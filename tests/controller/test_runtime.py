@@ -1,4 +1,5 @@
-"""`python -m extender run` as an admin runs it: health, readiness, metrics, JSON logs, SIGTERM."""
+"""`python -m extender run` as an admin runs it: health, readiness, metrics (over HTTPS, to
+whom the API server authenticates and allows), JSON logs, SIGTERM."""
 
 from __future__ import annotations
 
@@ -13,8 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.controller.conftest import controller_process, eventually
+from tests.controller.conftest import CONTROLLER_USER, controller_process, eventually
+from tests.controller.test_rbac import BASIC_USER
 from tests.controller.test_seed import CQ, FLAVOR, LQ
+from tests.scrape import get as get_https
+from tests.scrape import metrics_port, scrape
 
 
 def get(port, path):
@@ -31,23 +35,25 @@ def test_health_metrics_json_logs_and_a_clean_stop(cluster):
     try:
         port = int(proc.stdout.readline().decode().split()[-1])
         assert get(port, "/healthz") == (200, "ok\n")
+        secure = metrics_port(proc)
         eventually(lambda: get(port, "/readyz")[0] == 200, what="caches synced")
+        assert get(port, "/metrics")[0] == 404  # the health port is open: no metrics there
         job = cluster.job("metered", "1", duration="600s")
         eventually(
             lambda: cluster.get("jobs", "metered", "default")["spec"]["suspend"] is False,
             what="the job to start",
         )
-        _, metrics = get(port, "/metrics")
+        metrics = scrape(secure)
         assert 'kueue_admitted_workloads_total{cluster_queue="cluster-queue"} 1.0' in metrics
         assert "kueue_admission_attempt_duration_seconds_bucket" in metrics
         usage = (
             'kueue_cluster_queue_resource_usage{cluster_queue="cluster-queue",'
             'flavor="default-flavor",resource="cpu"} 1.0'
         )
-        eventually(lambda: usage in get(port, "/metrics")[1], what="the usage gauge")
+        eventually(lambda: usage in scrape(secure), what="the usage gauge")
         assert (
             'kueue_cluster_queue_nominal_quota{cluster_queue="cluster-queue",'
-            'flavor="default-flavor",resource="cpu"} 4.0' in get(port, "/metrics")[1]
+            'flavor="default-flavor",resource="cpu"} 4.0' in scrape(secure)
         )
         assert (
             'tower_kube_api_writes_total{resource="workloads",verb="status-admit"} 1.0' in metrics
@@ -77,7 +83,7 @@ def test_a_taken_health_port_is_one_line_and_exit_2(cluster):
         if proc.poll() is None:
             proc.kill()
     assert proc.stdout.read().decode() == (
-        f"error: cannot serve /healthz, /readyz and /metrics on {address}: Address already in use\n"
+        f"error: cannot serve /healthz and /readyz on {address}: Address already in use\n"
     )
 
 
@@ -168,4 +174,59 @@ def test_a_file_that_is_not_a_kubeconfig_is_one_line_and_exit_2(tmp_path, conten
     assert proc.stderr.count("\n") == 1
     assert proc.stderr.startswith(
         "error: cannot load the Kubernetes configuration: " + want.format(path=path)
+    )
+
+
+def test_metrics_are_served_to_whom_the_api_server_allows_and_refused_to_others(cluster):
+    """As Kueue's: an anonymous scrape is 401, a token without `get` on /metrics is 403
+    naming its user, a token with it is served; kube-apiserver decides (TokenReview,
+    SubjectAccessReview), asked with the controller's own identity."""
+    reader = "system:serviceaccount:monitoring:prometheus-k8s"
+    nobody = "system:serviceaccount:monitoring:nobody"
+    cluster.api.users["prometheus-token"] = {"username": reader, "groups": []}
+    cluster.api.users["nobody-token"] = {"username": nobody, "groups": []}
+    cluster.api.rbac[reader] = [*BASIC_USER, {"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
+    cluster.api.rbac[nobody] = list(BASIC_USER)
+    proc = controller_process(cluster, "--no-leader-elect")
+    try:
+        port = metrics_port(proc)
+        assert get_https(port, token=None) == (
+            401,
+            '{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",'
+            '"message":"Unauthorized","reason":"Unauthorized","code":401}\n',
+        )
+        status, body = get_https(port, token="nobody-token")
+        assert (status, json.loads(body)["message"]) == (
+            403,
+            f'forbidden: User "{nobody}" cannot get path "/metrics"',
+        )
+        assert "tower_kube_api_writes_total" in scrape(port, token="prometheus-token")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=15)
+    reviews = [
+        (path.rsplit("/", 1)[-1], user)
+        for method, path, user in cluster.api.requests
+        if method == "POST" and path.endswith(("/tokenreviews", "/subjectaccessreviews"))
+    ]
+    assert sorted(set(reviews)) == [
+        ("subjectaccessreviews", CONTROLLER_USER),
+        ("tokenreviews", CONTROLLER_USER),
+    ]
+
+
+def test_a_taken_metrics_port_is_one_line_and_exit_2(cluster):
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    address = f"127.0.0.1:{taken.getsockname()[1]}"
+    proc = controller_process(cluster, "--no-leader-elect", "--metrics-address", address)
+    try:
+        assert proc.wait(timeout=30) == 2
+    finally:
+        taken.close()
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.stdout.read().decode().splitlines()[-1] == (
+        f"error: cannot serve /metrics on {address}: Address already in use"
     )

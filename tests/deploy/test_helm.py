@@ -82,7 +82,13 @@ def test_values_change_what_they_say():
     controller = one(objs, "Deployment", "tower-controller")["spec"]["template"]["spec"]
     assert controller["containers"][0]["args"][-3:] == ["--fair-sharing", "--kube-api-qps", "100"]
     monitor = one(objs, "ServiceMonitor", "tower-controller")
-    assert monitor["spec"]["endpoints"][0]["port"] == "health"
+    endpoint = monitor["spec"]["endpoints"][0]
+    assert (endpoint["port"], endpoint["scheme"], endpoint["tlsConfig"]) == (
+        "https",
+        "https",
+        {"insecureSkipVerify": True},
+    )
+    assert endpoint["bearerTokenFile"] == "/var/run/secrets/kubernetes.io/serviceaccount/token"
 
 
 def test_cert_manager_replaces_the_bootstrap():

@@ -208,6 +208,8 @@ def controller_process(*extra: str) -> subprocess.Popen[bytes]:
         "--no-leader-elect",
         "--health-address",
         "127.0.0.1:0",
+        "--metrics-address",
+        "127.0.0.1:0",
         *extra,
     ]
     return subprocess.Popen(command, cwd=ROOT, env=dict(os.environ))

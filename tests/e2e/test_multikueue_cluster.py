@@ -120,6 +120,7 @@ def clusters(tmp_path):
     worker = subprocess.Popen(
         [sys.executable, "-m", "extender", "run", "--kubeconfig", WORKER or "",
          "--no-leader-elect", "--health-address", "127.0.0.1:0",
+         "--metrics-address", "127.0.0.1:0",
          "--physical-resources", "none"],
         cwd=ROOT,
     )  # fmt: skip

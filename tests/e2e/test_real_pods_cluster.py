@@ -17,10 +17,12 @@ Nodes without a kubelet are cordoned meanwhile.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import os
 import signal
+import ssl
 import subprocess
 import time
 import urllib.request
@@ -247,17 +249,36 @@ def test_the_kubelet_stopped_while_a_job_runs_then_back(installed):
 
 
 def extender_calls() -> float:
-    """Filter and prioritize calls Tower's replicas answered, from their /metrics."""
+    """Filter and prioritize calls Tower's replicas answered, from their /metrics (HTTPS on
+    8443, read as the kubeconfig's admin: its client certificate, from the cluster's CA)."""
     total = 0.0
+    context = admin_tls()
     for pod in get("pods", "-n", NS, "-l", "app.kubernetes.io/name=tower-controller")["items"]:
         ip = pod["status"].get("podIP")
         if not ip:
             continue
-        with urllib.request.urlopen(f"http://{ip}:8081/metrics", timeout=5) as response:
+        url = f"https://{ip}:8443/metrics"
+        with urllib.request.urlopen(url, timeout=5, context=context) as response:
             for line in response.read().decode().splitlines():
                 if line.startswith("tower_scheduler_extender_request_duration_seconds_count"):
                     total += float(line.split()[-1])
     return total
+
+
+def admin_tls() -> ssl.SSLContext:
+    """A client context with the kubeconfig user's certificate; the controller's own
+    certificate is self-signed, so it is not verified (as Kueue's ServiceMonitor does not)."""
+    config = yaml.safe_load(Path(KUBECONFIG or "").read_text())
+    user = config["users"][0]["user"]
+    folder = Path(os.environ.get("TMPDIR", "/tmp")) / f"tower-e2e-admin-{os.getpid()}"
+    folder.mkdir(mode=0o700, exist_ok=True)
+    for key, name in (("client-certificate-data", "tls.crt"), ("client-key-data", "tls.key")):
+        (folder / name).write_bytes(base64.b64decode(user[key]))
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    context.load_cert_chain(folder / "tls.crt", folder / "tls.key")
+    return context
 
 
 def stopped(pid: int) -> bool:

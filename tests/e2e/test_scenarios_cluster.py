@@ -155,7 +155,8 @@ class Tower:
     def start_controller(self, i: int) -> subprocess.Popen[bytes]:
         return self._spawn(
             f"controller-{i}", "extender", "run", "--kubeconfig", KUBECONFIG or "",
-            "--health-address", "127.0.0.1:0", "--status-interval", "0.5",
+            "--health-address", "127.0.0.1:0", "--metrics-address", "127.0.0.1:0",
+            "--status-interval", "0.5",
             "--leader-election-id", f"tower-e2e-{SUFFIX}", *LEASE,
         )  # fmt: skip
 

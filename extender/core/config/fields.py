@@ -54,6 +54,11 @@ ACTED: dict[str, str] = {
         "each pod's requests are transformed (Retain or Replace, multiplyBy, outputs) before "
         "quota counts them, as in Kueue"
     ),
+    "metrics.bindAddress": (
+        "--metrics-address: /metrics over HTTPS, to a caller kube-apiserver authenticates "
+        "(TokenReview, the front proxy's or a client certificate) and allows `get` on /metrics "
+        "(SubjectAccessReview), as Kueue serves it; Kueue's default :8443, 0 turns it off"
+    ),
 }
 
 
@@ -99,7 +104,9 @@ UNACTED: tuple[Unacted, ...] = (
     _cfg("visibilityServer", "the visibility API server"),
     _cfg("queueVisibility", "queue visibility in ClusterQueue status, dropped in v1beta2"),
     _cfg("webhook", "Kueue's webhook server", "Tower's webhook is python -m webhook"),
-    _cfg("metrics", "Kueue's metrics server", "Tower serves /metrics on --health-address"),
+    _cfg("metrics.enableClusterQueueResources", "the ClusterQueues' resource metrics"),
+    _cfg("metrics.customLabels", "custom metric labels"),
+    _cfg("metrics.localQueueMetrics", "which LocalQueues have metrics"),
     _cfg("health", "Kueue's health probe server", "Tower's is --health-address"),
     _cfg("pprofBindAddress", "pprof"),
     _cfg("controller", "controller concurrency and cache sync timeout"),

@@ -131,6 +131,7 @@ class KueueConfig:
     managed_jobs_namespace_selector: LabelSelector
     multi_kueue: MultiKueue
     admission_fair_sharing: AfsConfig | None  # None: not in the file, off
+    metrics_bind_address: str  # metrics.bindAddress: "0" is no metrics server
     unacted: tuple[Unacted, ...]  # what the file asks for that Tower does not do
 
     def warnings(self, name: str) -> list[str]:
@@ -164,6 +165,7 @@ DEFAULT_BURST = 500
 DEFAULT_LEADER_ELECTION_ID = "c1f6bfd2.kueue.x-k8s.io"
 DEFAULT_NAMESPACE = "kueue-system"
 DEFAULT_FRAMEWORKS = ("batch/job",)
+DEFAULT_METRICS_BIND_ADDRESS = ":8443"
 DEFAULT_WAIT_TIMEOUT = {V1BETA2: 1800.0, V1BETA1: 300.0}
 
 
@@ -208,6 +210,7 @@ def parse(doc: Any, namespace: str | None = None) -> KueueConfig:
         managed_jobs_namespace_selector=_namespace_selector(get, ns, frameworks),
         multi_kueue=_multi_kueue(get),
         admission_fair_sharing=_admission_fair_sharing(get),
+        metrics_bind_address=_metrics_bind_address(get),
         unacted=tuple(unacted),
     )
 
@@ -293,6 +296,18 @@ def _leader_election(get: Callable[[str], Any]) -> LeaderElection:
         resource_name=get("leaderElection.resourceName") or DEFAULT_LEADER_ELECTION_ID,
         resource_namespace=get("leaderElection.resourceNamespace") or None,
     )
+
+
+def _metrics_bind_address(get: Callable[[str], Any]) -> str:
+    """metrics.bindAddress: host:port (an empty host is every address), or "0" for none."""
+    value = get("metrics.bindAddress") or DEFAULT_METRICS_BIND_ADDRESS
+    _, colon, port = value.rpartition(":")
+    if value != "0" and (not colon or not port.isdigit() or int(port) > 65535):
+        raise ConfigError(
+            f"metrics.bindAddress: {value!r} is not host:port (:8443, Kueue's default; "
+            "0: no metrics server)"
+        )
+    return str(value)
 
 
 def _frameworks(get: Callable[[str], Any]) -> tuple[str, ...]:

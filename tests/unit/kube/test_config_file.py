@@ -47,12 +47,11 @@ def test_kueues_default_file_sets_the_flags_and_warns_once_per_unacted_field(mon
     assert args.integrations[:2] == ("batch/job", "kubeflow.org/mpijob")
     assert "kubeflow.org/pytorchjob" not in args.integrations
     assert len(args.integrations) == 12
+    assert args.metrics_address == ":8443"  # metrics.bindAddress, acted on
     name = f"Configuration {KUEUE_DEFAULT}"
     assert warnings == [
         f"{name}: webhook (Kueue's webhook server) is not acted on by Tower; Tower's webhook "
         "is python -m webhook",
-        f"{name}: metrics (Kueue's metrics server) is not acted on by Tower; Tower serves "
-        "/metrics on --health-address",
         f"{name}: health (Kueue's health probe server) is not acted on by Tower; Tower's is "
         "--health-address",
         f"{name}: controller (controller concurrency and cache sync timeout) is not acted on "
@@ -393,3 +392,34 @@ def test_the_files_selector_and_its_example_metadata(tmp_path):
         "refuses the file"
     ]
     assert not [w for w in warnings if "manageJobsWithoutQueueName" in w]  # acted on now
+
+
+@pytest.mark.parametrize(
+    ("text", "want"),
+    [("", ":8443"), ("metrics:\n  bindAddress: 127.0.0.1:9090\n", "127.0.0.1:9090"),
+     ("metrics:\n  bindAddress: \"0\"\n", "0")],
+    ids=["Kueue's default", "an address", "0: no metrics server"],
+)  # fmt: skip
+def test_metrics_bind_address_is_the_metrics_servers_address(tmp_path, text, want):
+    args = args_of("--config", write(tmp_path, V1BETA2 + text))
+    assert settle(args) == []
+    assert args.metrics_address == want
+
+
+def test_a_metrics_bind_address_without_a_port_is_refused_by_name(tmp_path):
+    path = write(tmp_path, V1BETA2 + "metrics:\n  bindAddress: localhost\n")
+    with pytest.raises(ConfigFileError) as refused:
+        settle(args_of("--config", path))
+    assert str(refused.value) == (
+        f"--config {path}: metrics.bindAddress: 'localhost' is not host:port (:8443, Kueue's "
+        "default; 0: no metrics server)"
+    )
+
+
+def test_the_metrics_address_flag_wins_over_the_file(tmp_path):
+    args = args_of(
+        "--config", write(tmp_path, V1BETA2 + "metrics:\n  bindAddress: :9443\n"),
+        "--metrics-address", "127.0.0.1:0",
+    )  # fmt: skip
+    settle(args)
+    assert args.metrics_address == "127.0.0.1:0"

@@ -101,9 +101,8 @@ class SecureServer:
         (self.public if public else self.routes)[prefix] = handler
 
     def keep_current(self, stop: threading.Event, interval: float = REFRESH) -> None:
-        """Read the cluster's trust now, then it and the certificate directory again every
-        `interval` seconds until `stop` (a thread's target)."""
-        self.auth.trust.refresh()
+        """Read the cluster's trust and the certificate directory again every `interval`
+        seconds until `stop` (a thread's target)."""
         while not stop.wait(interval):
             self.auth.trust.refresh()
             try:

@@ -140,7 +140,12 @@ class TrustSource:
             self._say(f"{err}; keeping what was read before")
             return self.current
         except ApiError as err:
-            if err.not_found or err.forbidden:
+            if err.not_found:  # a cluster whose API server names no client CA at all
+                if self._problem != "absent":
+                    log.info("no %s: bearer tokens only, no client certificates", WHERE)
+                self._problem, self.current = "absent", NO_TRUST
+                return self.current
+            if err.forbidden:
                 self.current = NO_TRUST
             self._say(
                 f"cannot read {WHERE} ({err.code}): front-proxy and client certificates are "
