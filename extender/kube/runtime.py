@@ -47,6 +47,12 @@ from extender.kube.servers.secure import (
     ServingCertificate,
     TrustSource,
 )
+from extender.kube.servers.visibility import (
+    CachedPositions,
+    VisibilityApi,
+    VisibilityRequest,
+    leader_or_cached,
+)
 
 log = logging.getLogger("tower")
 DEFAULT_METRICS_ADDRESS = ":8443"  # Kueue's metrics.bindAddress default
@@ -149,6 +155,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="0.0.0.0:8081",
         help="host:port of /healthz and /readyz, plain HTTP and open, for the kubelet's "
         "probes (port 0: pick one)",
+    )
+    parser.add_argument(
+        "--visibility-address",
+        type=_metrics_address,
+        default=env("TOWER_VISIBILITY_ADDRESS") or "0",
+        help="host:port of Kueue's visibility API (visibility.kueue.x-k8s.io, the pending "
+        "workloads), an aggregated API server behind kube-apiserver: the front proxy's "
+        "certificate or a token, and SubjectAccessReview, as Kueue's is served; the "
+        "manifests set :8083 (Kueue's 8082 is the scheduler extender's here); 0 turns it off "
+        "[TOWER_VISIBILITY_ADDRESS] (default: 0)",
     )
     parser.add_argument(
         "--metrics-address",
@@ -589,6 +605,7 @@ def _serve(
         print(f"dashboard on https port {secure.port}, /dashboard/", file=sys.stderr, flush=True)
     cache.start(stop)
     readiness.cache = cache
+    visibility = serve_visibility(args, api_client, readiness, cache, stop)
     extender_server = None
     if placement is not None and args.scheduler_extender_address:
         extender_server = _serve_extender(args, placement, cache, metrics)
@@ -637,10 +654,68 @@ def _serve(
         recorder.close()
         if extender_server is not None:
             extender_server.shutdown()
+        if visibility is not None:
+            visibility.shutdown()
         if elector is not None:
             elector.release()
     log.info("stopped after %d API writes", base.budget.total_writes)
     return 0
+
+
+def serve_visibility(
+    args: argparse.Namespace,
+    api_client: Any,
+    readiness: Readiness,
+    cache: Cache,
+    stop: threading.Event,
+) -> SecureServer | None:
+    """Kueue's visibility API on --visibility-address (None when it is 0), behind the same
+    front door as /metrics: the leader answers from its live queues, a standby from its
+    caches (extender/kube/servers/visibility)."""
+    address = args.visibility_address
+    if not address or address.strip() == "0":
+        return None
+    reviews = RestClient(api_client, RequestBudget(20, 50), timeout=min(args.kube_api_timeout, 5.0))
+    trust = TrustSource(reviews)
+    trust.refresh()  # the aggregator's first availability check is not refused
+
+    def live() -> Any:
+        controller = readiness.controller
+        return controller.positions if controller is not None else None
+
+    api = VisibilityApi(
+        leader_or_cached(live, CachedPositions(cache.store)),
+        lambda key: cache.store.get(WORKLOADS, key),
+    )
+
+    def answer(request: Request) -> Response:
+        asked = VisibilityRequest(
+            request.method,
+            request.path,
+            request.query,
+            request.user.name,
+            request.header("Accept") or "application/json",
+        )
+        got = api.handle(asked)
+        return Response(got.status, got.body, got.content_type, got.headers)
+
+    try:
+        server = SecureServer(
+            address,
+            DelegatedAuth(reviews, trust, clock=time.monotonic),
+            {"/apis": answer},
+            certificate=ServingCertificate.self_signed(datetime.now(UTC)),
+            name="visibility",
+        ).start()
+    except OSError as err:
+        raise SetupError(
+            f"cannot serve the visibility API on {address}: {err.strerror or err}"
+        ) from None
+    threading.Thread(
+        target=server.keep_current, args=(stop,), daemon=True, name="visibility-trust"
+    ).start()
+    print(f"visibility API over https on port {server.port}", file=sys.stderr, flush=True)
+    return server
 
 
 def _mount_dashboard(server: SecureServer, dashboard: Dashboard) -> None:
