@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from extender.core.api.models import ResourceFlavor
 from extender.core.api.topology import HOSTNAME, Topology, TopologyAssignment
 from extender.core.placement.model import Node
+from extender.core.tas.node_failure import plainly_healthy
 from extender.core.tas.placement import TopologySnapshot, with_pod
 
 
@@ -47,7 +48,9 @@ class TopologyCache:
         self._snapshots: dict[str, TopologySnapshot] = {}
         self._waiting: dict[str, tuple[str, frozenset[str]]] = {}  # workload -> (CQ, flavors)
         self.grown: set[str] = set()  # topology flavors whose room grew
-        self.disturbed: set[str] = set()  # workloads with pods on a host that failed
+        self.disturbed: set[str] = set()  # workloads to judge again on their hosts
+        self._gone: set[str] = set()  # hosts deleted while a workload was placed there
+        self._placed_on: dict[str, tuple[tuple[Held, ...], frozenset[str]]] = {}
         self._reserved: list[str] = []  # holds that last until the cycle ends
 
     def set_topologies(self, topologies: Iterable[Topology]) -> None:
@@ -111,9 +114,17 @@ class TopologyCache:
             del self._other[node]
 
     def _changed_on(self, node: Node, old: Node | None) -> None:
-        # A host that failed (gone, or NotReady); a cordoned one keeps its running pods.
-        if old is not None and old.ready and (node is old or not node.ready):
-            self._host_failed(old.labels.get(HOSTNAME, old.name))
+        # A host gone, back, or whose readiness or taints changed, is judged again for the
+        # workloads placed on it (node_failure.py); a cordoned one keeps its running pods.
+        host = node.labels.get(HOSTNAME, node.name)
+        if old is None:
+            if host in self._gone:  # it came back: a record of it may be taken back
+                self._gone.discard(host)
+                self._host_failed(host)
+        elif node is old or old.ready != node.ready or old.taints != node.taints:
+            placed = self._host_failed(old.labels.get(HOSTNAME, old.name))
+            if node is old and placed:
+                self._gone.add(host)
         for name, flavor in self.flavors.items():
             if self.member(flavor, node) or (old is not None and self.member(flavor, old)):
                 self._snapshots.pop(name, None)
@@ -156,10 +167,46 @@ class TopologyCache:
         topology = self.topologies.get(other.topology_name or "") if other else None
         return snap.hostname_lowest and topology is not None and topology.hostname_lowest
 
-    def _host_failed(self, host: str) -> None:
+    def pod_left(self, workload: str, node: str) -> None:
+        """A pod of a placed workload stopped running on a node (it terminated, or is being
+        deleted, or is gone): the workload is judged again if the node is not plainly
+        healthy, for Kueue waits for that to call a NotReady or tainted node failed."""
+        known = self.nodes.get(node)
+        if workload in self.held and (
+            known is None or not plainly_healthy(known.ready, known.taints)
+        ):
+            self.disturbed.add(workload)
+
+    def pod_held_to(self, workload: str, host: str) -> None:
+        """A pod of a placed workload waits, unbound, for the host its nodeSelector names: the
+        workload is looked at again if that host is not plainly healthy or not one of its
+        assignment's (Kueue fails such late pods)."""
+        holds = self.held.get(workload)
+        if not holds:
+            return
+        known = self.nodes.get(self._hosts.get(host, host))
+        if host not in self._hosts_of(workload, holds) or (
+            known is None or not plainly_healthy(known.ready, known.taints)
+        ):
+            self.disturbed.add(workload)
+
+    def _hosts_of(self, workload: str, holds: tuple[Held, ...]) -> frozenset[str]:
+        """The hosts a workload is placed on, kept while its holds are the same (each of its
+        pods asks, once let through)."""
+        memo = self._placed_on.get(workload)
+        if memo is None or memo[0] is not holds:
+            hosts = frozenset(d.values[-1] for h in holds for d in h.assignment.domains)
+            memo = self._placed_on[workload] = (holds, hosts)
+        return memo[1]
+
+    def _host_failed(self, host: str) -> bool:
+        """The workloads placed on a host are judged again; whether there were any."""
+        found = False
         for key, holds in self.held.items():
             if any(d.values[-1] == host for h in holds for d in h.assignment.domains):
                 self.disturbed.add(key)
+                found = True
+        return found
 
     def hold(self, key: str, holds: Iterable[Held]) -> None:
         """What an admitted workload holds (read from its Workload, or assumed in a cycle)."""
@@ -174,6 +221,7 @@ class TopologyCache:
     def release(self, key: str) -> None:
         """The workload's quota is freed: so is its room on the domains."""
         self._waiting.pop(key, None)
+        self._placed_on.pop(key, None)
         holds = self.held.pop(key, None)
         if holds:
             self._apply(holds, -1)

@@ -1,9 +1,10 @@
 """Kueue's node replacement: a failed host's pods placed again within their domain.
 
-When a host named in a workload's topology assignment is gone or NotReady, its pods are
-placed again: a required podSet within its domain of the required level, a podSet in slices
-within the slice the failure broke; the rest of the assignment stays. No replacement, or
-more than one failed host, evicts the workload with Kueue's message.
+When a host named in a workload's topology assignment has failed (the controller records it
+in status.unhealthyNodes, judged by node_failure.py), its pods are placed again: a required
+podSet within its domain of the required level, a podSet in slices within the slice the
+failure broke; the rest of the assignment stays. No replacement, or more than one failed
+host, evicts the workload with Kueue's message.
 """
 
 from __future__ import annotations
@@ -21,34 +22,38 @@ from extender.core.api.topology import (
     TopologyRequest,
 )
 from extender.core.tas.cache import TopologyCache
+from extender.core.tas.node_failure import MULTIPLE_FAILURES, NO_REPLACEMENT
 from extender.core.tas.placement import TopologySnapshot, placement_of
 
 
 def replace_failed(
-    tas: TopologyCache, workload: Workload, admission: Admission
+    tas: TopologyCache,
+    workload: Workload,
+    admission: Admission,
+    unhealthy: Sequence[str] | None = None,
 ) -> Admission | str | None:
-    """A host of the workload's assignment failed (gone or NotReady): its pods
-    placed again, within the same domain of the required level (Kueue's node
-    replacement). The admission with the new assignment, Kueue's eviction message when
-    there is no replacement or more than one host failed, or None (nothing failed)."""
+    """The failed hosts of the workload's assignment (`unhealthy`: those its
+    status.unhealthyNodes names; None: those gone or NotReady now) have their pods placed
+    again, within the same domain of the required level (Kueue's node replacement). The
+    admission with the new assignment, Kueue's eviction message when there is no
+    replacement or more than one host failed, or None (no host of it failed)."""
     holds = tas.held.get(workload.key)
     if not holds:
         return None
-    failed = sorted(
-        {
-            d.values[-1]
-            for h in holds
-            for d in h.assignment.domains
-            if h.assignment.levels[-1:] == (HOSTNAME,) and not tas.usable(d.values[-1])
-        }
-    )
+    hosts = {
+        d.values[-1]
+        for h in holds
+        for d in h.assignment.domains
+        if h.assignment.levels[-1:] == (HOSTNAME,)
+    }
+    if unhealthy is None:
+        failed = sorted(h for h in hosts if not tas.usable(h))
+    else:
+        failed = [h for h in dict.fromkeys(unhealthy) if h in hosts]
     if not failed:
         return None
     if len(failed) > 1:
-        return (
-            "Workload eviction triggered due to multiple TAS assigned node failures, "
-            f"including: {', '.join(failed)}"
-        )
+        return MULTIPLE_FAILURES.format(", ".join(failed))
     pod_sets = {ps.name: ps for ps in workload.pod_sets}
     replaced: dict[str, TopologyAssignment] = {}
     for held in holds:
@@ -65,10 +70,7 @@ def replace_failed(
         placement = placement_of(ps, missing, request, implied)
         found = snap.place_within(placement, within)
         if isinstance(found, str):
-            return (
-                "Workload was evicted as there was no replacement for unhealthy node(s): "
-                f"{failed[0]}"
-            )
+            return NO_REPLACEMENT.format(failed[0])
         counts: dict[tuple[str, ...], int] = {}
         for d in (*kept, *found.domains):
             counts[d.values] = counts.get(d.values, 0) + d.count

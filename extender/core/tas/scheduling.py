@@ -240,9 +240,11 @@ class TopologyScheduling(TopologyCache):
             )
         return by_flavor
 
-    def replace(self, workload: Workload, admission: Admission) -> Admission | str | None:
+    def replace(
+        self, workload: Workload, admission: Admission, unhealthy: Sequence[str] | None = None
+    ) -> Admission | str | None:
         """A host of the workload's assignment failed: see replacement.replace_failed."""
-        return replace_failed(self, workload, admission)
+        return replace_failed(self, workload, admission, unhealthy)
 
 
 @contextmanager
