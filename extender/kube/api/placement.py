@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 from extender.core.api import parse
 from extender.core.api.models import PLACEMENT_ANNOTATION, WORKLOAD_ANNOTATION, Admission, Workload
 from extender.core.api.parse import ManifestError
-from extender.core.api.topology import TopologyAssignment
+from extender.core.api.topology import HOSTNAME, TopologyAssignment
 from extender.core.jobframework.jobs import pod_requests
 from extender.core.jobframework.topology import TOPOLOGY_ANNOTATIONS, TOPOLOGY_GATE
 from extender.core.placement.fit import (
@@ -59,6 +59,8 @@ class NodeView:
     key: str
     resource_version: str
     node: Node
+    ready: str | None = None  # the Ready condition's status; None: it has none
+    ready_since: float = 0.0  # that condition's lastTransitionTime, in seconds
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +90,7 @@ class PodView:
     # domains' room counts it); None for a topology-aware pod.
     usage: Mapping[str, int] | None = None
     topology: TopologyPod | None = None  # a pod its Workload placed on topology domains
+    deleting: bool = False  # it has a deletionTimestamp
 
 
 def _m(value: Any) -> Mapping[str, Any]:
@@ -97,7 +100,21 @@ def _m(value: Any) -> Mapping[str, Any]:
 def node_view(obj: Obj) -> NodeView:
     meta = _m(obj.get("metadata"))
     node = node_of(obj)
-    return NodeView(node.name, str(meta.get("resourceVersion") or ""), node)
+    ready = next(
+        (
+            c
+            for c in _m(obj.get("status")).get("conditions") or ()
+            if isinstance(c, Mapping) and c.get("type") == "Ready"
+        ),
+        None,
+    )
+    return NodeView(
+        node.name,
+        str(meta.get("resourceVersion") or ""),
+        node,
+        str(ready.get("status")) if ready is not None else None,
+        o.seconds_at(ready.get("lastTransitionTime")) if ready is not None else 0.0,
+    )
 
 
 def pod_transform(checked: Callable[[str], bool]) -> Callable[[Obj], PodView]:
@@ -151,6 +168,7 @@ def pod_view(obj: Obj, checked: Callable[[str], bool] = is_extended_resource) ->
         owner,
         usage,
         _topology_pod(namespace, meta, spec, phase),
+        bool(meta.get("deletionTimestamp")),
     )
 
 
@@ -279,6 +297,13 @@ class Placement:
             else:
                 self.inventory.delete_pod(key)
                 self.topology.set_pod(key, None, None)
+            # What a failed TAS node waits for (tas/node_failure.py): a topology-placed pod
+            # that stops running on its node, or one let through to a host it cannot reach.
+            was = _running_on(old)
+            if was is not None and was != _running_on(new):
+                self.topology.pod_left(*was)
+            if isinstance(new, PodView) and (waiting := _waiting_for(new)) is not None:
+                self.topology.pod_held_to(*waiting)
 
     def _on_flavor(self, key: str, old: Any, new: Any) -> None:
         flavors = self._every(RESOURCE_FLAVORS, parse.resource_flavor)
@@ -403,10 +428,12 @@ class Placement:
         with self.lock:
             return self.topology.place_delayed(workload, admission)
 
-    def replace_topology(self, workload: Workload, admission: Admission) -> Admission | str | None:
+    def replace_topology(
+        self, workload: Workload, admission: Admission, unhealthy: Sequence[str] | None = None
+    ) -> Admission | str | None:
         """A failed host's pods placed again on the workload's domains (see tas.replace)."""
         with self.lock:
-            return self.topology.replace(workload, admission)
+            return self.topology.replace(workload, admission, unhealthy)
 
     def disturb(self, key: str) -> None:
         """Look at this workload's plan again on the next turn (a write of it failed)."""
@@ -459,6 +486,22 @@ class Placement:
     def counts(self) -> tuple[int, int, int]:
         with self.lock:
             return self.inventory.counts()
+
+
+def _running_on(view: Any) -> tuple[str, str] | None:
+    """(Workload key, node) of a topology-placed pod bound there, not ending nor being deleted."""
+    if not isinstance(view, PodView) or view.deleting or view.pod is None:
+        return None
+    return (view.topology.workload, view.pod.node) if view.topology is not None else None
+
+
+def _waiting_for(view: PodView) -> tuple[str, str] | None:
+    """(Workload key, host) of a topology-placed pod let through to a host and not bound."""
+    topology = view.topology
+    if topology is None or topology.gated or view.pod is not None or view.phase != "Pending":
+        return None
+    host = topology.node_selector.get(HOSTNAME)
+    return (topology.workload, host) if host else None
 
 
 def annotation(plan: Plan) -> str:

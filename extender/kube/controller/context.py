@@ -7,7 +7,7 @@ import logging
 import random
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -68,6 +68,9 @@ class Settings:
     # the workers' kubeconfig Secrets are.
     multikueue: MultiKueueSettings = field(default_factory=MultiKueueSettings)
     namespace: str = "tower-system"
+    # Kueue's feature gates set away from their defaults, by Kueue's names (read so far only by
+    # the TAS node-failure handling, core/tas/node_failure.py).
+    feature_gates: Mapping[str, bool] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
