@@ -350,9 +350,11 @@ def pod(
     selector_host: str | None = None,
     phase: str = "Running",
     finalizer: bool = False,
+    gated: bool = False,
 ) -> dict[str, Any]:
     """A pod of the Workload as Tower starts them (its podSet label and workload annotation),
-    bound to `node` or held to `selector_host` by its nodeSelector, in `phase`."""
+    bound to `node` or held to `selector_host` by its nodeSelector, in `phase`; `gated`: behind
+    the topology gate."""
     spec: dict[str, Any] = {
         "containers": [{"name": "c", "image": "pause", "resources": {"requests": {"cpu": "1"}}}]
     }
@@ -360,6 +362,8 @@ def pod(
         spec["nodeName"] = node
     if selector_host is not None:
         spec["nodeSelector"] = {HOSTNAME: selector_host}
+    if gated:
+        spec["schedulingGates"] = [{"name": "kueue.x-k8s.io/topology"}]
     meta: dict[str, Any] = {
         "name": name,
         "namespace": "default",
@@ -441,3 +445,37 @@ def test_the_fixed_time_gate_moves_a_notready_nodes_pods_after_30s(
     eventually(lambda: unhealthy(cluster, "wl1") == ["x3"], 10, "x3 recorded")
     running.second_pass()
     admitted_to(cluster, "wl1", ["x1", "x4"], "x3's pod moved to x4")
+
+
+def test_a_gated_pod_waits_while_its_host_is_recorded_then_goes_to_the_replacement(
+    cluster: Cluster, env: Towers
+) -> None:
+    # As Kueue's hotswap e2e case "Should replace a node when it becomes NotReady and pods
+    # are Pending": no pod is let through to a recorded host; the same pod goes to its
+    # replacement once it is written.
+    set_up(cluster, two_blocks())
+    running = env.start()
+    make_workload(cluster, "wl1", 2, PREFERRED_BLOCK)
+    admitted_to(cluster, "wl1", ["x3", "x1"])
+    set_ready(cluster, "x3", "False", env.clock.now())
+    running.node_seen("x3", not_ready)
+    eventually(lambda: unhealthy(cluster, "wl1") == ["x3"], 10, "x3 recorded")
+    for name in ("wl1-0", "wl1-1"):
+        pod(cluster, name, "wl1", phase="Pending", gated=True)
+
+    def selectors() -> list[str | None]:
+        out = []
+        for name in ("wl1-0", "wl1-1"):
+            spec = (cluster.get("pods", name, "default") or {}).get("spec") or {}
+            gated = any(
+                g["name"] == "kueue.x-k8s.io/topology" for g in spec.get("schedulingGates") or []
+            )
+            out.append(None if gated else (spec.get("nodeSelector") or {}).get(HOSTNAME))
+        return out
+
+    eventually(lambda: "x1" in selectors(), 10, "the pod for x1 let through")
+    running.settle()
+    assert sorted(selectors(), key=str) == [None, "x1"]  # the other waits behind its gate
+    running.second_pass()
+    admitted_to(cluster, "wl1", ["x1", "x4"])
+    eventually(lambda: sorted(selectors(), key=str) == ["x1", "x4"], 10, "the same pod on x4")

@@ -3,8 +3,9 @@
 `reconcile(key)` takes an admitted Workload whose podSets carry topology assignments, reads
 its pods as the store has them now, and lets each gated pod through with its domain's
 labels as its nodeSelector (core/tas/ungate.py chooses the domain, by rank or in order), one
-conditional patch a pod. So pods stay within their domains without the scheduler extender,
-as with Kueue's own ungater.
+conditional patch a pod; a pod whose domain is a host recorded in status.unhealthyNodes waits
+for its replacement. So pods stay within their domains without the scheduler extender, as
+with Kueue's own ungater.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from extender.core.api.topology import topology_request
+from extender.core.api.topology import HOSTNAME, topology_request
 from extender.core.jobframework.topology import TOPOLOGY_GATE
 from extender.core.tas.ungate import PodOnDomains, domains_for_gated, rank_offsets
 from extender.kube.api import objects as o
@@ -21,6 +22,7 @@ from extender.kube.api.client import ApiError
 from extender.kube.api.placement import PodView
 from extender.kube.api.resources import PODS, WORKLOADS, Resource
 from extender.kube.controller.context import Context
+from extender.kube.controller.failed_nodes import unhealthy_nodes
 
 log = logging.getLogger("tower.ungater")
 
@@ -71,6 +73,9 @@ class TopologyUngater:
             if isinstance(ps, dict)
         }
         views = [store.get(PODS, k) for k in store.by_index(PODS, "topology-workload", key)]
+        # A host recorded as failed is still in the assignment until its replacement is
+        # written: a pod let through to it could never run there.
+        unhealthy = set(unhealthy_nodes(workload))
         offsets = rank_offsets(
             [
                 (psa.name, psa.count, r.group if (r := requests.get(psa.name)) else None)
@@ -100,6 +105,8 @@ class TopologyUngater:
                 offsets.get(psa.name, 0),
             )
             for pod_key, selector in chosen.items():
+                if selector.get(HOSTNAME) in unhealthy:
+                    continue  # it waits for the replacement of its failed host (as Kueue's)
                 self._let_through(pods[pod_key], selector)
 
     def _let_through(self, view: PodView, selector: dict[str, str]) -> None:
