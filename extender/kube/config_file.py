@@ -11,6 +11,7 @@ import yaml
 from extender.core.admission.multikueue import INCREMENTAL_STEP, MultiKueueSettings
 from extender.core.config.kueue_config import (
     KueueConfig,
+    MetricsConfig,
     MultiKueue,
     default_namespace_selector,
     parse,
@@ -39,6 +40,7 @@ TOWER_DEFAULTS: dict[str, Any] = {
     "multikueue": MultiKueueSettings(),  # Kueue's multiKueue defaults
     "namespace": None,  # Tower's own (settle): where workers' kubeconfig Secrets are
     "metrics_address": ":8443",  # Kueue's metrics.bindAddress default
+    "metrics_config": MetricsConfig(),  # Kueue's metrics defaults
 }
 
 
@@ -84,6 +86,7 @@ def from_file(config: KueueConfig) -> dict[str, Any]:
         "managed_namespaces": config.managed_jobs_namespace_selector,
         "multikueue": multikueue_settings(config.multi_kueue),
         "metrics_address": config.metrics_bind_address,
+        "metrics_config": config.metrics,
     }
     if lease.resource_namespace is not None:  # else the pod's namespace, as in Kueue
         values["leader_election_namespace"] = lease.resource_namespace

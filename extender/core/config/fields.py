@@ -59,7 +59,23 @@ ACTED: dict[str, str] = {
         "(TokenReview, the front proxy's or a client certificate) and allows `get` on /metrics "
         "(SubjectAccessReview), as Kueue serves it; Kueue's default :8443, 0 turns it off"
     ),
+    "metrics.enableClusterQueueResources": (
+        "the ClusterQueues' resource gauges (kueue_cluster_queue_resource_reservation, "
+        "_resource_usage, _resource_pending, _nominal_quota, _borrowing_limit, _lending_limit, "
+        "_weighted_share), off by default as in Kueue"
+    ),
+    "metrics.localQueueMetrics": (
+        "which LocalQueues have kueue_local_queue_* series: `enable` (on when the section is "
+        "absent, off when it is there without it, as in Kueue) and `localQueueSelector`"
+    ),
+    "featureGates": (
+        "LocalQueueMetrics, MetricsForCohorts and MetricForWorkloadCreationLatency turn "
+        "their metrics off (all on by default, as in Kueue); any other gate is warned"
+    ),
 }
+
+# The feature gates acted on above; setting any other is warned.
+_ACTED_GATES = ("LocalQueueMetrics", "MetricsForCohorts", "MetricForWorkloadCreationLatency")
 
 
 def _set(value: Any) -> bool:
@@ -99,14 +115,16 @@ UNACTED: tuple[Unacted, ...] = (
         "Tower blocks a workload on a resource its ClusterQueue has no quota for",
     ),
     _cfg("resources.deviceClassMappings", "DRA device classes as resources"),
-    _cfg("featureGates", "Kueue's feature gates"),
+    _cfg(
+        "featureGates",
+        "Kueue's feature gates, but for those of its metrics",
+        counts=lambda v: isinstance(v, dict) and any(g not in _ACTED_GATES for g in v),
+    ),
     _cfg("objectRetentionPolicies", "deleting finished and deactivated Workloads"),
     _cfg("visibilityServer", "the visibility API server"),
     _cfg("queueVisibility", "queue visibility in ClusterQueue status, dropped in v1beta2"),
     _cfg("webhook", "Kueue's webhook server", "Tower's webhook is python -m webhook"),
-    _cfg("metrics.enableClusterQueueResources", "the ClusterQueues' resource metrics"),
-    _cfg("metrics.customLabels", "custom metric labels"),
-    _cfg("metrics.localQueueMetrics", "which LocalQueues have metrics"),
+    _cfg("metrics.customLabels", "custom metric labels (feature gate CustomMetricLabels)"),
     _cfg("health", "Kueue's health probe server", "Tower's is --health-address"),
     _cfg("pprofBindAddress", "pprof"),
     _cfg("controller", "controller concurrency and cache sync timeout"),

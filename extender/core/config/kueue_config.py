@@ -114,6 +114,36 @@ class MultiKueue:
 
 
 @dataclass(frozen=True, slots=True)
+class MetricsConfig:
+    """What Kueue's metrics section and its metrics' feature gates turn on (Kueue's defaults
+    without a file)."""
+
+    cluster_queue_resources: bool = False  # metrics.enableClusterQueueResources
+    local_queues: bool = True  # feature gate LocalQueueMetrics (Beta, on)
+    local_queues_enabled: bool = True  # metrics.localQueueMetrics.enable
+    local_queue_selector: LabelSelector | None = None  # ...localQueueSelector; None: all
+    cohorts: bool = True  # feature gate MetricsForCohorts (Beta, on): the *_info metrics
+    workload_creation_latency: bool = True  # MetricForWorkloadCreationLatency (Beta, on)
+
+    def exposes_local_queue(self, labels: Mapping[str, str]) -> bool:
+        """Whether a LocalQueue with these labels has its metrics reported (Kueue's
+        ShouldExposeLocalQueueMetrics)."""
+        return (
+            self.local_queues
+            and self.local_queues_enabled
+            and (self.local_queue_selector is None or self.local_queue_selector.matches(labels))
+        )
+
+
+# The feature gates of Kueue's metrics that Tower acts on (the others are warned about).
+METRIC_FEATURE_GATES = (
+    "LocalQueueMetrics",
+    "MetricsForCohorts",
+    "MetricForWorkloadCreationLatency",
+)
+
+
+@dataclass(frozen=True, slots=True)
 class KueueConfig:
     """The file, defaulted as Kueue defaults it. The first group is what Tower acts on;
     the second is parsed for work to come and only warned about for now."""
@@ -131,6 +161,7 @@ class KueueConfig:
     managed_jobs_namespace_selector: LabelSelector
     multi_kueue: MultiKueue
     admission_fair_sharing: AfsConfig | None  # None: not in the file, off
+    metrics: MetricsConfig
     metrics_bind_address: str  # metrics.bindAddress: "0" is no metrics server
     unacted: tuple[Unacted, ...]  # what the file asks for that Tower does not do
 
@@ -210,6 +241,7 @@ def parse(doc: Any, namespace: str | None = None) -> KueueConfig:
         managed_jobs_namespace_selector=_namespace_selector(get, ns, frameworks),
         multi_kueue=_multi_kueue(get),
         admission_fair_sharing=_admission_fair_sharing(get),
+        metrics=_metrics(get),
         metrics_bind_address=_metrics_bind_address(get),
         unacted=tuple(unacted),
     )
@@ -441,6 +473,16 @@ def _namespace_selector(
     raw = get(path)
     if raw is None:
         return default_namespace_selector(namespace)
+    selector = _label_selector(raw, path)
+    if "pod" in frameworks:  # Kueue keeps the pod integration out of these namespaces
+        for ns in ("kube-system", namespace):
+            if selector.matches({"kubernetes.io/metadata.name": ns}):
+                raise ConfigError(f"{path}: must not match the namespace {ns!r}")
+    return selector
+
+
+def _label_selector(raw: Mapping[str, Any], path: str) -> LabelSelector:
+    """A metav1.LabelSelector, refused (naming its field) where Kubernetes would refuse it."""
     requirements = []
     for i, r in enumerate(raw.get("matchExpressions") or []):
         here = f"{path}.matchExpressions[{i}]"
@@ -452,12 +494,29 @@ def _namespace_selector(
             raise ConfigError(f"{here}.values: {op} {need}")
         requirements.append(SelectorRequirement(r.get("key") or "", op, values))
     labels = tuple(sorted((raw.get("matchLabels") or {}).items()))
-    selector = LabelSelector(labels, tuple(requirements))
-    if "pod" in frameworks:  # Kueue keeps the pod integration out of these namespaces
-        for ns in ("kube-system", namespace):
-            if selector.matches({"kubernetes.io/metadata.name": ns}):
-                raise ConfigError(f"{path}: must not match the namespace {ns!r}")
-    return selector
+    return LabelSelector(labels, tuple(requirements))
+
+
+def _metrics(get: Callable[[str], Any]) -> MetricsConfig:
+    """Kueue defaults localQueueMetrics to {enable: true} only when the section is absent:
+    a section without `enable` turns LocalQueue metrics off, as in Kueue."""
+    section = get("metrics.localQueueMetrics")
+    raw = get("metrics.localQueueMetrics.localQueueSelector")
+    gates = get("featureGates") or {}
+    return MetricsConfig(
+        cluster_queue_resources=bool(get("metrics.enableClusterQueueResources")),
+        local_queues=gates.get("LocalQueueMetrics", True) is not False,
+        local_queues_enabled=section is None or bool(section.get("enable")),
+        local_queue_selector=(
+            _label_selector(raw, "metrics.localQueueMetrics.localQueueSelector")
+            if raw is not None
+            else None
+        ),
+        cohorts=gates.get("MetricsForCohorts", True) is not False,
+        workload_creation_latency=(
+            gates.get("MetricForWorkloadCreationLatency", True) is not False
+        ),
+    )
 
 
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")

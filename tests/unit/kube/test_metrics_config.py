@@ -1,0 +1,102 @@
+"""Kueue's metrics section and its metrics' feature gates in `--config`: acted on, not warned."""
+
+from __future__ import annotations
+
+import argparse
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from extender.core.config.kueue_config import LabelSelector, MetricsConfig, SelectorRequirement
+from extender.kube.config_file import ConfigFileError, load, settle
+from extender.kube.runtime import add_arguments
+
+V1BETA2 = "apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\n"
+
+
+def settled(tmp_path: Path, body: str | None) -> tuple[argparse.Namespace, list[str]]:
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    argv = []
+    if body is not None:
+        path = tmp_path / "config.yaml"
+        path.write_text(V1BETA2 + textwrap.dedent(body))
+        argv = ["--config", str(path)]
+    args = parser.parse_args(argv)
+    return args, settle(args)
+
+
+def test_without_a_file_or_a_word_of_metrics_kueues_defaults_hold(tmp_path):
+    for body in (None, ""):
+        args, warnings = settled(tmp_path, body)
+        assert args.metrics_config == MetricsConfig()
+        assert warnings == []
+    defaults = MetricsConfig()
+    assert defaults.cluster_queue_resources is False  # Kueue's enableClusterQueueResources
+    assert defaults.exposes_local_queue({})  # LocalQueueMetrics: Beta, on
+
+
+def test_the_metrics_fields_and_gates_are_acted_on_without_a_warning(tmp_path):
+    args, warnings = settled(
+        tmp_path,
+        """\
+        metrics:
+          enableClusterQueueResources: true
+          localQueueMetrics:
+            enable: true
+            localQueueSelector:
+              matchLabels: {team: a}
+              matchExpressions: [{key: tier, operator: NotIn, values: [dev]}]
+        featureGates: {MetricsForCohorts: false, MetricForWorkloadCreationLatency: false}
+        """,
+    )
+    assert warnings == []
+    config = args.metrics_config
+    assert config.cluster_queue_resources is True
+    assert config.local_queue_selector == LabelSelector(
+        (("team", "a"),), (SelectorRequirement("tier", "NotIn", ("dev",)),)
+    )
+    assert (config.cohorts, config.workload_creation_latency) == (False, False)
+    assert config.exposes_local_queue({"team": "a"})
+    assert not config.exposes_local_queue({"team": "a", "tier": "dev"})
+    assert not config.exposes_local_queue({"team": "b"})
+
+
+def test_a_local_queue_metrics_section_without_enable_turns_them_off_as_in_kueue(tmp_path):
+    # Kueue defaults the section to {enable: true} only when it is absent.
+    args, _ = settled(tmp_path, "metrics: {localQueueMetrics: {}}\n")
+    assert not args.metrics_config.exposes_local_queue({})
+    args, _ = settled(tmp_path, "featureGates: {LocalQueueMetrics: false}\n")
+    assert not args.metrics_config.exposes_local_queue({})
+
+
+def test_other_gates_and_custom_labels_are_still_warned(tmp_path, monkeypatch):
+    monkeypatch.delenv("POD_NAMESPACE", raising=False)
+    _, warnings = settled(
+        tmp_path,
+        """\
+        metrics:
+          customLabels: [{name: team, sourceLabelKey: team}]
+        featureGates: {LocalQueueMetrics: true, TopologyAwareScheduling: false}
+        """,
+    )
+    assert [w.split(": ", 1)[1].split(" (")[0] for w in warnings] == [
+        "featureGates",
+        "metrics.customLabels",
+    ]
+
+
+def test_a_bad_local_queue_selector_is_one_line_naming_it(tmp_path):
+    path = tmp_path / "config.yaml"
+    path.write_text(
+        V1BETA2
+        + "metrics: {localQueueMetrics: {enable: true, localQueueSelector: "
+        + "{matchExpressions: [{key: a, operator: Has}]}}}\n"
+    )
+    with pytest.raises(ConfigFileError) as err:
+        load(str(path))
+    assert str(err.value) == (
+        f"--config {path}: metrics.localQueueMetrics.localQueueSelector.matchExpressions[0]"
+        ".operator: 'Has' is not one of In, NotIn, Exists, DoesNotExist"
+    )
