@@ -165,6 +165,20 @@ class ClusterQuestions:
         own unused quota and what it may borrow (Kueue's `available`)."""
         return available(self.cache.tree.cluster_queues[cq_name], fr)
 
+    def quota_node(self, name: str, *, cohort: bool = False) -> QuotaNode | None:
+        """A ClusterQueue's (or a cohort's) node of the quota tree: its quota, what is used
+        under it and its place in the tree, to be read, never changed (metrics read it)."""
+        tree = self.cache.tree
+        return (tree.cohorts if cohort else tree.cluster_queues).get(name)
+
+    def cohort_names(self) -> list[str]:
+        """Every cohort of the tree (explicit or only named by ClusterQueues), sorted."""
+        return sorted(self.cache.tree.cohorts)
+
+    def cohort_is_explicit(self, name: str) -> bool:
+        """Whether a Cohort object of this name exists (not only a name ClusterQueues use)."""
+        return name in self.cache.cohorts
+
     def resource_flavor(self, name: str) -> ResourceFlavor | None:
         """A ResourceFlavor by name."""
         return self.cache.flavors.get(name)

@@ -116,6 +116,9 @@ class CycleResult:
     pending: tuple[tuple[Workload, PendingStatus], ...] = ()
     heads: int = 0
     progressed: bool = False
+    # Per ClusterQueue, heads that would have preempted but were skipped because another
+    # preemptor of the cycle took their targets or the room (Kueue's preemption skips).
+    preemption_skips: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -128,6 +131,7 @@ class _Step5:
     admitted: list[Admit] = field(default_factory=list)
     claimed: set[str] = field(default_factory=set)  # victims of this cycle's preemptors
     progressed: bool = False
+    skips: dict[str, int] = field(default_factory=dict)  # preemptors skipped, per ClusterQueue
 
 
 class Scheduler:
@@ -203,7 +207,12 @@ class Scheduler:
         pending = [(e.workload, e.status) for e in entries if e.status is not None]
         self._queues.record(pending)
         return CycleResult(
-            tuple(step.admitted), tuple(evicted), tuple(pending), len(heads), step.progressed
+            tuple(step.admitted),
+            tuple(evicted),
+            tuple(pending),
+            len(heads),
+            step.progressed,
+            step.skips,
         )
 
     # ----- step 3 ---------------------------------------------------------------------
@@ -427,6 +436,7 @@ class Scheduler:
         workload, assignment = entry.workload, entry.assignment
         keys = {t.victim.workload.key for t in entry.targets}
         if keys & step.claimed:
+            step.skips[entry.cq.name] = step.skips.get(entry.cq.name, 0) + 1
             entry.status = PendingStatus(
                 WAITING_FOR_QUOTA,
                 f"{assignment.message}; the workloads it would preempt are being "
@@ -435,6 +445,7 @@ class Scheduler:
             return
         no_longer_fits = step.quota.preempt(entry)
         if no_longer_fits is not None:
+            step.skips[entry.cq.name] = step.skips.get(entry.cq.name, 0) + 1
             entry.status = PendingStatus(WAITING_FOR_QUOTA, no_longer_fits)
             return
         step.claimed |= keys

@@ -190,3 +190,21 @@ def test_a_preemptor_keeps_the_room_it_makes_no_livelock():
     evicted = [d.workload.name for d in decisions if hasattr(d, "reason")]
     assert evicted == ["b2"]
     assert state.is_admitted(owner.key)
+
+
+def test_a_preemptor_whose_targets_another_took_this_cycle_is_counted_as_a_skip():
+    """Kueue's admission_cycle_preemption_skips: two ClusterQueues reclaim from the same
+    borrower in one cycle; the second is skipped, and the cycle says in which queue."""
+    reclaim = {"reclaim": "Any"}
+    state = state_with(
+        CQ("a").cohort("co").preemption(**reclaim).group(("default", {"cpu": "4"})).obj(),
+        CQ("b").cohort("co").preemption(**reclaim).group(("default", {"cpu": "4"})).obj(),
+        CQ("c").cohort("co").group(("default", {"cpu": "0"})).obj(),
+    )
+    admit(state, WL("borrower").queue("lq-c").request("cpu", "8").obj())
+    state.add_workload(WL("ask-a").queue("lq-a").created(1).request("cpu", "4").obj())
+    state.add_workload(WL("ask-b").queue("lq-b").created(1).request("cpu", "4").obj())
+    result = state.schedule(1)
+    assert evictions(result) == [("borrower", "InCohortReclamation")]
+    assert len(result.preemption_skips) == 1
+    assert sum(result.preemption_skips.values()) == 1
