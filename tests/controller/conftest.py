@@ -20,6 +20,7 @@ from extender.kube.api import resources as r
 from extender.kube.api.cache import Cache, watch_for_kinds
 from extender.kube.api.client import RequestBudget, RestClient
 from extender.kube.api.events import Recorder
+from extender.kube.api.metrics import Metrics
 from extender.kube.controller.context import Settings
 from extender.kube.controller.loop import Controller
 from extender.kube.generators.crds import custom_resource_definitions
@@ -151,7 +152,9 @@ def cluster(tmp_path, webhook) -> Iterator[Cluster]:
 class Running:
     """A controller in a thread of the test process, with its cache."""
 
-    def __init__(self, client: RestClient, settings: Settings) -> None:
+    def __init__(
+        self, client: RestClient, settings: Settings, metrics: Metrics | None = None
+    ) -> None:
         self.stop = threading.Event()
         self.cache = Cache(
             client,
@@ -163,7 +166,9 @@ class Running:
         watch_for_kinds(self.cache, self.stop, every=0.2)  # a CRD installed later is taken up
         self.cache.start(self.stop)
         self.recorder = Recorder(client)
-        self.controller = Controller(client, self.cache, settings=settings, recorder=self.recorder)
+        self.controller = Controller(
+            client, self.cache, settings=settings, recorder=self.recorder, metrics=metrics
+        )
         self.thread = threading.Thread(target=self.controller.run, args=(self.stop,), daemon=True)
         self.thread.start()
         assert self.controller.ready.wait(10), "the controller's caches never synced"

@@ -203,6 +203,8 @@ def test_a_rejected_check_deactivates_the_workload(cluster, reserved):
         "cluster_queue": "cluster-queue",
         "reason": "Deactivated",
         "underlying_cause": "AdmissionCheck",
+        "priority_class": "",
+        "replica_role": "standalone",
     }
     assert registry.get_sample_value("kueue_evicted_workloads_total", labels) == 1
 

@@ -138,6 +138,16 @@ def test_a_job_runs_on_the_worker_that_admits_it(cluster, worker, routed_webhook
             }
         ]
 
+        # Kueue's MultiKueue counters: its copy made on the worker, and admitted there.
+        sample = running[0].controller.metrics.registry.get_sample_value
+        on_worker = {
+            "cluster_queue": "cluster-queue",
+            "cluster": "multikueue-test-worker1",
+            "replica_role": "standalone",
+        }
+        assert sample("multikueue_workloads_dispatched_total", on_worker) == 1
+        assert sample("multikueue_workloads_admitted_total", on_worker) == 1
+
         # The manager's Job is started, but only the worker's Job controller runs it.
         eventually(
             lambda: cluster.get("jobs", "job", "default")["spec"].get("suspend") is False,

@@ -176,9 +176,9 @@ def test_a_job_that_gets_ready_is_never_evicted(cluster, start_controller):
     assert condition(cluster, job, "Evicted") is None
     assert running(cluster, "gets-ready")
     registry = controller.controller.metrics.registry
-    labels = {"cluster_queue": "cluster-queue"}
+    labels = {"cluster_queue": "cluster-queue", "replica_role": "standalone"}
     for name in ("kueue_admitted_until_ready_wait_time_seconds", "kueue_ready_wait_time_seconds"):
-        assert registry.get_sample_value(f"{name}_count", labels) == 1.0, name
+        assert registry.get_sample_value(f"{name}_count", {**labels, "priority_class": ""}) == 1.0
 
     # Deactivated while its pods are ready: the time from ready to evicted is observed.
     wl_name = cluster.workload_of(job)["metadata"]["name"]

@@ -81,7 +81,8 @@ def test_a_burst_of_jobs_is_written_concurrently_and_each_object_in_order(
         lambda: sample("tower_start_wait_time_seconds_count", {"cluster_queue": cq}) == JOBS,
         what="every start to be counted",
     )
-    assert sample("kueue_admission_wait_time_seconds_count", {"cluster_queue": cq}) == JOBS
+    kueue = {"cluster_queue": cq, "priority_class": "", "replica_role": "standalone"}
+    assert sample("kueue_admission_wait_time_seconds_count", kueue) == JOBS
     assert (
         sample("tower_admitted_until_start_wait_time_seconds_count", {"cluster_queue": cq}) == JOBS
     )

@@ -40,6 +40,7 @@ class FinishedWorkload(Mapping[str, Any]):
         "name",
         "namespace",
         "owner",
+        "queue_name",
         "resource_version",
         "uid",
     )
@@ -52,6 +53,7 @@ class FinishedWorkload(Mapping[str, Any]):
         uid: str,
         resource_version: str,
         owner: tuple[str, str, str] | None,
+        queue_name: str = "",
         finalizers: tuple[str, ...] = (),
     ) -> None:
         self.api_version = api_version
@@ -60,6 +62,7 @@ class FinishedWorkload(Mapping[str, Any]):
         self.uid = uid
         self.resource_version = resource_version
         self.owner = owner  # (kind, name, "") of the Job or JobSet that controls it
+        self.queue_name = queue_name  # its LocalQueue's (Kueue's finished_workloads gauges)
         self.finalizers = finalizers  # a finished one's are removed, as Kueue's (mostly none)
 
     @property
@@ -171,6 +174,7 @@ def workload(obj: Obj) -> Obj | FinishedWorkload:
         str(meta.get("uid") or ""),
         str(meta.get("resourceVersion") or ""),
         owner,
+        queue_name=sys.intern(str(_mapping(obj.get("spec")).get("queueName") or "")),
         finalizers=tuple(sys.intern(str(f)) for f in meta.get("finalizers") or ()),
     )
 

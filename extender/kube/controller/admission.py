@@ -21,7 +21,6 @@ from extender.core.admission import checks
 from extender.core.admission import pods_ready as ready_policy
 from extender.core.admission.checks import check_states
 from extender.core.api.models import PLACEMENT_ANNOTATION
-from extender.core.jobframework.workloads import creation_seconds
 from extender.core.scheduling.cycle import Admit, Evict
 from extender.kube.api import objects as o
 from extender.kube.api.client import ApiError, KubeError
@@ -30,6 +29,7 @@ from extender.kube.api.resources import WORKLOADS
 from extender.kube.api.writes import ADMIT
 from extender.kube.controller.context import Context
 from extender.kube.controller.eviction import EvictionWriter
+from extender.kube.controller.recording import queued_since, subject
 from extender.kube.controller.replacement import NodeReplacement
 from extender.kube.controller.workload_status import patch_status, record
 
@@ -126,6 +126,9 @@ class AdmissionWriter:
         def answered(answer: Obj | None, err: BaseException | None) -> None:
             if err is None:
                 assert answer is not None
+                cq_name = decision.admission.cluster_queue
+                waited = now - queued_since(obj)
+                ctx.metrics.quota_reserved(subject(ctx, obj, cq_name), cq_name, waited)
                 if states:
                     self._reserved(key, decision, names)
                 else:
@@ -205,15 +208,20 @@ class AdmissionWriter:
         self.admitted(key, obj, recorded, cq, now, f"Admitted by ClusterQueue {cq}")
 
     def admitted(
-        self, key: str, obj: Obj, recorded: Obj | None, cq: str, now: float, message: str
+        self,
+        key: str,
+        obj: Obj,
+        recorded: Obj | None,
+        cq: str,
+        now: float,
+        message: str,
+        checks_waited: float | None = None,
     ) -> None:
-        """The Workload is Admitted (at once, or once its checks were Ready): counted, told,
-        and its job started."""
+        """The Workload is Admitted (at once, or `checks_waited` seconds after its quota was
+        reserved, once its checks were Ready): counted, told, and its job started."""
         ctx = self.ctx
         log.info("admitted %s in ClusterQueue %s", key, cq)
-        ctx.metrics.admitted_total.labels(cq).inc()
-        created = creation_seconds((obj.get("metadata") or {}).get("creationTimestamp"))
-        ctx.metrics.wait_time.labels(cq).observe(max(0.0, now - created))
+        ctx.metrics.admitted(subject(ctx, obj, cq), cq, now - queued_since(obj), checks_waited)
         ctx.state.fair_usage.settle(key, ctx.clock())  # its entry penalty joins the history
         ctx.story(key, "Normal", "Admitted", message)
         owner = ctx.owner_of(recorded) if recorded is not None else None

@@ -125,7 +125,6 @@ class CheckGate:
         since = o.seconds_at(reserved.get("lastTransitionTime"))
         waited = max(0.0, now - since) if since else 0.0
         cq = admission.cluster_queue
-        ctx.metrics.checks_wait_time.labels(cq).observe(waited)
         self.admission.admitted(
             key,
             obj,
@@ -133,6 +132,7 @@ class CheckGate:
             cq,
             now,
             f"Admitted by ClusterQueue {cq}, wait time since reservation was {waited:.0f}s",
+            checks_waited=waited,
         )
 
     def _retry(

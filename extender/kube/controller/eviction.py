@@ -20,6 +20,7 @@ from extender.kube.api import objects as o
 from extender.kube.api.client import ApiError, KubeError
 from extender.kube.api.resources import WORKLOADS
 from extender.kube.controller.context import Context
+from extender.kube.controller.recording import since, subject
 from extender.kube.controller.workload_status import patch_status
 
 # The logger of admission.py, where evictions were written before: log filters keep working.
@@ -28,13 +29,32 @@ log = logging.getLogger("tower.admission")
 Obj = dict[str, Any]
 
 
-def metric_reason(reason: str) -> tuple[str, str]:
+def metric_reason(reason: str, obj: Obj | None = None) -> tuple[str, str]:
     """(reason, underlying_cause) of an eviction as Kueue's metrics label it: a deactivation
-    is Deactivated, with its cause (DeactivatedDueToAdmissionCheck: AdmissionCheck)."""
+    is Deactivated, with its cause (DeactivatedDueToAdmissionCheck: AdmissionCheck); a
+    PodsReady timeout's cause is what its pods were waiting for (WaitForStart or
+    WaitForRecovery, from the Workload's PodsReady condition)."""
     prefix = f"{ready_policy.DEACTIVATED}DueTo"
     if reason.startswith(prefix):
         return ready_policy.DEACTIVATED, reason[len(prefix) :]
+    if reason == ready_policy.PODS_READY_TIMEOUT:
+        ready = o.condition(obj or {}, o.PODS_READY) or {}
+        recovering = ready.get("reason") == ready_policy.WAIT_FOR_RECOVERY
+        return reason, ready_policy.WAIT_FOR_RECOVERY if recovering else ready_policy.WAIT_FOR_START
     return reason, ""
+
+
+def counted_evictions(obj: Obj, reason: str, cause: str) -> tuple[list[Obj], bool]:
+    """status.schedulingStats.evictions with this eviction counted (as Kueue counts them,
+    per reason and underlying cause), and whether it is the first of its kind."""
+    stats = (obj.get("status") or {}).get("schedulingStats") or {}
+    evictions = [dict(e) for e in stats.get("evictions") or () if isinstance(e, dict)]
+    for entry in evictions:
+        if entry.get("reason") == reason and (entry.get("underlyingCause") or "") == cause:
+            entry["count"] = int(entry.get("count") or 0) + 1
+            return evictions, entry["count"] == 1
+    evictions.append({"reason": reason, "underlyingCause": cause, "count": 1})
+    return evictions, True
 
 
 class EvictionWriter:
@@ -84,6 +104,9 @@ class EvictionWriter:
         if drop:
             conditions = patch["status"]["conditions"]
             patch["status"]["conditions"] = [c for c in conditions if c.get("type") not in drop]
+        reason, cause = metric_reason(decision.reason, obj)
+        evictions, first = counted_evictions(obj, reason, cause)
+        patch["status"]["schedulingStats"] = {"evictions": evictions}
         patch["status"].update(status or {})
         patch = o.conditional(patch, obj)
         try:
@@ -100,16 +123,27 @@ class EvictionWriter:
             return False
         cq = holder.admission.cluster_queue
         log.info("evicted %s from ClusterQueue %s: %s", key, cq, decision.message)
-        reason, cause = metric_reason(decision.reason)
-        ctx.metrics.evicted_total.labels(cq, reason, cause).inc()
-        ready = o.condition(obj, o.PODS_READY) or {}
-        if ready.get("status") == "True" and ready.get("lastTransitionTime"):
-            since = o.seconds_at(ready["lastTransitionTime"])
-            ctx.metrics.ready_to_evicted.labels(cq, reason, cause).observe(max(0.0, now - since))
+        ready_at = since(obj, o.PODS_READY)
+        ctx.metrics.evicted(
+            subject(ctx, obj, cq),
+            cq,
+            reason,
+            cause,
+            ready_for=now - ready_at if ready_at is not None else None,
+            first=first,
+        )
         if decision.preemption_reason:
-            ctx.metrics.preempted_total.labels(cq, decision.preemption_reason).inc()
+            ctx.metrics.preempted(self._preempting(decision, cq), decision.preemption_reason)
         ctx.story(key, "Normal", decision.reason, decision.message)
         # The Workload's reconcile gives back the quota of one requeued in this write; for
         # the others, the job reconciler stops the job and then requeues it.
         ctx.queues.workloads.add(key)
         return True
+
+    def _preempting(self, decision: Evict, victim_cq: str) -> str:
+        """The ClusterQueue of the workload the victim was preempted for (its own when that
+        one is gone meanwhile)."""
+        state = self.ctx.state
+        preemptor = state.workload(decision.preemptor) if decision.preemptor else None
+        lq = state.local_queue_of(preemptor) if preemptor is not None else None
+        return lq.cluster_queue if lq is not None else victim_cq

@@ -12,10 +12,12 @@ from extender.core.admission.checks import check_states
 from extender.core.api.parse import ManifestError
 from extender.core.jobframework import groups
 from extender.core.jobframework.parent import TemplateParent
+from extender.core.jobframework.pod import ADMISSION_GATE
 from extender.kube.api import objects as o
 from extender.kube.api.client import ApiError
 from extender.kube.api.resources import Resource
 from extender.kube.api.trim import JobView
+from extender.kube.controller import recording
 from extender.kube.controller.context import Context
 from extender.kube.controller.job_start import delete_object, patch_job
 
@@ -149,6 +151,7 @@ class GroupPods:
                 checks=checks,
             )
             started = patch_job(ctx, view, patch)
+            recording.gate_removed(ctx, workload, ADMISSION_GATE, is_group=True)
             ctx.event(
                 started.as_object(),
                 "Normal",

@@ -18,12 +18,14 @@ from extender.core.admission import pods_ready as ready_policy
 from extender.core.admission.checks import FAILED_TO_START, UpdateConflictError, check_states
 from extender.core.admission.multikueue import CONTROLLER as MULTIKUEUE
 from extender.core.api.models import Admission
+from extender.core.jobframework.pod import ADMISSION_GATE
 from extender.core.jobframework.workloads import creation_seconds
 from extender.kube.api import objects as o
 from extender.kube.api.client import ApiError, KubeError
 from extender.kube.api.resources import WORKLOADS, Resource
 from extender.kube.api.trim import JobView
 from extender.kube.api.writes import START
+from extender.kube.controller import recording
 from extender.kube.controller.context import Context
 from extender.kube.controller.workload_status import write_status
 
@@ -165,6 +167,7 @@ class JobStarter:
         log.warning("Workload %s cannot start: %s", wl_key, message)
         patch = o.finish_patch(workload, FAILED_TO_START, message, ctx.clock())
         if write_status(ctx, wl_key, o.conditional(patch, workload), "finish") is not None:
+            recording.finished(ctx, workload)
             ctx.story(wl_key, "Warning", FAILED_TO_START, message)
             ctx.queues.workloads.add(wl_key)
 
@@ -183,6 +186,9 @@ class JobStarter:
         admitted = self.admitted_at(wl_key)
         if admitted is not None:
             ctx.metrics.admitted_until_start.labels(cq).observe(max(0.0, now - admitted))
+        if job.kind == "Pod":  # its start took its scheduling gate off
+            workload = ctx.store.get(WORKLOADS, wl_key)
+            recording.gate_removed(ctx, workload, ADMISSION_GATE, is_group=False)
         self.start_refused.pop(wl_key, None)
         self._say_why_not_running(wl_key, None)  # it runs now: an earlier explanation goes
         ctx.event(

@@ -21,7 +21,7 @@ from extender.kube.api.client import ApiError
 from extender.kube.api.resources import WORKLOADS, Resource, resource_of_reference
 from extender.kube.api.trim import JobView, job_view, workload_key
 from extender.kube.api.writes import CREATE
-from extender.kube.controller import resized
+from extender.kube.controller import recording, resized
 from extender.kube.controller.context import Context, Ref
 from extender.kube.controller.job_start import JobStarter, patch_job, stop_job
 from extender.kube.controller.pods_ready import PodsReadyWatch
@@ -67,6 +67,7 @@ def finish_workload(ctx: Context, wl_key: str, workload: Obj, reason: str, messa
         if err.conflict:
             ctx.refresh(WORKLOADS, wl_key)  # the retry patches the version it reads
         raise
+    recording.finished(ctx, workload)
     if ctx.state.workload(wl_key) is not None or ctx.state.is_admitted(wl_key):
         model = ctx.state.workload(wl_key)
         if model is not None:
@@ -355,10 +356,16 @@ class JobReconciler:
         body = o.workload_manifest(source, model)
         self._creating[wl_key] = ctx.monotonic()
         self.created += 1
+        job_meta = source.get("metadata") or {}
+        # Kueue times only a job's first generation (one created as it is).
+        timed = (job_meta.get("generation") or 0) <= 1
 
         def answered(created: Obj | None, err: BaseException | None) -> None:
             if err is None:
                 assert created is not None
+                if timed:
+                    made = o.seconds_at((created.get("metadata") or {}).get("creationTimestamp"))
+                    ctx.metrics.workload_created(job.kind, made - model.creation_time)
                 self._created(resource, job, wl_key, created)
                 return
             if isinstance(err, ApiError) and err.already_exists:

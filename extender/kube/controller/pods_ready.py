@@ -22,6 +22,7 @@ from extender.core.scheduling.cycle import Evict
 from extender.kube.api import objects as o
 from extender.kube.controller.admission import AdmissionWriter
 from extender.kube.controller.context import Context
+from extender.kube.controller.recording import queued_since, subject
 from extender.kube.controller.workload_status import write_status, write_workload
 
 log = logging.getLogger("tower.podsready")
@@ -96,11 +97,9 @@ class PodsReadyWatch:
         if admission is None or admitted is None:
             return
         cq = admission.cluster_queue
-        queued = _since(workload, o.REQUEUED) or o.seconds_at(
-            (workload.get("metadata") or {}).get("creationTimestamp")
+        ctx.metrics.ready(
+            subject(ctx, workload, cq), cq, now - queued_since(workload), now - admitted
         )
-        ctx.metrics.ready_wait_time.labels(cq).observe(max(0.0, now - queued))
-        ctx.metrics.admitted_until_ready.labels(cq).observe(max(0.0, now - admitted))
 
     # ----- timeouts ------------------------------------------------------------------------
 

@@ -14,17 +14,20 @@ import logging
 from collections import Counter
 from typing import Any
 
-from extender.core.api.models import FlavorResource
-from extender.core.api.quantity import MILLI_RESOURCES
 from extender.kube.api import objects as o
 from extender.kube.api.client import ApiError, KubeError, RequestBudget
 from extender.kube.api.resources import CLUSTER_QUEUES, LOCAL_QUEUES, Resource
 from extender.kube.controller.context import Context
-from extender.kube.controller.status import (
-    cluster_queue_status,
-    cluster_queue_usage,
-    local_queue_status,
+from extender.kube.controller.recording import (
+    Counts,
+    FinishedLedger,
+    cluster_queue_report,
+    cohort_reports,
+    labels_of,
+    local_queue_labels,
+    local_queue_report,
 )
+from extender.kube.controller.status import cluster_queue_status, local_queue_status
 
 log = logging.getLogger("tower.queue_status")
 
@@ -32,10 +35,14 @@ Obj = dict[str, Any]
 
 
 class QueueStatusReconciler:
-    """Writes the status of touched queues; feeds the per-ClusterQueue metrics."""
+    """Writes the status of touched queues; reports their gauges (and their cohorts')."""
 
-    def __init__(self, ctx: Context) -> None:
+    def __init__(self, ctx: Context, finished: FinishedLedger | None = None) -> None:
         self.ctx = ctx
+        self.finished = finished or FinishedLedger()
+        self._admitted: dict[str, int] = {}  # ClusterQueue -> admitted, as last counted
+        self._finished_by_cq: Counter[str] | None = None  # this round's
+        self._cohorts_changed = False
         self._fair_sharing_due = 0.0  # wall time of the next admission fair sharing sample
         qps = ctx.client.budget.qps
         self._share = RequestBudget(max(0.2, qps * 0.01), 5, clock=ctx.monotonic)
@@ -56,11 +63,11 @@ class QueueStatusReconciler:
             ctx.reschedule()
             for key in sampled:
                 lq = ctx.state.local_queue(key)
-                if lq is not None:
-                    namespace, name = key.split("/", 1)
-                    gauge = ctx.metrics.lq_fair_sharing_usage
-                    gauge.labels(name, namespace, lq.cluster_queue).set(
-                        ctx.state.queues.lq_usage(key)
+                labels = local_queue_labels(ctx, key)
+                if lq is not None and labels is not None:
+                    value = ctx.state.queues.lq_usage(key)
+                    ctx.metrics.fair_sharing_usage(
+                        lq.namespace, lq.name, lq.cluster_queue, value, labels
                     )
         self._fair_sharing_due = now + usage.due_in(now)
 
@@ -68,7 +75,12 @@ class QueueStatusReconciler:
         """A queue was deleted: nothing more to write, no series to keep."""
         self._written_at.pop(key, None)
         if key.startswith("cq:"):
+            self._admitted.pop(key[3:], None)
+            self._cohorts_changed = True  # its cohort may be gone with it
             self.ctx.metrics.forget_cluster_queue(key[3:])
+        else:
+            namespace, name = key[3:].split("/", 1)
+            self.ctx.metrics.forget_local_queue(namespace, name)
 
     def run(self, now: float) -> None:
         """Once per status interval: the queues whose keys are due, written where they changed."""
@@ -76,17 +88,38 @@ class QueueStatusReconciler:
         if now - self._last_round < ctx.settings.status_interval:
             return
         self._last_round = now
-        counted: dict[str, _Counts] = {}
+        self._finished_by_cq = None
+        counted: dict[str, Counts] = {}
         while (due := ctx.queues.status.pop()) is not None:
             if not self._write(due, now, counted):
-                return
+                break
+        self._report_cohorts(counted)
 
-    def _counts(self, cq_name: str, counted: dict[str, _Counts]) -> _Counts:
+    def _counts(self, cq_name: str, counted: dict[str, Counts]) -> Counts:
         if cq_name not in counted:
-            counted[cq_name] = _Counts.of(self.ctx, cq_name)
+            counted[cq_name] = Counts.of(self.ctx, cq_name)
         return counted[cq_name]
 
-    def _write(self, key: str, now: float, counted: dict[str, _Counts]) -> bool:
+    def _finished_in(self, cq_name: str) -> int:
+        """Finished Workloads of a ClusterQueue's LocalQueues (summed once per round)."""
+        if self._finished_by_cq is None:
+            self._finished_by_cq = self.finished.by_cluster_queue(self.ctx.state.local_queue)
+        return self._finished_by_cq.get(cq_name, 0)
+
+    def _report_cohorts(self, counted: dict[str, Counts]) -> None:
+        """The cohorts above the ClusterQueues counted this round; those gone, forgotten."""
+        metrics = self.ctx.metrics
+        if not counted and not self._cohorts_changed:
+            return
+        self._cohorts_changed = False
+        for report in cohort_reports(self.ctx, counted, self._admitted):
+            metrics.report_cohort(report)
+        names = set(self.ctx.state.cohort_names())
+        for name in metrics.reported_cohorts():
+            if name not in names:
+                metrics.forget_cohort(name)
+
+    def _write(self, key: str, now: float, counted: dict[str, Counts]) -> bool:
         """Write one queue's status if it changed; False when the budget says stop."""
         ctx = self.ctx
         state = ctx.state
@@ -96,9 +129,18 @@ class QueueStatusReconciler:
                 return True
             counts = self._counts(name, counted)
             status = cluster_queue_status(state, name, counts.pending, counts.used, counts.held)
-            self._feed_metrics(name, counts, status)
             resource: Resource = CLUSTER_QUEUES
             obj_key = name
+            self._admitted[name] = counts.admitted
+            ctx.metrics.report_cluster_queue(
+                cluster_queue_report(
+                    ctx,
+                    name,
+                    counts,
+                    ctx.store.get(resource, obj_key),
+                    self._finished_in(name),
+                )
+            )
         else:
             obj_key = key[3:]
             lq = state.local_queue(obj_key)
@@ -113,6 +155,10 @@ class QueueStatusReconciler:
                 counts.usage_lq.get(obj_key) or Counter(),
             )
             resource = LOCAL_QUEUES
+            ctx.metrics.report_local_queue(
+                local_queue_report(ctx, lq, counts, status, self.finished.count(obj_key)),
+                labels_of(ctx.store.get(resource, obj_key)),
+            )
         obj = ctx.store.get(resource, obj_key)
         if obj is None:
             return True
@@ -162,50 +208,6 @@ class QueueStatusReconciler:
         ctx.queues.status.forget(key)
         self._written_at[key] = now
         return True
-
-    def _feed_metrics(self, name: str, counts: _Counts, status: Obj) -> None:
-        ctx = self.ctx
-        metrics = ctx.metrics
-        active, inadmissible = ctx.state.pending_in(name)
-        metrics.pending.labels(name, "active").set(active)
-        metrics.pending.labels(name, "inadmissible").set(inadmissible)
-        metrics.reserving.labels(name).set(status["reservingWorkloads"])
-        metrics.admitted_active.labels(name).set(status["admittedWorkloads"])
-        cq = ctx.state.cluster_queue(name)
-        for (flavor, resource_name), quota in cq.quotas.items() if cq is not None else ():
-            scale = 1000 if resource_name in MILLI_RESOURCES else 1
-            labels = (name, flavor, resource_name)
-            metrics.resource_usage.labels(*labels).set(
-                counts.used.get((flavor, resource_name), 0) / scale
-            )
-            metrics.nominal_quota.labels(*labels).set(quota.nominal / scale)
-
-
-class _Counts:
-    """One ClusterQueue and its LocalQueues counted in one pass over its own workloads."""
-
-    def __init__(self) -> None:
-        self.pending = 0
-        self.used: Counter[FlavorResource] = Counter()
-        self.held = 0
-        self.pending_lq: Counter[str] = Counter()
-        self.admitted_lq: Counter[str] = Counter()
-        self.usage_lq: dict[str, Counter[FlavorResource]] = {}
-
-    @classmethod
-    def of(cls, ctx: Context, cq_name: str) -> _Counts:
-        state = ctx.state
-        counts = cls()
-        for workload in state.pending_workloads_in(cq_name):
-            counts.pending += 1
-            counts.pending_lq[f"{workload.namespace}/{workload.queue_name}"] += 1
-        counts.used, counts.held = cluster_queue_usage(state, cq_name)
-        for admitted in state.admitted_in(cq_name):
-            workload = admitted.workload
-            lq_key = f"{workload.namespace}/{workload.queue_name}"
-            counts.admitted_lq[lq_key] += 1
-            counts.usage_lq.setdefault(lq_key, Counter()).update(admitted.usage)
-        return counts
 
 
 def same_status(current: Obj, wanted: Obj) -> bool:

@@ -73,8 +73,7 @@ class Scheduler:
         elapsed = time.perf_counter() - started
         outcome = "success" if result.admitted else "inadmissible"
         if result.heads:
-            ctx.metrics.attempt_duration.labels(outcome).observe(elapsed)
-            ctx.metrics.attempts_total.labels(outcome).inc()
+            ctx.metrics.cycle(outcome, elapsed, result.preemption_skips)
         return result
 
     def written(self) -> None:

@@ -21,6 +21,7 @@ from extender.kube.api import objects as o
 from extender.kube.api.client import ApiError
 from extender.kube.api.placement import PodView
 from extender.kube.api.resources import PODS, WORKLOADS, Resource
+from extender.kube.controller import recording
 from extender.kube.controller.context import Context
 from extender.kube.controller.failed_nodes import unhealthy_nodes
 
@@ -107,10 +108,14 @@ class TopologyUngater:
             for pod_key, selector in chosen.items():
                 if selector.get(HOSTNAME) in unhealthy:
                     continue  # it waits for the replacement of its failed host (as Kueue's)
-                self._let_through(pods[pod_key], selector)
+                if self._let_through(pods[pod_key], selector):
+                    recording.gate_removed(
+                        self.ctx, workload, TOPOLOGY_GATE, is_group=o.is_group_workload(workload)
+                    )
 
-    def _let_through(self, view: PodView, selector: dict[str, str]) -> None:
-        """One conditional patch: the topology gate off, the domain's labels required."""
+    def _let_through(self, view: PodView, selector: dict[str, str]) -> bool:
+        """One conditional patch: the topology gate off, the domain's labels required. False
+        when the pod changed or went meanwhile."""
         topology = view.topology
         assert topology is not None
         namespace, name = view.key.split("/", 1)
@@ -126,9 +131,10 @@ class TopologyUngater:
             )
         except ApiError as err:
             if err.conflict or err.not_found:
-                return  # it changed or went: its next event enqueues its Workload again
+                return False  # it changed or went: its next event enqueues its Workload again
             raise
         ctx.store.record(PODS, answer)
+        return True
 
 
 def _placed(workload: Obj) -> bool:

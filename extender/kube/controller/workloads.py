@@ -23,12 +23,14 @@ from extender.core.jobframework.workloads import workload as parse_workload
 from extender.core.scheduling.cycle import INADMISSIBLE, Evict
 from extender.kube.api import objects as o
 from extender.kube.api.resources import WORKLOADS, Resource
+from extender.kube.controller import recording
 from extender.kube.controller.admission import AdmissionWriter
 from extender.kube.controller.checks import CheckGate
 from extender.kube.controller.context import Context
 from extender.kube.controller.job_start import delete_object, requeue_patch
 from extender.kube.controller.pending import PendingReasons
 from extender.kube.controller.pods_ready import DEACTIVATION_TARGET, PodsReadyWatch
+from extender.kube.controller.recording import FinishedLedger, since
 from extender.kube.controller.workload_status import write_status, write_workload
 
 log = logging.getLogger("tower.workloads")
@@ -46,8 +48,10 @@ class WorkloadReconciler:
         pending: PendingReasons,
         on_dropped: Callable[[str], None] = lambda key: None,
         ready: PodsReadyWatch | None = None,
+        finished: FinishedLedger | None = None,
     ) -> None:
         self.ctx = ctx
+        self.finished = finished or FinishedLedger()  # read by the queues' status rounds
         self.admission = admission
         self.pending = pending
         self.ready = ready or PodsReadyWatch(ctx, admission)
@@ -78,6 +82,7 @@ class WorkloadReconciler:
             self.admission.settle(key)
         obj = ctx.store.get(WORKLOADS, key)
         if obj is None or o.is_true(obj, o.FINISHED):
+            self._count_finished(key, obj)
             self._drop(key)
             # Kueue drops its finalizer once a Workload is finished (jobframework's
             # reconciler): a prebuilt or migrated one that carries it could not be deleted.
@@ -145,6 +150,11 @@ class WorkloadReconciler:
         held = state.admitted_workload(key)
         if held is not None and not self.admission.is_unsettled(key):
             # It holds no quota in the API (requeued, or deactivated): nor here.
+            evicted_at = since(obj, o.EVICTED)
+            if evicted_at is not None:  # Kueue's eviction latency: evicted -> quota released
+                reason = str((o.condition(obj, o.EVICTED) or {}).get("reason") or "")
+                cq = held.admission.cluster_queue
+                ctx.metrics.released_after_eviction(cq, reason, ctx.clock() - evicted_at)
             ctx.touch(model.namespace, model.queue_name, held.admission.cluster_queue)
             state.release(key)
         if deactivated:
@@ -167,6 +177,22 @@ class WorkloadReconciler:
             if status.reason == INADMISSIBLE:
                 self.pending.mark(key, status)
         return None
+
+    def _count_finished(self, key: str, obj: Any) -> None:
+        """Kueue's finished_workloads gauges count the finished Workloads that exist, per
+        LocalQueue: one is counted once seen finished, and no more once deleted."""
+        if obj is None:
+            lq_key = self.finished.gone(key)
+        else:
+            queue = getattr(obj, "queue_name", None) or (obj.get("spec") or {}).get("queueName")
+            lq_key = f"{key.split('/', 1)[0]}/{queue}" if queue else None
+            if lq_key is None or not self.finished.seen(key, lq_key):
+                return
+        if lq_key is not None:
+            lq = self.ctx.state.local_queue(lq_key)
+            self.ctx.touch_queues(
+                local_queues=(lq_key,), cluster_queues=(lq.cluster_queue if lq else None,)
+            )
 
     def _evict_deactivated(self, key: str, obj: Obj, model: Workload) -> None:
         """spec.active: false on an admitted Workload: evicted, with the cause its
@@ -235,4 +261,5 @@ class WorkloadReconciler:
             obj,
         )
         if write_status(ctx, key, patch, "finish") is not None:
+            recording.finished(ctx, obj)
             self._drop(key)

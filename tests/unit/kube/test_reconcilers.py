@@ -374,7 +374,8 @@ def test_a_deleted_cluster_queue_leaves_no_metric_series_behind():
     ctl, fake, _ = cluster(job("a", "3"))
     run(ctl, fake)
     registry = ctl.metrics.registry
-    assert registry.get_sample_value("kueue_admitted_workloads_total", {"cluster_queue": "cq"})
+    labels = {"cluster_queue": "cq", "priority_class": "", "replica_role": "standalone"}
+    assert registry.get_sample_value("kueue_admitted_workloads_total", labels)
     del fake.objects[("clusterqueues", "cq")]
     ctl.ctx.store.forget(r.CLUSTER_QUEUES, "cq")
     run(ctl, fake)

@@ -63,6 +63,7 @@ from extender.kube.controller.pending import PendingReasons
 from extender.kube.controller.pods_ready import PodsReadyWatch
 from extender.kube.controller.provisioning import ProvisioningController
 from extender.kube.controller.queue_status import QueueStatusReconciler
+from extender.kube.controller.recording import FinishedLedger
 from extender.kube.controller.scheduling import MAX_CYCLES, Scheduler
 from extender.kube.controller.topology_ungater import TopologyUngater
 from extender.kube.controller.workloads import WorkloadReconciler
@@ -129,13 +130,19 @@ class Controller:
         self.pending = PendingReasons(ctx)
         self.starter = JobStarter(ctx, admitted_at=self.admission.take_admitted_at)
         ready = PodsReadyWatch(ctx, self.admission)
+        finished = FinishedLedger()  # the workloads' reconciler counts, the status rounds read
         self.workloads = WorkloadReconciler(
-            ctx, self.admission, self.pending, on_dropped=self.starter.forget, ready=ready
+            ctx,
+            self.admission,
+            self.pending,
+            on_dropped=self.starter.forget,
+            ready=ready,
+            finished=finished,
         )
         self.jobs = JobReconciler(ctx, self.starter, ready)
         self.groups = GroupReconciler.of_cache(ctx, self.starter, cache, ready)
         self.ungater = TopologyUngater(ctx)
-        self.queue_status = QueueStatusReconciler(ctx)
+        self.queue_status = QueueStatusReconciler(ctx, finished)
         self.config = ConfigReconciler(
             ctx, on_queue_deleted=self.queue_status.forget, mark_pending=self.pending.mark
         )
@@ -199,6 +206,7 @@ class Controller:
             self.watches.unsubscribe()
             self.multikueue.stop()
             self.stop_writes()
+            self.metrics.end_of_term()  # a standby reports no queue's gauges
 
     def stop_writes(self) -> None:
         """The term is over: writes not yet sent are abandoned, never sent."""

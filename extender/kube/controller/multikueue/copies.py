@@ -42,14 +42,22 @@ class WorkerCopies:
         if pool is not None:
             pool.shutdown(wait=False, cancel_futures=True)
 
-    def create(self, cluster: str, key: str, resource: Resource, body: Callable[[], Obj]) -> None:
+    def create(
+        self,
+        cluster: str,
+        key: str,
+        resource: Resource,
+        body: Callable[[], Obj],
+        made: Callable[[], None] = lambda: None,
+    ) -> None:
         """Make an object on a worker, in the background (`body` is read there too): the
-        loop never waits on a worker's API server."""
+        loop never waits on a worker's API server. `made` runs once it is made (not when it
+        was there already)."""
         self._submit(
             cluster,
             key,
             f"create {resource.plural}",
-            lambda: self._create(cluster, resource, body()),
+            lambda: self._create(cluster, resource, body(), made),
         )
 
     def patch(self, cluster: str, key: str, resource: Resource, job_key: str, body: Obj) -> None:
@@ -127,20 +135,23 @@ class WorkerCopies:
 
         self._pool.submit(run)
 
-    def _create(self, cluster: str, resource: Resource, body: Obj) -> None:
+    def _create(
+        self, cluster: str, resource: Resource, body: Obj, made: Callable[[], None]
+    ) -> None:
         worker = self.clusters.workers.get(cluster)
         if worker is None or worker.client is None:
             return
         assert worker.client is not None
         namespace = body["metadata"]["namespace"]
         try:
-            made = worker.client.create(resource, body, namespace)
+            created = worker.client.create(resource, body, namespace)
         except ApiError as err:
             if err.already_exists:
                 return
             raise
         if worker.store is not None:
-            worker.store.record(resource, made)
+            worker.store.record(resource, created)
+        made()
         log.info(
             "%s %s/%s created on worker %s",
             resource.kind,

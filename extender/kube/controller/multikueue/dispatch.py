@@ -83,9 +83,12 @@ class WorkloadDispatcher:
                 return Dispatched()
         first = self._dispatched.setdefault(key, now)
         copy = _copy_of(ctx, key, self.settings.origin)
+        admission = o.admission_of(obj)
+        cq = admission.cluster_queue if admission is not None else ""
         for cluster in connected:
             if cluster in nominated and remotes.get(cluster) is None:
-                self.copies.create(cluster, key, WORKLOADS, copy)
+                made = _dispatched(ctx, cq, cluster)
+                self.copies.create(cluster, key, WORKLOADS, copy, made)
             elif cluster not in nominated and remotes.get(cluster) is not None:
                 self.copies.remove(cluster, key)
         timeout = self.settings.admission_timeout
@@ -104,6 +107,11 @@ class WorkloadDispatcher:
         if self.settings.dispatcher != ALL_AT_ONCE and key in self._rounds:
             waits.append(self.settings.incremental_round - (now - self._rounds[key]))
         return Dispatched(wait=max(0.5, min(waits)) if waits else None)
+
+
+def _dispatched(ctx: Context, cq: str, cluster: str) -> Callable[[], None]:
+    """Kueue's multikueue_workloads_dispatched_total, once the copy is made on the worker."""
+    return lambda: ctx.metrics.dispatched(cq, cluster)
 
 
 def _copy_of(ctx: Context, key: str, origin: str) -> Callable[[], Obj]:

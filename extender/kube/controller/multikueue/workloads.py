@@ -220,6 +220,9 @@ class MultiKueueWorkloads:
             }
         }
         if write_status(self.ctx, key, o.conditional(patch, obj), "multikueue-admitted"):
+            admission = o.admission_of(obj)
+            cq = admission.cluster_queue if admission is not None else ""
+            self.ctx.metrics.admitted_on_worker(cq, cluster)
             self.ctx.story(key, "Normal", "MultiKueue", message)
             self.ctx.queues.workloads.add(key)
             return True
