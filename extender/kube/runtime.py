@@ -447,7 +447,8 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    metrics = Metrics()
+    role = "leader" if args.leader_elect else "standalone"  # Kueue's replica_role
+    metrics = Metrics(config=args.metrics_config, replica_role=role)
     stop = threading.Event()
 
     def on_signal(signum: int, _frame: Any) -> None:

@@ -44,16 +44,19 @@ def test_health_metrics_json_logs_and_a_clean_stop(cluster):
             what="the job to start",
         )
         metrics = scrape(secure)
-        assert 'kueue_admitted_workloads_total{cluster_queue="cluster-queue"} 1.0' in metrics
-        assert "kueue_admission_attempt_duration_seconds_bucket" in metrics
-        usage = (
-            'kueue_cluster_queue_resource_usage{cluster_queue="cluster-queue",'
-            'flavor="default-flavor",resource="cpu"} 1.0'
-        )
-        eventually(lambda: usage in scrape(secure), what="the usage gauge")
         assert (
-            'kueue_cluster_queue_nominal_quota{cluster_queue="cluster-queue",'
-            'flavor="default-flavor",resource="cpu"} 4.0' in scrape(secure)
+            'kueue_admitted_workloads_total{cluster_queue="cluster-queue",priority_class="",'
+            'replica_role="standalone"} 1.0' in metrics
+        )
+        assert "kueue_admission_attempt_duration_seconds_bucket" in metrics
+        reserving = (
+            'kueue_reserving_active_workloads{cluster_queue="cluster-queue",'
+            'replica_role="standalone"} 1.0'
+        )
+        eventually(lambda: reserving in scrape(secure), what="the reserving gauge")
+        assert (
+            'kueue_cluster_queue_status{cluster_queue="cluster-queue",replica_role="standalone",'
+            'status="active"} 1.0' in scrape(secure)
         )
         assert (
             'tower_kube_api_writes_total{resource="workloads",verb="status-admit"} 1.0' in metrics
