@@ -375,9 +375,10 @@ def pod(
     }
     if finalizer:
         meta["finalizers"] = ["kueue.x-k8s.io/integration-test"]
-    created = cluster.admin.create(r.PODS, {"metadata": meta, "spec": spec}, "default")
-    created["status"] = {"phase": phase}
-    return cluster.admin.update(r.PODS, created, subresource="status")
+    cluster.admin.create(r.PODS, {"metadata": meta, "spec": spec}, "default")
+    # A patch, not an update: the ungater may have let the pod through meanwhile.
+    patch = {"status": {"phase": phase}}
+    return cluster.admin.patch(r.PODS, name, patch, "default", subresource="status")
 
 
 def delete_pod(cluster: Cluster, name: str) -> None:
