@@ -1,5 +1,6 @@
-"""Kueue's visibility answers: a ClusterQueue's or LocalQueue's pending workloads, a page at a
-time, in queue order, with each one's position in its ClusterQueue and in its LocalQueue.
+"""Kueue's visibility answers: a queue's pending workloads, a page at a time, in queue order.
+
+Each one comes with its position in its ClusterQueue and in its LocalQueue.
 
 Kueue lists every pending workload of a ClusterQueue (those the next cycles may try and those
 set aside as inadmissible alike) sorted by priority (higher first), then queue time, then
