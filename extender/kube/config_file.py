@@ -40,6 +40,7 @@ TOWER_DEFAULTS: dict[str, Any] = {
     "multikueue": MultiKueueSettings(),  # Kueue's multiKueue defaults
     "namespace": None,  # Tower's own (settle): where workers' kubeconfig Secrets are
     "metrics_address": ":8443",  # Kueue's metrics.bindAddress default
+    "visibility_address": "0",  # served where asked: visibilityServer or the flag
     "metrics_config": MetricsConfig(),  # Kueue's metrics defaults
 }
 
@@ -88,6 +89,8 @@ def from_file(config: KueueConfig) -> dict[str, Any]:
         "metrics_address": config.metrics_bind_address,
         "metrics_config": config.metrics,
     }
+    if config.visibility_bind_address is not None:
+        values["visibility_address"] = config.visibility_bind_address
     if lease.resource_namespace is not None:  # else the pod's namespace, as in Kueue
         values["leader_election_namespace"] = lease.resource_namespace
     return values

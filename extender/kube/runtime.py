@@ -159,12 +159,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--visibility-address",
         type=_metrics_address,
-        default=env("TOWER_VISIBILITY_ADDRESS") or "0",
+        default=env("TOWER_VISIBILITY_ADDRESS"),
         help="host:port of Kueue's visibility API (visibility.kueue.x-k8s.io, the pending "
         "workloads), an aggregated API server behind kube-apiserver: the front proxy's "
         "certificate or a token, and SubjectAccessReview, as Kueue's is served; the "
         "manifests set :8083 (Kueue's 8082 is the scheduler extender's here); 0 turns it off "
-        "[TOWER_VISIBILITY_ADDRESS] (default: 0)",
+        "[TOWER_VISIBILITY_ADDRESS] (default: the file's visibilityServer, Kueue's :8082 where "
+        "it names one, else 0)",
     )
     parser.add_argument(
         "--metrics-address",

@@ -59,6 +59,14 @@ ACTED: dict[str, str] = {
         "(TokenReview, the front proxy's or a client certificate) and allows `get` on /metrics "
         "(SubjectAccessReview), as Kueue serves it; Kueue's default :8443, 0 turns it off"
     ),
+    "visibilityServer.bindAddress": (
+        "Kueue's visibility API (visibility.kueue.x-k8s.io) listens there, behind the same "
+        "authentication as /metrics (--visibility-address wins over it)"
+    ),
+    "visibilityServer.bindPort": (
+        "the visibility API's port, Kueue's default 8082 where the section is there; without "
+        "the section Tower serves it only where --visibility-address says (the manifests: 8083)"
+    ),
     "metrics.enableClusterQueueResources": (
         "the ClusterQueues' resource gauges (kueue_cluster_queue_resource_reservation, "
         "_resource_usage, _resource_pending, _nominal_quota, _borrowing_limit, _lending_limit, "
@@ -121,7 +129,6 @@ UNACTED: tuple[Unacted, ...] = (
         counts=lambda v: isinstance(v, dict) and any(g not in _ACTED_GATES for g in v),
     ),
     _cfg("objectRetentionPolicies", "deleting finished and deactivated Workloads"),
-    _cfg("visibilityServer", "the visibility API server"),
     _cfg("queueVisibility", "queue visibility in ClusterQueue status, dropped in v1beta2"),
     _cfg("webhook", "Kueue's webhook server", "Tower's webhook is python -m webhook"),
     _cfg("metrics.customLabels", "custom metric labels (feature gate CustomMetricLabels)"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -163,6 +164,7 @@ class KueueConfig:
     admission_fair_sharing: AfsConfig | None  # None: not in the file, off
     metrics: MetricsConfig
     metrics_bind_address: str  # metrics.bindAddress: "0" is no metrics server
+    visibility_bind_address: str | None  # visibilityServer: None when the file has none
     unacted: tuple[Unacted, ...]  # what the file asks for that Tower does not do
 
     def warnings(self, name: str) -> list[str]:
@@ -197,6 +199,7 @@ DEFAULT_LEADER_ELECTION_ID = "c1f6bfd2.kueue.x-k8s.io"
 DEFAULT_NAMESPACE = "kueue-system"
 DEFAULT_FRAMEWORKS = ("batch/job",)
 DEFAULT_METRICS_BIND_ADDRESS = ":8443"
+DEFAULT_VISIBILITY_BIND_PORT = 8082  # Kueue's visibilityServer.bindPort default
 DEFAULT_WAIT_TIMEOUT = {V1BETA2: 1800.0, V1BETA1: 300.0}
 
 
@@ -243,6 +246,7 @@ def parse(doc: Any, namespace: str | None = None) -> KueueConfig:
         admission_fair_sharing=_admission_fair_sharing(get),
         metrics=_metrics(get),
         metrics_bind_address=_metrics_bind_address(get),
+        visibility_bind_address=_visibility_bind_address(get),
         unacted=tuple(unacted),
     )
 
@@ -340,6 +344,25 @@ def _metrics_bind_address(get: Callable[[str], Any]) -> str:
             "0: no metrics server)"
         )
     return str(value)
+
+
+def _visibility_bind_address(get: Callable[[str], Any]) -> str | None:
+    """visibilityServer as host:port, with Kueue's defaults (every address, port 8082) for
+    what the section leaves out; None when the file has no visibilityServer (Tower serves the
+    visibility API where it is asked to: this field, or --visibility-address)."""
+    if get("visibilityServer") is None:
+        return None
+    address = get("visibilityServer.bindAddress")
+    if address is not None:
+        try:
+            ipaddress.ip_address(address)
+        except ValueError:
+            raise ConfigError(
+                f"visibilityServer.bindAddress: {address!r} is not an IP address"
+            ) from None
+    port = get("visibilityServer.bindPort") or DEFAULT_VISIBILITY_BIND_PORT
+    host = f"[{address}]" if address and ":" in address else (address or "")
+    return f"{host}:{port}"
 
 
 def _frameworks(get: Callable[[str], Any]) -> tuple[str, ...]:

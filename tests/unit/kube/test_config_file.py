@@ -423,3 +423,38 @@ def test_the_metrics_address_flag_wins_over_the_file(tmp_path):
     )  # fmt: skip
     settle(args)
     assert args.metrics_address == "127.0.0.1:0"
+
+
+@pytest.mark.parametrize(
+    ("text", "want"),
+    [("", "0"), ("visibilityServer: {}\n", ":8082"),
+     ("visibilityServer:\n  bindPort: 9082\n", ":9082"),
+     ("visibilityServer:\n  bindAddress: 10.0.0.7\n  bindPort: 9082\n", "10.0.0.7:9082")],
+    ids=["no section: not served", "Kueue's default port", "a port", "an address and a port"],
+)  # fmt: skip
+def test_the_visibility_server_section_is_where_the_visibility_api_listens(tmp_path, text, want):
+    args = args_of("--config", write(tmp_path, V1BETA2 + text))
+    warnings = settle(args)
+    assert args.visibility_address == want
+    assert not [w for w in warnings if "visibilityServer" in w]  # acted on
+
+
+def test_a_visibility_bind_address_that_is_not_an_ip_is_refused_by_name(tmp_path):
+    path = write(tmp_path, V1BETA2 + "visibilityServer:\n  bindAddress: localhost\n")
+    with pytest.raises(ConfigFileError) as refused:
+        settle(args_of("--config", path))
+    assert str(refused.value) == (
+        f"--config {path}: visibilityServer.bindAddress: 'localhost' is not an IP address"
+    )
+
+
+def test_the_visibility_flag_wins_over_the_file_and_without_either_nothing_is_served(tmp_path):
+    args = args_of(
+        "--config", write(tmp_path, V1BETA2 + "visibilityServer:\n  bindPort: 9082\n"),
+        "--visibility-address", "127.0.0.1:0",
+    )  # fmt: skip
+    settle(args)
+    assert args.visibility_address == "127.0.0.1:0"
+    bare = args_of()
+    settle(bare)
+    assert bare.visibility_address == "0"
