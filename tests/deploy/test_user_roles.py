@@ -61,7 +61,11 @@ def test_kueues_name_grants_what_it_granted_in_a_kueue_cluster(name):
 
 def test_the_file_holds_kueues_roles_and_nothing_else():
     want = {f"{prefix}-{n}" for n in KUEUE if managed(n) for prefix in ("tower", "kueue")}
+    want.add("tower-dashboard-viewer")  # Tower's own: Kueue has no dashboard
     assert sorted(SHIPPED) == sorted(want)
+    assert SHIPPED["tower-dashboard-viewer"]["rules"] == [
+        {"nonResourceURLs": ["/dashboard/api/state"], "verbs": ["get"]}
+    ]
     assert {r["kind"] for r in SHIPPED.values()} == {"ClusterRole"}
     assert "tower-metrics-reader" in SHIPPED  # the metrics server's docs name it
     left_out = sorted(n for n in KUEUE if not managed(n))
