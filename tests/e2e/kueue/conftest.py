@@ -16,7 +16,7 @@ from kubernetes import client
 from tests.e2e.conftest import kubectl
 from tests.e2e.kubelet import real_nodes
 from tests.e2e.kueue.cases import all_cases, not_expressible_cases
-from tests.e2e.kueue.util import ROOT, Cluster, Tower
+from tests.e2e.kueue.util import ROOT, Cluster, Tower, eventually
 
 # Folders that cannot run on this machine, with the reason (each is counted, never passing).
 NOT_EXPRESSIBLE = {
@@ -133,6 +133,79 @@ def cluster(api_client: client.ApiClient, tower: Tower) -> Cluster:
 def ns(cluster: Cluster, kubelet_namespaces: set[str]) -> Iterator[str]:
     """ginkgo.BeforeEach's util.CreateNamespaceFromPrefixWithLog(ctx, k8sClient, "e2e-"), and the
     AfterEach's DeleteNamespace."""
+    name = cluster.create_namespace_from_prefix("e2e-")
+    kubelet_namespaces.add(name)
+    yield name
+    cluster.delete_namespace(name)
+
+
+# The namespace of Kueue's own objects in its suite (util.GetKueueNamespace): here the fixture's,
+# holding the visibility Service; its `default` ServiceAccount is the impersonated subject.
+KUEUE_NS = "tower-e2e-kueue-system"
+VISIBILITY_SERVICE = "tower-visibility-server"
+VISIBILITY_VERSIONS = ("v1beta1", "v1beta2")
+
+
+@pytest.fixture(scope="session")
+def user_roles(tower: Tower) -> Iterator[None]:
+    """Tower's user-facing ClusterRoles, under Kueue's names (kueue-batch-user-role,
+    kueue-batch-admin-role, kueue-metrics-reader, ...), as Kueue's deployment ships them."""
+    roles = str(ROOT / "deploy" / "rbac" / "user-roles.yaml")
+    kubectl("apply", "--server-side", "-f", roles)
+    kubectl("create", "namespace", KUEUE_NS, check=False)
+    yield
+    kubectl("delete", "-f", roles, "--ignore-not-found", "--wait=false", check=False)
+    kubectl("delete", "namespace", KUEUE_NS, "--wait=false", check=False)
+
+
+@pytest.fixture(scope="session")
+def visibility_api(api_client: client.ApiClient, tower: Tower, user_roles: None) -> Iterator[str]:
+    """Kueue's visibility API through the real kube-apiserver: APIServices v1beta1 and v1beta2
+    of visibility.kueue.x-k8s.io (insecureSkipTLSVerify, as deploy/visibility/ has them) for a
+    Service without selector whose Endpoints name the controller's address on the pod bridge
+    (kube-apiserver runs with --enable-aggregator-routing). Yields Kueue's namespace."""
+    assert tower.visibility is not None, (
+        "no real node's pod bridge on this machine: the aggregator cannot reach the controller"
+    )
+    host, port = tower.visibility
+    core = client.CoreV1Api(api_client)
+    core.create_namespaced_service(KUEUE_NS, {
+        "metadata": {"name": VISIBILITY_SERVICE},
+        "spec": {"ports": [{"name": "https", "port": 443, "targetPort": port}]},
+    })  # fmt: skip
+    core.create_namespaced_endpoints(KUEUE_NS, {
+        "metadata": {"name": VISIBILITY_SERVICE},
+        "subsets": [{"addresses": [{"ip": host}], "ports": [{"name": "https", "port": port}]}],
+    })  # fmt: skip
+    registration = client.ApiregistrationV1Api(api_client)
+    for version in VISIBILITY_VERSIONS:
+        registration.create_api_service({
+            "metadata": {"name": f"{version}.visibility.kueue.x-k8s.io"},
+            "spec": {"group": "visibility.kueue.x-k8s.io", "version": version,
+                     "groupPriorityMinimum": 100, "versionPriority": 100,
+                     "insecureSkipTLSVerify": True,
+                     "service": {"name": VISIBILITY_SERVICE, "namespace": KUEUE_NS, "port": 443}},
+        })  # fmt: skip
+
+    def available() -> bool:
+        for version in VISIBILITY_VERSIONS:
+            service = registration.read_api_service(f"{version}.visibility.kueue.x-k8s.io")
+            conditions = {c.type: c for c in (service.status.conditions or [])}
+            ready = conditions.get("Available")
+            assert ready is not None, f"APIService {version}: no Available condition yet"
+            assert ready.status == "True", f"APIService {version}: {ready.reason} {ready.message}"
+        return True
+
+    eventually(available, 60, "the visibility APIServices to be Available")
+    yield KUEUE_NS
+    for version in VISIBILITY_VERSIONS:
+        kubectl("delete", "apiservice", f"{version}.visibility.kueue.x-k8s.io", check=False)
+    core.delete_namespaced_service(VISIBILITY_SERVICE, KUEUE_NS)
+
+
+@pytest.fixture
+def ns_b(cluster: Cluster, kubelet_namespaces: set[str]) -> Iterator[str]:
+    """A second namespace, as the visibility cases' nsB."""
     name = cluster.create_namespace_from_prefix("e2e-")
     kubelet_namespaces.add(name)
     yield name

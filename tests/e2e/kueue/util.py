@@ -7,6 +7,8 @@ Configuration of Kueue's e2e suite (test/e2e/config/default/controller_manager_c
 
 from __future__ import annotations
 
+import ipaddress
+import os
 import signal
 import socket
 import subprocess
@@ -17,7 +19,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from kubernetes import client
+import yaml
+from kubernetes import client, config
 
 from extender.core.jobframework.adapter import workload_name
 from tests.e2e.conftest import KUBECONFIG, kubectl, webhook_host_port
@@ -69,11 +72,43 @@ def eventually(check: Callable[[], Any], timeout: float = TIMEOUT, what: str = "
         time.sleep(INTERVAL)
 
 
+def free_port(host: str) -> int:
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def bridge_ip() -> str | None:
+    """The host's address on the real node's pod bridge (the gateway of its podCIDR), where
+    kube-apiserver's aggregator can reach a process of this machine (it refuses loopback
+    Endpoints); None where there is no real node here."""
+    conf = Path(os.environ.get("NODE_RUN", "")) / "conf" / "kubelet-config.yaml"
+    if not os.environ.get("NODE_RUN") or not conf.exists():
+        return None
+    cidr = yaml.safe_load(conf.read_text()).get("podCIDR")
+    if not cidr:
+        return None
+    gateway = str(next(ipaddress.ip_network(cidr).hosts()))
+    try:
+        with socket.socket() as sock:
+            sock.bind((gateway, 0))
+    except OSError:
+        return None
+    return gateway
+
+
 class Tower:
-    """Tower's webhook and controller on this machine, registered with the cluster."""
+    """Tower's webhook and controller on this machine, registered with the cluster.
+
+    The controller serves Kueue's visibility API on the pod bridge's address (where the
+    aggregator reaches it; `visibility` is None without a real node) and /metrics over HTTPS
+    on a free loopback port (`metrics_port`)."""
 
     def __init__(self, tmp: Path) -> None:
         self.tmp = tmp
+        gateway = bridge_ip()
+        self.visibility = (gateway, free_port(gateway)) if gateway else None
+        self.metrics_port = free_port("127.0.0.1")
         host, port = webhook_host_port()
         certs = tmp / "certs"
         flag = "--ip-address" if host.replace(".", "").isdigit() else "--dns-name"
@@ -136,6 +171,10 @@ class Tower:
                 "127.0.0.1:0",
                 "--status-interval",
                 "0.5",
+                "--metrics-address",
+                f"127.0.0.1:{self.metrics_port}",
+                "--visibility-address",
+                f"{self.visibility[0]}:{self.visibility[1]}" if self.visibility else "0",
             )
         )
 
@@ -341,21 +380,28 @@ def make_job(
     requests: dict[str, str] | None = None,
     parallelism: int = 1,
     completions: int = 1,
+    priority_class: str | None = None,
+    backoff_limit: int | None = None,
 ) -> dict:
-    """testingjob.MakeJob(...).Queue(...).Image(agnhost, args).RequestAndLimit(...)."""
+    """testingjob.MakeJob(...).Queue(...).Image(agnhost, args).RequestAndLimit(...)
+    .WorkloadPriorityClass(...).BackoffLimit(...)."""
     resources = dict(requests or {})
     labels = {f"{KUEUE}/queue-name": queue} if queue else {}
+    if priority_class:
+        labels[f"{KUEUE}/priority-class"] = priority_class
     container = {
         "name": "c",
         "image": AGNHOST,
         "args": args or BEHAVIOR_WAIT_FOR_DELETION,
         "resources": {"requests": resources, "limits": resources},
     }
+    extra = {} if backoff_limit is None else {"backoffLimit": backoff_limit}
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": {"name": name, "namespace": namespace, "labels": labels},
         "spec": {
+            **extra,
             "parallelism": parallelism,
             "completions": completions,
             "suspend": True,
@@ -434,3 +480,80 @@ def set_workloads_admission_check(
         return True
 
     eventually(write, TIMEOUT, f"the check {check} set {state} on {name}")
+
+
+class VisibilityClient:
+    """Kueue's visibility clientset (VisibilityV1beta1/V1beta2), through kube-apiserver's
+    aggregator, as the kubeconfig's user or as `impersonate` (util.CreateVisibilityClient)."""
+
+    def __init__(self, version: str = "v1beta2", impersonate: str | None = None) -> None:
+        self.api = config.new_client_from_config(config_file=KUBECONFIG)
+        if impersonate:
+            self.api.set_default_header("Impersonate-User", impersonate)
+        self.base = f"/apis/visibility.{KUEUE}/{version}"
+
+    def _get(self, path: str) -> list[dict]:
+        answer = self.api.call_api(
+            self.base + path,
+            "GET",
+            auth_settings=["BearerToken"],
+            response_type="object",
+            _return_http_data_only=True,
+        )
+        return list(answer.get("items") or [])
+
+    def cluster_queue_pending(self, name: str) -> list[dict]:
+        """ClusterQueues().GetPendingWorkloadsSummary(name): its items."""
+        return self._get(f"/clusterqueues/{name}/pendingworkloads")
+
+    def local_queue_pending(self, namespace: str, name: str) -> list[dict]:
+        """LocalQueues(namespace).GetPendingWorkloadsSummary(name): its items."""
+        return self._get(f"/namespaces/{namespace}/localqueues/{name}/pendingworkloads")
+
+
+def pending_workload(
+    namespace: str, job: str, priority: int, local_queue: str, in_lq: int, in_cq: int
+) -> dict:
+    """A visibility.PendingWorkload as Kueue's cases write it (defaultOwnerReferenceForJob)."""
+    return {
+        "metadata": {
+            "namespace": namespace,
+            "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": job}],
+        },
+        "priority": priority,
+        "positionInLocalQueue": in_lq,
+        "positionInClusterQueue": in_cq,
+        "localQueueName": local_queue,
+    }
+
+
+PENDING_WORKLOAD_FIELDS = ("priority", "positionInLocalQueue", "positionInClusterQueue",
+                           "localQueueName")  # fmt: skip
+
+
+def comparable_pending(items: list[dict]) -> list[dict]:
+    """The items as Kueue's pendingWorkloadsCmpOpts compare them: the fields of its typed
+    PendingWorkload, less the name, creationTimestamp and owners' uid the server makes."""
+    out = []
+    for item in items:
+        meta = dict(item.get("metadata") or {})
+        meta.pop("name", None)
+        meta.pop("creationTimestamp", None)
+        owners = [
+            {k: v for k, v in o.items() if k != "uid"} for o in meta.get("ownerReferences") or []
+        ]
+        if owners:
+            meta["ownerReferences"] = owners
+        fields = {k: item[k] for k in PENDING_WORKLOAD_FIELDS if item.get(k) not in (None, 0, "")}
+        out.append({"metadata": meta, **fields})
+    return out
+
+
+def expected_pending(items: list[dict]) -> list[dict]:
+    """The wanted items with Go's zero values left out, as they compare equal to absent ones."""
+    return [{"metadata": i["metadata"], **{k: i[k] for k in PENDING_WORKLOAD_FIELDS
+                                           if i.get(k) not in (None, 0, "")}} for i in items]  # fmt: skip
+
+
+def status_of(err: client.ApiException) -> int:
+    return int(err.status or 0)
