@@ -493,13 +493,13 @@ class VisibilityClient:
         self.base = f"/apis/visibility.{KUEUE}/{version}"
 
     def _get(self, path: str) -> list[dict]:
-        answer = self.api.call_api(
-            self.base + path,
-            "GET",
+        request = self.api.param_serialize(
+            "GET", self.base + path, header_params={"Accept": "application/json"},
             auth_settings=["BearerToken"],
-            response_type="object",
-            _return_http_data_only=True,
-        )
+        )  # fmt: skip
+        response = self.api.call_api(*request)
+        response.read()
+        answer = self.api.response_deserialize(response, {"200": "object"}).data
         return list(answer.get("items") or [])
 
     def cluster_queue_pending(self, name: str) -> list[dict]:
