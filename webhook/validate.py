@@ -12,6 +12,7 @@ from extender.core.api.models import (
     QUEUE_NAME_LABEL,
     TOPOLOGY_KEY_ANNOTATION,
 )
+from extender.core.jobframework import exec_limit
 from extender.core.jobframework.adapter import JobAdapter, MissingReferenceError, as_mapping
 from extender.core.jobframework.jobs import queue_name_of
 from extender.core.jobframework.parent import TemplateParent
@@ -50,6 +51,9 @@ def validate_job(request: Mapping[str, Any], kind: JobAdapter | tuple[str, str])
             f"{_LABEL_PATH}: {raw!r} is not a valid LocalQueue name (a DNS-1123 label: lowercase "
             "letters, digits and '-', at most 63 characters)",
         )
+    problem = _max_exec_time(request, adapter) if queue is not None else None
+    if problem is not None:
+        return deny(uid, f"{adapter.kind} {_name(obj)}: {problem}")
     if request.get("operation") == "CREATE" and queue is not None and not adapter.is_child(obj):
         # A queued job whose podSets cannot be read would wait forever: refused now, as
         # Kueue's webhooks refuse it (a RayJob that keeps its cluster, a TFJob's unknown
@@ -82,6 +86,24 @@ def validate_job(request: Mapping[str, Any], kind: JobAdapter | tuple[str, str])
 
 
 _PRIORITY_CLASS_PATH = f'metadata.labels["{PRIORITY_CLASS_LABEL}"]'
+
+
+def _max_exec_time(request: Mapping[str, Any], adapter: JobAdapter) -> str | None:
+    """Kueue's rules for a queued job's max-exec-time-seconds label: a whole number above 0,
+    changed only while the job is suspended, before and after."""
+    obj = as_mapping(request.get("object"))
+    value = ((obj.get("metadata") or {}).get("labels") or {}).get(exec_limit.LABEL)
+    if value is not None:
+        problem = exec_limit.label_problem(str(value))
+        if problem is not None:
+            return f"{exec_limit.LABEL_PATH}: {problem}"
+    if request.get("operation") != "UPDATE":
+        return None
+    old = as_mapping(request.get("oldObject"))
+    was = ((old.get("metadata") or {}).get("labels") or {}).get(exec_limit.LABEL)
+    suspended = adapter.is_suspended(old) and adapter.is_suspended(obj)
+    problem = exec_limit.label_change_problem(was, value, suspended)
+    return None if problem is None else f"{exec_limit.LABEL_PATH}: {problem}"
 
 
 def _priority_class_update(

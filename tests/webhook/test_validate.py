@@ -195,3 +195,66 @@ def test_resource_flavor_limits():
         "spec.nodeTaints[0].effect: must be one of NoSchedule, PreferNoSchedule, NoExecute"
         in (response["status"]["message"])
     )
+
+
+MAX_EXEC = "kueue.x-k8s.io/max-exec-time-seconds"
+MAX_EXEC_PATH = 'metadata.labels["kueue.x-k8s.io/max-exec-time-seconds"]'
+
+
+@pytest.mark.parametrize(
+    ("value", "refused"),
+    [
+        ("600", None),
+        ("0", "Invalid value: 0: should be greater than 0"),
+        ("-5", "Invalid value: -5: should be greater than 0"),
+        ("ten", 'Invalid value: "ten": strconv.Atoi: parsing "ten": invalid syntax'),
+    ],
+)
+def test_a_jobs_max_exec_time_label_on_create(value, refused):
+    """Kueue's validateCreateForMaxExecTime, with its messages."""
+    request = admission_review(CREATE)["request"]
+    request["object"]["metadata"]["labels"][MAX_EXEC] = value
+    response = validate_job(request, JOB)
+    if refused is None:
+        assert response["allowed"] is True, response
+        return
+    assert response["allowed"] is False
+    message = response["status"]["message"]
+    assert message.startswith("Job "), message
+    assert message.endswith(f"{MAX_EXEC_PATH}: {refused}"), message
+
+
+@pytest.mark.parametrize(
+    ("was", "now", "suspended", "refused"),
+    [
+        ("60", "120", False, 'Invalid value: "120": field is immutable'),
+        ("60", None, False, 'Invalid value: "": field is immutable'),
+        (None, "60", False, 'Invalid value: "60": field is immutable'),
+        ("60", "120", True, None),  # suspended: the Workload is made again with it
+        ("60", "60", False, None),
+        ("60", "0", True, "Invalid value: 0: should be greater than 0"),  # checked as on create
+    ],
+)
+def test_a_jobs_max_exec_time_label_on_update(was, now, suspended, refused):
+    """Kueue's validateUpdateForMaxExecTime: no change unless suspended before and after."""
+    request = admission_review(UPDATE)["request"]
+    for obj, value in ((request["oldObject"], was), (request["object"], now)):
+        labels = obj["metadata"]["labels"]
+        labels.pop(MAX_EXEC, None)
+        if value is not None:
+            labels[MAX_EXEC] = value
+        obj["spec"]["suspend"] = suspended
+    response = validate_job(request, JOB)
+    if refused is None:
+        assert response["allowed"] is True, response
+        return
+    assert response["allowed"] is False
+    assert response["status"]["message"].endswith(f"{MAX_EXEC_PATH}: {refused}")
+
+
+def test_a_job_with_no_queue_keeps_any_max_exec_time_label():
+    """Kueue validates only the jobs it manages."""
+    request = admission_review(CREATE)["request"]
+    request["object"]["metadata"]["labels"].pop("kueue.x-k8s.io/queue-name")
+    request["object"]["metadata"]["labels"][MAX_EXEC] = "0"
+    assert validate_job(request, JOB)["allowed"] is True

@@ -334,6 +334,8 @@ class Workload:
     creation_time: float = 0.0
     owner_kind: str = ""
     owner_name: str = ""
+    # spec.maximumExecutionTimeSeconds: admitted this long in all, it is deactivated.
+    max_execution_seconds: int | None = None
     # Fields it sets that Tower does not act on (extender/core/api/unacted.py): it waits.
     unacted: tuple[str, ...] = ()
     key: str = field(init=False, repr=False, compare=False)

@@ -73,13 +73,6 @@ UNACTED: tuple[Unacted, ...] = (
         Effect.WAITS,
         "preemption gates",
     ),
-    Unacted(
-        "Workload",
-        "spec.maximumExecutionTimeSeconds",
-        Effect.WAITS,
-        "maximum execution time",
-        "set the Job's spec.activeDeadlineSeconds instead",
-    ),
 )
 
 

@@ -18,7 +18,7 @@ from extender.core.api.parse import ManifestError, as_list, as_map, node_selecto
 from extender.core.api.quantity import QuantityError, to_amount
 from extender.core.api.topology import TopologyRequest
 from extender.core.api.unacted import blocking
-from extender.core.jobframework import registry
+from extender.core.jobframework import exec_limit, registry
 from extender.core.jobframework.adapter import JobAdapter, PodSetTemplate, workload_name
 from extender.core.jobframework.topology import template_topology
 from extender.core.jobframework.webhooks import queue_patch
@@ -265,6 +265,7 @@ def group_workload(
         creation_time=creation_time,
         owner_kind=owner_kind,
         owner_name=owner_name,
+        max_execution_seconds=exec_limit.limit_of(labels),
     )
 
 

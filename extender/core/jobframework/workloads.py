@@ -115,8 +115,20 @@ def workload(obj: Mapping[str, Any], *, creation_time: float | None = None) -> W
         ),
         owner_kind=str(owner.get("kind") or ""),
         owner_name=str(owner.get("name") or ""),
+        max_execution_seconds=_positive(spec.get("maximumExecutionTimeSeconds")),
         unacted=blocking("Workload", obj),
     )
+
+
+def _positive(value: Any) -> int | None:
+    """spec.maximumExecutionTimeSeconds: unset, or at least 1 (Kueue's schema)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ManifestError(
+            "spec.maximumExecutionTimeSeconds", f"must be a positive integer, got {value!r}"
+        )
+    return value
 
 
 def condition(obj: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None:

@@ -114,10 +114,10 @@ CASES = [
         ("spec.preemptionGates",),
     ),
     (
-        "maximum execution time",
+        "maximum execution time is acted on (extender/kube/controller/exec_time.py)",
         "Workload",
         with_spec(WORKLOAD, maximumExecutionTimeSeconds=600),
-        ("spec.maximumExecutionTimeSeconds",),
+        (),
     ),
     (
         "a LocalQueue's fairSharing is a hint",
