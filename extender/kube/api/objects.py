@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from extender.core.admission import exec_time
 from extender.core.admission.checks import CheckState, with_updates
 from extender.core.api.labels import Toleration
 from extender.core.api.models import (
@@ -50,6 +51,7 @@ CLUSTER_QUEUE_ANNOTATION = "tower.dev/cluster-queue"
 
 QUOTA_RESERVED = "QuotaReserved"
 ADMITTED = "Admitted"
+EXECUTED = "accumulatedPastExecutionTimeSeconds"  # a Workload's status: seconds admitted before
 EVICTED = "Evicted"
 PREEMPTED = "Preempted"
 FINISHED = "Finished"
@@ -231,6 +233,8 @@ def _manifest(
     ref = priority_class_ref(workload.priority_class_name, workload.priority_class_source)
     if ref is not None:
         spec["priorityClassRef"] = ref
+    if workload.max_execution_seconds is not None:
+        spec["maximumExecutionTimeSeconds"] = workload.max_execution_seconds
     extra: Obj = {"annotations": dict(annotations)} if annotations else {}
     return {
         "apiVersion": WORKLOADS.api_version,
@@ -518,12 +522,21 @@ def requeue_patch(
     """Once stopped: no admission, QuotaReserved/Admitted False, Requeued, back in the queue.
     Requeued=False says it waits for something first (a backoff), as Kueue says it. Where
     MultiKueue dispatched it (clusterName, nominatedClusterNames) is cleared, as Kueue
-    clears it, so it is dispatched afresh."""
+    clears it, so it is dispatched afresh. An admission that ends adds its seconds to
+    accumulatedPastExecutionTimeSeconds, as Kueue adds them."""
     status = obj.get("status") or {}
     dispatched = {k: None for k in ("clusterName", "nominatedClusterNames") if k in status}
+    ran: Obj = {}
+    admitted = condition(obj, ADMITTED) or {}
+    if admitted.get("status") == "True":
+        past = status.get(EXECUTED)
+        since = seconds_at(admitted.get("lastTransitionTime"))
+        seconds = exec_time.accumulated(past if isinstance(past, int) else None, since, now)
+        ran[EXECUTED] = seconds
     return {
         "status": {
             **dispatched,
+            **ran,
             "admission": None,
             "conditions": with_conditions(
                 obj,

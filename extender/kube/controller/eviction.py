@@ -87,8 +87,11 @@ class EvictionWriter:
             obj, decision.reason, decision.preemption_reason, decision.message, now
         )
         if ctx.owner_of(obj) is None and not o.is_group_workload(obj):  # a group's pods stop first
+            # The seconds it ran before are the Workload's, not the patch's: carried for the sum.
+            ran = (obj.get("status") or {}).get(o.EXECUTED)
+            before = {o.EXECUTED: ran} if ran is not None else {}
             requeue = o.requeue_patch(
-                {"status": patch["status"]},
+                {"status": {**before, **patch["status"]}},
                 decision.reason,
                 decision.message,
                 now,

@@ -27,6 +27,7 @@ from extender.kube.controller import recording
 from extender.kube.controller.admission import AdmissionWriter
 from extender.kube.controller.checks import CheckGate
 from extender.kube.controller.context import Context
+from extender.kube.controller.exec_time import ExecutionTimeWatch
 from extender.kube.controller.job_start import delete_object, requeue_patch
 from extender.kube.controller.pending import PendingReasons
 from extender.kube.controller.pods_ready import DEACTIVATION_TARGET, PodsReadyWatch
@@ -56,6 +57,7 @@ class WorkloadReconciler:
         self.pending = pending
         self.ready = ready or PodsReadyWatch(ctx, admission)
         self.checks = CheckGate(ctx, admission)
+        self.exec_time = ExecutionTimeWatch(ctx)
         self.on_dropped = on_dropped  # others' bookkeeping of a Workload that is gone
         self._models: dict[str, tuple[tuple[Any, ...], Workload]] = {}
 
@@ -146,7 +148,10 @@ class WorkloadReconciler:
                 return None
             if self.checks.reconcile(key, obj, model):
                 return None  # its AdmissionChecks decided: admitted, given back or rejected
-            return self.ready.check(key, obj)  # WaitForPodsReady's timeouts
+            running = self.exec_time.check(key, obj, model)  # maximumExecutionTimeSeconds
+            ready = self.ready.check(key, obj)  # WaitForPodsReady's timeouts
+            waits = [w for w in (running, ready) if w is not None]
+            return min(waits) if waits else None
         held = state.admitted_workload(key)
         if held is not None and not self.admission.is_unsettled(key):
             # It holds no quota in the API (requeued, or deactivated): nor here.
