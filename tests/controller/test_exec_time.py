@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import time
 
 from extender.kube.api.objects import seconds_at
 from extender.kube.api.resources import WORKLOADS
 from tests.controller.conftest import eventually
+from tests.controller.test_kubectl_tower import tower
 from tests.controller.test_pods_ready import History, running, said
 from tests.controller.test_seed import CQ, FLAVOR, LQ
 
@@ -63,6 +65,19 @@ def test_a_job_past_its_max_exec_time_is_deactivated_with_kueues_reason(cluster,
         if e["involvedObject"]["name"] == wl["metadata"]["name"]
     ]
     assert "MaximumExecutionTimeExceeded" in reasons, reasons
+
+    # `kubectl tower why` says what stopped it.
+    told = tower(cluster, "why", "short", "-n", "default")
+    assert told.returncode == 0, told.stderr
+    assert told.stdout.splitlines()[1] == (
+        "State:       Deactivated — stopped by its "
+        "execution-time limit: it was admitted 2s in all (spec.maximumExecutionTimeSeconds), so "
+        f"it was deactivated; `kubectl tower resume workload {wl['metadata']['name']} -n "
+        f"default` queues it again ({wl['status']['accumulatedPastExecutionTimeSeconds']}s "
+        "count against it)"
+    ), told.stdout
+    as_json = json.loads(tower(cluster, "why", "short", "-n", "default", "-o", "json").stdout)
+    assert as_json["reason"] == "DeactivatedDueToMaximumExecutionTimeExceeded"
 
 
 def test_an_evicted_and_readmitted_workload_keeps_its_past_seconds(cluster, start_controller):

@@ -10,13 +10,14 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from extender.core.admission import multikueue
+from extender.core.admission import exec_time, multikueue
 from extender.core.api.models import QUEUE_NAME_LABEL, ClusterQueue, Workload
 from extender.core.api.quantity import format_amount
 from extender.core.jobframework import registry
 from extender.core.jobframework.groups import UNSTAMPED
+from extender.kube.api import objects as o
 from extender.kube.api.client import ApiError, KubeClient
-from extender.kube.api.resources import PODS, Resource
+from extender.kube.api.resources import PODS, WORKLOADS, Resource
 from extender.kube.api.snapshot import Snapshot, load
 from extender.kube.plugin.connect import Invocation
 from extender.kube.plugin.kinds import find
@@ -86,6 +87,32 @@ def _why_parent(
     }
 
 
+def _deactivated(client: KubeClient, key: str) -> Obj | None:
+    """A Workload set inactive (no queue holds it): stopped, and why, from its Evicted
+    condition; its execution-time limit said in full."""
+    namespace, name = key.split("/", 1)
+    try:
+        obj = client.get(WORKLOADS, name, namespace)
+    except ApiError:
+        return None
+    spec = obj.get("spec") or {}
+    if spec.get("active") is not False:
+        return None
+    evicted = o.condition(obj, o.EVICTED) or {}
+    reason = str(evicted.get("reason") or "Deactivated")
+    message = str(evicted.get("message") or "The workload is deactivated")
+    if reason.endswith(exec_time.EXCEEDED):
+        limit = spec.get("maximumExecutionTimeSeconds")
+        past = (obj.get("status") or {}).get(o.EXECUTED)
+        message = exec_time.stopped_reason(
+            limit if isinstance(limit, int) else None,
+            past if isinstance(past, int) else None,
+            namespace,
+            name,
+        )
+    return {"state": "Deactivated", "reason": reason, "message": message}
+
+
 def why(client: KubeClient, snapshot: Snapshot, args: argparse.Namespace, now: float) -> Obj:
     state = snapshot.state
     parent = _why_parent(client, snapshot, args, now)
@@ -136,6 +163,10 @@ def why(client: KubeClient, snapshot: Snapshot, args: argparse.Namespace, now: f
         return answer
     workload = state.pending_workload(key)
     if workload is None:
+        stopped = _deactivated(client, key)
+        if stopped is not None:
+            answer.update(stopped)
+            return answer
         answer["state"] = "Unknown"
         answer["reason"] = snapshot.invalid.get(f"Workload/{key}", "its Workload is not readable")
         return answer

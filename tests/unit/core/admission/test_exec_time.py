@@ -2,7 +2,7 @@
 
 import pytest
 
-from extender.core.admission.exec_time import accumulated, time_left
+from extender.core.admission.exec_time import accumulated, stopped_reason, time_left
 from extender.core.jobframework.exec_limit import (
     LABEL,
     label_change_problem,
@@ -90,3 +90,13 @@ def test_time_left(limit, past, since, now, want):
 )
 def test_accumulated_after_an_admission_ends(past, since, now, want):
     assert accumulated(past, since, now) == want
+
+
+def test_why_names_the_limit_and_the_seconds_that_still_count():
+    said = stopped_reason(2, 2, "team-a", "job-short-1")
+    assert said == (
+        "stopped by its execution-time limit: it was admitted 2s in all "
+        "(spec.maximumExecutionTimeSeconds), so it was deactivated; `kubectl tower resume "
+        "workload job-short-1 -n team-a` queues it again (2s count against it)"
+    )
+    assert stopped_reason(None, None, "ns", "wl").endswith("queues it again")
