@@ -157,6 +157,14 @@ def parser() -> argparse.ArgumentParser:
         "overrides the file [TOWER_CONFIG]",
     )
     p.add_argument(
+        "--feature-gates",
+        metavar="Name=true,Other=false",
+        default=env("TOWER_FEATURE_GATES"),
+        help="Kueue's feature gates, the controller's --feature-gates: checked with the "
+        "--config file's featureGates as the controller checks them, so both refuse the "
+        "same start [TOWER_FEATURE_GATES]",
+    )
+    p.add_argument(
         "--manage-jobs-without-queue-name",
         default=env("TOWER_WEBHOOK_MANAGE_JOBS_WITHOUT_QUEUE_NAME"),
         help="comma-separated namespaces (or *) whose unlabelled Jobs go to LocalQueue "
@@ -204,19 +212,25 @@ def from_args(argv: Sequence[str] | None = None) -> Settings:
         _csv(os.environ.get("TOWER_WEBHOOK_CONTROLLER_USERNAME", DEFAULT_CONTROLLER))
     )
     integrations, unlabelled = args.integrations, args.manage_jobs_without_queue_name
-    if args.config:
-        from extender.kube.config_file import ConfigFileError, load
+    from extender.kube.config_file import ConfigFileError, feature_gates, load
 
+    file_gates: dict[str, bool] = {}
+    if args.config:
         try:
             config = load(args.config)
         except ConfigFileError as err:
             p.exit(2, f"error: {err}\n")
+        file_gates = dict(config.feature_gates)
         if integrations is None:
             integrations = config.integrations
         if unlabelled is None:
             # The namespaces are the API server's to pick: the hooks' namespaceSelector is
             # the file's managedJobsNamespaceSelector (python -m certs bootstrap --config).
             unlabelled = "*" if config.manage_jobs_without_queue_name else ""
+    try:
+        feature_gates(file_gates, args.feature_gates)  # the webhook acts on none of them yet
+    except ConfigFileError as err:
+        p.exit(2, f"error: {err}\n")
     return Settings(
         controller_usernames=frozenset(controllers),
         manage_jobs_without_queue_name=_csv(unlabelled or ""),

@@ -9,6 +9,7 @@ from typing import Any
 import yaml
 
 from extender.core.admission.multikueue import INCREMENTAL_STEP, MultiKueueSettings
+from extender.core.config.gates import merge, parse_flag, resolve
 from extender.core.config.kueue_config import (
     KueueConfig,
     MetricsConfig,
@@ -43,6 +44,7 @@ TOWER_DEFAULTS: dict[str, Any] = {
     "visibility_address": "0",  # served where asked: visibilityServer or the flag
     "metrics_config": MetricsConfig(),  # Kueue's metrics defaults
 }
+FEATURE_GATES_FLAG = "--feature-gates"
 
 
 class ConfigFileError(Exception):
@@ -117,11 +119,24 @@ def settle(args: argparse.Namespace) -> list[str]:
     fallback["leader_election_namespace"] = own
     fallback["managed_namespaces"] = default_namespace_selector(own)
     fallback["namespace"] = own
+    file_gates: dict[str, bool] = {}
     if args.config:
         config = load(args.config)
         fallback.update(from_file(config))
         warnings = config.warnings(args.config)
+        file_gates = dict(config.feature_gates)
     for name, value in fallback.items():
         if getattr(args, name, None) is None:
             setattr(args, name, value)
+    args.feature_gates = feature_gates(file_gates, getattr(args, "feature_gates_flag", None))
+    args.metrics_config = args.metrics_config.with_gates(args.feature_gates)
     return warnings
+
+
+def feature_gates(file: dict[str, bool], flag: str | None) -> dict[str, bool]:
+    """Every Kueue gate's value: the file's featureGates with --feature-gates on top, gate by
+    gate; ConfigFileError in Kueue's words (or Tower's, for a gate it cannot honour)."""
+    try:
+        return resolve(merge(file, parse_flag(flag or "")))
+    except ConfigError as err:
+        raise ConfigFileError(f"{FEATURE_GATES_FLAG}: {err}") from None

@@ -77,6 +77,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "line at start [TOWER_CONFIG]",
     )
     parser.add_argument(
+        "--feature-gates",
+        dest="feature_gates_flag",
+        metavar="Name=true,Other=false",
+        default=env("TOWER_FEATURE_GATES"),
+        help="Kueue's feature gates by Kueue's names, as Kueue's manager takes them; each "
+        "gate named here wins over the --config file's featureGates; an unknown or locked "
+        "gate, or one Tower cannot honour, stops the start with one line (docs/kueue.md, "
+        "Feature gates) [TOWER_FEATURE_GATES]",
+    )
+    parser.add_argument(
         "--kube-api-qps",
         type=_above_zero,
         default=env("TOWER_KUBE_API_QPS"),
@@ -625,6 +635,7 @@ def _serve(
         managed_namespaces=args.managed_namespaces,
         multikueue=replace(args.multikueue, admission_timeout=args.multikueue_admission_timeout),
         namespace=args.namespace,
+        feature_gates=args.feature_gates,
     )
     try:
         while not stop.is_set():

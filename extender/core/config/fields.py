@@ -77,13 +77,11 @@ ACTED: dict[str, str] = {
         "absent, off when it is there without it, as in Kueue) and `localQueueSelector`"
     ),
     "featureGates": (
-        "LocalQueueMetrics, MetricsForCohorts and MetricForWorkloadCreationLatency turn "
-        "their metrics off (all on by default, as in Kueue); any other gate is warned"
+        "--feature-gates (the flag wins gate by gate): Kueue's gates by Kueue's names and "
+        "defaults, refused with Kueue's error when unknown or locked, and refused in one line "
+        "when Tower cannot do what is asked (docs/kueue.md, Feature gates)"
     ),
 }
-
-# The feature gates acted on above; setting any other is warned.
-_ACTED_GATES = ("LocalQueueMetrics", "MetricsForCohorts", "MetricForWorkloadCreationLatency")
 
 
 def _set(value: Any) -> bool:
@@ -123,11 +121,6 @@ UNACTED: tuple[Unacted, ...] = (
         "Tower blocks a workload on a resource its ClusterQueue has no quota for",
     ),
     _cfg("resources.deviceClassMappings", "DRA device classes as resources"),
-    _cfg(
-        "featureGates",
-        "Kueue's feature gates, but for those of its metrics",
-        counts=lambda v: isinstance(v, dict) and any(g not in _ACTED_GATES for g in v),
-    ),
     _cfg("objectRetentionPolicies", "deleting finished and deactivated Workloads"),
     _cfg("queueVisibility", "queue visibility in ClusterQueue status, dropped in v1beta2"),
     _cfg("webhook", "Kueue's webhook server", "Tower's webhook is python -m webhook"),

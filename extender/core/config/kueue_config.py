@@ -5,13 +5,14 @@ from __future__ import annotations
 import ipaddress
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from extender.core.admission.pods_ready import RequeuingStrategy, WaitForPodsReady
 from extender.core.api.quantity import parse_quantity
 from extender.core.api.unacted import Unacted
 from extender.core.config.fields import UNACTED
+from extender.core.config.gates import resolve
 from extender.core.config.resource_policy import ResourcePolicy, Transformation
 from extender.core.config.schema import (
     KIND,
@@ -135,13 +136,14 @@ class MetricsConfig:
             and (self.local_queue_selector is None or self.local_queue_selector.matches(labels))
         )
 
-
-# The feature gates of Kueue's metrics that Tower acts on (the others are warned about).
-METRIC_FEATURE_GATES = (
-    "LocalQueueMetrics",
-    "MetricsForCohorts",
-    "MetricForWorkloadCreationLatency",
-)
+    def with_gates(self, gates: Mapping[str, bool]) -> MetricsConfig:
+        """These metrics as Kueue's resolved feature gates turn them on or off."""
+        return replace(
+            self,
+            local_queues=gates.get("LocalQueueMetrics", True),
+            cohorts=gates.get("MetricsForCohorts", True),
+            workload_creation_latency=gates.get("MetricForWorkloadCreationLatency", True),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,6 +167,7 @@ class KueueConfig:
     metrics: MetricsConfig
     metrics_bind_address: str  # metrics.bindAddress: "0" is no metrics server
     visibility_bind_address: str | None  # visibilityServer: None when the file has none
+    feature_gates: Mapping[str, bool]  # featureGates as the file asks (checked: gates.resolve)
     unacted: tuple[Unacted, ...]  # what the file asks for that Tower does not do
 
     def warnings(self, name: str) -> list[str]:
@@ -230,6 +233,11 @@ def parse(doc: Any, namespace: str | None = None) -> KueueConfig:
     frameworks = _frameworks(get)
     _check_fair_sharing(get, fair)
     _check_the_rest(get)
+    asked = dict(get("featureGates") or {})
+    try:
+        gates = resolve(asked)
+    except ConfigError as err:
+        raise ConfigError(f"featureGates: {err}") from None
     return KueueConfig(
         api_version=version,
         kube_api_qps=_qps(get),
@@ -244,9 +252,10 @@ def parse(doc: Any, namespace: str | None = None) -> KueueConfig:
         managed_jobs_namespace_selector=_namespace_selector(get, ns, frameworks),
         multi_kueue=_multi_kueue(get),
         admission_fair_sharing=_admission_fair_sharing(get),
-        metrics=_metrics(get),
+        metrics=_metrics(get).with_gates(gates),
         metrics_bind_address=_metrics_bind_address(get),
         visibility_bind_address=_visibility_bind_address(get),
+        feature_gates=asked,
         unacted=tuple(unacted),
     )
 
@@ -525,19 +534,13 @@ def _metrics(get: Callable[[str], Any]) -> MetricsConfig:
     a section without `enable` turns LocalQueue metrics off, as in Kueue."""
     section = get("metrics.localQueueMetrics")
     raw = get("metrics.localQueueMetrics.localQueueSelector")
-    gates = get("featureGates") or {}
     return MetricsConfig(
         cluster_queue_resources=bool(get("metrics.enableClusterQueueResources")),
-        local_queues=gates.get("LocalQueueMetrics", True) is not False,
         local_queues_enabled=section is None or bool(section.get("enable")),
         local_queue_selector=(
             _label_selector(raw, "metrics.localQueueMetrics.localQueueSelector")
             if raw is not None
             else None
-        ),
-        cohorts=gates.get("MetricsForCohorts", True) is not False,
-        workload_creation_latency=(
-            gates.get("MetricForWorkloadCreationLatency", True) is not False
         ),
     )
 

@@ -71,20 +71,28 @@ def test_a_local_queue_metrics_section_without_enable_turns_them_off_as_in_kueue
     assert not args.metrics_config.exposes_local_queue({})
 
 
-def test_other_gates_and_custom_labels_are_still_warned(tmp_path, monkeypatch):
+def test_gates_are_acted_on_and_custom_labels_still_warned(tmp_path, monkeypatch):
     monkeypatch.delenv("POD_NAMESPACE", raising=False)
     _, warnings = settled(
         tmp_path,
         """\
         metrics:
           customLabels: [{name: team, sourceLabelKey: team}]
-        featureGates: {LocalQueueMetrics: true, TopologyAwareScheduling: false}
+        featureGates: {LocalQueueMetrics: true, TopologyAwareScheduling: true}
         """,
     )
-    assert [w.split(": ", 1)[1].split(" (")[0] for w in warnings] == [
-        "featureGates",
-        "metrics.customLabels",
-    ]
+    assert [w.split(": ", 1)[1].split(" (")[0] for w in warnings] == ["metrics.customLabels"]
+
+
+def test_the_flag_turns_a_metrics_gate_the_file_left_on_off(tmp_path):
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    path = tmp_path / "config.yaml"
+    path.write_text(V1BETA2 + "featureGates: {MetricsForCohorts: true}\n")
+    args = parser.parse_args(["--config", str(path), "--feature-gates", "MetricsForCohorts=false"])
+    settle(args)
+    assert (args.metrics_config.cohorts, args.metrics_config.local_queues) == (False, True)
+    assert args.feature_gates["MetricsForCohorts"] is False
 
 
 def test_a_bad_local_queue_selector_is_one_line_naming_it(tmp_path):
