@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from extender.core.api import parse, unacted
+from extender.core.api import admission_gates, parse, unacted
 from extender.core.api.models import (
     PRIORITY_CLASS_LABEL,
     QUEUE_NAME_LABEL,
@@ -51,6 +51,9 @@ def validate_job(request: Mapping[str, Any], kind: JobAdapter | tuple[str, str])
             f"{_LABEL_PATH}: {raw!r} is not a valid LocalQueue name (a DNS-1123 label: lowercase "
             "letters, digits and '-', at most 63 characters)",
         )
+    gate_problems = _admission_gate_problems(request, obj)
+    if gate_problems:
+        return deny(uid, f"{adapter.kind} {_name(obj)}: {admission_gates.aggregate(gate_problems)}")
     problem = _max_exec_time(request, adapter) if queue is not None else None
     if problem is not None:
         return deny(uid, f"{adapter.kind} {_name(obj)}: {problem}")
@@ -83,6 +86,17 @@ def validate_job(request: Mapping[str, Any], kind: JobAdapter | tuple[str, str])
                 f"{adapter.kind} is running (not suspended)",
             )
     return allow(uid)
+
+
+def _admission_gate_problems(request: Mapping[str, Any], obj: Mapping[str, Any]) -> list[str]:
+    """Kueue's rules for kueue.x-k8s.io/admission-gated-by: well-formed names; set only at
+    creation, and afterwards only taken off (the controllers it names each remove their own)."""
+    now = admission_gates.gated_by((obj.get("metadata") or {}).get("annotations"))
+    if request.get("operation") == "CREATE":
+        return admission_gates.problems_on_create(now)
+    old = as_mapping(as_mapping(request.get("oldObject")).get("metadata"))
+    was = admission_gates.gated_by(as_mapping(old.get("annotations")))
+    return admission_gates.problems_on_update(was, now)
 
 
 _PRIORITY_CLASS_PATH = f'metadata.labels["{PRIORITY_CLASS_LABEL}"]'

@@ -258,3 +258,70 @@ def test_a_job_with_no_queue_keeps_any_max_exec_time_label():
     request["object"]["metadata"]["labels"].pop("kueue.x-k8s.io/queue-name")
     request["object"]["metadata"]["labels"][MAX_EXEC] = "0"
     assert validate_job(request, JOB)["allowed"] is True
+
+
+GATED_BY = "kueue.x-k8s.io/admission-gated-by"
+GATED_PATH = f"metadata.annotations[{GATED_BY}]"
+
+
+@pytest.mark.parametrize(
+    ("operation", "was", "now", "refused"),
+    [
+        ("CREATE", None, "example.com/a, example.com/b", None),
+        (
+            "CREATE",
+            None,
+            "example.com/a,example.com/a",
+            f'{GATED_PATH}: Invalid value: "example.com/a,example.com/a": duplicate gate name: '
+            "example.com/a",
+        ),
+        (
+            "CREATE",
+            None,
+            "not-a-path",
+            f'{GATED_PATH}: Invalid value: "not-a-path": must be a domain-prefixed path '
+            '(such as "acme.io/foo")',
+        ),
+        ("UPDATE", "example.com/a,example.com/b", "example.com/b", None),
+        ("UPDATE", "example.com/a", None, None),
+        (
+            "UPDATE",
+            None,
+            "example.com/a",
+            f"{GATED_PATH}: Forbidden: cannot add admission gate after creation",
+        ),
+        (
+            "UPDATE",
+            "example.com/a",
+            "example.com/a,example.com/b",
+            f"{GATED_PATH}: Forbidden: can only remove gates, not add new ones",
+        ),
+    ],
+    ids=[
+        "two gates at creation",
+        "a gate named twice",
+        "a name that is no domain-prefixed path",
+        "one gate taken off",
+        "the annotation taken off",
+        "a gate added after creation",
+        "a gate added to the list",
+    ],
+)
+def test_admission_gated_by_rules_are_kueues(operation, was, now, refused):
+    """Kueue's ValidateAdmissionGatedByAnnotationOnCreate/OnUpdate, with its messages."""
+    request = admission_review(CREATE if operation == "CREATE" else UPDATE)["request"]
+    meta = request["object"]["metadata"]
+    if now is not None:
+        meta.setdefault("annotations", {})[GATED_BY] = now
+    if operation == "UPDATE":
+        old_meta = request["oldObject"]["metadata"]
+        old_meta.setdefault("annotations", {}).pop(GATED_BY, None)
+        if was is not None:
+            old_meta["annotations"][GATED_BY] = was
+    response = validate_job(request, JOB)
+    if refused is None:
+        assert response["allowed"] is True, response
+    else:
+        assert response["allowed"] is False
+        name = meta.get("name") or "?"
+        assert response["status"]["message"] == f"Job {meta['namespace']}/{name}: {refused}"

@@ -338,6 +338,9 @@ class Workload:
     max_execution_seconds: int | None = None
     # Fields it sets that Tower does not act on (extender/core/api/unacted.py): it waits.
     unacted: tuple[str, ...] = ()
+    # Kueue's admission-gated-by annotation as written: while not empty, it waits
+    # (extender/core/api/admission_gates.py).
+    admission_gated_by: str = ""
     key: str = field(init=False, repr=False, compare=False)
     """namespace/name (computed once: it is looked up on every queue operation)."""
     order: tuple[int, float, str] = field(init=False, repr=False, compare=False)

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
+from extender.core.api.admission_gates import gated_by
 from extender.core.api.models import Admission, PodSetAssignment, Workload
 from extender.core.api.parse import ManifestError, as_map, check_version, name_of
 from extender.core.api.quantity import QuantityError, to_amount
@@ -117,6 +118,7 @@ def workload(obj: Mapping[str, Any], *, creation_time: float | None = None) -> W
         owner_name=str(owner.get("name") or ""),
         max_execution_seconds=_positive(spec.get("maximumExecutionTimeSeconds")),
         unacted=blocking("Workload", obj),
+        admission_gated_by=gated_by(meta.get("annotations")),
     )
 
 

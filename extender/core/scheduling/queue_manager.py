@@ -1,16 +1,17 @@
 """Kueue's queue manager: the pending workloads, each in its ClusterQueue's queue or parked.
 
 A pending workload is routed through its LocalQueue to its ClusterQueue's queue; one that
-cannot be (no LocalQueue, no ClusterQueue, a field Tower does not act on) is parked with the
-reason, and routed again when the configuration changes. A head that cannot fit is set
-aside as inadmissible until quota is given back in its cohort tree, so a cycle looks only at
-heads that might fit.
+cannot be (no LocalQueue, no ClusterQueue, a field Tower does not act on, an admission gate
+another controller holds) is parked with the reason, and routed again when the configuration
+changes. A head that cannot fit is set aside as inadmissible until quota is given back in its
+cohort tree, so a cycle looks only at heads that might fit.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
+from extender.core.api.admission_gates import ADMISSION_GATED, GATE_CLEARED_MESSAGE, gated_message
 from extender.core.api.models import ClusterQueue, Workload
 from extender.core.scheduling.admission_fair_sharing import UsageLedger
 from extender.core.scheduling.cache import Cache
@@ -135,6 +136,12 @@ class QueueManager:
         `add` answers)."""
         key = workload.key
         self._parked.pop(key, None)
+        if workload.admission_gated_by:
+            # Not in any queue: another controller holds it, and the heads behind it go on.
+            self._parked[key] = PendingStatus(
+                ADMISSION_GATED, gated_message(workload.admission_gated_by)
+            )
+            return None
         if workload.unacted:
             self._park(
                 key,
@@ -163,6 +170,12 @@ class QueueManager:
         if self.positions is not None:
             self.positions.add(lq.cluster_queue, workload)
         return None if made is None else (lq.cluster_queue, made)
+
+    def gate_cleared(self, key: str) -> None:
+        """A workload's admission gates were taken off: until a cycle tries it, it says so
+        (Kueue's message), rather than that it waits for its turn."""
+        if key in self._queue_of and key not in self._status:
+            self._status[key] = PendingStatus(PENDING, GATE_CLEARED_MESSAGE)
 
     def _park(self, key: str, message: str) -> None:
         self._parked[key] = PendingStatus(INADMISSIBLE, message)
