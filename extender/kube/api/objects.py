@@ -13,6 +13,7 @@ from typing import Any
 
 from extender.core.admission import exec_time
 from extender.core.admission.checks import CheckState, with_updates
+from extender.core.api.admission_gates import ADMISSION_GATED_BY, gated_by
 from extender.core.api.labels import Toleration
 from extender.core.api.models import (
     PRIORITY_CLASS_LABEL,
@@ -168,6 +169,9 @@ def workload_manifest(job: Mapping[str, Any], workload: Workload) -> Obj:
         for k, v in _m(meta.get("annotations")).items()
         if isinstance(k, str) and k.startswith(PROVREQ_ANNOTATION_PREFIX)
     }
+    gates = gated_by(meta.get("annotations"))
+    if gates:  # its admission waits for these controllers, as Kueue propagates them
+        annotations[ADMISSION_GATED_BY] = gates
     owner = {
         "apiVersion": adapter.api_version,
         "kind": adapter.kind,

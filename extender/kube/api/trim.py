@@ -15,6 +15,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from extender.core.api.admission_gates import gated_by
 from extender.core.api.models import PREBUILT_WORKLOAD_LABEL, PRIORITY_CLASS_LABEL, QUEUE_NAME_LABEL
 from extender.core.api.parse import ManifestError
 from extender.core.jobframework import match, registry
@@ -232,6 +233,8 @@ class JobView:
     # tell a running job that no longer matches its Workload; None: not read (a pod, a job
     # whose podSets come from other objects, or one that does not parse).
     shape_key: int | None = None
+    # Kueue's admission-gated-by annotation as written: its Workload follows it.
+    admission_gated_by: str = ""
 
     @property
     def holds(self) -> bool:
@@ -331,6 +334,7 @@ def job_view(obj: Obj, *, keep_source: bool, adapter: JobAdapter | None = None) 
         templates=templates,
         source=source,
         annotations=kept_annotations,
+        admission_gated_by=gated_by(all_annotations),
         pods_ready=finished is None and adapter.pods_ready(obj),
         finalizers=(
             tuple(str(f) for f in meta.get("finalizers") or ())

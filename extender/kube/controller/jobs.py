@@ -25,7 +25,11 @@ from extender.kube.controller import recording, resized
 from extender.kube.controller.context import Context, Ref
 from extender.kube.controller.job_start import JobStarter, patch_job, stop_job
 from extender.kube.controller.pods_ready import PodsReadyWatch
-from extender.kube.controller.priority import follow_priority_class
+from extender.kube.controller.priority import (
+    follow_admission_gates,
+    follow_priority_class,
+    gates_differ,
+)
 from extender.kube.controller.workload_status import patch_status, record
 
 log = logging.getLogger("tower.jobs")
@@ -123,6 +127,8 @@ class JobReconciler:
             return self.ctx.manages_namespace(job.namespace)
         if job.finished is not None:
             return not o.is_true(workload, o.FINISHED)
+        if job.prebuilt is None and gates_differ(job, workload):
+            return True  # a gate came off while no controller looked
         if holds_quota(workload):
             return (
                 o.is_true(workload, o.EVICTED)
@@ -192,6 +198,7 @@ class JobReconciler:
         self._creating.pop(wl_key, None)
         if job.prebuilt is None:
             follow_priority_class(ctx, job, wl_key, workload)
+            follow_admission_gates(ctx, job, wl_key, workload)
         if job.source is not None:
             ctx.store.put(resource, job.key, job.without_source())  # the template is recorded
         if resized.drifted(job, workload) and job.prebuilt is None:

@@ -1,10 +1,15 @@
-"""A queued job's WorkloadPriorityClass label followed into its Workload, as Kueue follows it."""
+"""What a queued job's metadata says, followed into its Workload as Kueue follows it."""
 
 from __future__ import annotations
 
 import logging
 from typing import Any
 
+from extender.core.api.admission_gates import (
+    ADMISSION_GATED_BY,
+    gated_by,
+    propagated_event_message,
+)
 from extender.core.api.models import PRIORITY_CLASS_LABEL
 from extender.core.api.parse import ManifestError
 from extender.core.jobframework.jobs import resolve_priority
@@ -61,3 +66,27 @@ def follow_priority_class(ctx: Context, job: JobView, wl_key: str, workload: Obj
         "UpdatedWorkload",
         f"Updated workload priority class: {wl_key}",
     )
+
+
+def gates_differ(job: JobView, workload: Obj) -> bool:
+    """Whether the job's kueue.x-k8s.io/admission-gated-by is not its Workload's."""
+    if not isinstance(workload, dict):
+        return False  # a finished Workload, as the cache keeps it: nothing to follow
+    meta = workload.get("metadata") or {}
+    return gated_by(meta.get("annotations")) != job.admission_gated_by
+
+
+def follow_admission_gates(ctx: Context, job: JobView, wl_key: str, workload: Obj) -> None:
+    """Kueue's UpdateAdmissionGatedBy: the job's annotation, as it is now, is its Workload's
+    (a gate taken off the job comes off the Workload, which may then be admitted); an
+    UpdatedWorkload Event on the job says so."""
+    if not gates_differ(job, workload):
+        return
+    value = job.admission_gated_by
+    patch = o.conditional(
+        {"metadata": {"annotations": {ADMISSION_GATED_BY: value or None}}}, workload
+    )
+    if write_workload(ctx, wl_key, patch, "admission-gates") is None:
+        return
+    log.info("%s %s: Workload %s now gated by %r", job.kind, job.key, wl_key, value)
+    ctx.event(job.as_object(), "Normal", "UpdatedWorkload", propagated_event_message(value))

@@ -16,6 +16,14 @@ from collections.abc import Callable
 from typing import Any
 
 from extender.core.admission.pods_ready import deactivated as deactivation
+from extender.core.api.admission_gates import (
+    ADMISSION_GATED,
+    GATE_CLEARED_EVENT,
+    GATE_CLEARED_EVENT_MESSAGE,
+    gated_by,
+    gated_event_message,
+    gated_message,
+)
 from extender.core.api.models import Workload
 from extender.core.api.parse import ManifestError
 from extender.core.config.resource_policy import apply as apply_policy
@@ -64,7 +72,9 @@ class WorkloadReconciler:
     def model(self, key: str, obj: Obj) -> Workload | None:
         """The core's model of a Workload, parsed once per generation of its spec."""
         meta = obj.get("metadata") or {}
-        version = (meta.get("uid"), meta.get("generation") or meta.get("resourceVersion"))
+        # The gates are an annotation: taking one off changes no generation.
+        gates = gated_by(meta.get("annotations"))
+        version = (meta.get("uid"), meta.get("generation") or meta.get("resourceVersion"), gates)
         memo = self._models.get(key)
         if memo is not None and memo[0] == version:
             return memo[1]
@@ -181,7 +191,31 @@ class WorkloadReconciler:
             status = state.pending_status(key)
             if status.reason == INADMISSIBLE:
                 self.pending.mark(key, status)
+        self._follow_gates(key, obj, model)
         return None
+
+    def _follow_gates(self, key: str, obj: Obj, model: Workload) -> None:
+        """Kueue's admission gates: while the Workload is gated, QuotaReserved=False says
+        by whom (an AdmissionGated Event once); once the last gate is off, that it waits for
+        quota now (an AdmissionGateCleared Event), until a cycle says more or admits it."""
+        ctx = self.ctx
+        value = model.admission_gated_by
+        current = o.condition(obj, o.QUOTA_RESERVED) or {}
+        if value:
+            ctx.told.first(f"gate-cleared:{key}", "gated")
+            if (current.get("reason"), current.get("message")) == (
+                ADMISSION_GATED,
+                gated_message(value),
+            ):
+                return
+            if ctx.told.first(f"pending:{key}", f"{ADMISSION_GATED} {value}"):
+                ctx.event(obj, "Normal", ADMISSION_GATED, gated_event_message(value))
+            ctx.queues.pending.add(key)  # the condition, written with spare budget
+        elif current.get("status") == "False" and current.get("reason") == ADMISSION_GATED:
+            ctx.state.queues.gate_cleared(key)
+            if ctx.told.first(f"gate-cleared:{key}", "cleared"):
+                ctx.event(obj, "Normal", GATE_CLEARED_EVENT, GATE_CLEARED_EVENT_MESSAGE)
+            ctx.queues.pending.add(key)
 
     def _count_finished(self, key: str, obj: Any) -> None:
         """Kueue's finished_workloads gauges count the finished Workloads that exist, per

@@ -11,6 +11,7 @@ import argparse
 from typing import Any
 
 from extender.core.admission import exec_time, multikueue
+from extender.core.api.admission_gates import ADMISSION_GATED, ADMISSION_GATED_BY, gates
 from extender.core.api.models import QUEUE_NAME_LABEL, ClusterQueue, Workload
 from extender.core.api.quantity import format_amount
 from extender.core.jobframework import registry
@@ -174,6 +175,15 @@ def why(client: KubeClient, snapshot: Snapshot, args: argparse.Namespace, now: f
     status = state.pending_status(key)
     reason, message = written if written else (status.reason, status.message)
     answer.update(state="Pending", reason=reason, message=message)
+    if workload.admission_gated_by:  # in no queue: no position, and quota would not help
+        names = gates(workload.admission_gated_by)
+        answer.update(
+            reason=ADMISSION_GATED,
+            message=f"held by an admission gate: {', '.join(names)} (each controller named in "
+            f"{ADMISSION_GATED_BY} takes its own name off; it is queued once none is left)",
+            gatedBy=list(names),
+        )
+        return answer
     lq = state.local_queue_of(workload)
     cq = state.cluster_queue(lq.cluster_queue) if lq is not None else None
     if lq is None or cq is None:
