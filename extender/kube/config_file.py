@@ -130,6 +130,8 @@ def settle(args: argparse.Namespace) -> list[str]:
             setattr(args, name, value)
     args.feature_gates = feature_gates(file_gates, getattr(args, "feature_gates_flag", None))
     args.metrics_config = args.metrics_config.with_gates(args.feature_gates)
+    if args.feature_gates["DisableWaitForPodsReady"]:  # Kueue's waitforpodsready.Enabled
+        args.wait_for_pods_ready = None
     return warnings
 
 

@@ -61,7 +61,13 @@ GATES: tuple[FeatureGate, ...] = (
     _("PartialAdmission", True, B, ALWAYS, "admits down to a podSet's minCount"),
     _("FlavorFungibility", True, B, ALWAYS, "follows a ClusterQueue's flavorFungibility"),
     _("VisibilityOnDemand", True, B, ALWAYS, "serves the visibility API where configured"),
-    _("DisableWaitForPodsReady", False, A, ALWAYS, "acts on waitForPodsReady as configured"),
+    _(
+        "DisableWaitForPodsReady",
+        False,
+        A,
+        IMPL,
+        "turns waitForPodsReady off when on, whatever the file says",
+    ),
     _("PrioritySortingWithinCohort", True, B, ALWAYS, "orders a cohort's workloads by priority"),
     _(
         "FairSharingPreemptWithinNominal",
@@ -260,8 +266,8 @@ GATES: tuple[FeatureGate, ...] = (
         "AdmissionGatedBy",
         True,
         B,
-        ABSENT,
-        "does not read kueue.x-k8s.io/admission-gated-by",
+        ALWAYS,
+        "holds a job while kueue.x-k8s.io/admission-gated-by names a gate",
     ),
     _("ShortWorkloadNames", False, A, ALWAYS, "names Workloads as Kueue does by default"),
     _(

@@ -80,9 +80,9 @@ def test_the_environment_variable_is_the_flag(tmp_path, monkeypatch):
             "locked to true",
         ),
         (
-            "{AdmissionGatedBy: true}",
-            "featureGates: feature gate AdmissionGatedBy=true is not supported: Tower does not "
-            "read kueue.x-k8s.io/admission-gated-by",
+            "{PriorityBoost: true}",
+            "featureGates: feature gate PriorityBoost=true is not supported: Tower does not "
+            "read kueue.x-k8s.io/priority-boost",
         ),
     ],
     ids=["unknown", "locked", "not in Tower"],
@@ -111,3 +111,11 @@ def test_gates_are_no_longer_warned(tmp_path):
     path = tmp_path / "config.yaml"
     path.write_text(f"{V1BETA2}featureGates: {{TASCacheTopologyTree: true}}\n")
     assert load(str(path)).warnings("config.yaml") == []
+
+
+def test_disable_wait_for_pods_ready_turns_the_files_wait_for_pods_ready_off(tmp_path):
+    # v1beta2 turns waitForPodsReady on when the file says nothing of it; the gate turns it off.
+    assert settled(tmp_path, "{}").wait_for_pods_ready is not None
+    assert settled(tmp_path, "{DisableWaitForPodsReady: true}").wait_for_pods_ready is None
+    flagged = settled(tmp_path, "{}", "--feature-gates", "DisableWaitForPodsReady=true")
+    assert flagged.wait_for_pods_ready is None
