@@ -10,6 +10,7 @@ import pytest
 
 from extender.kube.api.resources import JOBS
 from tests.controller.conftest import eventually
+from tests.controller.test_kubectl_tower import tower
 from tests.controller.test_preemption import cluster_queue, flavor, local_queue
 
 GATED_BY = "kueue.x-k8s.io/admission-gated-by"
@@ -99,6 +100,14 @@ def test_a_gated_job_waits_the_one_behind_it_runs_and_ungating_admits_it(
     eventually(lambda: not suspended(cluster, "behind"), what="the Job behind it to start")
     assert suspended(cluster, "gated")
     assert not (cluster.workload_of(gated).get("status") or {}).get("admission")
+    why = tower(cluster, "why", "gated", "-n", "default")
+    assert why.returncode == 0, why.stderr
+    assert why.stdout.splitlines() == [
+        f"Job default/gated  (Workload {wl_name})",
+        "State:       Pending — AdmissionGated: held by an admission gate: "
+        "example.com/controller1, example.com/controller2 (each controller named in "
+        f"{GATED_BY} takes its own name off; it is queued once none is left)",
+    ]
 
     # One controller takes its gate off: still gated by the other.
     one_left = {"metadata": {"annotations": {GATED_BY: "example.com/controller2"}}}
