@@ -167,3 +167,22 @@ def test_a_local_queue_the_selector_leaves_out_has_no_series():
     assert "kueue_local_queue_status{" in generate_latest(metrics.registry).decode()
     metrics.report_local_queue(lq, {"team": "b"})  # its label changed: its series go
     assert "kueue_local_queue_status{" not in generate_latest(metrics.registry).decode()
+
+
+def test_a_local_queue_whose_cluster_queue_is_gone_loses_the_caches_gauges_only():
+    """Kueue's e2e metrics case: after the ClusterQueue's deletion, the LocalQueue's reserving
+    and admitted-active series go; its pending, status and counters stay."""
+    metrics = Metrics(config=MetricsConfig())
+    lq = LocalQueueReport("default", "user-queue", "True", 1, 0, 1, 1, 0)
+    metrics.report_local_queue(lq, {})
+    text = generate_latest(metrics.registry).decode()
+    assert 'kueue_local_queue_reserving_active_workloads{name="user-queue"' in text
+    orphan = LocalQueueReport(
+        "default", "user-queue", "False", 0, 1, 0, 0, 0, in_cluster_queue=False
+    )
+    metrics.report_local_queue(orphan, {})
+    text = generate_latest(metrics.registry).decode()
+    assert 'kueue_local_queue_reserving_active_workloads{name="user-queue"' not in text
+    assert 'kueue_local_queue_admitted_active_workloads{name="user-queue"' not in text
+    assert 'kueue_local_queue_pending_workloads{name="user-queue"' in text
+    assert 'kueue_local_queue_status{active="False",name="user-queue"' in text

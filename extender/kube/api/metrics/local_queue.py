@@ -37,6 +37,9 @@ class LocalQueueReport:
     admitted: int
     finished: int
     usage: tuple[LocalQueueUsage, ...] = ()
+    # Its ClusterQueue exists. Kueue reports reserving and admitted-active from its cache's
+    # ClusterQueue, and clears them when that ClusterQueue is deleted.
+    in_cluster_queue: bool = True
 
 
 class LocalQueueMetrics:
@@ -178,8 +181,12 @@ class LocalQueueMetrics:
         lq = (r.name, r.namespace)
         self.pending.labels(*lq, "active").set(r.pending_active)
         self.pending.labels(*lq, "inadmissible").set(r.pending_inadmissible)
-        self.reserving.labels(*lq).set(r.reserving)
-        self.admitted_active.labels(*lq).set(r.admitted)
+        if r.in_cluster_queue:
+            self.reserving.labels(*lq).set(r.reserving)
+            self.admitted_active.labels(*lq).set(r.admitted)
+        else:
+            self.reserving.remove_matching(name=r.name, namespace=r.namespace)
+            self.admitted_active.remove_matching(name=r.name, namespace=r.namespace)
         self.finished.labels(*lq).set(r.finished)
         for status in _CONDITION_STATUSES:
             self.status.labels(*lq, status).set(1 if status == r.active else 0)
