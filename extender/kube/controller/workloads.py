@@ -6,7 +6,8 @@ scheduler's own write); Evicted=True on top of it puts its job's key on the jobs
 job reconciler stops the job, then requeues the Workload); Finished=True, deletion or
 deactivation frees it. A Workload whose job is gone is deleted, so its quota is free at
 once. Writing the scheduler's decisions is admission.py's; starting jobs, job_start.py's;
-WaitForPodsReady's timeouts and requeue backoff, pods_ready.py's.
+WaitForPodsReady's timeouts and requeue backoff, pods_ready.py's; the maximum execution
+time, ExecutionTimeWatch's (below).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from extender.core.admission import exec_time
 from extender.core.admission.pods_ready import deactivated as deactivation
 from extender.core.api.admission_gates import (
     ADMISSION_GATED,
@@ -35,7 +37,6 @@ from extender.kube.controller import recording
 from extender.kube.controller.admission import AdmissionWriter
 from extender.kube.controller.checks import CheckGate
 from extender.kube.controller.context import Context
-from extender.kube.controller.exec_time import ExecutionTimeWatch
 from extender.kube.controller.job_start import delete_object, requeue_patch
 from extender.kube.controller.pending import PendingReasons
 from extender.kube.controller.pods_ready import DEACTIVATION_TARGET, PodsReadyWatch
@@ -302,3 +303,47 @@ class WorkloadReconciler:
         if write_status(ctx, key, patch, "finish") is not None:
             recording.finished(ctx, obj)
             self._drop(key)
+
+
+class ExecutionTimeWatch:
+    """Kueue's reconcileMaxExecutionTime: asked for each admitted Workload how long it may
+    still run, the reconciler looks at it again then (its timed requeue, the controller's
+    clock, as for PodsReady timeouts). Once out of time it is marked DeactivationTarget
+    MaximumExecutionTimeExceeded and its past seconds cleared, as Kueue does; then, as for any
+    DeactivationTarget, `spec.active: false` and the eviction follow."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+
+    def check(self, key: str, obj: Obj, model: Workload) -> float | None:
+        """An admitted Workload, neither evicted nor deactivated: the seconds it may still
+        run (to be looked at again then), or None with no limit, or once out of time."""
+        admitted = o.condition(obj, o.ADMITTED) or {}
+        if admitted.get("status") != "True":
+            return None
+        past = (obj.get("status") or {}).get(o.EXECUTED)
+        ctx = self.ctx
+        now = ctx.clock()
+        left = exec_time.time_left(
+            model.max_execution_seconds,
+            past if isinstance(past, int) else None,
+            o.seconds_at(admitted.get("lastTransitionTime")),
+            now,
+        )
+        if left is None:
+            return None
+        if left > 0:
+            return left
+        if o.is_true(obj, DEACTIVATION_TARGET):
+            return None  # marked already: its deactivation follows
+        change = (DEACTIVATION_TARGET, "True", exec_time.EXCEEDED, exec_time.EXCEEDED_MESSAGE)
+        status: Obj = {"conditions": o.with_conditions(obj, now, change)}
+        if past is not None:
+            status[o.EXECUTED] = None  # Kueue clears it with the mark
+        patch = o.conditional({"status": status}, obj)
+        if write_status(ctx, key, patch, "deactivation-target") is not None:
+            limit = model.max_execution_seconds
+            log.info("Workload %s: the maximum execution time (%ss) exceeded", key, limit)
+            message = f"The maximum execution time ({limit}s) exceeded"
+            ctx.story(key, "Warning", exec_time.EXCEEDED, message)
+        return None
