@@ -4,7 +4,8 @@ cases.json lists every `It` and `Entry` of Kueue v0.19.2's e2e suite (scripts/ku
 A ported test names its case by Go file and full title; a name that is not in the list is an
 error at import, so a typo cannot leave a case uncounted. A case that differs on purpose is a
 strict xfail whose reason names the docs/kueue.md section that argues it; one that cannot run
-here is a skip that says why, and neither counts as passing.
+here is a skip that says why, and neither counts as passing. Only the assertion that states
+the difference raises `DifferenceError`: any other failure of such a case is a failure.
 """
 
 from __future__ import annotations
@@ -22,6 +23,10 @@ CASES_FILE = Path(__file__).with_name("cases.json")
 DOCS = "docs/kueue.md"
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+class DifferenceError(AssertionError):
+    """Kueue's behaviour, asserted where Tower differs on purpose (a `differs=` case's xfail)."""
 
 
 @dataclass(frozen=True)
@@ -71,9 +76,9 @@ def kueue_case(
     def mark(test: F) -> F:
         marked: Any = pytest.mark.kueue_case(case.key)(test)
         if differs is not None:
-            marked = pytest.mark.xfail(strict=True, reason=f"differs on purpose: {DOCS}{differs}")(
-                marked
-            )
+            marked = pytest.mark.xfail(
+                strict=True, raises=DifferenceError, reason=f"differs on purpose: {DOCS}{differs}"
+            )(marked)
         if not_expressible is not None:
             marked = pytest.mark.skip(reason=f"not expressible here: {not_expressible}")(marked)
         return marked  # type: ignore[no-any-return]
