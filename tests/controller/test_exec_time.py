@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 import time
 
+from extender.kube.api.client import ApiError
 from extender.kube.api.objects import seconds_at
-from extender.kube.api.resources import WORKLOADS
+from extender.kube.api.resources import JOBS, WORKLOADS
 from tests.controller.conftest import eventually
 from tests.controller.test_kubectl_tower import tower
 from tests.controller.test_pods_ready import History, running, said
@@ -113,3 +114,31 @@ def _admitted_for(cluster, job) -> float:
         if c["type"] == "Admitted" and c["status"] == "True":
             return time.time() - seconds_at(c["lastTransitionTime"])
     return 0.0
+
+
+def test_the_label_follows_into_a_waiting_workload_and_is_refused_on_a_running_job(
+    cluster, start_controller
+):
+    cluster.apply(FLAVOR, CQ, LQ)
+    start_controller()
+    waiting = cluster.job("waiting", "90", labels={LIMIT: "30"})  # more than the queue has
+    wl = eventually(lambda: cluster.workload_of(waiting), what="the Workload")
+    assert wl["spec"]["maximumExecutionTimeSeconds"] == 30
+    cluster.admin.patch(JOBS, "waiting", {"metadata": {"labels": {LIMIT: "60"}}}, "default")
+    eventually(
+        lambda: cluster.workload_of(waiting)["spec"].get("maximumExecutionTimeSeconds") == 60,
+        what="the Workload to follow the label",
+    )
+
+    cluster.job("runs", "1", duration="600s", labels={LIMIT: "600"})
+    eventually(lambda: running(cluster, "runs"), what="the job to start")
+    try:
+        cluster.admin.patch(JOBS, "runs", {"metadata": {"labels": {LIMIT: "1200"}}}, "default")
+    except ApiError as err:
+        refused = str(err)
+    else:
+        raise AssertionError("the label changed on a running job")
+    assert (
+        'metadata.labels["kueue.x-k8s.io/max-exec-time-seconds"]: Invalid value: "1200": '
+        "field is immutable"
+    ) in refused, refused

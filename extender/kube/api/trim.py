@@ -18,7 +18,7 @@ from typing import Any
 from extender.core.api.admission_gates import gated_by
 from extender.core.api.models import PREBUILT_WORKLOAD_LABEL, PRIORITY_CLASS_LABEL, QUEUE_NAME_LABEL
 from extender.core.api.parse import ManifestError
-from extender.core.jobframework import match, registry
+from extender.core.jobframework import exec_limit, match, registry
 from extender.core.jobframework.adapter import JobAdapter, workload_name
 from extender.kube.api.objects import CLUSTER_QUEUE_ANNOTATION
 from extender.kube.api.resources import Resource, resource_of
@@ -235,6 +235,8 @@ class JobView:
     shape_key: int | None = None
     # Kueue's admission-gated-by annotation as written: its Workload follows it.
     admission_gated_by: str = ""
+    # Its kueue.x-k8s.io/max-exec-time-seconds, as Kueue reads it: its Workload follows it.
+    max_exec_seconds: int | None = None
 
     @property
     def holds(self) -> bool:
@@ -335,6 +337,7 @@ def job_view(obj: Obj, *, keep_source: bool, adapter: JobAdapter | None = None) 
         source=source,
         annotations=kept_annotations,
         admission_gated_by=gated_by(all_annotations),
+        max_exec_seconds=exec_limit.limit_of(labels),
         pods_ready=finished is None and adapter.pods_ready(obj),
         finalizers=(
             tuple(str(f) for f in meta.get("finalizers") or ())

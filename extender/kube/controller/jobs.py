@@ -27,6 +27,7 @@ from extender.kube.controller.job_start import JobStarter, patch_job, stop_job
 from extender.kube.controller.pods_ready import PodsReadyWatch
 from extender.kube.controller.priority import (
     follow_admission_gates,
+    follow_exec_limit,
     follow_priority_class,
     gates_differ,
 )
@@ -199,6 +200,7 @@ class JobReconciler:
         if job.prebuilt is None:
             follow_priority_class(ctx, job, wl_key, workload)
             follow_admission_gates(ctx, job, wl_key, workload)
+            follow_exec_limit(ctx, job, wl_key, workload)
         if job.source is not None:
             ctx.store.put(resource, job.key, job.without_source())  # the template is recorded
         if resized.drifted(job, workload) and job.prebuilt is None:

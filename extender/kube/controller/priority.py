@@ -90,3 +90,28 @@ def follow_admission_gates(ctx: Context, job: JobView, wl_key: str, workload: Ob
         return
     log.info("%s %s: Workload %s now gated by %r", job.kind, job.key, wl_key, value)
     ctx.event(job.as_object(), "Normal", "UpdatedWorkload", propagated_event_message(value))
+
+
+def follow_exec_limit(ctx: Context, job: JobView, wl_key: str, workload: Obj) -> None:
+    """A suspended job whose kueue.x-k8s.io/max-exec-time-seconds is not its Workload's
+    spec.maximumExecutionTimeSeconds: the Workload gets the job's, while it holds no quota
+    (the webhook refuses the change on a running job, and the API on an admitted Workload).
+    Kueue makes a new Workload for it; Tower's keeps its place in line."""
+    if not isinstance(workload, dict) or not job.suspended:
+        return
+    if o.is_true(workload, o.QUOTA_RESERVED):
+        return
+    current = (workload.get("spec") or {}).get("maximumExecutionTimeSeconds")
+    if current == job.max_exec_seconds:
+        return
+    spec = {"maximumExecutionTimeSeconds": job.max_exec_seconds}
+    if write_workload(ctx, wl_key, o.conditional({"spec": spec}, workload), "exec-limit") is None:
+        return
+    log.info("%s %s: Workload %s now has maximumExecutionTimeSeconds %s", job.kind, job.key,
+             wl_key, job.max_exec_seconds)  # fmt: skip
+    ctx.event(
+        job.as_object(),
+        "Normal",
+        "UpdatedWorkload",
+        f"Updated workload maximum execution time: {wl_key}",
+    )
