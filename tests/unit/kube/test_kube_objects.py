@@ -185,3 +185,60 @@ def test_transition_time_moves_only_when_the_status_changes():
 def test_finished_from_job_conditions(conditions, want):
     finished, reason, _ = o.is_finished({"status": {"conditions": conditions}})
     assert (finished, reason) == want
+
+
+def _admitted_at(stamp: str, past: int | None = None) -> dict:
+    status: dict = {
+        "conditions": [
+            {"type": "QuotaReserved", "status": "True", "lastTransitionTime": stamp},
+            {"type": "Admitted", "status": "True", "lastTransitionTime": stamp},
+        ]
+    }
+    if past is not None:
+        status["accumulatedPastExecutionTimeSeconds"] = past
+    return {"status": status}
+
+
+@pytest.mark.parametrize(
+    ("workload", "want"),
+    [
+        (_admitted_at("2026-01-01T00:00:00Z"), 90),  # the first admission's seconds
+        (_admitted_at("2026-01-01T00:00:00Z", past=10), 100),  # added to the earlier ones
+    ],
+)
+def test_an_admission_that_ends_adds_its_seconds(workload, want):
+    now = o.seconds_at("2026-01-01T00:01:30.700Z")
+    status = o.requeue_patch(workload, "Preempted", "Preempted", now)["status"]
+    assert status["accumulatedPastExecutionTimeSeconds"] == want
+
+
+def test_a_requeue_with_no_admission_adds_nothing():
+    workload = _admitted_at("2026-01-01T00:00:00Z", past=10)
+    workload["status"]["conditions"][1]["status"] = "False"
+    status = o.requeue_patch(workload, "Preempted", "Preempted", 1e9)["status"]
+    assert "accumulatedPastExecutionTimeSeconds" not in status  # the patch keeps it as it is
+
+
+def test_a_jobs_max_exec_time_label_becomes_the_workloads_field():
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": "limited",
+            "namespace": "default",
+            "labels": {
+                "kueue.x-k8s.io/queue-name": "user-queue",
+                "kueue.x-k8s.io/max-exec-time-seconds": "45",
+            },
+        },
+        "spec": {
+            "template": {
+                "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}
+            }
+        },
+    }
+    workload = workload_for(job, uid="u-1", creation_time=0.0)
+    assert o.workload_manifest(job, workload)["spec"]["maximumExecutionTimeSeconds"] == 45
+    del job["metadata"]["labels"]["kueue.x-k8s.io/max-exec-time-seconds"]
+    unlimited = workload_for(job, uid="u-1", creation_time=0.0)
+    assert "maximumExecutionTimeSeconds" not in o.workload_manifest(job, unlimited)["spec"]
