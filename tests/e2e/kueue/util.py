@@ -119,8 +119,6 @@ class Tower:
             check=True,
             capture_output=True,
         )
-        config = tmp / "config.yaml"
-        config.write_text(CONFIGURATION)
         user = kubectl("auth", "whoami", "-o", "jsonpath={.status.userInfo.username}")
         self.procs = [
             self._spawn(
@@ -157,26 +155,47 @@ class Tower:
             check=True,
             capture_output=True,
         )
-        self.procs.append(
-            self._spawn(
-                "controller",
-                "extender",
-                "run",
-                "--kubeconfig",
-                KUBECONFIG or "",
-                "--config",
-                str(config),
-                "--no-leader-elect",
-                "--health-address",
-                "127.0.0.1:0",
-                "--status-interval",
-                "0.5",
-                "--metrics-address",
-                f"127.0.0.1:{self.metrics_port}",
-                "--visibility-address",
-                f"{self.visibility[0]}:{self.visibility[1]}" if self.visibility else "0",
-            )
+        self.procs.append(self._controller(CONFIGURATION))
+
+    def _controller(
+        self, configuration: str, visibility_from_file: bool = False
+    ) -> subprocess.Popen[bytes]:
+        config = self.tmp / "config.yaml"
+        config.write_text(configuration)
+        visibility = f"{self.visibility[0]}:{self.visibility[1]}" if self.visibility else "0"
+        flags = [] if visibility_from_file else ["--visibility-address", visibility]
+        return self._spawn(
+            "controller",
+            "extender",
+            "run",
+            "--kubeconfig",
+            KUBECONFIG or "",
+            "--config",
+            str(config),
+            "--no-leader-elect",
+            "--health-address",
+            "127.0.0.1:0",
+            "--status-interval",
+            "0.5",
+            "--metrics-address",
+            f"127.0.0.1:{self.metrics_port}",
+            *flags,
         )
+
+    def restart_controller(
+        self, configuration: str = CONFIGURATION, visibility_from_file: bool = False
+    ) -> None:
+        """util.UpdateKueueConfigurationAndRestart: the controller stopped and started again
+        with another Configuration (the webhook stays). With `visibility_from_file`, the
+        file's visibilityServer says where the visibility API listens."""
+        controller = self.procs.pop()
+        controller.send_signal(signal.SIGTERM)
+        try:
+            controller.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            controller.kill()
+        self.procs.append(self._controller(configuration, visibility_from_file))
+        eventually(lambda: _listening("127.0.0.1", self.metrics_port), 30, "the controller")
 
     def _spawn(self, name: str, *args: str) -> subprocess.Popen[bytes]:
         log = open(self.tmp / f"{name}.log", "ab")  # noqa: SIM115 (the child keeps it)
