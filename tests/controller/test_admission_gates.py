@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
-from extender.kube.api.resources import JOBS
+from extender.kube.api.resources import JOBS, PODS
 from tests.controller.conftest import eventually
 from tests.controller.test_kubectl_tower import tower
+from tests.controller.test_pods import GATE, example_pod, setup, ungated
 from tests.controller.test_preemption import cluster_queue, flavor, local_queue
 
 GATED_BY = "kueue.x-k8s.io/admission-gated-by"
@@ -167,3 +168,26 @@ def test_a_gate_taken_off_while_quota_is_short_says_so_as_kueue_does(cluster, st
     if cond["reason"] == "Pending":
         assert cond["message"] == "AdmissionGatedBy cleared, waiting for quota reservation"
     assert suspended(cluster, "gated")
+
+
+def test_a_pods_admission_gate_reaches_its_workload_and_holds_the_pod(cluster, start_controller):
+    """A pod's Workload is made by the group room: the annotation goes with it, as Kueue's
+    pod controller propagates it; the pod keeps its scheduling gate while quota is free."""
+    setup(cluster)
+    start_controller()
+    body = example_pod()
+    body["metadata"].setdefault("annotations", {})[GATED_BY] = "example.com/controller1"
+    created = cluster.admin.create(PODS, body, "default")
+    wl = eventually(
+        lambda: (
+            quota_reserved(cluster.workload_of(created)).get("reason") == "AdmissionGated"
+            and cluster.workload_of(created)
+        ),
+        what="the pod's Workload gated",
+    )
+    assert wl["metadata"]["annotations"][GATED_BY] == "example.com/controller1"
+    assert ungated(cluster, created) is None
+    assert (
+        GATE
+        in cluster.get("pods", created["metadata"]["name"], "default")["spec"]["schedulingGates"]
+    )

@@ -7,6 +7,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from extender.core.api.admission_gates import ADMISSION_GATED_BY, gated_by
 from extender.core.api.models import PRIORITY_CLASS_LABEL, QUEUE_NAME_LABEL
 from extender.core.api.parse import ManifestError
 from extender.core.jobframework import groups
@@ -83,7 +84,11 @@ class GroupWorkloads:
             {t.name: t.template for t in templates},
             owners=[owner],
             labels=workload_labels,
-            annotations={groups.IS_GROUP_WORKLOAD: "true", **parent.owner_annotations(obj, name)},
+            annotations={
+                groups.IS_GROUP_WORKLOAD: "true",
+                **parent.owner_annotations(obj, name),
+                **_gates(gated_by(meta.get("annotations"))),
+            },
         )
         return self._send(
             wl_key, body, {**obj, "kind": parent.kind, "apiVersion": resource.api_version}
@@ -157,7 +162,7 @@ class GroupWorkloads:
             {t.name: t.template for t in templates},
             owners=owners,
             labels=labels,
-            annotations={groups.IS_GROUP_WORKLOAD: "true"},
+            annotations={groups.IS_GROUP_WORKLOAD: "true", **_gates(first.admission_gated_by)},
         )
         return self._send(wl_key, body, first.as_object())
 
@@ -220,3 +225,8 @@ class GroupWorkloads:
                 message,
             )
             self.ctx.event(obj, "Warning", "InvalidSpec", message)
+
+
+def _gates(value: str) -> dict[str, str]:
+    """Kueue's admission-gated-by, carried into a group's Workload as Kueue propagates it."""
+    return {ADMISSION_GATED_BY: value} if value else {}
