@@ -151,6 +151,9 @@ def validate_kueue(request: Mapping[str, Any], kind: str) -> Response:
         KUEUE_PARSERS[kind](obj)
     except parse.ManifestError as err:
         return deny(uid, f"{kind} {_name(obj)}: {err.path}: {err.message}")
+    gate_problems = _admission_gate_problems(request, obj) if kind == "Workload" else []
+    if gate_problems:
+        return deny(uid, f"{kind} {_name(obj)}: {admission_gates.aggregate(gate_problems)}")
     # A field Tower does not act on is accepted (the manifest is Kueue's), and said at once.
     warnings = unacted.warnings(kind, obj, _name(obj))
     annotations = (obj.get("metadata") or {}).get("annotations") or {}
@@ -187,9 +190,14 @@ def validate_parent(request: Mapping[str, Any], parent: TemplateParent) -> Respo
     problem = check_kind(request, (parent.group, parent.kind))
     if problem is not None:
         return deny(uid, problem, code=400)
-    if request.get("operation") != "UPDATE":
+    if request.get("operation") not in ("CREATE", "UPDATE"):
         return allow(uid)
     obj: Mapping[str, Any] = request["object"]
+    gate_problems = _admission_gate_problems(request, obj)
+    if gate_problems:
+        return deny(uid, f"{parent.kind} {_name(obj)}: {admission_gates.aggregate(gate_problems)}")
+    if request.get("operation") != "UPDATE":
+        return allow(uid)
     if parent.marked_by_other(obj):
         return allow(uid)  # another kind's (a LeaderWorkerSet's StatefulSet): its rules apply
     old = as_mapping(request.get("oldObject"))

@@ -4,9 +4,10 @@ import copy
 
 import pytest
 
+from extender.core.jobframework import registry
 from tests.fixtures import admission_review
 from webhook.mutate import JOB
-from webhook.validate import validate_job, validate_kueue
+from webhook.validate import validate_job, validate_kueue, validate_parent
 
 CREATE = "02-validate.job-CREATE-generateName.seed-job"
 UPDATE = "06-validate.job-UPDATE-kubectl-patch-suspend-false"
@@ -325,3 +326,90 @@ def test_admission_gated_by_rules_are_kueues(operation, was, now, refused):
         assert response["allowed"] is False
         name = meta.get("name") or "?"
         assert response["status"]["message"] == f"Job {meta['namespace']}/{name}: {refused}"
+
+
+WORKLOAD = {
+    "apiVersion": "kueue.x-k8s.io/v1beta2",
+    "kind": "Workload",
+    "metadata": {"name": "w", "namespace": "default"},
+    "spec": {
+        "queueName": "user-queue",
+        "podSets": [{"name": "main", "count": 1, "template": {"spec": {"containers": []}}}],
+    },
+}
+
+
+def _with_gates(obj, value):
+    out = copy.deepcopy(obj)
+    if value is not None:
+        out["metadata"]["annotations"] = {GATED_BY: value}
+    return out
+
+
+@pytest.mark.parametrize(
+    ("operation", "was", "now", "refused"),
+    [
+        ("CREATE", None, "example.com/a", None),
+        ("CREATE", None, "example.com/a,", "cannot contain empty gate names"),
+        ("UPDATE", "example.com/a,example.com/b", "example.com/a", None),
+        ("UPDATE", "example.com/a", None, None),
+        ("UPDATE", None, "example.com/a", "Forbidden: cannot add admission gate after creation"),
+        (
+            "UPDATE",
+            "example.com/a",
+            "example.com/c",
+            "Forbidden: can only remove gates, not add new ones",
+        ),
+    ],
+    ids=[
+        "created gated",
+        "created with an empty name",
+        "one gate taken off",
+        "the annotation taken off",
+        "a gate added after creation",
+        "a gate swapped",
+    ],
+)
+def test_a_workloads_admission_gates_follow_kueues_rules(operation, was, now, refused):
+    """Kueue's Workload webhook applies the same rules as the job webhooks."""
+    old = _with_gates(WORKLOAD, was) if operation == "UPDATE" else None
+    request = kueue_request("Workload", _with_gates(WORKLOAD, now), operation, old)
+    response = validate_kueue(request, "Workload")
+    if refused is None:
+        assert response["allowed"] is True, response
+    else:
+        assert response["allowed"] is False
+        message = response["status"]["message"]
+        assert message.startswith(f"Workload default/w: {GATED_PATH}: ")
+        assert message.endswith(refused)
+
+
+@pytest.mark.parametrize("parent", ["deployment", "statefulset"])
+def test_a_parents_admission_gates_follow_kueues_rules(parent):
+    """Kueue's Deployment and StatefulSet webhooks check the annotation too."""
+    kind = registry.PARENTS[parent]
+    obj = {
+        "apiVersion": "apps/v1",
+        "kind": kind.kind,
+        "metadata": {
+            "name": "web",
+            "namespace": "default",
+            "labels": {"kueue.x-k8s.io/queue-name": "user-queue"},
+            "annotations": {GATED_BY: "not a path"},
+        },
+        "spec": {},
+    }
+    request = {
+        "uid": "u-1",
+        "operation": "CREATE",
+        "object": obj,
+        "kind": {"group": "apps", "version": "v1", "kind": kind.kind},
+    }
+    response = validate_parent(request, kind)
+    assert response["allowed"] is False
+    assert response["status"]["message"] == (
+        f'{kind.kind} default/web: {GATED_PATH}: Invalid value: "not a path": must be a '
+        'domain-prefixed path (such as "acme.io/foo")'
+    )
+    obj["metadata"]["annotations"][GATED_BY] = "example.com/a"
+    assert validate_parent(request, kind)["allowed"] is True
