@@ -212,11 +212,12 @@ def webhook_configurations(
                 scope.unlabelled(),
             ),
         ]
+        # Validated on create too: Kueue's rules for its admission-gated-by annotation.
         validating.append(
             hook(
                 f"v{short}.tower.dev",
                 registry.webhook_path(parent, "validate"),
-                _rule(parent.group, parent.version, parent.plural, ["UPDATE"]),
+                _rule(parent.group, parent.version, parent.plural, ["CREATE", "UPDATE"]),
                 "Ignore",
                 labelled,
                 scope.labelled(),

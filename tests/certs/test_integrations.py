@@ -47,7 +47,7 @@ def parent_webhooks(kind: str, group: str, version: str, plural: str) -> tuple[l
             (f"m{kind}.tower.dev", f"/mutate-{path}", *rule, ["CREATE", "UPDATE"], "Fail"),
             (f"m{kind}-default-queue.tower.dev", f"/mutate-{path}", *rule, ["CREATE"], "Fail"),
         ],
-        [(f"v{kind}.tower.dev", f"/validate-{path}", *rule, ["UPDATE"], "Ignore")],
+        [(f"v{kind}.tower.dev", f"/validate-{path}", *rule, ["CREATE", "UPDATE"], "Ignore")],
     )
 
 
