@@ -297,6 +297,7 @@ def local_queue_report(
         admitted=counts.admitted_only_lq.get(key, 0),
         finished=finished,
         usage=usage,
+        cluster_queue=lq.cluster_queue,
         in_cluster_queue=state.cluster_queue_known(lq.cluster_queue),
     )
 

@@ -186,3 +186,18 @@ def test_a_local_queue_whose_cluster_queue_is_gone_loses_the_caches_gauges_only(
     assert 'kueue_local_queue_admitted_active_workloads{name="user-queue"' not in text
     assert 'kueue_local_queue_pending_workloads{name="user-queue"' in text
     assert 'kueue_local_queue_status{active="False",name="user-queue"' in text
+
+
+def test_a_deleted_cluster_queue_takes_its_local_queues_cache_gauges_with_it():
+    """Even when no report of the LocalQueue follows the ClusterQueue's deletion."""
+    metrics = Metrics(config=MetricsConfig())
+    mine = LocalQueueReport("default", "mine", "True", 1, 0, 1, 1, 0, cluster_queue="cq")
+    other = LocalQueueReport("default", "other", "True", 1, 0, 1, 1, 0, cluster_queue="cq2")
+    metrics.report_local_queue(mine, {})
+    metrics.report_local_queue(other, {})
+    metrics.forget_cluster_queue("cq")
+    text = generate_latest(metrics.registry).decode()
+    assert 'kueue_local_queue_reserving_active_workloads{name="mine"' not in text
+    assert 'kueue_local_queue_admitted_active_workloads{name="mine"' not in text
+    assert 'kueue_local_queue_reserving_active_workloads{name="other"' in text
+    assert 'kueue_local_queue_status{active="True",name="mine"' in text

@@ -225,8 +225,10 @@ class Metrics(TowerMetrics):
         return labels is not None and self.config.exposes_local_queue(labels)
 
     def forget_cluster_queue(self, name: str) -> None:
-        """A deleted ClusterQueue: its series go."""
+        """A deleted ClusterQueue: its series go, with its LocalQueues' cache gauges."""
         self.cluster_queue.forget(name)
+        if self.local_queue is not None:
+            self.local_queue.forget_cluster_queue(name)
         super().forget_cluster_queue(name)
 
     def forget_local_queue(self, namespace: str, name: str) -> None:

@@ -37,8 +37,9 @@ class LocalQueueReport:
     admitted: int
     finished: int
     usage: tuple[LocalQueueUsage, ...] = ()
-    # Its ClusterQueue exists. Kueue reports reserving and admitted-active from its cache's
-    # ClusterQueue, and clears them when that ClusterQueue is deleted.
+    # Its ClusterQueue, and whether it exists. Kueue reports reserving and admitted-active
+    # from its cache's ClusterQueue, and clears them when that ClusterQueue is deleted.
+    cluster_queue: str = ""
     in_cluster_queue: bool = True
 
 
@@ -152,6 +153,7 @@ class LocalQueueMetrics:
             [*LQ, "cluster_queue", "reason", "underlying_cause"],
         )
         self._usage_series: dict[tuple[str, str], set[tuple[str, str]]] = {}
+        self._cluster_queue_of: dict[tuple[str, str], str] = {}
 
     @property
     def every(self) -> Sequence[Vec[Any]]:
@@ -182,11 +184,11 @@ class LocalQueueMetrics:
         self.pending.labels(*lq, "active").set(r.pending_active)
         self.pending.labels(*lq, "inadmissible").set(r.pending_inadmissible)
         if r.in_cluster_queue:
+            self._cluster_queue_of[lq] = r.cluster_queue
             self.reserving.labels(*lq).set(r.reserving)
             self.admitted_active.labels(*lq).set(r.admitted)
         else:
-            self.reserving.remove_matching(name=r.name, namespace=r.namespace)
-            self.admitted_active.remove_matching(name=r.name, namespace=r.namespace)
+            self._forget_cache_gauges(lq)
         self.finished.labels(*lq).set(r.finished)
         for status in _CONDITION_STATUSES:
             self.status.labels(*lq, status).set(1 if status == r.active else 0)
@@ -199,12 +201,26 @@ class LocalQueueMetrics:
             self.reservation.labels(*lq, u.flavor, u.resource).set(u.reserved)
             self.usage.labels(*lq, u.flavor, u.resource).set(u.used)
 
+    def _forget_cache_gauges(self, lq: tuple[str, str]) -> None:
+        self._cluster_queue_of.pop(lq, None)
+        self.reserving.remove_matching(name=lq[0], namespace=lq[1])
+        self.admitted_active.remove_matching(name=lq[0], namespace=lq[1])
+
+    def forget_cluster_queue(self, cluster_queue: str) -> None:
+        """A deleted ClusterQueue: its LocalQueues' reserving and admitted-active series go
+        (Kueue's cache clears them then: ClearLocalQueueCacheMetrics); their other series stay
+        until the LocalQueue goes."""
+        for lq, cq in list(self._cluster_queue_of.items()):
+            if cq == cluster_queue:
+                self._forget_cache_gauges(lq)
+
     def forget(self, namespace: str, name: str) -> None:
         """A deleted LocalQueue, or one the selector no longer picks: its series go (Kueue's
         ClearLocalQueueMetrics, ClearLocalQueueCacheMetrics, ClearLocalQueueResourceMetrics)."""
         for vec in self.every:
             vec.remove_matching(name=name, namespace=namespace)
         self._usage_series.pop((name, namespace), None)
+        self._cluster_queue_of.pop((name, namespace), None)
 
     def end_of_term(self) -> None:
         self._usage_series.clear()
