@@ -68,8 +68,8 @@ class Settings:
     # the workers' kubeconfig Secrets are.
     multikueue: MultiKueueSettings = field(default_factory=MultiKueueSettings)
     namespace: str = "tower-system"
-    # Kueue's feature gates set away from their defaults, by Kueue's names (read so far only by
-    # the TAS node-failure handling, core/tas/node_failure.py).
+    # Every Kueue feature gate's value, by Kueue's names (core/config/feature_gates.py), as
+    # the Configuration's featureGates and --feature-gates resolve them.
     feature_gates: Mapping[str, bool] = field(default_factory=dict)
 
 
