@@ -16,7 +16,7 @@ from kubernetes import client
 from tests.e2e.conftest import kubectl
 from tests.e2e.kubelet import real_nodes
 from tests.e2e.kueue.cases import all_cases, not_expressible_cases
-from tests.e2e.kueue.util import ROOT, Cluster, Tower, eventually
+from tests.e2e.kueue.util import KUEUE_NS, ROOT, VISIBILITY_SERVICE, Cluster, Tower, eventually
 
 # Folders that cannot run on this machine, with the reason (each is counted, never passing).
 NOT_EXPRESSIBLE = {
@@ -139,10 +139,6 @@ def ns(cluster: Cluster, kubelet_namespaces: set[str]) -> Iterator[str]:
     cluster.delete_namespace(name)
 
 
-# The namespace of Kueue's own objects in its suite (util.GetKueueNamespace): here the fixture's,
-# holding the visibility Service; its `default` ServiceAccount is the impersonated subject.
-KUEUE_NS = "tower-e2e-kueue-system"
-VISIBILITY_SERVICE = "tower-visibility-server"
 VISIBILITY_VERSIONS = ("v1beta1", "v1beta2")
 
 

@@ -14,10 +14,10 @@ import pytest
 from kubernetes import client
 
 from tests.e2e.kueue.cases import kueue_case
-from tests.e2e.kueue.conftest import VISIBILITY_SERVICE
 from tests.e2e.kueue.util import (
     CONFIGURATION,
     TIMEOUT,
+    VISIBILITY_SERVICE,
     Cluster,
     Tower,
     VisibilityClient,

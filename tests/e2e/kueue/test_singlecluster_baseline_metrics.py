@@ -16,9 +16,9 @@ import pytest
 from kubernetes import client
 
 from tests.e2e.kueue.cases import DifferenceError, kueue_case
-from tests.e2e.kueue.conftest import KUEUE_NS
 from tests.e2e.kueue.util import (
     KUEUE,
+    KUEUE_NS,
     LONG_TIMEOUT,
     TIMEOUT,
     Cluster,

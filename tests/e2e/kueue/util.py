@@ -29,6 +29,11 @@ ROOT = Path(__file__).resolve().parents[3]
 KUEUE = "kueue.x-k8s.io"
 V = "v1beta2"
 
+# The namespace of Kueue's own objects in its suite (util.GetKueueNamespace): here the fixture's,
+# holding the visibility Service; its `default` ServiceAccount is the impersonated subject.
+KUEUE_NS = "tower-e2e-kueue-system"
+VISIBILITY_SERVICE = "tower-visibility-server"
+
 # test/util/constants.go
 TIMEOUT = 10.0
 MEDIUM_TIMEOUT = 45.0
