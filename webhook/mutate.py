@@ -9,7 +9,7 @@ from typing import Any
 import jsonpatch
 
 from extender.core.admission.multikueue import CONTROLLER as MULTIKUEUE
-from extender.core.api import unacted
+from extender.core.api import unacted, unread_keys
 from extender.core.api.models import CLUSTER_QUEUE_ANNOTATION, QUEUE_NAME_LABEL
 from extender.core.jobframework import registry
 from extender.core.jobframework.adapter import JobAdapter, as_mapping, pointer
@@ -78,7 +78,8 @@ def mutate(
         warnings = None
         if patch:  # queued: say at once what Tower will not act on
             name = f"{namespace}/{meta.get('name') or meta.get('generateName') or '?'}"
-            warnings = unacted.warnings(adapter.kind, obj, name) or []
+            warnings = unacted.warnings(adapter.kind, obj, name)
+            warnings += unread_keys.warnings(adapter.kind, obj, name)
             queue = queue_name_of(obj) or default
             patch += _multikueue_ops(obj, patch, adapter, namespace, name, queue, routes, warnings)
             warnings = warnings or None

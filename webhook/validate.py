@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from extender.core.api import admission_gates, parse, unacted
+from extender.core.api import admission_gates, parse, unacted, unread_keys
 from extender.core.api.models import (
     PRIORITY_CLASS_LABEL,
     QUEUE_NAME_LABEL,
@@ -156,6 +156,8 @@ def validate_kueue(request: Mapping[str, Any], kind: str) -> Response:
         return deny(uid, f"{kind} {_name(obj)}: {admission_gates.aggregate(gate_problems)}")
     # A field Tower does not act on is accepted (the manifest is Kueue's), and said at once.
     warnings = unacted.warnings(kind, obj, _name(obj))
+    if kind == unread_keys.WORKLOAD:
+        warnings += unread_keys.warnings(kind, obj, _name(obj))
     annotations = (obj.get("metadata") or {}).get("annotations") or {}
     if kind == "ResourceFlavor" and TOPOLOGY_KEY_ANNOTATION in annotations:
         warnings.append(
