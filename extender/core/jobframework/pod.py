@@ -198,6 +198,13 @@ class Pod(JobAdapter):
                         "value": {groups.ROLE_HASH: role},
                     }
                 )
+        index_label = annotations.get(groups.POD_INDEX_LABEL)
+        if isinstance(index_label, str):
+            # Kueue's: a group's pods are ranked for topology placement by this one label (its
+            # podSets' podIndexLabel), whichever label their own controller ranks them by.
+            rank = str(as_mapping(meta.get("labels")).get(index_label) or "")
+            path = pointer("metadata", "labels", groups.POD_INDEX)
+            ops.append({"op": "add", "path": path, "value": rank})
         if not gated(obj):
             spec = as_mapping(obj.get("spec"))
             gates = list(as_sequence(spec.get("schedulingGates")))

@@ -130,6 +130,21 @@ def test_the_webhook_stamps_a_members_role_hash_as_kueue_does():
     )
 
 
+def test_the_webhook_copies_a_members_rank_into_kueues_pod_index_label():
+    """Kueue's pod webhook: the label that `pod-group-pod-index-label` names is copied to
+    `kueue.x-k8s.io/pod-group-pod-index`, the label a group's topology placement ranks by."""
+    obj = pod(
+        labels={GROUP: "g", "apps.kubernetes.io/pod-index": "2"},
+        **{TOTAL: "3", "kueue.x-k8s.io/pod-group-pod-index-label": "apps.kubernetes.io/pod-index"},
+    )
+    once = jsonpatch.apply_patch(obj, queue_patch(obj, POD))
+    assert once["metadata"]["labels"]["kueue.x-k8s.io/pod-group-pod-index"] == "2"
+    assert jsonpatch.apply_patch(once, queue_patch(once, POD)) == once
+    # The group's podSet is ranked by that label, as Kueue's pod controller builds it.
+    [main] = groups.compose([member("a")], 1, False)
+    assert main.pod_index_label == "kueue.x-k8s.io/pod-group-pod-index"
+
+
 def sts(replicas: int | None = 3, ready: int = 0, status_replicas: int = 0) -> dict[str, Any]:
     spec: dict[str, Any] = {"template": {"spec": {"containers": [container({"cpu": "100m"})]}}}
     if replicas is not None:
