@@ -121,9 +121,9 @@ def warnings(kind: str, obj: Mapping[str, Any], name: str) -> list[str]:
     if not entries:
         return []
     found: dict[str, bool] = {}
-    for annotations in _annotation_maps(obj):
+    for found_on in _annotation_maps(obj):
         for entry in entries:
-            value = annotations.get(entry.key)
+            value = found_on.get(entry.key)
             if isinstance(value, str) and entry.counts(value):
                 found[entry.key] = True
     return [e.message(kind, name) for e in entries if e.key in found]
