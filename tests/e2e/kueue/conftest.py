@@ -113,10 +113,11 @@ def kueue_nodes(api_client: client.ApiClient) -> None:
         core.patch_node(name, {"metadata": {"labels": {"instance-type": kind}}})
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def tower(tmp_path_factory: pytest.TempPathFactory, kueue_nodes: None) -> Iterator[Tower]:
     """Tower as Kueue's e2e suite runs Kueue: CRDs and RBAC applied, its webhook and controller
-    up with the suite's Configuration (tests/e2e/kueue/util.py CONFIGURATION)."""
+    up with the suite's Configuration (tests/e2e/kueue/util.py CONFIGURATION). For this package
+    only: the rest of tests/e2e starts its own webhook on the same port."""
     kubectl("apply", "--server-side", "-f", str(ROOT / "deploy" / "crds"))
     kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
     tower = Tower(tmp_path_factory.mktemp("kueue-e2e"))
@@ -142,7 +143,7 @@ def ns(cluster: Cluster, kubelet_namespaces: set[str]) -> Iterator[str]:
 VISIBILITY_VERSIONS = ("v1beta1", "v1beta2")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def user_roles(tower: Tower) -> Iterator[None]:
     """Tower's user-facing ClusterRoles, under Kueue's names (kueue-batch-user-role,
     kueue-batch-admin-role, kueue-metrics-reader, ...), as Kueue's deployment ships them."""
@@ -154,7 +155,7 @@ def user_roles(tower: Tower) -> Iterator[None]:
     kubectl("delete", "namespace", KUEUE_NS, "--wait=false", check=False)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def visibility_api(api_client: client.ApiClient, tower: Tower, user_roles: None) -> Iterator[str]:
     """Kueue's visibility API through the real kube-apiserver: APIServices v1beta1 and v1beta2
     of visibility.kueue.x-k8s.io (insecureSkipTLSVerify, as deploy/visibility/ has them) for a

@@ -217,6 +217,11 @@ class Tower:
                 proc.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 proc.kill()
+        # Its webhook is gone: its registrations would refuse every create that follows.
+        kubectl("delete", "mutatingwebhookconfiguration", "tower-mutating-webhook",
+                "--ignore-not-found", check=False)  # fmt: skip
+        kubectl("delete", "validatingwebhookconfiguration", "tower-validating-webhook",
+                "--ignore-not-found", check=False)  # fmt: skip
 
 
 def _listening(host: str, port: int) -> bool:
