@@ -26,9 +26,9 @@ from extender.kube.api import objects as o
 from extender.kube.api import resources as r
 from extender.kube.api.cache import Cache
 from extender.kube.api.placement import Placement
-from extender.kube.controller import replacement
 from extender.kube.controller.context import Settings
 from extender.kube.controller.loop import Controller
+from extender.kube.controller.topology import replacement
 from tests.builders import ready_node
 from tests.controller.conftest import Cluster, eventually
 

@@ -30,7 +30,7 @@ from extender.kube.api.writes import ADMIT
 from extender.kube.controller.context import Context
 from extender.kube.controller.eviction import EvictionWriter
 from extender.kube.controller.recording import queued_since, subject
-from extender.kube.controller.replacement import NodeReplacement
+from extender.kube.controller.topology.replacement import NodeReplacement
 from extender.kube.controller.workload_status import patch_status, record
 
 log = logging.getLogger("tower.admission")

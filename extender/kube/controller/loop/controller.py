@@ -51,7 +51,6 @@ from extender.kube.api.writes import WritePool
 from extender.kube.controller.admission import AdmissionWriter
 from extender.kube.controller.config import ConfigReconciler
 from extender.kube.controller.context import Context, Queues, Ref, Settings
-from extender.kube.controller.groups import GroupReconciler
 from extender.kube.controller.job_start import JobStarter
 from extender.kube.controller.jobs import JobReconciler
 from extender.kube.controller.loop.cycle_writes import CycleWriter
@@ -60,12 +59,13 @@ from extender.kube.controller.loop.watches import Watches
 from extender.kube.controller.multikueue import MultiKueueController
 from extender.kube.controller.multikueue.workers import rest_client_factory
 from extender.kube.controller.pending import PendingReasons
+from extender.kube.controller.pod_groups.reconciler import GroupReconciler
 from extender.kube.controller.pods_ready import PodsReadyWatch
 from extender.kube.controller.provisioning import ProvisioningController
 from extender.kube.controller.queue_status import QueueStatusReconciler
 from extender.kube.controller.recording import FinishedLedger
 from extender.kube.controller.scheduling import MAX_CYCLES, Scheduler
-from extender.kube.controller.topology_ungater import TopologyUngater
+from extender.kube.controller.topology.ungater import TopologyUngater
 from extender.kube.controller.workloads import WorkloadReconciler
 
 log = logging.getLogger("tower.controller")

@@ -8,11 +8,11 @@ from extender.kube.api.resources import CONFIG, WORKLOADS, Resource
 from extender.kube.api.store import Handler
 from extender.kube.api.trim import JobView, workload_key
 from extender.kube.controller.context import Context
-from extender.kube.controller.groups import GroupReconciler
 from extender.kube.controller.jobs import JobReconciler
 from extender.kube.controller.multikueue import MultiKueueController
+from extender.kube.controller.pod_groups.reconciler import GroupReconciler
 from extender.kube.controller.provisioning import ProvisioningController
-from extender.kube.controller.topology_ungater import TopologyUngater
+from extender.kube.controller.topology.ungater import TopologyUngater
 
 
 class Watches:

@@ -22,10 +22,10 @@ from extender.kube.api.cache import Cache
 from extender.kube.api.resources import WORKLOADS, Resource
 from extender.kube.api.trim import JobView
 from extender.kube.controller.context import Context
-from extender.kube.controller.group_pods import GroupPods, member_of
-from extender.kube.controller.group_workloads import GroupWorkloads
 from extender.kube.controller.job_start import JobStarter, delete_object
 from extender.kube.controller.jobs import finish_workload, holds_quota
+from extender.kube.controller.pod_groups.pods import GroupPods, member_of
+from extender.kube.controller.pod_groups.workloads import GroupWorkloads
 from extender.kube.controller.pods_ready import PodsReadyWatch
 from extender.kube.controller.workload_status import write_status
 

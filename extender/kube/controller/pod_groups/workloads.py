@@ -18,7 +18,7 @@ from extender.kube.api.client import ApiError
 from extender.kube.api.resources import WORKLOADS, Resource
 from extender.kube.api.trim import JobView
 from extender.kube.controller.context import Context
-from extender.kube.controller.group_pods import GroupPods, member_of
+from extender.kube.controller.pod_groups.pods import GroupPods, member_of
 from extender.kube.controller.workload_status import record
 
 log = logging.getLogger("tower.groups")

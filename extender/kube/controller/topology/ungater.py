@@ -23,7 +23,7 @@ from extender.kube.api.placement import PodView
 from extender.kube.api.resources import PODS, WORKLOADS, Resource
 from extender.kube.controller import recording
 from extender.kube.controller.context import Context
-from extender.kube.controller.failed_nodes import unhealthy_nodes
+from extender.kube.controller.topology.failed_nodes import unhealthy_nodes
 
 log = logging.getLogger("tower.ungater")
 

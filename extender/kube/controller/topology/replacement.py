@@ -26,7 +26,7 @@ from extender.kube.api.placement import PodView, annotation
 from extender.kube.api.resources import PODS, WORKLOADS
 from extender.kube.controller.context import Context
 from extender.kube.controller.eviction import EvictionWriter
-from extender.kube.controller.failed_nodes import (
+from extender.kube.controller.topology.failed_nodes import (
     HostJudge,
     Judged,
     hosts_of,

@@ -1,0 +1,1 @@
+"""Topology-aware scheduling in the controller: failed nodes, node replacement, and the ungater."""
