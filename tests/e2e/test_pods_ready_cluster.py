@@ -2,8 +2,10 @@
 whose pods never become ready is evicted after the timeout, requeued with backoff and
 deactivated past the limit; a Job whose pods are ready is never evicted.
 
-The cluster has no kubelet: the test plays one for the ready Job's pods (Running, Ready), and
-none for the other Job's, whose pods stay as the scheduler left them.
+The pods land on a stand-in node with no kubelet: the test plays one for the ready Job's pods
+(Running, Ready) and, for every pod, confirms a deletion as a kubelet does once its containers
+stopped. A stopped Job's terminating pod holds its quota until then (docs/kueue.md), so without
+that confirmation the evicted Job could never be requeued.
 """
 
 from __future__ import annotations
@@ -146,6 +148,15 @@ def make_ready(core: client.CoreV1Api, namespace: str, job_name: str) -> int:
     return len(pods)
 
 
+def confirm_deletions(core: client.CoreV1Api, namespace: str) -> None:
+    """Play the kubelet for pods being deleted: their containers stopped, the pod is gone."""
+    for pod in core.list_namespaced_pod(namespace).items:
+        if pod.metadata.deletion_timestamp is not None:
+            core.delete_namespaced_pod(
+                pod.metadata.name, namespace, grace_period_seconds=0, _preload_content=False
+            )
+
+
 def test_never_ready_is_evicted_requeued_then_deactivated_and_ready_is_kept(setup):
     api, namespace = setup
     batch, core = client.BatchV1Api(api), client.CoreV1Api(api)
@@ -179,11 +190,15 @@ def test_never_ready_is_evicted_requeued_then_deactivated_and_ready_is_kept(setu
         what="the first PodsReadyTimeout and its requeueState",
     )
     assert first.get("count") == 1
+
+    def deactivated() -> bool:
+        confirm_deletions(core, namespace)
+        return (workload_of(custom, namespace, "never-ready") or {}).get("spec", {}).get(
+            "active"
+        ) is False
+
     wait(
-        lambda: (
-            (workload_of(custom, namespace, "never-ready") or {}).get("spec", {}).get("active")
-            is False
-        ),
+        deactivated,
         timeout=90,
         what="the never-ready Workload to be deactivated past the limit",
     )
