@@ -43,6 +43,7 @@ TOWER_DEFAULTS: dict[str, Any] = {
     "metrics_address": ":8443",  # Kueue's metrics.bindAddress default
     "visibility_address": "0",  # served where asked: visibilityServer or the flag
     "metrics_config": MetricsConfig(),  # Kueue's metrics defaults
+    "label_keys_to_copy": (),  # integrations.labelKeysToCopy: none
 }
 FEATURE_GATES_FLAG = "--feature-gates"
 
@@ -90,6 +91,7 @@ def from_file(config: KueueConfig) -> dict[str, Any]:
         "multikueue": multikueue_settings(config.multi_kueue),
         "metrics_address": config.metrics_bind_address,
         "metrics_config": config.metrics,
+        "label_keys_to_copy": config.label_keys_to_copy,
     }
     if config.visibility_bind_address is not None:
         values["visibility_address"] = config.visibility_bind_address

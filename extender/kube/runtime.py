@@ -636,6 +636,7 @@ def _serve(
         multikueue=replace(args.multikueue, admission_timeout=args.multikueue_admission_timeout),
         namespace=args.namespace,
         feature_gates=args.feature_gates,
+        label_keys_to_copy=args.label_keys_to_copy,
     )
     try:
         while not stop.is_set():

@@ -23,6 +23,10 @@ ACTED: dict[str, str] = {
     "leaderElection.resourceNamespace": "--leader-election-namespace",
     "leaderElection.resourceLock": "`leases` only, the lock Tower uses",
     "integrations.frameworks": "--integrations",
+    "integrations.labelKeysToCopy": (
+        "a job's labels with these keys are copied to the Workload made for it, once (a pod "
+        "group's members must agree; a StatefulSet's Workload gets none), as in Kueue"
+    ),
     "fairSharing": "--fair-sharing (v1beta1: fairSharing.enable)",
     "fairSharing.preemptionStrategies": (
         "Kueue's default, LessThanOrEqualToFinalShare then LessThanInitialShare, is what "
@@ -106,7 +110,6 @@ UNACTED: tuple[Unacted, ...] = (
         "Tower's are python -m certs bootstrap, or cert-manager",
     ),
     _cfg("integrations.externalFrameworks", "jobs managed by external controllers"),
-    _cfg("integrations.labelKeysToCopy", "job labels copied to the Workload"),
     _cfg("integrations.podOptions", "pod integration options, dropped in v1beta2"),
     _cfg("multiKueue.externalFrameworks", "MultiKueue for jobs of external frameworks"),
     _cfg(

@@ -169,6 +169,7 @@ class KueueConfig:
     visibility_bind_address: str | None  # visibilityServer: None when the file has none
     feature_gates: Mapping[str, bool]  # featureGates as the file asks (checked: gates.resolve)
     unacted: tuple[Unacted, ...]  # what the file asks for that Tower does not do
+    label_keys_to_copy: tuple[str, ...] = ()  # integrations.labelKeysToCopy
 
     def warnings(self, name: str) -> list[str]:
         """One line for each field set (or on by default) that Tower does not act on."""
@@ -257,6 +258,7 @@ def parse(doc: Any, namespace: str | None = None) -> KueueConfig:
         visibility_bind_address=_visibility_bind_address(get),
         feature_gates=asked,
         unacted=tuple(unacted),
+        label_keys_to_copy=tuple(str(k) for k in get("integrations.labelKeysToCopy") or ()),
     )
 
 

@@ -49,6 +49,9 @@ class TemplateParent:
     # MultiKueue runs its groups on a worker by a copy of it, the manager's pods left gated
     # (Kueue's StatefulSet and LeaderWorkerSet adapters: no managedBy, no status back).
     runs_on_workers: ClassVar[bool] = False
+    # Its group Workloads get its labels of integrations.labelKeysToCopy (Kueue's
+    # LeaderWorkerSet reconciler copies them; its StatefulSet reconciler does not).
+    copies_labels: ClassVar[bool] = False
 
     def member(self, pod: Mapping[str, Any]) -> tuple[str, str] | None:
         """(group Workload name, podSet) of one of its pods; None: each pod is its own."""

@@ -154,6 +154,7 @@ class LeaderWorkerSet(TemplateParent):
     runs_groups = True
     runs_on_workers = True
     stamps_pods = True
+    copies_labels = True
     template_paths = (
         ("spec", "leaderWorkerTemplate", "leaderTemplate"),
         ("spec", "leaderWorkerTemplate", "workerTemplate"),

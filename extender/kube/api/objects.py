@@ -7,7 +7,7 @@ controller's business.
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -28,6 +28,7 @@ from extender.core.api.quantity import format_amount
 from extender.core.api.topology import encode as encode_assignment
 from extender.core.jobframework import registry
 from extender.core.jobframework.adapter import JobAdapter, PodSetInfo, merge
+from extender.core.jobframework.copied_labels import copied
 from extender.core.jobframework.groups import IS_GROUP_WORKLOAD, OWNER_GVK
 from extender.core.jobframework.topology import (
     TOPOLOGY_ANNOTATIONS,
@@ -155,12 +156,15 @@ def pod_templates(job: Mapping[str, Any]) -> list[tuple[str, Obj]]:
 PROVREQ_ANNOTATION_PREFIX = "provreq.kueue.x-k8s.io/"
 
 
-def workload_manifest(job: Mapping[str, Any], workload: Workload) -> Obj:
-    """The Workload object Kueue creates for a job: owned by it, holding its pod templates."""
+def workload_manifest(
+    job: Mapping[str, Any], workload: Workload, label_keys: Collection[str] = ()
+) -> Obj:
+    """The Workload object Kueue creates for a job: owned by it, holding its pod templates,
+    with the job's labels of `label_keys` (integrations.labelKeysToCopy)."""
     meta = job["metadata"]
     adapter = adapter_of(job)
-    labels = {JOB_UID_LABEL: str(meta.get("uid", ""))}
     job_labels = meta.get("labels") or {}
+    labels = {**copied(job_labels, label_keys), JOB_UID_LABEL: str(meta.get("uid", ""))}
     if PRIORITY_CLASS_LABEL in job_labels:
         labels[PRIORITY_CLASS_LABEL] = job_labels[PRIORITY_CLASS_LABEL]
     # The job's ProvisioningRequest parameters go with its Workload, as Kueue copies them.

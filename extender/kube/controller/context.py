@@ -71,6 +71,7 @@ class Settings:
     # Every Kueue feature gate's value, by Kueue's names (core/config/feature_gates.py), as
     # the Configuration's featureGates and --feature-gates resolve them.
     feature_gates: Mapping[str, bool] = field(default_factory=dict)
+    label_keys_to_copy: tuple[str, ...] = ()  # integrations.labelKeysToCopy
 
 
 @dataclass(slots=True)

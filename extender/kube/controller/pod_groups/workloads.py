@@ -11,6 +11,7 @@ from extender.core.api.admission_gates import ADMISSION_GATED_BY, gated_by
 from extender.core.api.models import PRIORITY_CLASS_LABEL, QUEUE_NAME_LABEL
 from extender.core.api.parse import ManifestError
 from extender.core.jobframework import groups
+from extender.core.jobframework.copied_labels import copied, from_members
 from extender.core.jobframework.jobs import group_workload
 from extender.core.jobframework.parent import SUSPENDING_PARENT, TemplateParent
 from extender.kube.api import objects as o
@@ -76,7 +77,12 @@ class GroupWorkloads:
             "name": meta.get("name"),
             "uid": meta.get("uid"),
         }
-        workload_labels = {o.JOB_UID_LABEL: str(meta.get("uid") or "")}
+        # Kueue's LeaderWorkerSet copies them to each group's Workload; its StatefulSet none.
+        copied_keys = ctx.settings.label_keys_to_copy if parent.copies_labels else ()
+        workload_labels = {
+            **copied(labels, copied_keys),
+            o.JOB_UID_LABEL: str(meta.get("uid") or ""),
+        }
         if labels.get(PRIORITY_CLASS_LABEL):
             workload_labels[PRIORITY_CLASS_LABEL] = labels[PRIORITY_CLASS_LABEL]
         body = o.group_workload_manifest(
@@ -154,7 +160,17 @@ class GroupWorkloads:
             for m in members
             if m.runnable and m.name not in dropped
         ]
-        labels = {}
+        labels, problem = from_members(
+            (
+                (m.name, (v.source or {}).get("metadata", {}).get("labels"))
+                for v, m in zip(views, members, strict=True)
+                if m.runnable and m.name not in dropped
+            ),
+            ctx.settings.label_keys_to_copy,
+        )
+        if problem is not None:
+            self.pods.tell(first, "ErrWorkloadCompose", problem)
+            return None
         if first.priority_class:
             labels[PRIORITY_CLASS_LABEL] = first.priority_class
         body = o.group_workload_manifest(
