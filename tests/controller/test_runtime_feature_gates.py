@@ -17,9 +17,9 @@ from tests.controller.test_runtime import run_controller
             "feature is locked to true",
         ),
         (
-            "ReclaimablePods=true",
-            "feature gate ReclaimablePods=true is not supported: Tower does not release the "
-            "quota of reclaimable pods",
+            "TASBalancedPlacement=true",
+            "feature gate TASBalancedPlacement=true is not supported: Tower has no balanced "
+            "TAS placement",
         ),
     ],
     ids=["unknown", "locked", "not in Tower"],

@@ -392,6 +392,17 @@ class Cache:
             del priorities[admitted.workload.priority]
         return admitted
 
+    def rehold(self, key: str, usage: Mapping[FlavorResource, int]) -> QuotaNode | None:
+        """An admitted workload holds `usage` from now on (its reclaimable pods gave some
+        back); its ClusterQueue's node if that changed anything, else None."""
+        admitted = self.admitted.get(key)
+        if admitted is None or dict(admitted.usage) == dict(usage):
+            return None
+        add_usage(admitted.node, admitted.usage, -1)
+        add_usage(admitted.node, usage)
+        admitted.usage = usage
+        return admitted.node
+
     def admitted_in(self, cq_name: str) -> Iterable[AdmittedWorkload]:
         """Admitted workloads of one ClusterQueue."""
         return self._admitted_by_cq.get(cq_name, {}).values()

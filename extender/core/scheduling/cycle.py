@@ -426,6 +426,15 @@ class ClusterState(ClusterQuestions):
         if self.block_admission:  # ready once its PodsReady says so (pods_ready)
             self.scheduler.not_ready.add(workload.key)
 
+    def reclaim(self, key: str, usage: Mapping[FlavorResource, int]) -> bool:
+        """An admitted workload now holds only `usage` (Kueue's reclaimable pods): what it
+        gave back may admit what its cohort set aside. Whether anything changed."""
+        node = self.cache.rehold(key, usage)
+        if node is None:
+            return False
+        self.queues.requeue_cohort(node)
+        return True
+
     def still_needed(self, eviction: Evict) -> bool:
         """Whether an eviction a cycle decided still holds now that time has passed: its
         workload still holds quota, and the preemptor it made room for is still pending,

@@ -18,7 +18,7 @@ from typing import Any
 from extender.core.api.admission_gates import gated_by
 from extender.core.api.models import PREBUILT_WORKLOAD_LABEL, PRIORITY_CLASS_LABEL, QUEUE_NAME_LABEL
 from extender.core.api.parse import ManifestError
-from extender.core.jobframework import exec_limit, match, registry
+from extender.core.jobframework import exec_limit, match, reclaimable, registry
 from extender.core.jobframework.adapter import JobAdapter, workload_name
 from extender.kube.api.objects import CLUSTER_QUEUE_ANNOTATION
 from extender.kube.api.resources import Resource, resource_of
@@ -237,6 +237,9 @@ class JobView:
     admission_gated_by: str = ""
     # Its kueue.x-k8s.io/max-exec-time-seconds, as Kueue reads it: its Workload follows it.
     max_exec_seconds: int | None = None
+    # Its finished pods whose quota its Workload gives back (core/jobframework/reclaimable.py);
+    # None for a kind that has none.
+    reclaimable: tuple[tuple[str, int], ...] | None = None
 
     @property
     def holds(self) -> bool:
@@ -349,6 +352,7 @@ def job_view(obj: Obj, *, keep_source: bool, adapter: JobAdapter | None = None) 
         managed_by=_interned(adapter.managed_by(obj)),
         deleting=bool(meta.get("deletionTimestamp")),
         shape_key=None if finished is not None or group is not None else _shape_key(adapter, obj),
+        reclaimable=None if finished is not None else reclaimable.of_job(adapter.framework, obj),
     )
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from extender.core.api.models import PREBUILT_WORKLOAD_LABEL
 from extender.core.api.parse import ManifestError
+from extender.core.jobframework import reclaimable
 from extender.core.jobframework.adapter import MissingReferenceError, Reference
 from extender.core.jobframework.jobs import resolve_priority, workload_for
 from extender.core.jobframework.workloads import creation_seconds
@@ -31,7 +32,7 @@ from extender.kube.controller.priority import (
     follow_priority_class,
     gates_differ,
 )
-from extender.kube.controller.workload_status import patch_status, record
+from extender.kube.controller.workload_status import patch_status, record, write_status
 
 log = logging.getLogger("tower.jobs")
 
@@ -135,8 +136,21 @@ class JobReconciler:
                 o.is_true(workload, o.EVICTED)
                 or (job.suspended and o.is_true(workload, o.ADMITTED))
                 or self._readiness_changed(job, workload)
+                or self._reclaimable(job, workload) is not None
             )
         return not job.suspended or job.started
+
+    def _reclaimable(self, job: JobView, workload: Obj) -> reclaimable.Reclaimable | None:
+        """Kueue's ReclaimablePods: the job's finished pods, capped at its Workload's podSets,
+        when they are not what its status.reclaimablePods says (else None)."""
+        if (
+            job.reclaimable is None
+            or not self.ctx.settings.feature_gates.get("ReclaimablePods", True)
+            or o.is_true(workload, o.FINISHED)
+        ):
+            return None
+        wanted = reclaimable.limited(job.reclaimable, reclaimable.pod_set_counts(workload))
+        return None if reclaimable.same(wanted, reclaimable.from_status(workload)) else wanted
 
     def _readiness_changed(self, job: JobView, workload: Obj) -> bool:
         """WaitForPodsReady is on and a running job's readiness is not what its Workload
@@ -201,6 +215,14 @@ class JobReconciler:
             follow_priority_class(ctx, job, wl_key, workload)
             follow_admission_gates(ctx, job, wl_key, workload)
             follow_exec_limit(ctx, job, wl_key, workload)
+        wanted = self._reclaimable(job, workload)
+        if wanted is not None:
+            patch = {"status": {"reclaimablePods": reclaimable.status_value(wanted)}}
+            written = write_status(ctx, wl_key, o.conditional(patch, workload), "reclaimable")
+            if written is None:
+                return 0.0  # it moved meanwhile: looked at again
+            workload = written
+            ctx.queues.workloads.add(wl_key)  # the core counts what its pods gave back
         if job.source is not None:
             ctx.store.put(resource, job.key, job.without_source())  # the template is recorded
         if resized.drifted(job, workload) and job.prebuilt is None:

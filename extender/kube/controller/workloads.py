@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from extender.core.admission import exec_time
@@ -26,9 +27,10 @@ from extender.core.api.admission_gates import (
     gated_event_message,
     gated_message,
 )
-from extender.core.api.models import Workload
+from extender.core.api.models import Admission, FlavorResource, Workload
 from extender.core.api.parse import ManifestError
 from extender.core.config.resource_policy import apply as apply_policy
+from extender.core.jobframework import reclaimable
 from extender.core.jobframework.workloads import workload as parse_workload
 from extender.core.scheduling.cycle import INADMISSIBLE, Evict
 from extender.kube.api import objects as o
@@ -75,7 +77,14 @@ class WorkloadReconciler:
         meta = obj.get("metadata") or {}
         # The gates are an annotation: taking one off changes no generation.
         gates = gated_by(meta.get("annotations"))
-        version = (meta.get("uid"), meta.get("generation") or meta.get("resourceVersion"), gates)
+        # So is status.reclaimablePods: a waiting Workload asks for the pods that remain.
+        reclaim = self.reclaimable(obj)
+        version = (
+            meta.get("uid"),
+            meta.get("generation") or meta.get("resourceVersion"),
+            gates,
+            tuple(sorted(reclaim.items())),
+        )
         memo = self._models.get(key)
         if memo is not None and memo[0] == version:
             return memo[1]
@@ -85,8 +94,23 @@ class WorkloadReconciler:
             if self.ctx.told.first(f"invalid:{key}", err.message):
                 log.warning("Workload %s ignored: %s: %s", key, err.path, err.message)
             return None
+        if reclaim:
+            model = replace(model, pod_sets=reclaimable.pod_sets_after(model.pod_sets, reclaim))
         self._models[key] = (version, model)
         return model
+
+    def reclaimable(self, obj: Obj) -> dict[str, int]:
+        """Its status.reclaimablePods by podSet, with Kueue's ReclaimablePods gate on."""
+        if not self.ctx.settings.feature_gates.get("ReclaimablePods", True):
+            return {}
+        return reclaimable.from_status(obj)
+
+    def _held(self, obj: Obj, admission: Admission) -> dict[FlavorResource, int]:
+        """The quota an admission holds, less its Workload's reclaimable pods."""
+        reclaim = self.reclaimable(obj)
+        if not reclaim:
+            return admission.usage()
+        return reclaimable.usage_after(admission, reclaimable.pod_set_counts(obj), reclaim)
 
     def reconcile(self, key: str) -> float | None:
         ctx = self.ctx
@@ -137,7 +161,10 @@ class WorkloadReconciler:
                         )
                     return None
                 # The API is the record: an admission seen there holds its quota here.
-                state.assume(model, admission, ctx.clock())
+                state.assume(model, admission, ctx.clock(), self._held(obj, admission))
+                ctx.touch(model.namespace, model.queue_name, admission.cluster_queue)
+            elif self.reclaimable(obj) and state.reclaim(key, self._held(obj, admission)):
+                # Its finished pods gave their quota back: the next head may fit in it.
                 ctx.touch(model.namespace, model.queue_name, admission.cluster_queue)
             holder = state.admitted_workload(key)
             assert holder is not None

@@ -63,6 +63,7 @@ def test_the_gates_tower_acts_on_are_the_metrics_and_node_failure_ones():
         "TASReplaceNodeDueToNotReadyOverFixedTime",
         "SkipReassignmentForPodOwnedWorkloads",
         "DisableWaitForPodsReady",
+        "ReclaimablePods",
     }
 
 
@@ -111,6 +112,7 @@ def test_a_flag_kueue_cannot_read_is_refused_in_its_words(flag, want_error):
         ({"ElasticJobsViaWorkloadSlices": False}, {"ElasticJobsViaWorkloadSlices": False}),
         ({"TASCacheTopologyTree": True}, {"TASCacheTopologyTree": True}),
         ({"AllAlpha": False}, {}),
+        ({"ObjectRetentionPolicies": True, "ReclaimablePods": False}, {"ReclaimablePods": False}),
     ],
     ids=[
         "nothing asked: Kueue's defaults",
@@ -120,6 +122,7 @@ def test_a_flag_kueue_cannot_read_is_refused_in_its_words(flag, want_error):
         "an absent gate asked off",
         "an internal gate either way",
         "AllAlpha=false: every alpha gate is off already",
+        "a GA gate Tower follows asked on, an implemented Beta gate off",
     ],
 )
 def test_gates_tower_can_honour_are_resolved(asked, want_changed):
@@ -166,11 +169,6 @@ def test_gates_tower_can_honour_are_resolved(asked, want_changed):
             "feature gate PartialAdmission=false (from AllBeta=false) is not supported: Tower "
             "admits down to a podSet's minCount",
         ),
-        (
-            {"ObjectRetentionPolicies": True},
-            "feature gate ObjectRetentionPolicies=true is not supported: Tower does not delete "
-            "Workloads by objectRetentionPolicies (warned)",
-        ),
     ],
     ids=[
         "an unknown name: Kueue's error",
@@ -181,7 +179,6 @@ def test_gates_tower_can_honour_are_resolved(asked, want_changed):
         "an absent gate asked on",
         "an always gate asked away from its default",
         "AllBeta=false reaches a gate Tower cannot turn off",
-        "an absent gate locked on, asked on",
     ],
 )
 def test_gates_kueue_or_tower_refuses_are_one_line(asked, want_error):
