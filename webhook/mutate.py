@@ -15,6 +15,7 @@ from extender.core.jobframework import registry
 from extender.core.jobframework.adapter import JobAdapter, as_mapping, pointer
 from extender.core.jobframework.jobs import queue_name_of
 from extender.core.jobframework.parent import TemplateParent
+from extender.core.jobframework.resize import ELASTIC_JOB_ANNOTATION, is_elastic, running_resize
 from extender.core.jobframework.webhooks import queue_patch, resuspend_patch, suspend_field
 from webhook.reviews import Response, allow, deny
 from webhook.routes import QueueRoutes
@@ -85,8 +86,40 @@ def mutate(
             warnings = warnings or None
         return allow(uid, patch, warnings)
     if operation == "UPDATE":
+        stopped = _stop_resized(uid, request, obj, settings, adapter)
+        if stopped is not None:
+            return stopped
         return _keep_suspended(uid, request, obj, settings, adapter)
     return allow(uid)
+
+
+def _stop_resized(
+    uid: str,
+    request: Mapping[str, Any],
+    obj: Mapping[str, Any],
+    settings: Settings,
+    adapter: JobAdapter,
+) -> Response | None:
+    """A running queued job whose update changes its podSets is suspended in the same write:
+    its own controller never sees the new size running, so no pod beyond its admission
+    starts. The controller then queues it again as it now is (Kueue's outcome)."""
+    old = request.get("oldObject")
+    if not isinstance(old, Mapping) or not adapter.can_suspend or queue_name_of(obj) is None:
+        return None
+    if is_elastic(obj, settings.feature_gates):
+        return None  # scales in place through workload slices
+    change = running_resize(adapter, old, obj)
+    if change is None:
+        return None
+    meta = obj.get("metadata") or {}
+    name = f"{meta.get('namespace') or request.get('namespace', '')}/{meta.get('name', '')}"
+    warning = (
+        f"{adapter.kind} {name}: {change} while it runs: it is stopped in this update "
+        f"({suspend_field(adapter)}: true) and queued again at its new size, as Kueue queues "
+        "a job that no longer matches its Workload (to scale a Job, RayJob or RayCluster in "
+        f'place, annotate it {ELASTIC_JOB_ANNOTATION}: "true")'
+    )
+    return allow(uid, resuspend_patch(obj, adapter), [warning])
 
 
 def _multikueue_ops(

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 from extender.core.jobframework import registry, webhooks
 
@@ -35,6 +35,8 @@ class Settings:
     # of MultiKueue queues to MultiKueue (spec.managedBy): a kubeconfig, "in-cluster" for
     # its ServiceAccount, or "" to read nothing (webhook/routes.py).
     kubeconfig: str = ""
+    # Kueue's feature gates as resolved from --config and --feature-gates (empty: defaults).
+    feature_gates: Mapping[str, bool] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.integrations is not None:
@@ -228,7 +230,7 @@ def from_args(argv: Sequence[str] | None = None) -> Settings:
             # the file's managedJobsNamespaceSelector (python -m certs bootstrap --config).
             unlabelled = "*" if config.manage_jobs_without_queue_name else ""
     try:
-        feature_gates(file_gates, args.feature_gates)  # the webhook acts on none of them yet
+        gates = feature_gates(file_gates, args.feature_gates)
     except ConfigFileError as err:
         p.exit(2, f"error: {err}\n")
     return Settings(
@@ -244,4 +246,5 @@ def from_args(argv: Sequence[str] | None = None) -> Settings:
         bind_address=args.bind_address,
         integrations=integrations,
         kubeconfig=args.kubeconfig,
+        feature_gates=gates,
     )

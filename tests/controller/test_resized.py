@@ -3,7 +3,8 @@ it now is (Kueue's NoMatchingWorkload), for each kind whose counts a user can ch
 waiting job's Workload follows its job in place. On the API double with the real webhook.
 
 Each kind: admitted at its size, running; then patched (a Job's parallelism, a JobSet's
-replicas, a RayCluster's workers, an MPIJob's workers); the job is suspended again, its
+replicas, a RayCluster's workers, an MPIJob's workers); the job is suspended again (by the
+webhook, in the patch itself), its
 Workload deleted once it stopped and made again with the new count, which the ClusterQueue
 (4 cpu) cannot hold: it waits, suspended, and says why. An Event names the podSet and counts.
 """
@@ -124,7 +125,12 @@ def test_a_running_job_grown_past_its_admission_is_stopped_and_queued_again(
     first = cluster.workload_of(created)
     assert condition(first, "Admitted").get("status") == "True"
 
-    cluster.admin.patch(resource, name, copy.deepcopy(grow), "default", content_type=JSON_PATCH)
+    patched = cluster.admin.patch(
+        resource, name, copy.deepcopy(grow), "default", content_type=JSON_PATCH
+    )
+    # The webhook suspends it in the patch itself: its own controller never sees the new
+    # size running, so no pod beyond the admission starts.
+    assert is_suspended(kind, patched), patched["spec"]
     grown = time.monotonic()
     eventually(lambda: is_suspended(kind, cluster.get(resource.plural, name, "default")),
                what=f"the grown {kind} stopped")  # fmt: skip

@@ -173,3 +173,70 @@ def test_a_queue_that_cannot_be_read_is_told_and_decides_nothing():
     [warning] = response["warnings"]
     assert "could not tell whether LocalQueue user-queue dispatches to MultiKueue" in warning
     assert "connection refused" in warning
+
+
+def running_resized(parallelism: int) -> dict:
+    """kube-apiserver's UPDATE review of a running Job (the recorded patch's request), as if
+    a user had patched its parallelism from 2 to `parallelism` while it runs."""
+    request = admission_review(PATCH_UNSUSPEND)["request"]
+    for key, count in (("oldObject", 2), ("object", parallelism)):
+        request[key]["spec"].update(suspend=False, parallelism=count, completions=10)
+    return request
+
+
+def test_a_running_job_resized_is_stopped_in_the_same_update_with_a_warning():
+    request = running_resized(6)
+    response = mutate(request, SETTINGS, JOB)
+    patched = apply(request["object"], response)
+    assert patched["spec"]["suspend"] is True
+    assert patched["spec"]["parallelism"] == 6  # the user's change stands: queued at 6
+    assert response["warnings"] == [
+        "Job default/sample-job-bsg9x: podSet main (spec.template) now has 6 pods, had 2 while "
+        "it runs: it is stopped in this update (spec.suspend: true) and queued again at its new "
+        "size, as Kueue queues a job that no longer matches its Workload (to scale a Job, "
+        'RayJob or RayCluster in place, annotate it kueue.x-k8s.io/elastic-job: "true")'
+    ]
+
+
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        (lambda r: None, "its podSets are as they were (a label, an annotation)"),
+        (
+            lambda r: (
+                r["oldObject"]["spec"].update(suspend=True),
+                r["userInfo"].update(username="system:serviceaccount:tower-system:tower"),
+            ),
+            "it was suspended: Tower starts it at its admitted size",
+        ),
+        (lambda r: r["object"]["spec"].update(suspend=True), "the user suspends it too"),
+        (lambda r: r["object"]["metadata"]["labels"].pop("kueue.x-k8s.io/queue-name"), "no queue"),
+        (
+            lambda r: (
+                r["object"]["metadata"]
+                .setdefault("annotations", {})
+                .update({"kueue.x-k8s.io/elastic-job": "true"})
+            ),
+            "an elastic job scales in place",
+        ),
+    ],
+)
+def test_an_update_that_resizes_no_running_queued_job_is_left_alone(change, why):
+    request = running_resized(2 if why.startswith("its podSets") else 6)
+    change(request)
+    response = mutate(request, SETTINGS, JOB)
+    suspend = request["object"]["spec"]["suspend"]
+    assert apply(request["object"], response)["spec"]["suspend"] is suspend, why
+    assert not any("stopped in this update" in w for w in response.get("warnings") or []), why
+
+
+def test_with_elastic_jobs_off_an_elastic_job_is_stopped_like_any_other():
+    request = running_resized(6)
+    request["object"]["metadata"].setdefault("annotations", {})["kueue.x-k8s.io/elastic-job"] = (
+        "true"
+    )
+    settings = Settings(
+        controller_usernames=SETTINGS.controller_usernames,
+        feature_gates={"ElasticJobsViaWorkloadSlices": False},
+    )
+    assert apply(request["object"], mutate(request, settings, JOB))["spec"]["suspend"] is True

@@ -60,13 +60,20 @@ def _difference(ctx: Context, job: JobView, workload: Obj) -> str:
 def stop_and_requeue(ctx: Context, job: JobView, wl_key: str, workload: Obj) -> float | None:
     """A job whose Workload holds quota: stopped; once its pods are gone, its Workload is
     deleted and a new one made (the job reconciler creates it, seeing none)."""
-    if not job.suspended:
-        what = _difference(ctx, job, workload)
-        message = f"{job.kind} {job.key}: {what}: stopped and queued again as it now is ({ADVICE})"
-        log.info("%s", message)
-        job = patch_job(ctx, job, job.adapter.suspend_patch(True))
-        ctx.event(job.as_object(), "Warning", "PodSetsChanged", message)
-        ctx.event(job.as_object(), "Normal", "Stopped", STOPPED)
+    if not job.suspended or job.cluster_queue:
+        # Running, or suspended in the very write that changed it (Tower's webhook does so,
+        # and no pod beyond the admission started): said once per Workload, then stopped.
+        uid = str((workload.get("metadata") or {}).get("uid") or wl_key)
+        if ctx.told.first(f"resized:{uid}", "stopped"):
+            what = _difference(ctx, job, workload)
+            message = (
+                f"{job.kind} {job.key}: {what}: stopped and queued again as it now is ({ADVICE})"
+            )
+            log.info("%s", message)
+            ctx.event(job.as_object(), "Warning", "PodSetsChanged", message)
+            ctx.event(job.as_object(), "Normal", "Stopped", STOPPED)
+        if not job.suspended:
+            job = patch_job(ctx, job, job.adapter.suspend_patch(True))
         job = stop_job(ctx, job, workload)  # its start cleared, its templates put back
     elif job.started:
         job = stop_job(ctx, job, workload)  # finish stopping it (its start is cleared)
