@@ -492,6 +492,105 @@ def classical_targets(
     return []
 
 
+# fairSharing.preemptionStrategies (Kueue's apis/config/v1beta2 PreemptionStrategy).
+LESS_THAN_OR_EQUAL_TO_FINAL_SHARE = "LessThanOrEqualToFinalShare"
+LESS_THAN_INITIAL_SHARE = "LessThanInitialShare"
+DEFAULT_STRATEGIES = (LESS_THAN_OR_EQUAL_TO_FINAL_SHARE, LESS_THAN_INITIAL_SHARE)
+
+
+@dataclass(frozen=True, slots=True)
+class FairPreemption:
+    """Fair-sharing preemption as Kueue's Configuration and feature gates set it.
+
+    `strategies` is fairSharing.preemptionStrategies: the first is tried on every candidate,
+    a second (only LessThanInitialShare may be second) on those the first turned down.
+    `within_nominal` is the FairSharingPreemptWithinNominal gate (Beta, on): a preemptor whose
+    ClusterQueue stays within its nominal quota of what needs room, the new workload counted,
+    takes from borrowing ClusterQueues whatever their shares (Kueue's runFirstFsStrategy)."""
+
+    strategies: tuple[str, ...] = DEFAULT_STRATEGIES
+    within_nominal: bool = True
+
+    def __call__(
+        self,
+        preemptor: Workload,
+        cq: ClusterQueue,
+        node: QuotaNode,
+        request: Mapping[FlavorResource, int],
+        need: frozenset[FlavorResource],
+        admitted_in: AdmittedIn,
+        lowest_priority: LowestPriority | None = None,
+        lq_usage: VictimUsage | None = None,
+        also_fits: AlsoFits | None = None,
+    ) -> list[Target]:
+        """The targets fair_sharing_targets finds under this policy (a TargetSearch)."""
+        return fair_sharing_targets(
+            preemptor, cq, node, request, need, admitted_in, lowest_priority, lq_usage,
+            also_fits, policy=self,
+        )  # fmt: skip
+
+
+KUEUE_FAIR_PREEMPTION = FairPreemption()
+
+
+def _passes(strategy: str, preemptor_share: float, before: float, after: float) -> bool:
+    """Kueue's fairsharing strategies: S2-a compares with the target's share once the
+    candidate is gone, S2-b with its share before."""
+    if strategy == LESS_THAN_INITIAL_SHARE:
+        return preemptor_share < before
+    return preemptor_share <= after
+
+
+class _QueueOrder:
+    """Kueue's TargetClusterQueueOrdering, for one level of ClusterQueues: the next queue to
+    take from is the one with the highest share (the preemptor's own counting the incoming
+    workload), ties to the one whose first candidate comes first; another queue is passed over
+    once it no longer borrows."""
+
+    def __init__(
+        self,
+        preemptor_node: QuotaNode,
+        request: Mapping[FlavorResource, int],
+        pool: Iterable[AdmittedWorkload],
+    ) -> None:
+        self.node = preemptor_node
+        self.request = request
+        self.by_queue: dict[str, list[AdmittedWorkload]] = {}
+        for candidate in pool:
+            self.by_queue.setdefault(candidate.node.name, []).append(candidate)
+        self.rank = {name: i for i, name in enumerate(self.by_queue)}
+
+    def next_queue(self) -> str | None:
+        """The queue to take from next (None: none is left)."""
+        best: tuple[float, int] | None = None
+        best_name = None
+        for name, queue in list(self.by_queue.items()):
+            queue_node = queue[0].node
+            if queue_node is self.node:
+                share = dominant_resource_share(queue_node, self.request)
+            else:
+                share = dominant_resource_share(queue_node)
+                if share <= 0:
+                    del self.by_queue[name]  # Kueue prunes a queue that does not borrow
+                    continue
+            key = (share, -self.rank[name])
+            if best is None or key > best:
+                best, best_name = key, name
+        return best_name
+
+    def pop(self, name: str) -> AdmittedWorkload:
+        """The queue's first candidate, taken out of the order."""
+        queue = self.by_queue[name]
+        candidate = queue.pop(0)
+        if not queue:
+            del self.by_queue[name]
+        return candidate
+
+    def drop(self, name: str) -> None:
+        """No more candidates from this queue."""
+        self.by_queue.pop(name, None)
+
+
 def fair_sharing_targets(
     preemptor: Workload,
     cq: ClusterQueue,
@@ -502,12 +601,17 @@ def fair_sharing_targets(
     lowest_priority: LowestPriority | None = None,
     lq_usage: VictimUsage | None = None,
     also_fits: AlsoFits | None = None,
+    *,
+    policy: FairPreemption = KUEUE_FAIR_PREEMPTION,
 ) -> list[Target]:
-    """Fair-sharing preemption with Kueue's default strategies.
+    """Fair-sharing preemption (Kueue's fairPreemptions, runFirstFsStrategy and
+    runSecondFsStrategy), over the ClusterQueues of the preemptor's cohort tree.
 
-    First LessThanOrEqualToFinalShare: take from the ClusterQueue with the highest share
-    while the preemptor's share with the new workload stays <= the target's share after
-    the removal; then LessThanInitialShare: < the target's share before it. `also_fits` is
+    Queues are taken from in order of share, highest first; a queue that no longer borrows is
+    passed over. The preemptor's own ClusterQueue's candidates are taken as they come. Another
+    queue's are taken unconditionally while the preemptor stays within its nominal quota
+    (policy.within_nominal), else when the first strategy lets them; with a second strategy,
+    what the first turned down gets one more chance, one workload per queue. `also_fits` is
     what must hold besides the quota once the removed candidates are gone (a topology
     placement), as for classical preemption.
     """
@@ -523,41 +627,51 @@ def fair_sharing_targets(
     )
     if not pool:
         return []
-    by_queue: dict[str, list[AdmittedWorkload]] = {}
-    for candidate in pool:
-        by_queue.setdefault(candidate.node.name, []).append(candidate)
-    preemptor_share = dominant_resource_share(node, request)
+    # Kueue's queueWithinNominalInResourcesNeedingPreemption, with the new workload counted.
+    within_nominal = policy.within_nominal and all(
+        node.usage.get(fr, 0) + request.get(fr, 0) <= node.nominal(fr) for fr in need
+    )
+    first = policy.strategies[0] if policy.strategies else LESS_THAN_OR_EQUAL_TO_FINAL_SHARE
     removed: list[AdmittedWorkload] = []
+    reasons: dict[int, str] = {}
     retry: list[AdmittedWorkload] = []
+
+    def take(candidate: AdmittedWorkload, reason: str) -> bool:
+        add_usage(candidate.node, candidate.usage, -1)
+        removed.append(candidate)
+        reasons[id(candidate)] = reason
+        return fits(node, request, True) and (also_fits is None or also_fits(removed))
+
     fit = False
-    while not fit and by_queue:
-        # The queue with the highest share gives up a workload first.
-        name = max(by_queue, key=lambda n: (dominant_resource_share(by_queue[n][0].node), n))
-        candidate = by_queue[name].pop(0)
-        if not by_queue[name]:
-            del by_queue[name]
-        if candidate.node is not node:
+    order = _QueueOrder(node, request, pool)
+    while not fit and (name := order.next_queue()) is not None:
+        candidate = order.pop(name)
+        if candidate.node is node:
+            fit = take(candidate, IN_CLUSTER_QUEUE)
+        elif within_nominal:
+            fit = take(candidate, IN_COHORT_RECLAMATION)
+        else:
+            before = dominant_resource_share(candidate.node)
             add_usage(candidate.node, candidate.usage, -1)
             after = dominant_resource_share(candidate.node)
             add_usage(candidate.node, candidate.usage, 1)
-            if not preemptor_share <= after:
+            # The preemptor's share is asked anew: its own workloads taken lower it.
+            if _passes(first, dominant_resource_share(node, request), before, after):
+                fit = take(candidate, IN_COHORT_FAIR_SHARING)
+            else:
                 retry.append(candidate)
-                continue
-        add_usage(candidate.node, candidate.usage, -1)
-        removed.append(candidate)
-        fit = fits(node, request, True) and (also_fits is None or also_fits(removed))
-    for candidate in retry:
-        if fit:
-            break
-        if preemptor_share < dominant_resource_share(candidate.node):
-            add_usage(candidate.node, candidate.usage, -1)
-            removed.append(candidate)
-            fit = fits(node, request, True) and (also_fits is None or also_fits(removed))
+    if not fit and len(policy.strategies) > 1:
+        # Kueue's runSecondFsStrategy: S2-b, one workload per queue at most.
+        # Only LessThanInitialShare may come second (Kueue's validation).
+        second = _QueueOrder(node, request, retry)
+        while not fit and (name := second.next_queue()) is not None:
+            candidate = second.pop(name)
+            second.drop(name)
+            if dominant_resource_share(node, request) < dominant_resource_share(candidate.node):
+                fit = take(candidate, IN_COHORT_FAIR_SHARING)
     if not fit:
         for candidate in removed:
             add_usage(candidate.node, candidate.usage, 1)
         return []
     victims = _fill_back(node, request, removed, True, also_fits)
-    return [
-        Target(v, IN_CLUSTER_QUEUE if v.node is node else IN_COHORT_FAIR_SHARING) for v in victims
-    ]
+    return [Target(v, reasons[id(v)]) for v in victims]

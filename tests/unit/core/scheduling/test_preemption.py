@@ -172,8 +172,10 @@ def test_fair_sharing_preempts_the_queue_with_the_highest_share():
     b_wants = WL("b-wants").queue("lq-b").created(10).request("cpu", "2").obj()
     state.add_workload(b_wants)
     result = state.schedule(10)
+    # b stays within its nominal quota with b-wants: FairSharingPreemptWithinNominal (on)
+    # reclaims from the borrower whatever the shares, with Kueue's reclamation reason.
     assert [(e.workload.name, e.preemption_reason) for e in result.evicted] == [
-        ("a3", "InCohortFairSharing")
+        ("a3", "InCohortReclamation")
     ]
 
 
