@@ -9,6 +9,7 @@ from typing import Any
 import yaml
 
 from extender.core.admission.multikueue import INCREMENTAL_STEP, MultiKueueSettings
+from extender.core.admission.retention import WorkloadRetention
 from extender.core.config.gates import merge, parse_flag, resolve
 from extender.core.config.kueue_config import (
     KueueConfig,
@@ -44,6 +45,7 @@ TOWER_DEFAULTS: dict[str, Any] = {
     "visibility_address": "0",  # served where asked: visibilityServer or the flag
     "metrics_config": MetricsConfig(),  # Kueue's metrics defaults
     "label_keys_to_copy": (),  # integrations.labelKeysToCopy: none
+    "workload_retention": WorkloadRetention(),  # objectRetentionPolicies: nothing deleted
 }
 FEATURE_GATES_FLAG = "--feature-gates"
 
@@ -92,6 +94,7 @@ def from_file(config: KueueConfig) -> dict[str, Any]:
         "metrics_address": config.metrics_bind_address,
         "metrics_config": config.metrics,
         "label_keys_to_copy": config.label_keys_to_copy,
+        "workload_retention": config.workload_retention,
     }
     if config.visibility_bind_address is not None:
         values["visibility_address"] = config.visibility_bind_address

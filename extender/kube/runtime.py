@@ -637,6 +637,7 @@ def _serve(
         namespace=args.namespace,
         feature_gates=args.feature_gates,
         label_keys_to_copy=args.label_keys_to_copy,
+        workload_retention=args.workload_retention,
     )
     try:
         while not stop.is_set():

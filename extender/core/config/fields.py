@@ -80,6 +80,12 @@ ACTED: dict[str, str] = {
         "which LocalQueues have kueue_local_queue_* series: `enable` (on when the section is "
         "absent, off when it is there without it, as in Kueue) and `localQueueSelector`"
     ),
+    "objectRetentionPolicies": (
+        "workloads.afterFinished: a finished Workload is deleted that long after it finished; "
+        "workloads.afterDeactivatedByKueue: the job of a Workload Tower deactivated (requeuing "
+        "limit, maximum execution time, a rejected check) is deleted that long after, its "
+        "Workload with it; one deactivated by hand is kept; as in Kueue"
+    ),
     "featureGates": (
         "--feature-gates (the flag wins gate by gate): Kueue's gates by Kueue's names and "
         "defaults, refused with Kueue's error when unknown or locked, and refused in one line "
@@ -124,7 +130,6 @@ UNACTED: tuple[Unacted, ...] = (
         "Tower blocks a workload on a resource its ClusterQueue has no quota for",
     ),
     _cfg("resources.deviceClassMappings", "DRA device classes as resources"),
-    _cfg("objectRetentionPolicies", "deleting finished and deactivated Workloads"),
     _cfg("queueVisibility", "queue visibility in ClusterQueue status, dropped in v1beta2"),
     _cfg("webhook", "Kueue's webhook server", "Tower's webhook is python -m webhook"),
     _cfg("metrics.customLabels", "custom metric labels (feature gate CustomMetricLabels)"),

@@ -5,10 +5,11 @@ from __future__ import annotations
 import ipaddress
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from extender.core.admission.pods_ready import RequeuingStrategy, WaitForPodsReady
+from extender.core.admission.retention import WorkloadRetention
 from extender.core.api.quantity import parse_quantity
 from extender.core.api.unacted import Unacted
 from extender.core.config.fields import UNACTED
@@ -170,6 +171,8 @@ class KueueConfig:
     feature_gates: Mapping[str, bool]  # featureGates as the file asks (checked: gates.resolve)
     unacted: tuple[Unacted, ...]  # what the file asks for that Tower does not do
     label_keys_to_copy: tuple[str, ...] = ()  # integrations.labelKeysToCopy
+    # objectRetentionPolicies.workloads: when finished and deactivated Workloads go.
+    workload_retention: WorkloadRetention = field(default_factory=WorkloadRetention)
 
     def warnings(self, name: str) -> list[str]:
         """One line for each field set (or on by default) that Tower does not act on."""
@@ -259,6 +262,7 @@ def parse(doc: Any, namespace: str | None = None) -> KueueConfig:
         feature_gates=asked,
         unacted=tuple(unacted),
         label_keys_to_copy=tuple(str(k) for k in get("integrations.labelKeysToCopy") or ()),
+        workload_retention=_workload_retention(get),
     )
 
 
@@ -595,6 +599,15 @@ def _admission_fair_sharing(get: Callable[[str], Any]) -> AfsConfig | None:
         _seconds(get, f"{base}.usageSamplingInterval", 300.0),
         weights,
     )
+
+
+def _workload_retention(get: Callable[[str], Any]) -> WorkloadRetention:
+    """objectRetentionPolicies.workloads: each duration in seconds, None where unset."""
+    after = {}
+    for name in ("afterFinished", "afterDeactivatedByKueue"):
+        path = f"objectRetentionPolicies.workloads.{name}"
+        after[name] = None if get(path) is None else _seconds(get, path, 0)
+    return WorkloadRetention(after["afterFinished"], after["afterDeactivatedByKueue"])
 
 
 def _check_the_rest(get: Callable[[str], Any]) -> None:

@@ -38,6 +38,7 @@ class FinishedWorkload(Mapping[str, Any]):
     __slots__ = (
         "api_version",
         "finalizers",
+        "finished_at",
         "name",
         "namespace",
         "owner",
@@ -56,6 +57,7 @@ class FinishedWorkload(Mapping[str, Any]):
         owner: tuple[str, str, str] | None,
         queue_name: str = "",
         finalizers: tuple[str, ...] = (),
+        finished_at: str = "",
     ) -> None:
         self.api_version = api_version
         self.namespace = namespace
@@ -65,6 +67,9 @@ class FinishedWorkload(Mapping[str, Any]):
         self.owner = owner  # (kind, name, "") of the Job or JobSet that controls it
         self.queue_name = queue_name  # its LocalQueue's (Kueue's finished_workloads gauges)
         self.finalizers = finalizers  # a finished one's are removed, as Kueue's (mostly none)
+        # When it finished (its Finished condition's lastTransitionTime): its retention counts
+        # from then (objectRetentionPolicies.workloads.afterFinished).
+        self.finished_at = finished_at
 
     @property
     def key(self) -> str:
@@ -82,11 +87,14 @@ class FinishedWorkload(Mapping[str, Any]):
             meta["ownerReferences"] = [{"kind": kind, "name": name, "controller": True}]
         if self.finalizers:
             meta["finalizers"] = list(self.finalizers)
+        finished = {"type": "Finished", "status": "True"}
+        if self.finished_at:
+            finished["lastTransitionTime"] = self.finished_at
         return {
             "apiVersion": self.api_version,
             "kind": "Workload",
             "metadata": meta,
-            "status": {"conditions": [{"type": "Finished", "status": "True"}]},
+            "status": {"conditions": [finished]},
         }
 
     def __getitem__(self, key: str) -> Any:
@@ -145,10 +153,15 @@ def workload(obj: Obj) -> Obj | FinishedWorkload:
     templates of the others keep only what is read of them."""
     obj = trim(obj)
     status = obj.get("status")
-    if not isinstance(status, dict) or not any(
-        isinstance(c, Mapping) and c.get("type") == "Finished" and c.get("status") == "True"
-        for c in status.get("conditions") or []
-    ):
+    finished = next(
+        (
+            c
+            for c in (status.get("conditions") or [] if isinstance(status, dict) else [])
+            if isinstance(c, Mapping) and c.get("type") == "Finished" and c.get("status") == "True"
+        ),
+        None,
+    )
+    if finished is None:
         spec = obj.get("spec")
         if isinstance(spec, Mapping) and isinstance(spec.get("podSets"), list):
             pod_sets = [
@@ -177,6 +190,7 @@ def workload(obj: Obj) -> Obj | FinishedWorkload:
         owner,
         queue_name=sys.intern(str(_mapping(obj.get("spec")).get("queueName") or "")),
         finalizers=tuple(sys.intern(str(f)) for f in meta.get("finalizers") or ()),
+        finished_at=str(finished.get("lastTransitionTime") or ""),
     )
 
 

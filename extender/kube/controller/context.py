@@ -13,6 +13,7 @@ from typing import Any
 
 from extender.core.admission.multikueue import MultiKueueSettings, runs_on_worker
 from extender.core.admission.pods_ready import WaitForPodsReady
+from extender.core.admission.retention import WorkloadRetention
 from extender.core.config.kueue_config import LabelSelector, default_namespace_selector
 from extender.core.config.resource_policy import ResourcePolicy
 from extender.core.scheduling.admission_fair_sharing import AfsConfig
@@ -72,6 +73,8 @@ class Settings:
     # the Configuration's featureGates and --feature-gates resolve them.
     feature_gates: Mapping[str, bool] = field(default_factory=dict)
     label_keys_to_copy: tuple[str, ...] = ()  # integrations.labelKeysToCopy
+    # Kueue's objectRetentionPolicies.workloads, from the --config file (unset: kept).
+    workload_retention: WorkloadRetention = field(default_factory=WorkloadRetention)
 
 
 @dataclass(slots=True)

@@ -43,6 +43,7 @@ from extender.kube.controller.job_start import delete_object, requeue_patch
 from extender.kube.controller.pending import PendingReasons
 from extender.kube.controller.pods_ready import DEACTIVATION_TARGET, PodsReadyWatch
 from extender.kube.controller.recording import FinishedLedger, since
+from extender.kube.controller.retention import Retention
 from extender.kube.controller.workload_status import write_status, write_workload
 
 log = logging.getLogger("tower.workloads")
@@ -69,6 +70,7 @@ class WorkloadReconciler:
         self.ready = ready or PodsReadyWatch(ctx, admission)
         self.checks = CheckGate(ctx, admission)
         self.exec_time = ExecutionTimeWatch(ctx)
+        self.retention = Retention(ctx)  # objectRetentionPolicies
         self.on_dropped = on_dropped  # others' bookkeeping of a Workload that is gone
         self._models: dict[str, tuple[tuple[Any, ...], Workload]] = {}
 
@@ -125,7 +127,7 @@ class WorkloadReconciler:
             # reconciler): a prebuilt or migrated one that carries it could not be deleted.
             if obj is not None and o.KUEUE_FINALIZER in (obj["metadata"].get("finalizers") or []):
                 self._release_kueues_finalizer(key, obj)
-            return None
+            return None if obj is None else self.retention.finished(key, obj)
         meta = obj.get("metadata") or {}
         if meta.get("deletionTimestamp"):
             self._drop(key)  # being deleted: it holds no quota
@@ -202,7 +204,7 @@ class WorkloadReconciler:
             state.release(key)
         if deactivated:
             self._drop(key)
-            return None
+            return self.retention.deactivated(key, obj)
         if self.ready.reactivated(key, obj):
             return None  # its write brings it back, Requeued=True
         backoff = self.ready.backoff(key, obj)
