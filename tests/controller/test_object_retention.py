@@ -22,7 +22,8 @@ LIMIT = "kueue.x-k8s.io/max-exec-time-seconds"
 
 
 def condition(obj: dict[str, Any], kind: str) -> dict[str, Any]:
-    return next((c for c in obj["status"].get("conditions") or [] if c["type"] == kind), {})
+    status = (obj or {}).get("status") or {}
+    return next((c for c in status.get("conditions") or [] if c["type"] == kind), {})
 
 
 def events(cluster: Any, reason: str) -> list[tuple[str, str, str]]:
