@@ -1,22 +1,41 @@
-"""Every label and annotation key Kueue v0.19.2 documents is acted on by Tower or warned about.
+"""Nothing of Kueue v0.19.2 is silently ignored: every label and annotation key it documents,
+every field of its Configuration and every feature gate is acted on by Tower or said.
 
-The keys are Kueue's own list (tests/data/kueue-keys/, see its SOURCE). Each has one row here:
-`acted`, naming the test that shows Tower reading or writing it, or `warned`, naming the test
-that asserts the line a user is told. The walk checks that every named test exists and that
-its module speaks of the key, so a row cannot point at nothing.
+- Keys (tests/data/kueue-keys/): each has one row, `acted` naming the test that shows Tower
+  reading or writing it, or `warned` naming the test of the line a user is told. The walk checks
+  that every named test exists and that its module speaks of the key.
+- Configuration fields (tests/data/kueue-config/configuration-fields.txt): a field under an
+  entry of extender/core/config/fields.py's UNACTED is warned, and a Configuration that sets it
+  is checked to say so; any other field is acted on, and FIELD_TESTS must name the test that
+  shows it (for it or the nearest field above it). A field taken out of UNACTED fails here until
+  its test is named.
+- Feature gates (tests/data/kueue-features/): each is in extender/core/config/feature_gates.py;
+  one Tower implements, or follows at Kueue's default `true`, is acted on and GATE_TESTS names
+  its test; one Tower cannot turn on is refused when asked on (resolve's one line; the run exits
+  2); an `internal` one changes nothing a user sees and either value is taken.
+Each walk prints its counts; the assertion is that none is neither.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 
 from extender.core.api import unread_keys
+from extender.core.api.unacted import Unacted
+from extender.core.config import fields as config_fields
+from extender.core.config.feature_gates import BY_NAME, FeatureGate
+from extender.core.config.feature_gates import Stand as GateStand
+from extender.core.config.gates import resolve
+from extender.core.config.kueue_config import parse
+from extender.core.config.schema import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
 KEYS_FILE = ROOT / "tests" / "data" / "kueue-keys" / "labels_and_annotations.yaml"
@@ -275,3 +294,434 @@ def test_each_stand_names_a_test_that_exists_and_speaks_of_the_key(key, kind):
 @pytest.mark.parametrize("key", sorted(k for (k, _), s in STANDS.items() if s.stand == WARNED))
 def test_a_key_warned_at_admission_is_one_the_webhook_warns_about(key):
     assert key in {entry.key for entry in unread_keys.UNREAD}
+
+
+# ----- the fields of Kueue's Configuration ----------------------------------------------------
+
+FIELDS_FILE = ROOT / "tests" / "data" / "kueue-config" / "configuration-fields.txt"
+CONFIG_FILE = "tests/unit/kube/test_config_file.py::"
+EVERY_ACTED_FIELD = CONFIG_FILE + "test_every_acted_field_takes_effect"
+PODS_READY = "tests/controller/test_pods_ready.py::"
+MULTIKUEUE = "tests/controller/test_multikueue.py::"
+SECTIONS = "tests/unit/kube/test_config_sections_reach_the_controller.py::"
+METRICS_CONFIG = "tests/unit/kube/test_metrics_config.py::"
+RETENTION = "tests/controller/test_object_retention.py::"
+RESOURCE_POLICY = (
+    "tests/controller/test_resource_policy.py::"
+    "test_quota_counts_the_credits_each_cpu_costs_and_not_an_excluded_resource"
+)
+
+# The test that shows each acted-on field taking effect. A row `X.*` stands for X and every
+# field below it that has no row of its own; a row `X` for X alone, so that a field below it
+# taken out of UNACTED needs its own.
+FIELD_TESTS: dict[str, str] = {
+    "leaderElection.*": EVERY_ACTED_FIELD,
+    "leaderElection.resourceLock": CONFIG_FILE + "test_a_bad_field_is_one_line_naming_it",
+    "metrics": METRICS_CONFIG + "test_the_metrics_fields_and_gates_are_acted_on_without_a_warning",
+    "metrics.bindAddress": CONFIG_FILE + "test_metrics_bind_address_is_the_metrics_servers_address",
+    "metrics.enableClusterQueueResources": (
+        METRICS_CONFIG + "test_the_metrics_fields_and_gates_are_acted_on_without_a_warning"
+    ),
+    "metrics.localQueueMetrics.*": (
+        METRICS_CONFIG + "test_the_metrics_fields_and_gates_are_acted_on_without_a_warning"
+    ),
+    "metrics.localQueueMetrics.enable": (
+        METRICS_CONFIG
+        + "test_a_local_queue_metrics_section_without_enable_turns_them_off_as_in_kueue"
+    ),
+    "manageJobsWithoutQueueName": "tests/webhook/test_cli.py::test_the_config_file_sets_what_no_flag_gave",
+    "managedJobsNamespaceSelector": (
+        "tests/controller/test_managed_namespaces.py::"
+        "test_jobs_are_managed_in_the_selected_namespaces_only"
+    ),
+    "waitForPodsReady.*": PODS_READY + "test_the_configuration_file_turns_it_on",
+    "waitForPodsReady.timeout": (
+        PODS_READY + "test_a_job_never_ready_is_evicted_requeued_with_backoff_then_deactivated"
+    ),
+    "waitForPodsReady.blockAdmission": (
+        PODS_READY + "test_block_admission_admits_the_next_job_once_the_first_is_ready"
+    ),
+    "waitForPodsReady.requeuingStrategy": (
+        PODS_READY + "test_a_job_never_ready_is_evicted_requeued_with_backoff_then_deactivated"
+    ),
+    "waitForPodsReady.recoveryTimeout": (
+        PODS_READY + "test_a_job_that_loses_readiness_is_evicted_after_the_recovery_timeout"
+    ),
+    "clientConnection.*": EVERY_ACTED_FIELD,
+    "integrations": EVERY_ACTED_FIELD,
+    "integrations.frameworks": EVERY_ACTED_FIELD,
+    "integrations.labelKeysToCopy": (
+        "tests/controller/test_label_keys_to_copy.py::"
+        "test_a_jobs_workload_is_made_with_its_labels_of_the_keys_once"
+    ),
+    "multiKueue": SECTIONS + "test_every_multikueue_field_reaches_the_check_controller",
+    "multiKueue.origin": SECTIONS + "test_every_multikueue_field_reaches_the_check_controller",
+    "multiKueue.gcInterval": (
+        MULTIKUEUE + "test_copies_whose_workload_is_gone_are_collected_every_gc_interval"
+    ),
+    "multiKueue.workerLostTimeout": (
+        MULTIKUEUE + "test_a_lost_worker_is_inactive_and_its_workload_runs_elsewhere"
+    ),
+    "multiKueue.dispatcherName": MULTIKUEUE
+    + "test_the_incremental_dispatcher_nominates_step_by_step",
+    "multiKueue.incrementalDispatcherConfig.*": (
+        MULTIKUEUE + "test_the_incremental_dispatcher_nominates_step_by_step"
+    ),
+    "fairSharing": EVERY_ACTED_FIELD,
+    "admissionFairSharing.*": (
+        "tests/controller/test_admission_fair_sharing.py::test_the_local_queue_that_used_less_goes_first"
+    ),
+    "admissionFairSharing.resourceWeights": (
+        SECTIONS + "test_every_admission_fair_sharing_field_reaches_the_scheduler"
+    ),
+    "resources": RESOURCE_POLICY,
+    "resources.excludeResourcePrefixes": RESOURCE_POLICY,
+    "resources.transformations.*": RESOURCE_POLICY,
+    "objectRetentionPolicies.*": (
+        RETENTION + "test_a_finished_workload_is_deleted_after_its_retention_and_its_job_stays"
+    ),
+    "objectRetentionPolicies.workloads.afterDeactivatedByKueue": (
+        RETENTION + "test_the_job_of_a_workload_tower_deactivated_is_deleted_after_its_retention"
+    ),
+    "featureGates": "tests/unit/kube/test_feature_gates_config.py::test_gates_reach_the_controllers_settings",
+    "visibilityServer.*": (
+        CONFIG_FILE + "test_the_visibility_server_section_is_where_the_visibility_api_listens"
+    ),
+}
+
+# A value for each field the warned walk sets (one a field; a list's item is built whole).
+SAMPLE: dict[str, Any] = {
+    "namespace": "team-system",
+    "webhook.port": 9443,
+    "webhook.host": "0.0.0.0",
+    "webhook.certDir": "/certs",
+    "metrics.customLabels.name": "team",
+    "metrics.customLabels.sourceLabelKey": "team",
+    "metrics.customLabels.sourceAnnotationKey": "team",
+    "metrics.customLabels.sourceKind": "Workload",
+    "metrics.customLabels.trackedValues": ["a"],
+    "health.healthProbeBindAddress": ":8081",
+    "health.readinessEndpointName": "readyz",
+    "health.livenessEndpointName": "healthz",
+    "pprofBindAddress": ":8083",
+    "controller.groupKindConcurrency": {"Job.batch": 5},
+    "controller.cacheSyncTimeout": 120_000_000_000,
+    "tls.minVersion": "VersionTLS12",
+    "tls.cipherSuites": ["TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256"],
+    "tls.curvePreferences": [23],
+    "internalCertManagement.enable": False,
+    "internalCertManagement.webhookServiceName": "svc",
+    "internalCertManagement.webhookSecretName": "sec",
+    "integrations.externalFrameworks": ["Foo.v1.example.com"],
+    "multiKueue.externalFrameworks.name": "Foo.v1.example.com",
+    "multiKueue.clusterProfile.accessProviders.name": "secretreader",
+    "multiKueue.clusterProfile.accessProviders.execConfig": {
+        "apiVersion": "client.authentication.k8s.io/v1",
+        "command": "/bin/secretreader",
+    },
+    "multiKueue.clusterProfile.credentialsProviders": [
+        {
+            "name": "secretreader",
+            "execConfig": {
+                "apiVersion": "client.authentication.k8s.io/v1",
+                "command": "/bin/secretreader",
+            },
+        }
+    ],
+    "fairSharing.preemptionStrategies": ["LessThanInitialShare"],
+    "resources.quotaCheckStrategy": "IgnoreUndeclared",
+    "resources.deviceClassMappings.name": "example.com/gpu",
+    "resources.deviceClassMappings.deviceClassNames": ["gpu.example.com"],
+    "resources.deviceClassMappings.sources.counter.name": "memory",
+    "resources.deviceClassMappings.sources.counter.driver": "gpu.example.com",
+    "resources.deviceClassMappings.sources.counter.deviceSelector": {"cel": {"expression": "true"}},
+    "resources.deviceClassMappings.sources.capacity.name": "memory",
+    "resources.deviceClassMappings.sources.capacity.driver": "gpu.example.com",
+    "resources.deviceClassMappings.sources.capacity.deviceSelector": {
+        "cel": {"expression": "true"}
+    },
+    "objectRetentionPolicies.workloads.afterFinished": "1h",
+    "objectRetentionPolicies.workloads.afterDeactivatedByKueue": "1h",
+}
+# Lists of objects: the walk sets one item, whole where Kueue requires more of it.
+ITEMS: dict[str, dict[str, Any]] = {
+    "metrics.customLabels": {"name": "team"},
+    "multiKueue.externalFrameworks": {"name": "Foo.v1.example.com"},
+    "multiKueue.clusterProfile.accessProviders": {},
+    "resources.transformations": {},
+    "resources.deviceClassMappings": {
+        "name": "example.com/gpu",
+        "deviceClassNames": ["gpu.example.com"],
+    },
+    "resources.deviceClassMappings.sources": {},
+}
+
+
+def kueue_fields() -> list[str]:
+    return FIELDS_FILE.read_text().split()
+
+
+def warned_by(path: str) -> Unacted | None:
+    """The UNACTED entry a field is under (itself or a field above it), if any."""
+    for entry in config_fields.UNACTED:
+        if path == entry.path or path.startswith(entry.path + "."):
+            return entry
+    return None
+
+
+def acted_by(path: str) -> str | None:
+    """The test FIELD_TESTS names for a field: its own row, or the nearest `X.*` above it."""
+    if path in FIELD_TESTS:
+        return FIELD_TESTS[path]
+    parts = path.split(".")
+    for n in range(len(parts), 0, -1):
+        test = FIELD_TESTS.get(".".join(parts[:n]) + ".*")
+        if test is not None:
+            return test
+    return None
+
+
+def setting(path: str) -> dict[str, Any]:
+    """A Configuration that sets the field (through its first sampled field below it)."""
+    fields = kueue_fields()
+    leaf = next(f for f in fields if (f == path or f.startswith(path + ".")) and f in SAMPLE)
+    doc: dict[str, Any] = {"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration"}
+    node, parts = doc, leaf.split(".")
+    for n, part in enumerate(parts, 1):
+        here = ".".join(parts[:n])
+        if n == len(parts):
+            node[part] = SAMPLE[leaf]
+        elif here in ITEMS:
+            item = dict(ITEMS[here])
+            node[part] = [item]
+            node = item
+        else:
+            node = node.setdefault(part, {})
+    return doc
+
+
+def test_every_configuration_field_is_acted_on_or_warned():
+    fields = kueue_fields()
+    assert len(fields) == 107  # Kueue v0.19.2's Configuration, every field at every depth
+    assert len(set(fields)) == len(fields)
+    stale = sorted({row.removesuffix(".*") for row in FIELD_TESTS} - set(fields))
+    assert stale == [], f"rows for fields Kueue's Configuration does not have: {stale}"
+    acted, warned, neither = [], [], []
+    for path in fields:
+        if warned_by(path) is not None:
+            warned.append(path)
+        elif acted_by(path) is not None:
+            acted.append(path)
+        else:
+            neither.append(path)
+    print(
+        f"\nConfiguration fields: acted on {len(acted)}, warned {len(warned)}, neither {len(neither)}"
+    )
+    assert neither == [], (
+        f"fields neither warned (fields.py UNACTED) nor named with their test (FIELD_TESTS): "
+        f"{neither}"
+    )
+
+
+@pytest.mark.parametrize("path", [p for p in kueue_fields() if warned_by(p) is None])
+def test_an_acted_fields_test_exists(path):
+    test = acted_by(path)
+    assert test is not None, f"{path}: acted on, but no test named in FIELD_TESTS"
+    file, _, function = test.partition("::")
+    assert (ROOT / file).is_file(), f"{path}: {file} does not exist"
+    assert function in functions_of(file), f"{path}: {test} is not a test"
+
+
+@pytest.mark.parametrize("path", [p for p in kueue_fields() if warned_by(p) is not None])
+def test_a_configuration_setting_a_warned_field_says_so(path):
+    entry = warned_by(path)
+    assert entry is not None
+    said = parse(setting(path)).warnings("kueue.yaml")
+    assert any(line.startswith(f"Configuration kueue.yaml: {entry.path} (") for line in said), (
+        f"{path} set, and no warning about {entry.path}: {said}"
+    )
+
+
+# ----- Kueue's feature gates ------------------------------------------------------------------
+
+GATES_FILE = ROOT / "tests" / "data" / "kueue-features" / "kube_features.go"
+REFUSED_AT_START = (
+    "tests/controller/test_runtime_feature_gates.py::"
+    "test_a_gate_that_cannot_be_stops_the_start_in_one_line"
+)
+NODE_FAILURE = "tests/controller/test_node_failure.py::"
+TAS_CHECK = "tests/unit/core/tas/test_tas_check.py::"
+PODS = "tests/controller/test_pods.py::"
+
+# The test that shows Tower doing what each gate it acts on turns on (an implemented gate, or
+# one Tower follows at Kueue's default `true`).
+GATE_TESTS: dict[str, str] = {
+    "PartialAdmission": JOB_PARALLELISM,
+    "FlavorFungibility": "tests/unit/core/scheduling/test_cycle.py::test_fungibility_when_can_borrow",
+    "VisibilityOnDemand": (
+        "tests/controller/test_visibility_served.py::"
+        "test_the_running_controller_answers_kueues_pending_workloads_to_whom_may_see_them"
+    ),
+    "DisableWaitForPodsReady": (
+        "tests/unit/kube/test_feature_gates_config.py::"
+        "test_disable_wait_for_pods_ready_turns_the_files_wait_for_pods_ready_off"
+    ),
+    "PrioritySortingWithinCohort": (
+        "tests/conformance/test_schedule.py::"
+        "test_workload_requiring_reclaimation_prioritized_over_wl_in_another_full_cq"
+    ),
+    "MultiKueue": MULTIKUEUE + "test_a_job_runs_on_the_worker_that_admits_it",
+    "TopologyAwareScheduling": TOPOLOGY
+    + "test_kueues_required_example_is_placed_in_one_rack_and_its_pods_pinned",
+    "LocalQueueMetrics": METRICS_CONFIG + "test_the_flag_turns_a_metrics_gate_the_file_left_on_off",
+    "TASProfileMixed": "tests/conformance/test_tas_cache_more.py::test_kueue_sorted_domains",
+    "HierarchicalCohorts": (
+        "tests/conformance/test_schedule.py::"
+        "test_hierarchical_cohort_allows_borrowing_up_to_lending_limit"
+    ),
+    "AdmissionFairSharing": (
+        "tests/controller/test_admission_fair_sharing.py::test_the_local_queue_that_used_less_goes_first"
+    ),
+    "TASFailedNodeReplacement": TOPOLOGY
+    + "test_a_failed_host_is_replaced_within_the_rack_then_the_workload_evicted",
+    "TASFailedNodeReplacementFailFast": TAS_CHECK
+    + "test_a_failed_host_is_replaced_within_the_rack_or_the_workload_evicted",
+    "TASReplaceNodeOnPodTermination": NODE_FAILURE
+    + "test_a_notready_node_whose_pods_still_run_moves_nothing_past_the_old_45s",
+    "SkipReassignmentForPodOwnedWorkloads": (
+        "tests/unit/core/tas/test_node_failure.py::"
+        "test_a_host_is_judged_as_kueues_node_controller_judges_it"
+    ),
+    "TASReplaceNodeDueToNotReadyOverFixedTime": NODE_FAILURE
+    + "test_the_fixed_time_gate_moves_a_notready_nodes_pods_after_30s",
+    "ManagedJobsNamespaceSelectorAlwaysRespected": FIELD_TESTS["managedJobsNamespaceSelector"],
+    "PropagateBatchJobLabelsToWorkload": (
+        "tests/unit/kube/test_kube_objects.py::test_workload_is_owned_by_its_job_and_keeps_the_template"
+    ),
+    "SkipFinalizersForPodsSuspendedByParent": PODS
+    + "test_a_deployments_pods_are_queued_one_by_one",
+    "MultiKueueWaitForWorkloadAdmitted": MULTIKUEUE
+    + "test_a_job_runs_on_the_worker_that_admits_it",
+    "MultiKueueRedoAdmissionOnEvictionInWorker": (
+        MULTIKUEUE + "test_a_copy_evicted_on_its_worker_sends_the_workload_back"
+    ),
+    "TASReplaceNodeOnNodeTaints": (
+        "tests/unit/core/tas/test_node_failure.py::"
+        "test_taints_are_classified_over_every_podset_placed_there"
+    ),
+    "AssignQueueLabelsForPods": TOY_KIND,
+    "SchedulingEquivalenceHashing": (
+        "tests/unit/core/scheduling/test_queues.py::"
+        "test_a_workload_s_class_head_is_the_first_of_its_equivalence_class"
+    ),
+    "AdmissionGatedBy": STANDS[(K + "admission-gated-by", "Annotation")].test,
+    "FinishOrphanedWorkloads": (
+        "tests/controller/test_faults.py::test_a_job_deleted_with_orphan_propagation_frees_its_quota_at_once"
+    ),
+    "MultiKueueIncrementalDispatcherConfig": (
+        MULTIKUEUE + "test_the_incremental_dispatcher_nominates_step_by_step"
+    ),
+    "MultiKueueIncrementalDispatcherRespectConfigOrder": (
+        MULTIKUEUE + "test_the_incremental_dispatcher_nominates_step_by_step"
+    ),
+    "MetricForWorkloadCreationLatency": (
+        "tests/unit/kube/test_metrics.py::test_the_gates_take_families_out_as_kueue_registers_them"
+    ),
+    "MetricsForCohorts": (
+        "tests/unit/kube/test_metrics.py::test_the_gates_take_families_out_as_kueue_registers_them"
+    ),
+    "CleanupProvisioningRequestsOnEviction": (
+        "tests/controller/test_provisioning.py::"
+        "test_a_failed_request_is_retried_then_rejected_past_the_limit"
+    ),
+    "TASHandleOverlappingFlavors": "tests/conformance/test_tas_cache_more.py::test_kueue_sorted_domains",
+    "TASRecomputeAssignmentWithinSchedulingCycle": (
+        TAS_CHECK + "test_a_higher_priority_workload_preempts_to_get_a_rack"
+    ),
+    "LWSImmutableGroupSize": GROUPS + "test_a_leaderworkersets_groups_keep_their_shape",
+    "SkipAncestorCheckForDeletedWorkloads": (
+        "tests/unit/kube/test_reconcilers.py::test_a_workload_whose_job_is_gone_is_deleted"
+    ),
+    "ObjectRetentionPolicies": FIELD_TESTS["objectRetentionPolicies.*"],
+    "ReclaimablePods": (
+        "tests/controller/test_reclaimable_pods.py::"
+        "test_finished_pods_give_their_quota_to_a_waiting_job"
+    ),
+    "PodIntegrationValidateGroupOwner": GROUPS
+    + "test_a_member_belongs_to_its_group_by_its_role_and_the_annotation_wins",
+}
+
+
+def kueue_gate_names() -> list[str]:
+    text = GATES_FILE.read_text()
+    return re.findall(r'^\t\w+ featuregate\.Feature = "(\w+)"', text, re.M)
+
+
+def gate_stand(gate: FeatureGate) -> str:
+    """acted (Tower does what the gate asks, at Kueue's default or either way), refused (asked
+    on, Tower says it cannot), or internal (either value, nothing a user sees)."""
+    if gate.stand is GateStand.INTERNAL:
+        return "internal"
+    if gate.stand is GateStand.IMPLEMENTED or (gate.stand is GateStand.ALWAYS and gate.default):
+        return ACTED
+    return "refused"
+
+
+def refusal(name: str, value: bool) -> str | None:
+    """resolve's one line for asking the gate `value`, or None when it is taken."""
+    try:
+        resolve({name: value})
+    except ConfigError as err:
+        return str(err)
+    return None
+
+
+def test_every_feature_gate_is_acted_on_or_refused_when_asked():
+    names = kueue_gate_names()
+    assert len(names) > 80  # the parse found Kueue's const block
+    missing = [n for n in names if n not in BY_NAME]
+    assert missing == [], f"gates of Kueue's missing from feature_gates.py: {missing}"
+    by: dict[str, list[str]] = {"acted": [], "refused": [], "internal": []}
+    for name in names:
+        by[gate_stand(BY_NAME[name])].append(name)
+    unnamed = [n for n in by[ACTED] if n not in GATE_TESTS]
+    on_by_default = [n for n in by["refused"] if BY_NAME[n].default]
+    print(
+        f"\nfeature gates: acted on {len(by[ACTED])}, refused when asked on "
+        f"{len(by['refused'])} (of them on by default in Kueue: {len(on_by_default)}, "
+        f"{', '.join(on_by_default)}), internal {len(by['internal'])}, neither {len(unnamed)}"
+    )
+    assert unnamed == [], f"gates Tower acts on with no test named in GATE_TESTS: {unnamed}"
+    stale = sorted(set(GATE_TESTS) - set(by[ACTED]))
+    assert stale == [], f"GATE_TESTS rows for gates Tower does not act on: {stale}"
+
+
+@pytest.mark.parametrize("name", sorted(GATE_TESTS))
+def test_an_acted_gates_test_exists_and_asking_it_away_is_refused(name):
+    file, _, function = GATE_TESTS[name].partition("::")
+    assert (ROOT / file).is_file(), f"{name}: {file} does not exist"
+    assert function in functions_of(file), f"{name}: {GATE_TESTS[name]} is not a test"
+    gate = BY_NAME[name]
+    if gate.stand is GateStand.ALWAYS:  # Tower cannot do otherwise: asking it is one line
+        said = refusal(name, not gate.default)
+        assert said is not None, f"{name}={not gate.default} is taken"
+        assert name in said, said
+
+
+@pytest.mark.parametrize(
+    "name", [n for n in kueue_gate_names() if gate_stand(BY_NAME[n]) == "refused"]
+)
+def test_a_gate_tower_cannot_turn_on_is_refused_in_one_line(name):
+    said = refusal(name, True)
+    assert said is not None, f"{name}=true is taken, and Tower does not do it"
+    assert name in said, said
+    assert "\n" not in said, said
+    path, _, function = REFUSED_AT_START.partition("::")
+    assert function in functions_of(path)  # where such a line stops the start, exit 2
+
+
+@pytest.mark.parametrize(
+    "name", [n for n in kueue_gate_names() if gate_stand(BY_NAME[n]) == "internal"]
+)
+def test_an_internal_gate_is_taken_either_way(name):
+    assert (refusal(name, True), refusal(name, False)) == (None, None)

@@ -119,6 +119,11 @@ UNACTED: tuple[Unacted, ...] = (
     _cfg("integrations.podOptions", "pod integration options, dropped in v1beta2"),
     _cfg("multiKueue.externalFrameworks", "MultiKueue for jobs of external frameworks"),
     _cfg(
+        "multiKueue.clusterProfile",
+        "ClusterProfile credentials for MultiKueue workers",
+        "read by Kueue only with the MultiKueueClusterProfile gate, which Tower refuses",
+    ),
+    _cfg(
         "fairSharing.preemptionStrategies",
         "fair-sharing preemption strategies",
         "Tower uses LessThanOrEqualToFinalShare, then LessThanInitialShare",
