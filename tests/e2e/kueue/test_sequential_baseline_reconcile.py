@@ -126,10 +126,12 @@ def test_a_job_in_a_managed_namespace_gets_one_workload(
 def test_a_pod_in_an_unmanaged_namespace_gets_no_workload(
     cluster: Cluster, managed_ns: str, cleanup: list
 ) -> None:
+    # Kueue's name, made unique: a pod of that name may still be going from another case.
+    name = f"test-pod-{uuid.uuid4().hex[:5]}"
     pod = {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": "test-pod", "labels": {f"{KUEUE}/queue-name": LQ}},
+        "metadata": {"name": name, "labels": {f"{KUEUE}/queue-name": LQ}},
         "spec": {
             "terminationGracePeriodSeconds": 1,
             "restartPolicy": "Never",
@@ -137,5 +139,5 @@ def test_a_pod_in_an_unmanaged_namespace_gets_no_workload(
         },
     }
     cluster.core.create_namespaced_pod("default", pod)
-    cleanup.append(("pod", "test-pod", "default"))
-    no_workload(cluster, "default", "test-pod")
+    cleanup.append(("pod", name, "default"))
+    no_workload(cluster, "default", name)
