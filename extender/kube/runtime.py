@@ -27,7 +27,8 @@ from extender.gc_tuning import tune_for_scheduling
 from extender.kube.api.cache import Cache, watch_for_kinds
 from extender.kube.api.client import ConfigError, RequestBudget, RestClient, load_api_client
 from extender.kube.api.events import Recorder
-from extender.kube.api.lease import LeaderElector, SetupError
+from extender.kube.api.kueue_lease import KUEUE_LEASE, KueueLease, YieldingFence, parse_lease
+from extender.kube.api.lease import LeaderElector, SetupError, Unfenced
 from extender.kube.api.metrics import Metrics
 from extender.kube.api.placement import Placement
 from extender.kube.api.preflight import preflight
@@ -158,6 +159,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--retry-period",
         type=_above_zero,
         help="seconds (default: the file's leaderElection.retryPeriod, else 2)",
+    )
+    parser.add_argument(
+        "--kueue-lease",
+        type=_kueue_lease,
+        default=os.environ.get("TOWER_KUEUE_LEASE"),
+        help="NAMESPACE/NAME of Kueue's leader-election Lease: while another controller "
+        "renews it, Tower admits nothing (default: from the file's leaderElection and "
+        f"namespace, else {KUEUE_LEASE}; none: do not look)",
     )
     parser.add_argument(
         "--health-address",
@@ -346,6 +355,14 @@ def check_arguments(args: argparse.Namespace) -> str | None:
     if args.scheduler_extender_address and _no_placement(args):
         return "--scheduler-extender-address needs physical fit: drop --physical-resources=none"
     return None
+
+
+def _kueue_lease(value: str) -> str:
+    try:
+        parse_lease(value)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+    return value
 
 
 def _no_placement(args: argparse.Namespace) -> bool:
@@ -554,10 +571,13 @@ def _serve(
     )
     elector = None
     fence = None
+    lease_client = base.with_budget(
+        RequestBudget(5, 10), timeout=max(0.5, min(5.0, args.renew_deadline / 2))
+    )
+    kueue = kueue_lease(args, lease_client)
+    if kueue is not None:
+        kueue.start(stop)
     if args.leader_elect:
-        lease_client = base.with_budget(
-            RequestBudget(5, 10), timeout=max(0.5, min(5.0, args.renew_deadline / 2))
-        )
         elector = LeaderElector(
             lease_client,
             identity,
@@ -566,8 +586,12 @@ def _serve(
             lease_duration=args.lease_duration,
             renew_deadline=args.renew_deadline,
             retry_period=args.retry_period,
+            yield_to=None if kueue is None else kueue.live,
         )
         fence = elector.fence
+    if kueue is not None:
+        fence = YieldingFence(fence or Unfenced(), kueue)
+    if fence is not None:
         base.fence = fence.check
     readiness.reason = "checking the API server"
     readiness.elector = elector
@@ -646,6 +670,10 @@ def _serve(
                 if not elector.acquire(stop):
                     break
             metrics.leading.set(1)
+            elif kueue is not None and kueue.live() is not None:
+                readiness.reason = kueue.live() or ""
+                if not kueue.wait_free(stop):
+                    break
             readiness.reason = "leading: rebuilding its state from the caches"
             controller = Controller(
                 base,
@@ -661,8 +689,10 @@ def _serve(
             readiness.controller = None
             metrics.leading.set(0)
             if elector is None:
-                break
-            if not stop.is_set():
+                if kueue is None or kueue.live() is None:
+                    break
+                log.warning("no longer admitting: waiting for Kueue's lease %s", kueue.where)
+            elif not stop.is_set():
                 log.warning("no longer leading: standing by for the lease %s", elector.where)
     finally:
         stop.set()
@@ -678,6 +708,18 @@ def _serve(
 
 
 def serve_visibility(
+def kueue_lease(args: argparse.Namespace, client: RestClient) -> KueueLease | None:
+    """The watch on Kueue's lease, unless asked not to look or it is Tower's own lease (a
+    Tower run with Kueue's Configuration in Kueue's namespace shares it: one leader)."""
+    where = parse_lease(args.kueue_lease or KUEUE_LEASE)
+    if where is None:
+        return None
+    own = (args.leader_election_namespace, args.leader_election_id)
+    if args.leader_elect and where == own:
+        return None
+    return KueueLease(client, *where, period=args.retry_period)
+
+
     args: argparse.Namespace,
     api_client: Any,
     readiness: Readiness,

@@ -92,8 +92,12 @@ class LeaderElector:
         clock: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
         create_namespace: bool = True,
+        yield_to: Callable[[], str | None] | None = None,
     ) -> None:
         self.client = client
+        # Another controller that must not lead beside this one (Kueue's): the reason it
+        # leads now, or None. While it does, this replica neither takes nor keeps the lease.
+        self.yield_to = yield_to
         self.identity = identity
         self.name = name
         self.namespace = namespace
@@ -207,6 +211,10 @@ class LeaderElector:
 
     def _attempt(self) -> bool:
         sent = self.monotonic()
+        other = self.yield_to() if self.yield_to is not None else None
+        if other is not None:
+            self.problem = other
+            return False
         try:
             acquired = self._try()
         except SetupError:
@@ -272,6 +280,9 @@ class LeaderElector:
                 self._attempt()
             except SetupError as err:  # RBAC taken away while leading
                 log.error("%s", err)
+            if self.yield_to is not None and self.yield_to() is not None:
+                self._step_down()  # said by whoever watches the other (one line)
+                break
             if not self.fence.holds():
                 log.error(
                     "lost the lease %s (not renewed for %.1fs): writes stopped",
@@ -281,6 +292,11 @@ class LeaderElector:
                 self.fence.revoke()
                 self.leading.clear()
                 self.lost.set()
+
+    def _step_down(self) -> None:
+        """Stop leading at once and give the lease back (another controller leads)."""
+        self.release()
+        self.lost.set()
 
     def release(self) -> None:
         """Give the Lease up on a clean shutdown so a standby takes over at once."""
