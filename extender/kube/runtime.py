@@ -669,11 +669,11 @@ def _serve(
                 readiness.reason = f"waiting for the lease {elector.where}"
                 if not elector.acquire(stop):
                     break
-            metrics.leading.set(1)
             elif kueue is not None and kueue.live() is not None:
                 readiness.reason = kueue.live() or ""
                 if not kueue.wait_free(stop):
                     break
+            metrics.leading.set(1)
             readiness.reason = "leading: rebuilding its state from the caches"
             controller = Controller(
                 base,
@@ -707,7 +707,6 @@ def _serve(
     return 0
 
 
-def serve_visibility(
 def kueue_lease(args: argparse.Namespace, client: RestClient) -> KueueLease | None:
     """The watch on Kueue's lease, unless asked not to look or it is Tower's own lease (a
     Tower run with Kueue's Configuration in Kueue's namespace shares it: one leader)."""
@@ -720,6 +719,7 @@ def kueue_lease(args: argparse.Namespace, client: RestClient) -> KueueLease | No
     return KueueLease(client, *where, period=args.retry_period)
 
 
+def serve_visibility(
     args: argparse.Namespace,
     api_client: Any,
     readiness: Readiness,
