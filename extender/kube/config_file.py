@@ -100,9 +100,9 @@ def from_file(config: KueueConfig) -> dict[str, Any]:
         values["visibility_address"] = config.visibility_bind_address
     if lease.resource_namespace is not None:  # else the pod's namespace, as in Kueue
         values["leader_election_namespace"] = lease.resource_namespace
-    return values
     # Where Kueue itself leads with this file: its namespace, unless the lease names one.
     values["kueue_lease"] = f"{lease.resource_namespace or config.namespace}/{lease.resource_name}"
+    return values
 
 
 def multikueue_settings(section: MultiKueue) -> MultiKueueSettings:
