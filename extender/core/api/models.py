@@ -341,6 +341,9 @@ class Workload:
     # Kueue's admission-gated-by annotation as written: while not empty, it waits
     # (extender/core/api/admission_gates.py).
     admission_gated_by: str = ""
+    # Why Kueue would not queue it at all, in Kueue's words (a DRA claim it cannot count,
+    # extender/core/jobframework/dra.py): it waits, inadmissible, while this holds.
+    inadmissible: str = ""
     key: str = field(init=False, repr=False, compare=False)
     """namespace/name (computed once: it is looked up on every queue operation)."""
     order: tuple[int, float, str] = field(init=False, repr=False, compare=False)

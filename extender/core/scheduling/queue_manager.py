@@ -142,6 +142,9 @@ class QueueManager:
                 ADMISSION_GATED, gated_message(workload.admission_gated_by)
             )
             return None
+        if workload.inadmissible:
+            self._park(key, workload.inadmissible)
+            return None
         if workload.unacted:
             self._park(
                 key,
