@@ -1,5 +1,6 @@
 """Never two admitters: `python -m extender run` beside a live Kueue (its Lease renewed, as
-controller-runtime renews it) admits nothing, says why in one line and on /readyz; once Kueue
+controller-runtime renews it) admits nothing, says why in one line, on /readyz and in
+`kubectl tower why`; once Kueue
 lets its Lease go Tower takes over; when Kueue leads again Tower stops admitting."""
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import pytest
 
 from extender.kube.api import resources as r
 from tests.controller.conftest import controller_process, eventually
+from tests.controller.test_kubectl_tower import tower
 from tests.controller.test_runtime import get
 from tests.controller.test_seed import CQ, FLAVOR, LQ
 
@@ -86,6 +88,9 @@ def test_tower_admits_nothing_while_kueue_leads_and_takes_over_when_it_stops(clu
         )
         assert code == 503, reason
         assert f"holds its lease {KUEUE_NS}/{KUEUE_LEASE} (holder {HOLDER}" in reason, reason
+        said = tower(cluster, "why", "first").stdout
+        assert "State:       NoWorkload" in said, said
+        assert f"Admitter:    Kueue's controller holds its lease {KUEUE_NS}/{KUEUE_LEASE}" in said
         for _ in range(20):  # 3 s, a whole lease duration of Tower's: nothing admitted
             assert suspended(cluster, "first")
             assert cluster.workload_of(first) is None or not (

@@ -208,3 +208,18 @@ class YieldingFence(Fence):
             self.refusals += 1
             raise NotLeaderError(f"not writing: {line}")
         self.inner.check()
+
+
+def live_now(client: KubeClient, where: str, now: float) -> str | None:
+    """One look, for a command line (`kubectl tower why`): the line if Kueue's lease is held
+    and its renewTime is within its duration by `now`; None if free, absent or unreadable."""
+    namespace, name = parse_lease(where) or ("", "")
+    if not name:
+        return None
+    try:
+        holder = holder_of(client.get(LEASES, name, namespace))
+    except KubeError:
+        return None
+    if holder is None or holder.renewed is None or now - holder.renewed > holder.duration:
+        return None
+    return live_line(where, holder, max(0.0, now - holder.renewed))

@@ -18,6 +18,7 @@ from extender.core.jobframework import registry
 from extender.core.jobframework.groups import UNSTAMPED
 from extender.kube.api import objects as o
 from extender.kube.api.client import ApiError, KubeClient
+from extender.kube.api.kueue_lease import KUEUE_LEASE, live_now
 from extender.kube.api.resources import PODS, WORKLOADS, Resource
 from extender.kube.api.snapshot import Snapshot, load
 from extender.kube.plugin.connect import Invocation
@@ -310,6 +311,8 @@ def render_why(answer: Obj) -> str:
     if state == "Pending":
         detail = f"{answer.get('reason')}: {answer.get('message')}"
     lines.append(f"State:       {state}" + (f" — {detail}" if detail else ""))
+    if answer.get("admitter"):
+        lines.append(f"Admitter:    {answer['admitter']}")
     if "positionInClusterQueue" in answer:
         lines.append(
             f"Position:    {answer['positionInClusterQueue']} in ClusterQueue "
@@ -333,7 +336,12 @@ def render_why(answer: Obj) -> str:
 def run(inv: Invocation, args: argparse.Namespace) -> str:
     args.namespace = inv.namespace
     snapshot = load(inv.client, inv.now)
-    return emit(why(inv.client, snapshot, args, inv.now), args.output, render_why)
+    answer = why(inv.client, snapshot, args, inv.now)
+    if answer.get("state") not in ("Admitted", "Dispatched", "Finished", "NotQueued"):
+        kueue = live_now(inv.client, KUEUE_LEASE, inv.now)
+        if kueue is not None:  # Tower stands down: nothing is admitted until Kueue stops
+            answer["admitter"] = kueue
+    return emit(answer, args.output, render_why)
 
 
 def register(sub: Any, common: argparse.ArgumentParser) -> None:
