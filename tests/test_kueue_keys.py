@@ -377,6 +377,14 @@ FIELD_TESTS: dict[str, str] = {
     "resources": RESOURCE_POLICY,
     "resources.excludeResourcePrefixes": RESOURCE_POLICY,
     "resources.transformations.*": RESOURCE_POLICY,
+    "resources.deviceClassMappings.*": (
+        "tests/controller/test_dra.py::"
+        "test_kueues_dra_example_runs_eight_jobs_on_eight_gpus_and_the_ninth_waits"
+    ),
+    "resources.deviceClassMappings.sources.*": (
+        "tests/unit/core/config/test_device_classes.py::"
+        "test_counter_sources_are_refused_naming_what_tower_does_instead"
+    ),
     "objectRetentionPolicies.*": (
         RETENTION + "test_a_finished_workload_is_deleted_after_its_retention_and_its_job_stays"
     ),
@@ -557,6 +565,13 @@ PODS = "tests/controller/test_pods.py::"
 # one Tower follows at Kueue's default `true`).
 GATE_TESTS: dict[str, str] = {
     "PartialAdmission": JOB_PARALLELISM,
+    "KueueDRAIntegration": (
+        "tests/controller/test_dra.py::test_with_the_integration_off_claims_are_not_counted"
+    ),
+    "KueueDRARejectWorkloadsWhenDRADisabled": (
+        "tests/unit/core/jobframework/test_dra.py::"
+        "test_with_the_integration_off_claims_are_refused_or_ignored"
+    ),
     "FlavorFungibility": "tests/unit/core/scheduling/test_cycle.py::test_fungibility_when_can_borrow",
     "VisibilityOnDemand": (
         "tests/controller/test_visibility_served.py::"

@@ -22,6 +22,7 @@ from extender.kube.api import resources as r
 from extender.kube.generators import rbac
 from tests import yamlc
 from tests.apidouble import Fault
+from tests.apidouble import resource as dra_api
 from tests.controller.conftest import CONTROLLER_USER, CRDS, ROOT, controller_process, eventually
 from tests.controller.test_faults import stop
 from tests.controller.test_jobset import JOBSET_CRD, replicated
@@ -311,6 +312,7 @@ def test_every_verb_granted_is_used_and_every_verb_used_is_granted(cluster, webh
     cluster.admin.create(CRDS, yamlc.safe_load(PR_CRD.read_text()))
     cluster.admin.create(CRDS, yamlc.safe_load(AW_CRD.read_text()))
     cluster.admin.create(CRDS, yamlc.safe_load(LWS_CRD.read_text()))
+    dra_api.serve(cluster.api)  # resource.k8s.io/v1 (DRA), as from Kubernetes v1.34
     cluster.apply(*priority_preemption_setup())
     # A ClusterQueue with Kueue's ProvisioningRequest check: its config, check and queue.
     cluster.admin.create(

@@ -58,6 +58,10 @@ ACTED: dict[str, str] = {
         "each pod's requests are transformed (Retain or Replace, multiplyBy, outputs) before "
         "quota counts them, as in Kueue"
     ),
+    "resources.deviceClassMappings": (
+        "devices a pod claims through a ResourceClaimTemplate count against quota under the "
+        "mapped name, as in Kueue (device count; counter and capacity sources are refused)"
+    ),
     "metrics.bindAddress": (
         "--metrics-address: /metrics over HTTPS, to a caller kube-apiserver authenticates "
         "(TokenReview, the front proxy's or a client certificate) and allows `get` on /metrics "
@@ -134,7 +138,6 @@ UNACTED: tuple[Unacted, ...] = (
         "which undeclared resources block admission",
         "Tower blocks a workload on a resource its ClusterQueue has no quota for",
     ),
-    _cfg("resources.deviceClassMappings", "DRA device classes as resources"),
     _cfg("queueVisibility", "queue visibility in ClusterQueue status, dropped in v1beta2"),
     _cfg("webhook", "Kueue's webhook server", "Tower's webhook is python -m webhook"),
     _cfg("metrics.customLabels", "custom metric labels (feature gate CustomMetricLabels)"),

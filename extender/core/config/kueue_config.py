@@ -12,6 +12,7 @@ from extender.core.admission.pods_ready import RequeuingStrategy, WaitForPodsRea
 from extender.core.admission.retention import WorkloadRetention
 from extender.core.api.quantity import parse_quantity
 from extender.core.api.unacted import Unacted
+from extender.core.config.device_classes import check as check_device_classes
 from extender.core.config.fields import UNACTED
 from extender.core.config.gates import resolve
 from extender.core.config.resource_policy import ResourcePolicy, Transformation
@@ -180,7 +181,8 @@ class KueueConfig:
 
     @property
     def resource_policy(self) -> ResourcePolicy:
-        """resources.excludeResourcePrefixes and resources.transformations, as acted on."""
+        """resources.excludeResourcePrefixes, transformations and deviceClassMappings, as
+        acted on."""
         resources = self.resources
         if resources is None:
             return ResourcePolicy()
@@ -194,6 +196,11 @@ class KueueConfig:
                     tuple((name, parse_quantity(q)) for name, q in t.outputs),
                 )
                 for t in resources.transformations
+            },
+            device_classes={
+                device_class: m.name
+                for m in resources.device_class_mappings
+                for device_class in m.device_class_names
             },
         )
 
@@ -485,9 +492,11 @@ def _resources(get: Callable[[str], Any]) -> Resources | None:
         transformations.append(
             ResourceTransformation(name, how, t.get("multiplyBy") or "", outputs)
         )
+    raw_mappings = get("resources.deviceClassMappings") or []
+    check_device_classes(raw_mappings)  # Kueue's refusals, in its words
     mappings = tuple(
         DeviceClassMapping(m.get("name") or "", tuple(m.get("deviceClassNames") or ()))
-        for m in get("resources.deviceClassMappings") or []
+        for m in raw_mappings
     )
     return Resources(strategy, prefixes, tuple(transformations), mappings)
 

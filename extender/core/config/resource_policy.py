@@ -32,12 +32,17 @@ class Transformation:
 
 @dataclass(frozen=True, slots=True)
 class ResourcePolicy:
-    """What Kueue's Configuration says about resources: excluded prefixes, transformations."""
+    """What Kueue's Configuration says about resources: excluded prefixes, transformations,
+    device classes."""
 
     exclude_prefixes: tuple[str, ...] = ()
     transformations: Mapping[str, Transformation] = field(default_factory=dict)
+    # resources.deviceClassMappings: DeviceClass -> the quota resource its claimed devices
+    # count against (extender/core/jobframework/dra.py adds them; `apply` leaves them be).
+    device_classes: Mapping[str, str] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
+        """Whether `apply` changes any pod's requests."""
         return bool(self.exclude_prefixes or self.transformations)
 
 

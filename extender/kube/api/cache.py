@@ -17,6 +17,7 @@ from typing import Any
 from extender.core.api.models import QUEUE_NAME_LABEL
 from extender.core.jobframework import registry
 from extender.core.jobframework.adapter import JobAdapter
+from extender.core.jobframework.dra import template_keys
 from extender.core.jobframework.parent import TemplateParent
 from extender.kube.api.client import KubeClient, KubeError
 from extender.kube.api.informer import Informer
@@ -32,6 +33,7 @@ from extender.kube.api.resources import (
     OPTIONAL,
     PODS,
     PROVISIONING_REQUESTS,
+    RESOURCE_CLAIM_TEMPLATES,
     WORKLOADS,
     Resource,
     resource_of,
@@ -42,6 +44,9 @@ from extender.kube.api.trim import job_view, owner_index, trim, workload_key
 from extender.kube.api.trim import workload as trimmed_workload
 
 log = logging.getLogger("tower.cache")
+
+# The Workloads' index by the ResourceClaimTemplates their pods claim devices through.
+CLAIM_TEMPLATES = "claim-templates"
 
 
 class Cache:
@@ -93,6 +98,7 @@ class Cache:
         for adapter, resource in zip(self.adapters, self.job_resources, strict=True):
             store.register(resource, self._job_transform(adapter))
         store.add_index(WORKLOADS, "owner", owner_index)
+        store.add_index(WORKLOADS, CLAIM_TEMPLATES, template_keys)
         for resource in self.job_resources:
             store.add_index(resource, "group", group_index)
         for parent, resource in zip(self.group_parents, self.parent_resources, strict=True):
@@ -143,8 +149,9 @@ class Cache:
             if resource in self.served_optional or not self._served_now(resource):
                 continue
             found.append(resource)
-            # Tower's own CRD is always there; the autoscaler's is news worth a line.
-            level = logging.INFO if resource is PROVISIONING_REQUESTS else logging.DEBUG
+            # Tower's own CRD is always there; the autoscaler's and DRA are news worth a line.
+            news = (PROVISIONING_REQUESTS, RESOURCE_CLAIM_TEMPLATES)
+            level = logging.INFO if resource in news else logging.DEBUG
             log.log(level, "watching %s: the API server serves them", resource.qualified)
             self._take_up(resource, self.served_optional)
         return found

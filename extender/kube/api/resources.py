@@ -114,6 +114,9 @@ PROVISIONING_REQUESTS = Resource(
 )
 POD_TEMPLATES = Resource("", "v1", "podtemplates", "PodTemplate", True)
 SECRETS = Resource("", "v1", "secrets", "Secret", True)  # read one by one, never watched
+RESOURCE_CLAIM_TEMPLATES = Resource(
+    "resource.k8s.io", "v1", "resourceclaimtemplates", "ResourceClaimTemplate", True
+)
 # Watched once the API server serves them (a CRD installed later is taken up): what Tower's
 # ProvisioningRequest admission check controller reads.
 OPTIONAL: tuple[Resource, ...] = (
@@ -121,6 +124,7 @@ OPTIONAL: tuple[Resource, ...] = (
     PROVISIONING_REQUESTS,
     MULTIKUEUE_CONFIGS,  # and what Tower's MultiKueue check controller reads
     MULTIKUEUE_CLUSTERS,
+    RESOURCE_CLAIM_TEMPLATES,  # and the devices pods claim (DRA), where resource.k8s.io/v1 is
 )
 
 

@@ -117,6 +117,7 @@ _POD_FIELDS = (
     "schedulerName",
     "overhead",
     "priorityClassName",
+    "resourceClaims",  # the devices claimed (DRA), counted against quota
 )
 
 

@@ -39,6 +39,7 @@ from extender.kube.controller import recording
 from extender.kube.controller.admission import AdmissionWriter
 from extender.kube.controller.checks import CheckGate
 from extender.kube.controller.context import Context
+from extender.kube.controller.dra import with_claimed_devices
 from extender.kube.controller.job_start import delete_object, requeue_patch
 from extender.kube.controller.pending import PendingReasons
 from extender.kube.controller.pods_ready import DEACTIVATION_TARGET, PodsReadyWatch
@@ -75,7 +76,8 @@ class WorkloadReconciler:
         self._models: dict[str, tuple[tuple[Any, ...], Workload]] = {}
 
     def model(self, key: str, obj: Obj) -> Workload | None:
-        """The core's model of a Workload, parsed once per generation of its spec."""
+        """The core's model of a Workload, parsed once per generation of its spec (the devices
+        its pods claim are counted each time: their templates may change)."""
         meta = obj.get("metadata") or {}
         # The gates are an annotation: taking one off changes no generation.
         gates = gated_by(meta.get("annotations"))
@@ -89,7 +91,7 @@ class WorkloadReconciler:
         )
         memo = self._models.get(key)
         if memo is not None and memo[0] == version:
-            return memo[1]
+            return with_claimed_devices(self.ctx, obj, memo[1])
         try:
             model = apply_policy(parse_workload(obj), self.ctx.settings.resource_policy)
         except ManifestError as err:
@@ -99,7 +101,7 @@ class WorkloadReconciler:
         if reclaim:
             model = replace(model, pod_sets=reclaimable.pod_sets_after(model.pod_sets, reclaim))
         self._models[key] = (version, model)
-        return model
+        return with_claimed_devices(self.ctx, obj, model)
 
     def reclaimable(self, obj: Obj) -> dict[str, int]:
         """Its status.reclaimablePods by podSet, with Kueue's ReclaimablePods gate on."""

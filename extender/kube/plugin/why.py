@@ -14,7 +14,7 @@ from extender.core.admission import exec_time, multikueue
 from extender.core.api.admission_gates import ADMISSION_GATED, ADMISSION_GATED_BY, gates
 from extender.core.api.models import QUEUE_NAME_LABEL, ClusterQueue, Workload
 from extender.core.api.quantity import format_amount
-from extender.core.jobframework import registry
+from extender.core.jobframework import dra, registry
 from extender.core.jobframework.groups import UNSTAMPED
 from extender.kube.api import objects as o
 from extender.kube.api.client import ApiError, KubeClient
@@ -176,6 +176,8 @@ def why(client: KubeClient, snapshot: Snapshot, args: argparse.Namespace, now: f
     status = state.pending_status(key)
     reason, message = written if written else (status.reason, status.message)
     answer.update(state="Pending", reason=reason, message=message)
+    if written and dra.is_refusal(message):  # its claimed devices (DRA): in no queue
+        return answer
     if workload.admission_gated_by:  # in no queue: no position, and quota would not help
         names = gates(workload.admission_gated_by)
         answer.update(

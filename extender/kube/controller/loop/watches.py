@@ -7,6 +7,7 @@ from typing import Any
 from extender.kube.api.resources import CONFIG, WORKLOADS, Resource
 from extender.kube.api.store import Handler
 from extender.kube.api.trim import JobView, workload_key
+from extender.kube.controller import dra
 from extender.kube.controller.context import Context
 from extender.kube.controller.jobs import JobReconciler
 from extender.kube.controller.multikueue import MultiKueueController
@@ -60,6 +61,7 @@ class Watches:
 
         self._handlers += self.provisioning.handlers()
         self._handlers += self.multikueue.handlers()
+        self._handlers += dra.handlers(self.ctx)
         for resource in self.ctx.job_resources:
 
             def on_job(key: str, old: Any, new: Any, plural: str = resource.plural) -> None:

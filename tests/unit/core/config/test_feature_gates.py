@@ -64,6 +64,8 @@ def test_the_gates_tower_acts_on_are_the_metrics_and_node_failure_ones():
         "SkipReassignmentForPodOwnedWorkloads",
         "DisableWaitForPodsReady",
         "ReclaimablePods",
+        "KueueDRAIntegration",
+        "KueueDRARejectWorkloadsWhenDRADisabled",
     }
 
 
@@ -198,12 +200,16 @@ def test_every_gate_tower_honours_only_one_way_refuses_the_other():
         if gate.locked:  # Kueue refuses the other way first
             continue
         can = gate.tower_value
-        if can is None:
-            assert resolve({gate.name: not gate.default})[gate.name] is (not gate.default)
-            continue
         dependents_on = [
             d for d, needs in DEPENDENCIES if gate.name in needs and BY_NAME[d].default
         ]
+        if can is None:
+            if gate.default and dependents_on:  # KueueDRAIntegration: its sub-gates need it
+                with pytest.raises(ConfigError, match=" requires "):
+                    resolve({gate.name: False})
+                continue
+            assert resolve({gate.name: not gate.default})[gate.name] is (not gate.default)
+            continue
         if can != gate.default and dependents_on:
             # As in Kueue, turning it off may leave a gate that needs it on (DRA's sub-gates).
             with pytest.raises(ConfigError, match=" requires "):
