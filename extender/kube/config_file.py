@@ -100,9 +100,22 @@ def from_file(config: KueueConfig) -> dict[str, Any]:
         values["visibility_address"] = config.visibility_bind_address
     if lease.resource_namespace is not None:  # else the pod's namespace, as in Kueue
         values["leader_election_namespace"] = lease.resource_namespace
-    # Where Kueue itself leads with this file: its namespace, unless the lease names one.
-    values["kueue_lease"] = f"{lease.resource_namespace or config.namespace}/{lease.resource_name}"
     return values
+
+
+def kueue_lease_of(config: KueueConfig, own_namespace: str) -> str:
+    """Where Kueue's manager leads, as far as this file tells (Tower's own lease aside): the
+    lease's namespace, else the file's namespace when it is not Tower's, else Kueue's; its
+    name, unless it is Tower's own lease name (Tower's shipped file keeps tower-controller),
+    else Kueue's default."""
+    lease = config.leader_election
+    namespace = lease.resource_namespace or (
+        config.namespace if config.namespace != own_namespace else "kueue-system"
+    )
+    name = lease.resource_name
+    if name == TOWER_DEFAULTS["leader_election_id"]:
+        name = "c1f6bfd2.kueue.x-k8s.io"
+    return f"{namespace}/{name}"
 
 
 def multikueue_settings(section: MultiKueue) -> MultiKueueSettings:
@@ -130,6 +143,7 @@ def settle(args: argparse.Namespace) -> list[str]:
     if args.config:
         config = load(args.config)
         fallback.update(from_file(config))
+        fallback["kueue_lease"] = kueue_lease_of(config, own)
         warnings = config.warnings(args.config)
         file_gates = dict(config.feature_gates)
     for name, value in fallback.items():

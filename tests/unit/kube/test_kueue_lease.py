@@ -226,6 +226,29 @@ def run_args(*argv: str):
 KUEUE_FILE = "tests/data/kueue-config/controller_manager_config.yaml"
 
 
+def tower_file(tmp_path: Path) -> str:
+    """The Configuration Tower's Deployment mounts (deploy/default's ConfigMap)."""
+    import yaml
+
+    docs = yaml.safe_load_all(
+        (Path(__file__).resolve().parents[3] / "deploy/default/controller.yaml").read_text()
+    )
+    [config_map] = [d for d in docs if d and d.get("kind") == "ConfigMap"]
+    path = tmp_path / "tower.yaml"
+    path.write_text(config_map["data"]["controller_manager_config.yaml"])
+    return str(path)
+
+
+def custom_file(tmp_path: Path) -> str:
+    """Kueue's file as a team runs it in its own namespace with its own Lease name."""
+    path = tmp_path / "custom.yaml"
+    path.write_text(
+        "apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\n"
+        "namespace: batch-system\nleaderElection:\n  resourceName: my-kueue-lease\n"
+    )
+    return str(path)
+
+
 @pytest.mark.parametrize(
     ("argv", "expect"),
     [
@@ -235,13 +258,17 @@ KUEUE_FILE = "tests/data/kueue-config/controller_manager_config.yaml"
         (("--kueue-lease", "none"), None),
         # Kueue's file with Tower in Kueue's namespace: the very same Lease, so one leader.
         (("--config", KUEUE_FILE, "--leader-election-namespace", "kueue-system"), None),
+        # Tower's shipped file keeps its own Lease name: Kueue's is still Kueue's default.
+        (("--config", "TOWER_FILE"), KUEUE),
+        (("--config", "CUSTOM_FILE"), ("batch-system", "my-kueue-lease")),
     ],
 )
-def test_which_lease_tower_watches(monkeypatch, argv, expect):
+def test_which_lease_tower_watches(monkeypatch, tmp_path, argv, expect):
     from extender.kube.runtime import kueue_lease
 
     monkeypatch.delenv("POD_NAMESPACE", raising=False)
     monkeypatch.delenv("TOWER_KUEUE_LEASE", raising=False)
     monkeypatch.chdir(Path(__file__).resolve().parents[3])
-    watch = kueue_lease(run_args(*argv), client=None)  # type: ignore[arg-type]
+    files = {"TOWER_FILE": tower_file(tmp_path), "CUSTOM_FILE": custom_file(tmp_path)}
+    watch = kueue_lease(run_args(*(files.get(a, a) for a in argv)), client=None)  # type: ignore[arg-type]
     assert (None if watch is None else (watch.namespace, watch.name)) == expect
