@@ -344,8 +344,8 @@ GATES: tuple[FeatureGate, ...] = (
         "WorkloadPriorityClassDefaulting",
         False,
         A,
-        ABSENT,
-        "does not default to a WorkloadPriorityClass named default",
+        IMPL,
+        "gives a queued job without a class the WorkloadPriorityClass default, on or off",
     ),
     _("MetricsForCohorts", True, B, IMPL, "kueue_cohort_* and *_info metrics, on or off"),
     _(
