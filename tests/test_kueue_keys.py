@@ -662,6 +662,10 @@ GATE_TESTS: dict[str, str] = {
         "tests/controller/test_reclaimable_pods.py::"
         "test_finished_pods_give_their_quota_to_a_waiting_job"
     ),
+    "WorkloadPriorityClassDefaulting": (
+        "tests/controller/test_priority_class_defaulting.py::"
+        "test_a_job_without_a_class_is_given_the_default_and_its_priority"
+    ),
     "PodIntegrationValidateGroupOwner": GROUPS
     + "test_a_member_belongs_to_its_group_by_its_role_and_the_annotation_wins",
 }

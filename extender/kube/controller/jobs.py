@@ -32,6 +32,7 @@ from extender.kube.controller.priority import (
     follow_priority_class,
     gates_differ,
 )
+from extender.kube.controller.priority_defaulting import with_default_class
 from extender.kube.controller.workload_status import patch_status, record, write_status
 
 log = logging.getLogger("tower.jobs")
@@ -365,6 +366,7 @@ class JobReconciler:
             source = job.adapter.resolved(
                 source, {ref: read_reference(ctx, ref) for ref in references}
             )
+            source = with_default_class(ctx, resource, source)
             model = workload_for(
                 source,
                 adapter=job.adapter,
