@@ -94,6 +94,9 @@ def indexed_job(name: str, ns: str) -> dict:
     job = make_job(name, ns, queue=LQ, args=BEHAVIOR_WAIT_FOR_DELETION, requests={"cpu": "2"})
     job["spec"].update(completionMode="Indexed", backoffLimitPerIndex=2)
     job["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"] = {}
+    # On the real node (labelled as Kueue's kind worker): its pods are asked to exit through
+    # `kubectl exec`, which the stand-in kubelet of the hand-made nodes does not serve.
+    job["spec"]["template"]["spec"]["nodeSelector"] = {"instance-type": "on-demand"}
     return job
 
 
