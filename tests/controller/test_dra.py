@@ -185,3 +185,24 @@ def test_with_the_integration_off_claims_are_not_counted(dra_cluster, start_cont
     eventually(lambda: started(cluster, created), what="the Job to start")
     [assigned] = cluster.workload_of(created)["status"]["admission"]["podSetAssignments"]
     assert "example.com/gpu" not in assigned["resourceUsage"]
+
+
+def test_where_the_api_server_does_not_serve_v1_a_claim_waits_until_it_does(
+    cluster, start_controller
+):
+    """As on the real v1.32 control plane: no resource.k8s.io/v1, so no template can be read
+    (Kueue's client says it in these words); once served (an upgrade), the job runs."""
+    cluster.apply(*yamlc.safe_load_all((EXAMPLES / "sample-dra-queues.yaml").read_text()))
+    start_controller(resource_policy=parse(CONFIG).resource_policy)
+    template, job = example()
+    created = cluster.admin.create(JOBS, job, "default")
+    eventually(
+        lambda: (
+            'no matches for kind "ResourceClaimTemplate" in version "resource.k8s.io/v1"'
+            in condition(cluster.workload_of(created), "QuotaReserved").get("message", "")
+        ),
+        what="the kind named as not served",
+    )
+    resource.serve(cluster.api)
+    cluster.admin.create(RESOURCE_CLAIM_TEMPLATES, template, "default")
+    eventually(lambda: started(cluster, created), what="the Job to start once v1 is served")
