@@ -44,7 +44,9 @@ def test_a_jobs_workload_is_made_with_its_labels_of_the_keys_once(cluster, start
     # Copied when the Workload is made, never after (Kueue's words: "not updated even if the
     # labels of the underlying job are changed").
     cluster.admin.patch(r.JOBS, "labelled", {"metadata": {"labels": {"team": "web"}}}, "default")
-    eventually(lambda: cluster.workload_of(job)["status"].get("admission"), what="admitted")
+    eventually(
+        lambda: (cluster.workload_of(job).get("status") or {}).get("admission"), what="admitted"
+    )
     assert copied_of(cluster.workload_of(job)) == {"team": "ml", "cost-center": "42"}
 
 
