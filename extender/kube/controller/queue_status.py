@@ -14,6 +14,7 @@ import logging
 from collections import Counter
 from typing import Any
 
+from extender.core.scheduling.fairsharing import weighted_share
 from extender.kube.api import objects as o
 from extender.kube.api.client import ApiError, KubeError, RequestBudget
 from extender.kube.api.resources import CLUSTER_QUEUES, LOCAL_QUEUES, Resource
@@ -129,6 +130,10 @@ class QueueStatusReconciler:
                 return True
             counts = self._counts(name, counted)
             status = cluster_queue_status(state, name, counts.pending, counts.used, counts.held)
+            if ctx.settings.fair_sharing:  # Kueue writes it only with fair sharing on
+                node = state.quota_node(name)
+                share = weighted_share(node) if node is not None else 0
+                status["fairSharing"] = {"weightedShare": share}
             resource: Resource = CLUSTER_QUEUES
             obj_key = name
             self._admitted[name] = counts.admitted
