@@ -89,9 +89,10 @@ class Pod(JobAdapter):
         meta = as_mapping(obj.get("metadata"))
         annotations = as_mapping(meta.get("annotations"))
         parent = annotations.get(SUSPENDING_PARENT)
-        if parent:
-            found = _TEMPLATE_PARENTS.get(str(parent))
-            return found.member(obj) if found is not None else None
+        found = _TEMPLATE_PARENTS.get(str(parent)) if parent else None
+        if found is not None:
+            return found.member(obj)
+        # A pod another controller suspends is a plain group's member by its labels, as any.
         named = groups.group_name(obj)
         if named is None:
             return None

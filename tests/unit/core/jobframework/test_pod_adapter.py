@@ -168,3 +168,18 @@ def test_a_deployments_template_is_marked_for_its_queue_once():
     }
     assert meta["annotations"] == {"kueue.x-k8s.io/pod-suspending-parent": "deployment"}
     assert parent.template_ops(marked, "q") == []
+
+
+def test_a_pod_another_controller_suspends_is_its_groups_member():
+    """Kueue's pod_test.go "Pod should be admitted after the group labels are added": a pod
+    suspended by a controller Kueue does not know is grouped by its group labels."""
+    grouped = pod(
+        labels={"kueue.x-k8s.io/queue-name": "q", "kueue.x-k8s.io/pod-group-name": "test-group"},
+        annotations={
+            "kueue.x-k8s.io/pod-suspending-parent": "OtherController",
+            "kueue.x-k8s.io/pod-group-total-count": "1",
+        },
+    )
+    named = POD.group_of(grouped)
+    assert named is not None
+    assert named[0] == "test-group"
