@@ -7,7 +7,10 @@ Configuration of Kueue's e2e suite (test/e2e/config/default/controller_manager_c
 
 from __future__ import annotations
 
+import base64
+import copy
 import ipaddress
+import json
 import os
 import signal
 import socket
@@ -22,6 +25,7 @@ from typing import Any
 import yaml
 from kubernetes import client, config
 
+from certs.kube import CONVERTED_CRDS
 from extender.core.jobframework.adapter import workload_name
 from tests.e2e.conftest import KUBECONFIG, kubectl, webhook_host_port
 
@@ -45,7 +49,10 @@ BEHAVIOR_WAIT_FOR_DELETION_FAIL_ON_EXIT = ["test-webserver"]
 BEHAVIOR_EXIT_FAST = ["entrypoint-tester"]
 
 # Kueue's e2e Configuration, less what Tower takes from its own defaults (tls: Tower's webhook
-# takes its cipher suites from gunicorn; groupKindConcurrency: Tower's loop is not per kind).
+# takes its cipher suites from gunicorn; groupKindConcurrency: Tower's loop is not per kind)
+# and less its featureGates: Tower refuses to start with a gate on whose behaviour it lacks
+# (ElasticJobsViaWorkloadSlices, ConcurrentAdmission, MultiKueueManagerQuotaAutomation), and
+# LocalQueueMetrics is on by default here.
 CONFIGURATION = """\
 apiVersion: config.kueue.x-k8s.io/v1beta2
 kind: Configuration
@@ -56,6 +63,25 @@ fairSharing:
 clientConnection:
   qps: 300
   burst: 500
+integrations:
+  frameworks:
+  - "batch/job"
+  - "kubeflow.org/mpijob"
+  - "ray.io/rayjob"
+  - "ray.io/raycluster"
+  - "ray.io/rayservice"
+  - "jobset.x-k8s.io/jobset"
+  - "kubeflow.org/paddlejob"
+  - "kubeflow.org/pytorchjob"
+  - "kubeflow.org/tfjob"
+  - "kubeflow.org/xgboostjob"
+  - "kubeflow.org/jaxjob"
+  - "trainer.kubeflow.org/trainjob"
+  - "workload.codeflare.dev/appwrapper"
+  - "pod"
+  - "deployment"
+  - "statefulset"
+  - "leaderworkerset.x-k8s.io/leaderworkerset"
 """
 
 
@@ -125,6 +151,10 @@ class Tower:
             capture_output=True,
         )
         user = kubectl("auth", "whoami", "-o", "jsonpath={.status.userInfo.username}")
+        # The webhook and its registrations read the same file as the controller: which kinds
+        # are queued (Kueue's e2e list, pods among them) and in which namespaces.
+        webhook_config = tmp / "webhook-config.yaml"
+        webhook_config.write_text(CONFIGURATION)
         self.procs = [
             self._spawn(
                 "webhook",
@@ -141,6 +171,8 @@ class Tower:
                 user,
                 "--workers",
                 "1",
+                "--config",
+                str(webhook_config),
             ),
         ]
         eventually(lambda: _listening(host, port), 30, "the webhook to listen")
@@ -155,12 +187,28 @@ class Tower:
                 f"https://{host}:{port}",
                 "--certs-dir",
                 str(certs),
+                "--config",
+                str(webhook_config),
             ],
             cwd=ROOT,
             check=True,
             capture_output=True,
         )
+        self._convert_here(f"https://{host}:{port}/convert", certs / "ca.crt")
         self.procs.append(self._controller(CONFIGURATION))
+
+    @staticmethod
+    def _conversion(client_config: dict[str, Any]) -> None:
+        patch = [{"op": "replace", "path": "/spec/conversion/webhook/clientConfig",
+                  "value": client_config}]  # fmt: skip
+        for crd in CONVERTED_CRDS:
+            kubectl("patch", "crd", crd, "--type=json", "-p", json.dumps(patch))
+
+    def _convert_here(self, url: str, ca: Path) -> None:
+        """The CRDs' v1beta1<->v1beta2 conversion sent to this webhook (deploy/crds name the
+        in-cluster Service, which is not there when Tower runs on this machine)."""
+        bundle = base64.b64encode(ca.read_bytes()).decode()
+        self._conversion({"url": url, "caBundle": bundle})
 
     def _controller(
         self, configuration: str, visibility_from_file: bool = False
@@ -217,6 +265,9 @@ class Tower:
                 proc.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 proc.kill()
+        # The conversion as deploy/crds have it, for the rest of tests/e2e.
+        self._conversion({"service": {"name": "tower-webhook", "namespace": "tower-system",
+                                      "path": "/convert"}})  # fmt: skip
         # Its webhook is gone: its registrations would refuse every create that follows.
         kubectl("delete", "mutatingwebhookconfiguration", "tower-mutating-webhook",
                 "--ignore-not-found", check=False)  # fmt: skip
@@ -240,6 +291,7 @@ class Cluster:
         self.core = client.CoreV1Api(api_client)
         self.batch = client.BatchV1Api(api_client)
         self.custom = client.CustomObjectsApi(api_client)
+        self.apps = client.AppsV1Api(api_client)
 
     # util.CreateNamespaceFromPrefixWithLog
     def create_namespace_from_prefix(self, prefix: str) -> str:
@@ -586,3 +638,208 @@ def expected_pending(items: list[dict]) -> list[dict]:
 
 def status_of(err: client.ApiException) -> int:
     return int(err.status or 0)
+
+
+# pkg/util/testingjobs/pod, statefulset and deployment; the pod integration's constants.
+QUEUE_LABEL = f"{KUEUE}/queue-name"
+PRIORITY_CLASS_LABEL = f"{KUEUE}/priority-class"
+POD_GROUP_LABEL = f"{KUEUE}/pod-group-name"
+POD_GROUP_TOTAL = f"{KUEUE}/pod-group-total-count"
+SCHEDULING_GATE = f"{KUEUE}/admission"
+AGNHOST_OLD = "registry.k8s.io/e2e-test-images/agnhost:2.52"
+
+
+def make_pod(
+    name: str,
+    namespace: str,
+    *,
+    queue: str | None = None,
+    args: list[str] | None = None,
+    cpu: str | None = None,
+    grace: int | None = None,
+    priority_class: str | None = None,
+) -> dict:
+    """podtesting.MakePod(name, ns).Image(agnhost, args).Queue(queue).RequestAndLimit(cpu)
+    .TerminationGracePeriod(grace).WorkloadPriorityClass(...)."""
+    labels = {QUEUE_LABEL: queue} if queue else {}
+    if priority_class:
+        labels[PRIORITY_CLASS_LABEL] = priority_class
+    resources = {"cpu": cpu} if cpu else {}
+    spec: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "containers": [{"name": "c", "image": AGNHOST, "args": args or BEHAVIOR_EXIT_FAST,
+                        "resources": {"requests": resources, "limits": dict(resources)}}],
+    }  # fmt: skip
+    if grace is not None:
+        spec["terminationGracePeriodSeconds"] = grace
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": namespace, "labels": labels,
+                         "annotations": {}},
+            "spec": spec}  # fmt: skip
+
+
+def make_group(pod: dict, count: int) -> list[dict]:
+    """PodWrapper.MakeGroup: `count` copies named <name>-<i>, the group named after the pod."""
+    name = pod["metadata"]["name"]
+    group = []
+    for i in range(count):
+        member = copy.deepcopy(pod)
+        member["metadata"]["name"] = f"{name}-{i}"
+        member["metadata"]["labels"][POD_GROUP_LABEL] = name
+        member["metadata"]["annotations"][POD_GROUP_TOTAL] = str(count)
+        group.append(member)
+    return group
+
+
+def _pod_template_owner(
+    kind: str,
+    name: str,
+    namespace: str,
+    *,
+    queue: str | None,
+    replicas: int,
+    cpu: str,
+    image: str,
+    args: list[str],
+    grace: int | None,
+    priority_class: str | None,
+) -> dict:
+    app = f"{name}-pod"
+    labels = {QUEUE_LABEL: queue} if queue else {}
+    if priority_class:
+        labels[PRIORITY_CLASS_LABEL] = priority_class
+    pod_spec: dict[str, Any] = {
+        "containers": [{"name": "c", "image": image, "args": args,
+                        "resources": {"requests": {"cpu": cpu}, "limits": {"cpu": cpu}}}],
+        "nodeSelector": {},
+    }  # fmt: skip
+    if grace is not None:
+        pod_spec["terminationGracePeriodSeconds"] = grace
+    return {"apiVersion": "apps/v1", "kind": kind,
+            "metadata": {"name": name, "namespace": namespace, "labels": labels},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": app}},
+                     "template": {"metadata": {"labels": {"app": app}}, "spec": pod_spec}}}  # fmt: skip
+
+
+def make_stateful_set(
+    name: str,
+    namespace: str,
+    *,
+    queue: str | None = None,
+    replicas: int = 1,
+    cpu: str = "200m",
+    image: str = AGNHOST,
+    args: list[str] | None = None,
+    grace: int | None = 1,
+    priority_class: str | None = None,
+) -> dict:
+    """statefulsettesting.MakeStatefulSet(...).Image(...).RequestAndLimit(cpu)
+    .TerminationGracePeriod(grace).Replicas(n).Queue(q).WorkloadPriorityClass(...)."""
+    return _pod_template_owner("StatefulSet", name, namespace, queue=queue, replicas=replicas,
+                               cpu=cpu, image=image, args=args or BEHAVIOR_WAIT_FOR_DELETION,
+                               grace=grace, priority_class=priority_class)  # fmt: skip
+
+
+def make_deployment(
+    name: str,
+    namespace: str,
+    *,
+    queue: str | None = None,
+    replicas: int = 1,
+    cpu: str = "200m",
+    args: list[str] | None = None,
+    grace: int | None = 1,
+) -> dict:
+    """deploymenttesting.MakeDeployment(...), as make_stateful_set."""
+    return _pod_template_owner("Deployment", name, namespace, queue=queue, replicas=replicas,
+                               cpu=cpu, image=AGNHOST, args=args or BEHAVIOR_WAIT_FOR_DELETION,
+                               grace=grace, priority_class=None)  # fmt: skip
+
+
+def gone(read: Callable[[], Any]) -> bool:
+    """True once `read` answers 404."""
+    try:
+        read()
+    except client.ApiException as err:
+        if err.status == 404:
+            return True
+        raise
+    return False
+
+
+def expect_workload_to_finish(
+    cluster: Cluster, name: str, namespace: str, timeout: float = LONG_TIMEOUT
+) -> None:
+    """util.ExpectWorkloadToFinishWithTimeout."""
+
+    def finished() -> bool:
+        wl = cluster.workload(name, namespace)
+        assert wl is not None, f"workload {name} not found"
+        assert is_finished(wl), f"workload {name}: {(wl.get('status') or {}).get('conditions')}"
+        return True
+
+    eventually(finished, timeout, f"workload {name} to finish")
+
+
+def expect_workloads_finalized_or_gone(cluster: Cluster, name: str, namespace: str) -> None:
+    """util.ExpectWorkloadsFinalizedOrGone."""
+
+    def finalized() -> bool:
+        wl = cluster.workload(name, namespace)
+        assert wl is None or not wl["metadata"].get("finalizers"), wl["metadata"]["finalizers"]
+        return True
+
+    eventually(finalized, LONG_TIMEOUT, f"workload {name} finalized or gone")
+
+
+def pod_workload_name(pod: Any) -> str:
+    """pod.GetWorkloadNameForPod."""
+    return workload_name("Pod", "", pod.metadata.name, pod.metadata.uid)
+
+
+def stateful_set_workload_name(sts: Any) -> str:
+    """statefulset.GetWorkloadName."""
+    return workload_name("StatefulSet", "apps", sts.metadata.name, sts.metadata.uid)
+
+
+def expect_events(
+    cluster: Cluster, namespace: str, names: set[str], reason: str,
+    note: str = "", timeout: float = MEDIUM_TIMEOUT,
+) -> None:  # fmt: skip
+    """util.ExpectEventsForObjectsWithTimeout: an event of `reason` (its note containing
+    `note`) about each of the named objects."""
+
+    def seen() -> bool:
+        events = cluster.core.list_namespaced_event(namespace).items
+        about = {e.involved_object.name for e in events
+                 if e.reason == reason and note in (e.message or "")}  # fmt: skip
+        missing = names - about
+        assert not missing, f"no {reason} event for {sorted(missing)}"
+        return True
+
+    eventually(seen, timeout, f"{reason} events")
+
+
+def workload_condition_status(wl: dict | None, kind: str) -> tuple[str, str]:
+    found = condition(wl, kind)
+    return found.get("status", ""), found.get("reason", "")
+
+
+CONTAINERD = "/run/containerd/containerd.sock"
+
+
+def end_container(pod: Any, signal_name: str = "SIGTERM") -> None:
+    """Kueue's util.WaitForActivePodsAndTerminate asks a running pod's agnhost (over
+    `kubectl exec`) to exit with code 0. kube-apiserver here cannot reach the real kubelet's
+    exec endpoint (the node's name does not resolve), so the container is told by the node's
+    containerd instead: netexec ends with code 0 on SIGTERM."""
+    statuses = pod.status.container_statuses or []
+    started = [s.container_id for s in statuses if s.container_id]
+    assert started, f"{pod.metadata.name}: no container yet"
+    container = started[0].split("://", 1)[-1]
+    done = subprocess.run(
+        ["ctr", "--address", CONTAINERD, "-n", "k8s.io", "task", "kill", "--signal",
+         signal_name, container],
+        capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+    assert done.returncode == 0, f"ctr task kill {pod.metadata.name}: {done.stderr}"
