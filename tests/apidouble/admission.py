@@ -3,8 +3,9 @@
 The request shape follows shared/fixtures/real-apiserver/admission/ (a generateName CREATE
 reaches mutating webhooks without name or uid; `?timeout=10s` on the URL; a denial without a
 status code becomes HTTP 400, with one it keeps the code; warnings become `Warning: 299`
-headers, de-duplicated). Only `clientConfig.url` is supported (no Service references), and
-matchPolicy/matchConditions/reinvocation are not evaluated.
+headers, de-duplicated). Only `clientConfig.url` is called; a Service reference fails as one
+with no endpoints does on kube-apiserver. matchPolicy/matchConditions/reinvocation are not
+evaluated.
 """
 
 from __future__ import annotations
@@ -68,8 +69,17 @@ def _post(hook: Obj, review: Obj) -> tuple[Obj | None, str | None]:
     """POST one review; returns (response, None) or (None, why it could not be called)."""
     config = hook.get("clientConfig") or {}
     url = config.get("url")
+    service = config.get("service")
+    if not url and service:
+        # The double runs no Service: every one has no endpoints, as a stopped Kueue's.
+        timeout = int(hook.get("timeoutSeconds") or 10)
+        where = f"{service.get('name')}.{service.get('namespace')}.svc:{service.get('port', 443)}"
+        return None, (
+            f'failed to call webhook: Post "https://{where}{service.get("path", "")}'
+            f'?timeout={timeout}s": no endpoints available for service "{service.get("name")}"'
+        )
     if not url:
-        return None, "the API double supports only clientConfig.url"
+        return None, "the API double supports only clientConfig.url or a Service"
     timeout = int(hook.get("timeoutSeconds") or 10)
     parts = urlsplit(url)
     target = f"{parts.path or '/'}?timeout={timeout}s"

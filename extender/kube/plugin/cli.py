@@ -15,7 +15,7 @@ from typing import Any, NoReturn
 
 from extender.kube.api.client import ApiError, ConfigError, KubeError
 from extender.kube.api.resources import KUEUE_GROUP, KUEUE_VERSION
-from extender.kube.plugin import create, forecast, hold, listing, queue, why
+from extender.kube.plugin import create, forecast, hold, listing, queue, takeover, why
 from extender.kube.plugin.connect import Invocation, connect, kubeconfig_path
 from extender.kube.plugin.output import CliError, one_line
 
@@ -62,7 +62,7 @@ def parser() -> argparse.ArgumentParser:
     )
     _connection_flags(top, leaf=False)
     sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for verb in (why, queue, forecast, listing, hold, create):
+    for verb in (why, queue, forecast, listing, hold, create, takeover):
         verb.register(sub, common)
     return top
 
