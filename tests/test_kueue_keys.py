@@ -385,6 +385,13 @@ FIELD_TESTS: dict[str, str] = {
         "tests/unit/core/config/test_device_classes.py::"
         "test_counter_sources_are_refused_naming_what_tower_does_instead"
     ),
+    "fairSharing.preemptionStrategies": (
+        "tests/unit/core/scheduling/test_fair_preemption_policy.py::test_each_strategy_alone"
+    ),
+    "resources.quotaCheckStrategy": (
+        "tests/unit/core/scheduling/test_quota_check_strategy.py::"
+        "test_a_request_for_an_undeclared_resource"
+    ),
     "objectRetentionPolicies.*": (
         RETENTION + "test_a_finished_workload_is_deleted_after_its_retention_and_its_job_stays"
     ),
@@ -581,6 +588,11 @@ GATE_TESTS: dict[str, str] = {
         "tests/unit/kube/test_feature_gates_config.py::"
         "test_disable_wait_for_pods_ready_turns_the_files_wait_for_pods_ready_off"
     ),
+    "FairSharingPreemptWithinNominal": (
+        "tests/unit/core/scheduling/test_fair_preemption_policy.py::"
+        "test_within_nominal_of_one_flavor_outweighs_a_high_share"
+    ),
+    "QuotaCheckStrategy": "tests/unit/kube/test_config_scheduling.py::test_the_scheduler_is_told",
     "PrioritySortingWithinCohort": (
         "tests/conformance/test_schedule.py::"
         "test_workload_requiring_reclaimation_prioritized_over_wl_in_another_full_cq"

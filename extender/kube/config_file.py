@@ -20,6 +20,7 @@ from extender.core.config.kueue_config import (
 )
 from extender.core.config.resource_policy import ResourcePolicy
 from extender.core.config.schema import ConfigError
+from extender.core.scheduling.options import SchedulingOptions
 
 _Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -140,6 +141,7 @@ def settle(args: argparse.Namespace) -> list[str]:
     fallback["managed_namespaces"] = default_namespace_selector(own)
     fallback["namespace"] = own
     file_gates: dict[str, bool] = {}
+    config: KueueConfig | None = None
     if args.config:
         config = load(args.config)
         fallback.update(from_file(config))
@@ -151,6 +153,13 @@ def settle(args: argparse.Namespace) -> list[str]:
             setattr(args, name, value)
     args.feature_gates = feature_gates(file_gates, getattr(args, "feature_gates_flag", None))
     args.metrics_config = args.metrics_config.with_gates(args.feature_gates)
+    args.scheduling = (
+        config.scheduling(args.feature_gates)
+        if config is not None
+        else SchedulingOptions.of(
+            strategies=None, quota_check_strategy=None, gates=args.feature_gates
+        )
+    )
     if args.feature_gates["DisableWaitForPodsReady"]:  # Kueue's waitforpodsready.Enabled
         args.wait_for_pods_ready = None
     return warnings

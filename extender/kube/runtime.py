@@ -660,6 +660,7 @@ def _serve(
         multikueue=replace(args.multikueue, admission_timeout=args.multikueue_admission_timeout),
         namespace=args.namespace,
         feature_gates=args.feature_gates,
+        scheduling=args.scheduling,
         label_keys_to_copy=args.label_keys_to_copy,
         workload_retention=args.workload_retention,
     )

@@ -199,6 +199,10 @@ class ClusterQueue:
     # Fields it sets that Tower does not act on and that would change who is admitted
     # (extender/core/api/unacted.py): while any is set, the ClusterQueue admits nothing.
     unacted: tuple[str, ...] = ()
+    # Not of the object: Kueue's Configuration resources.quotaCheckStrategy IgnoreUndeclared,
+    # set on every ClusterQueue by the state (scheduling/cycle.py) so the flavor search leaves
+    # a request for a resource without quota here out, instead of refusing the workload.
+    ignores_undeclared: bool = field(default=False, compare=False)
     quotas: Mapping[FlavorResource, ResourceQuota] = field(init=False, repr=False, compare=False)
     group_of: Mapping[str, int] = field(init=False, repr=False, compare=False)
     # Every (flavor, resource) a flavor search may look at: each flavor of each group with

@@ -73,8 +73,8 @@ GATES: tuple[FeatureGate, ...] = (
         "FairSharingPreemptWithinNominal",
         True,
         B,
-        ABSENT,
-        "fair-sharing preemption keeps its share rules inside nominal quota too",
+        IMPL,
+        "a fair-sharing preemptor within nominal quota reclaims whatever the shares, on or off",
     ),
     _(
         "FairSharingPrioritizeNonBorrowing",
@@ -183,8 +183,8 @@ GATES: tuple[FeatureGate, ...] = (
         "QuotaCheckStrategy",
         True,
         B,
-        ABSENT,
-        "ignores resources.quotaCheckStrategy (warned): undeclared resources block",
+        IMPL,
+        "acts on resources.quotaCheckStrategy; off, undeclared resources block",
     ),
     _(
         "MultiKueueAdaptersForCustomJobs",

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from extender.core.api.unacted import Effect, Unacted
-from extender.core.config.schema import DEFAULT_PREEMPTION_STRATEGIES, KIND
+from extender.core.config.schema import KIND
 
 # What the file's fields become, for the docs and for the warnings.
 ACTED: dict[str, str] = {
@@ -29,8 +29,14 @@ ACTED: dict[str, str] = {
     ),
     "fairSharing": "--fair-sharing (v1beta1: fairSharing.enable)",
     "fairSharing.preemptionStrategies": (
-        "Kueue's default, LessThanOrEqualToFinalShare then LessThanInitialShare, is what "
-        "Tower does; another choice is warned"
+        "fair-sharing preemption follows them: Kueue's default, LessThanOrEqualToFinalShare "
+        "then LessThanInitialShare, or either alone; a ClusterQueue within its nominal quota "
+        "reclaims whatever the shares (feature gate FairSharingPreemptWithinNominal)"
+    ),
+    "resources.quotaCheckStrategy": (
+        "BlockUndeclared (the default): a request for a resource the ClusterQueue has no quota "
+        "for keeps the workload out; IgnoreUndeclared: that request is left out of flavor "
+        "assignment and usage, as in Kueue (feature gate QuotaCheckStrategy)"
     ),
     "waitForPodsReady": (
         "all-or-nothing admission with ready pods: timeout, recoveryTimeout, blockAdmission "
@@ -98,10 +104,6 @@ ACTED: dict[str, str] = {
 }
 
 
-def _set(value: Any) -> bool:
-    return value is not None and value != [] and value != {} and value != ""
-
-
 def _cfg(path: str, feature: str, advice: str = "", **kw: Any) -> Unacted:
     return Unacted(KIND, path, Effect.HINT, feature, advice, **kw)
 
@@ -126,17 +128,6 @@ UNACTED: tuple[Unacted, ...] = (
         "multiKueue.clusterProfile",
         "ClusterProfile credentials for MultiKueue workers",
         "read by Kueue only with the MultiKueueClusterProfile gate, which Tower refuses",
-    ),
-    _cfg(
-        "fairSharing.preemptionStrategies",
-        "fair-sharing preemption strategies",
-        "Tower uses LessThanOrEqualToFinalShare, then LessThanInitialShare",
-        counts=lambda v: _set(v) and v != DEFAULT_PREEMPTION_STRATEGIES,
-    ),
-    _cfg(
-        "resources.quotaCheckStrategy",
-        "which undeclared resources block admission",
-        "Tower blocks a workload on a resource its ClusterQueue has no quota for",
     ),
     _cfg("queueVisibility", "queue visibility in ClusterQueue status, dropped in v1beta2"),
     _cfg("webhook", "Kueue's webhook server", "Tower's webhook is python -m webhook"),

@@ -30,6 +30,7 @@ from extender.core.config.schema import (
 )
 from extender.core.jobframework import registry
 from extender.core.scheduling.admission_fair_sharing import AfsConfig
+from extender.core.scheduling.options import SchedulingOptions
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,10 +175,19 @@ class KueueConfig:
     label_keys_to_copy: tuple[str, ...] = ()  # integrations.labelKeysToCopy
     # objectRetentionPolicies.workloads: when finished and deactivated Workloads go.
     workload_retention: WorkloadRetention = field(default_factory=WorkloadRetention)
+    fair_sharing_strategies: tuple[str, ...] = ()  # as written (empty: Kueue's default)
 
     def warnings(self, name: str) -> list[str]:
         """One line for each field set (or on by default) that Tower does not act on."""
         return [entry.message(name) for entry in self.unacted]
+
+    def scheduling(self, gates: Mapping[str, bool]) -> SchedulingOptions:
+        """fairSharing.preemptionStrategies and resources.quotaCheckStrategy, as the resolved
+        feature gates let the scheduler act on them."""
+        strategy = self.resources.quota_check_strategy if self.resources is not None else None
+        return SchedulingOptions.of(
+            strategies=self.fair_sharing_strategies, quota_check_strategy=strategy, gates=gates
+        )
 
     @property
     def resource_policy(self) -> ResourcePolicy:
@@ -258,7 +268,7 @@ def parse(doc: Any, namespace: str | None = None) -> KueueConfig:
         fair_sharing=fair,
         namespace=ns,
         wait_for_pods_ready=_wait_for_pods_ready(get, version) if wait_on else None,
-        resources=_resources(get),
+        resources=_resources(get, gates),
         manage_jobs_without_queue_name=bool(get("manageJobsWithoutQueueName")),
         managed_jobs_namespace_selector=_namespace_selector(get, ns, frameworks),
         multi_kueue=_multi_kueue(get),
@@ -268,6 +278,7 @@ def parse(doc: Any, namespace: str | None = None) -> KueueConfig:
         visibility_bind_address=_visibility_bind_address(get),
         feature_gates=asked,
         unacted=tuple(unacted),
+        fair_sharing_strategies=tuple(get("fairSharing.preemptionStrategies") or ()),
         label_keys_to_copy=tuple(str(k) for k in get("integrations.labelKeysToCopy") or ()),
         workload_retention=_workload_retention(get),
     )
@@ -463,20 +474,23 @@ def _wait_for_pods_ready(get: Callable[[str], Any], version: str) -> WaitForPods
     )
 
 
-def _resources(get: Callable[[str], Any]) -> Resources | None:
+def _resources(get: Callable[[str], Any], gates: Mapping[str, bool]) -> Resources | None:
     if get("resources") is None:
         return None
     strategy = get("resources.quotaCheckStrategy")
     prefixes = tuple(get("resources.excludeResourcePrefixes") or ())
-    if strategy is not None and strategy not in ("BlockUndeclared", "IgnoreUndeclared"):
-        raise ConfigError(
-            f"resources.quotaCheckStrategy: {strategy!r} is not BlockUndeclared or IgnoreUndeclared"
-        )
-    if strategy == "IgnoreUndeclared" and prefixes:
-        raise ConfigError(
-            "resources.quotaCheckStrategy: IgnoreUndeclared does not go with "
-            "excludeResourcePrefixes"
-        )
+    # Kueue's validateQuotaCheckStrategy, in its words; with the gate off it reads no strategy.
+    if strategy is not None and gates.get("QuotaCheckStrategy", True):
+        if strategy == "IgnoreUndeclared" and prefixes:
+            raise ConfigError(
+                'resources.quotaCheckStrategy: Invalid value: "IgnoreUndeclared": '
+                "excludeResourcePrefixes is not allowed when quotaCheckStrategy is IgnoreUndeclared"
+            )
+        if strategy not in ("BlockUndeclared", "IgnoreUndeclared"):
+            raise ConfigError(
+                f'resources.quotaCheckStrategy: Unsupported value: "{strategy}": supported '
+                'values: "IgnoreUndeclared", "BlockUndeclared"'
+            )
     transformations = []
     inputs: set[str] = set()
     for i, t in enumerate(get("resources.transformations") or []):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import replace
 
 from extender.core.api.models import (
     Admission,
@@ -30,6 +31,7 @@ from extender.core.api.models import (
 from extender.core.api.topology import Topology
 from extender.core.scheduling.admission_fair_sharing import AfsConfig, UsageLedger, base_units
 from extender.core.scheduling.cache import Cache, Configuration
+from extender.core.scheduling.options import SchedulingOptions
 from extender.core.scheduling.preemption import AdmittedWorkload, Target
 from extender.core.scheduling.queue_manager import QueueManager
 from extender.core.scheduling.quota import QuotaNode, available
@@ -213,8 +215,13 @@ class ClusterState(ClusterQuestions):
     and the cycle that decides on them."""
 
     def __init__(
-        self, *, fair_sharing: bool = False, admission_checks: Iterable[InternalCheck] = ()
+        self,
+        *,
+        fair_sharing: bool = False,
+        admission_checks: Iterable[InternalCheck] = (),
+        scheduling: SchedulingOptions = SchedulingOptions(),  # noqa: B008 (frozen)
     ) -> None:
+        self.scheduling = scheduling
         self.cache = Cache()
         self.queues = QueueManager(self.cache)
         self.fair_usage = FairSharingUsage(self.cache, self.queues)
@@ -284,7 +291,11 @@ class ClusterState(ClusterQuestions):
         topologies: Iterable[Topology] = (),
     ) -> None:
         """Apply many objects at once, rebuilding the quota tree a single time."""
-        cluster_queues = list(cluster_queues)
+        ignores = self.scheduling.ignore_undeclared_resources
+        cluster_queues = [
+            cq if cq.ignores_undeclared == ignores else replace(cq, ignores_undeclared=ignores)
+            for cq in cluster_queues
+        ]
         self.cache.update(
             flavors=flavors,
             cluster_queues=cluster_queues,

@@ -349,6 +349,8 @@ def quick_plan(
             continue
         group = group_of.get(resource)
         if group is None:
+            if cq.ignores_undeclared:
+                continue  # Kueue's IgnoreUndeclaredResources: neither blocks nor counts
             return None
         needs.setdefault(group, {})[resource] = amount
     assigned: dict[str, str] = {}
@@ -500,6 +502,10 @@ def search_flavors(
                 continue
             group = group_of.get(resource)
             if group is None:
+                if cq.ignores_undeclared:
+                    # Kueue's assignFlavors under quotaCheckStrategy IgnoreUndeclared: a
+                    # resource the ClusterQueue has no quota for is skipped, never counted.
+                    continue
                 return Assignment(
                     NO_FIT,
                     reason=NO_MATCHING_FLAVOR,

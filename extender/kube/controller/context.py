@@ -18,6 +18,7 @@ from extender.core.config.kueue_config import LabelSelector, default_namespace_s
 from extender.core.config.resource_policy import ResourcePolicy
 from extender.core.scheduling.admission_fair_sharing import AfsConfig
 from extender.core.scheduling.cycle import ClusterState
+from extender.core.scheduling.options import SchedulingOptions
 from extender.kube.api.client import ApiError, KubeClient, KubeError
 from extender.kube.api.events import Recorder
 from extender.kube.api.metrics import Metrics
@@ -72,6 +73,8 @@ class Settings:
     # Every Kueue feature gate's value, by Kueue's names (core/config/feature_gates.py), as
     # the Configuration's featureGates and --feature-gates resolve them.
     feature_gates: Mapping[str, bool] = field(default_factory=dict)
+    # fairSharing.preemptionStrategies and resources.quotaCheckStrategy under those gates.
+    scheduling: SchedulingOptions = field(default_factory=SchedulingOptions)
     label_keys_to_copy: tuple[str, ...] = ()  # integrations.labelKeysToCopy
     # Kueue's objectRetentionPolicies.workloads, from the --config file (unset: kept).
     workload_retention: WorkloadRetention = field(default_factory=WorkloadRetention)

@@ -170,8 +170,9 @@ def test_a_flag_overrides_the_file(tmp_path, monkeypatch):
     assert (args.leader_elect, args.leader_election_id) == (False, "from-flag")
     assert args.integrations == ("batch/job",)
     assert args.fair_sharing is False
-    # A strategy Tower does not follow is still said, whatever the flag.
-    assert any("fairSharing.preemptionStrategies" in line for line in warnings)
+    # The file's single strategy is followed, and so not warned about.
+    assert args.scheduling.fair_preemption.strategies == ("LessThanInitialShare",)
+    assert not any("fairSharing.preemptionStrategies" in line for line in warnings)
 
 
 def test_v1beta1_is_converted(tmp_path):

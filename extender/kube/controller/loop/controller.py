@@ -110,7 +110,7 @@ class Controller:
         self.ctx = ctx = Context(
             client=client,
             store=cache.store,
-            state=ClusterState(fair_sharing=settings.fair_sharing),
+            state=ClusterState(fair_sharing=settings.fair_sharing, scheduling=settings.scheduling),
             queues=_queues(monotonic, self.wakeup),
             settings=settings,
             metrics=metrics or Metrics(),

@@ -63,6 +63,8 @@ def test_the_gates_tower_acts_on_are_the_metrics_and_node_failure_ones():
         "TASReplaceNodeDueToNotReadyOverFixedTime",
         "SkipReassignmentForPodOwnedWorkloads",
         "DisableWaitForPodsReady",
+        "FairSharingPreemptWithinNominal",
+        "QuotaCheckStrategy",
         "WorkloadPriorityClassDefaulting",
         "ReclaimablePods",
         "KueueDRAIntegration",

@@ -303,22 +303,28 @@ def test_a_mixed_queue_keeps_each_podset_to_its_kind_of_flavor() -> None:
     assert admitted["does-not"].topology is None
 
 
-def cohort_state(tas: TopologyScheduling, *, fair_sharing: bool) -> ClusterState:
-    """Two ClusterQueues of 8 cpu each in one cohort over the four hosts, each reclaiming."""
+def cohort_state(
+    tas: TopologyScheduling, *, fair_sharing: bool, nominal: tuple[int, int] = (8_000, 8_000)
+) -> ClusterState:
+    """Two ClusterQueues (8 cpu each unless `nominal` says) in one cohort over the four hosts,
+    each reclaiming."""
     s = ClusterState(fair_sharing=fair_sharing)
-    quota = (FlavorQuotas("tas-flavor", (ResourceQuota("cpu", 8_000),)),)
     reclaim = Preemption(reclaim_within_cohort=ReclaimWithinCohort.ANY)
     s.configure(
         flavors=[FLAVOR],
         cluster_queues=[
             ClusterQueue(
                 name,
-                (ResourceGroup(("cpu",), quota),),
+                (
+                    ResourceGroup(
+                        ("cpu",), (FlavorQuotas("tas-flavor", (ResourceQuota("cpu", cpu),)),)
+                    ),
+                ),
                 cohort="c",
                 namespace_selector=LabelSelector(),
                 preemption=reclaim,
             )
-            for name in ("a", "b")
+            for name, cpu in zip(("a", "b"), nominal, strict=True)
         ],
         local_queues=[LocalQueue("default", "lq-a", "a"), LocalQueue("default", "lq-b", "b")],
         topologies=[TOPOLOGY],
@@ -331,7 +337,9 @@ def cohort_state(tas: TopologyScheduling, *, fair_sharing: bool) -> ClusterState
 
 def test_fair_sharing_preempts_the_borrower_whose_hosts_make_a_rack() -> None:
     tas = tas_with_nodes()
-    s = cohort_state(tas, fair_sharing=True)
+    # a has no quota of its own, b all 16: a's workloads are all borrowed, so each may be
+    # taken back (Kueue passes over a ClusterQueue once it no longer borrows).
+    s = cohort_state(tas, fair_sharing=True, nominal=(0, 16_000))
     hosts_of: dict[str, tuple[str, ...]] = {}
     # a borrows: three workloads of one full host each, 12 of the cohort's 16 cpu.
     for i in range(3):
@@ -341,7 +349,7 @@ def test_fair_sharing_preempts_the_borrower_whose_hosts_make_a_rack() -> None:
         topology = admit.admission.pod_set_assignments[0].topology
         assert topology is not None
         hosts_of[admit.workload.name] = tuple(d.values[0] for d in topology.domains)
-    # b asks for its nominal 8 cpu in one rack: only r1 of b1 (n1 and n2) is that big.
+    # b asks for 8 cpu in one rack: only r1 of b1 (n1 and n2) is that big.
     wants = Workload(
         "default",
         "b-rack",
@@ -353,10 +361,11 @@ def test_fair_sharing_preempts_the_borrower_whose_hosts_make_a_rack() -> None:
     s.add_workload(wants)
     result = s.schedule(10.0)
     on_rack = sorted(name for name, hosts in hosts_of.items() if set(hosts) & {"n1", "n2"})
-    # Fair sharing alone would take one workload (the quota then fits); the rack needs
-    # exactly those on n1 and n2, and only those.
+    # Quota alone would take one workload (a-2, the latest); the rack needs exactly those on
+    # n1 and n2, and only those. b stays within its nominal quota: FairSharingPreemptWithinNominal
+    # reclaims whatever the shares.
     assert sorted(e.workload.name for e in result.evicted) == on_rack
-    assert {e.preemption_reason for e in result.evicted} == {"InCohortFairSharing"}
+    assert {e.preemption_reason for e in result.evicted} == {"InCohortReclamation"}
     for name in on_rack:  # the victims stop and are not queued again (deleted)
         s.finish(f"default/{name}")
     (admit,) = s.schedule(11.0).admitted
