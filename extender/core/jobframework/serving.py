@@ -119,8 +119,9 @@ class StatefulSet(TemplateParent):
         if before and after and before != after:
             raise ManifestError(
                 "spec.replicas",
-                f"cannot change from {before} to {after}: a queued StatefulSet is admitted as "
-                "one group; scale it to 0 first, then to the new size",
+                f"cannot change from {before} to {after}: field is immutable (Kueue's rule: a "
+                "queued StatefulSet is admitted as one group); scale it to 0 first, then to the "
+                "new size",
             )
         if before == 0 and after and as_count(as_mapping(old.get("status")).get("replicas")):
             raise ManifestError(
@@ -247,8 +248,9 @@ class LeaderWorkerSet(TemplateParent):
         if _size(old) != _size(new):
             raise ManifestError(
                 "spec.leaderWorkerTemplate.size",
-                f"cannot change from {_size(old)} to {_size(new)} while queued: each group is "
-                "one Workload of that size",
+                f"cannot change from {_size(old)} to {_size(new)}: field is immutable while "
+                "queued (Kueue's rule: each group is one Workload of that size); create a "
+                "LeaderWorkerSet of the new size",
             )
         if (_lws_template(old, "leaderTemplate") is None) != (
             _lws_template(new, "leaderTemplate") is None

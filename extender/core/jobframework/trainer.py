@@ -10,9 +10,11 @@ TrainJob's `spec.runtimePatches`, under Kueue's manager; a stop clears it.
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Mapping
 from typing import Any
 
+from extender.core.api.models import QUEUE_NAME_LABEL
 from extender.core.api.parse import ManifestError, as_list, as_map
 from extender.core.jobframework.adapter import (
     REFERENCED_KEY,
@@ -41,6 +43,8 @@ RUNTIME_KINDS = {
     "TrainingRuntime": "trainingruntimes",
 }
 POLICIES = ("torch", "mpi", "jax", "xgboost", "flux")
+# What of the TrainJob itself sizes its podSets: pods (numNodes) and what each asks for.
+SIZE_FIELDS = ("numNodes", "resourcesPerNode")
 
 
 def _ancestor(rjob: Mapping[str, Any]) -> str | None:
@@ -235,6 +239,26 @@ class TrainJob(JobAdapter):
         if resources.get("requests") or resources.get("limits"):
             node["resources"] = copy.deepcopy(dict(resources))
 
+    def check_update(self, old: Mapping[str, Any], new: Mapping[str, Any]) -> None:
+        """A queued TrainJob keeps its size. Its podSets are rendered from its runtime, which
+        neither the webhook nor the watch cache reads, so a new size could not be compared
+        with its admission: it would run at the new size under the old one. Refused instead,
+        in every state, with the way to scale it."""
+        labels = as_mapping(as_mapping(new.get("metadata")).get("labels"))
+        if not labels.get(QUEUE_NAME_LABEL):
+            return
+        before = as_mapping(as_mapping(old.get("spec")).get("trainer"))
+        after = as_mapping(as_mapping(new.get("spec")).get("trainer"))
+        for key in SIZE_FIELDS:
+            if before.get(key) != after.get(key):
+                was, now = _said(before.get(key)), _said(after.get(key))
+                raise ManifestError(
+                    f"spec.trainer.{key}",
+                    f"cannot change from {was} to {now} on a queued TrainJob: its podSets "
+                    "are read from its runtime once, when it is queued, and its admission "
+                    "would not follow; delete it and create it again at the new size",
+                )
+
     # ----- reading --------------------------------------------------------------------------
 
     def pod_sets(self, obj: Mapping[str, Any]) -> list[PodSetTemplate]:
@@ -352,6 +376,15 @@ class TrainJob(JobAdapter):
         else:
             spec.pop("runtimePatches", None)
         return spec
+
+
+def _said(value: Any) -> str:
+    """A size field as a user wrote it, for a message (unset: its runtime's)."""
+    if value is None:
+        return "unset"
+    if isinstance(value, Mapping):
+        return json.dumps(value, sort_keys=True, separators=(",", ":"))
+    return str(value)
 
 
 ADAPTERS: tuple[JobAdapter, ...] = (TrainJob(),)
