@@ -2,7 +2,7 @@
 cases, each with the controller restarted on its Configuration (Kueue's
 UpdateKueueConfigurationAndRestart) and the suite's put back after.
 
-Pods run on the real node; a pod is finished as Kueue's util.WaitForActivePodsAndTerminate does
+A pod that must run is placed on the real node; it is finished as Kueue's util.WaitForActivePodsAndTerminate does
 it (its agnhost asked to exit, through `kubectl exec`). Kueue's TinyTimeout is 10ms."""
 
 from __future__ import annotations
@@ -145,7 +145,11 @@ def test_enabling_the_policy_deletes_a_job_deactivated_before(
 def test_a_finished_workload_is_deleted_and_its_job_kept(
     cluster: Cluster, ns: str, tiny_timeout: None
 ) -> None:
-    created = cluster.batch.create_namespaced_job(ns, agnhost_job(ns))
+    job = agnhost_job(ns)
+    # Its pod must really run (it is asked to exit): on the real node, Kueue's on-demand
+    # worker, not on the Node made by hand for big pods (where nothing answers).
+    job["spec"]["template"]["spec"]["nodeSelector"] = {"instance-type": "on-demand"}
+    created = cluster.batch.create_namespaced_job(ns, job)
     name = cluster.workload_for_job(created, ns)
     eventually(lambda: cluster.workload(name, ns), TIMEOUT, "the Workload created")
     terminate_active_pods(cluster, ns, 1, 0)
