@@ -41,6 +41,7 @@ DATA = ROOT / "tests" / "data" / "kueue-install"
 SUFFIX = uuid.uuid4().hex[:6]
 NAMESPACE = f"takeover-{SUFFIX}"
 KUEUE_NS, LEASE = "kueue-system", "c1f6bfd2.kueue.x-k8s.io"
+MERGE = "application/merge-patch+json"
 HOLDER = "kueue-controller-manager-6c5d8f7b9-q4w2x_5b0e9d3c-8c1d-4f8e-9a57-2a6f0c1e7d44"
 CONVERTED = ("clusterqueues", "cohorts", "localqueues", "multikueueclusters", "workloads")
 KUEUE_WEBHOOKS = (
@@ -106,7 +107,10 @@ class KueueLease:
     def _renew(self) -> None:
         while not self.stop.wait(2.0):
             self.leases.patch_namespaced_lease(
-                LEASE, KUEUE_NS, {"spec": {"holderIdentity": HOLDER, "renewTime": self.now()}}
+                LEASE,
+                KUEUE_NS,
+                {"spec": {"holderIdentity": HOLDER, "renewTime": self.now()}},
+                _content_type=MERGE,
             )
             self.renewals += 1
 
@@ -114,7 +118,10 @@ class KueueLease:
         self.stop.set()
         self.thread.join(5)
         self.leases.patch_namespaced_lease(
-            LEASE, KUEUE_NS, {"spec": {"holderIdentity": None, "renewTime": self.now()}}
+            LEASE,
+            KUEUE_NS,
+            {"spec": {"holderIdentity": None, "renewTime": self.now()}},
+            _content_type=MERGE,
         )
 
 
