@@ -23,6 +23,7 @@ from extender.core.api.models import (
     Workload,
 )
 from extender.core.api.quantity import to_amount
+from extender.core.jobframework import reclaimable
 from extender.core.scheduling.flavors import Assignment, Mode, preferred, search_flavors
 from extender.core.scheduling.quota import QuotaTree, add_usage
 from tests.builders import CQ
@@ -473,14 +474,11 @@ def test_num_pods_dont_fit() -> None:
     assert a.reason == "ExceedsMaxQuota"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="status.reclaimablePods of a pending Workload is not modelled: Tower asks quota "
-    f"for every pod of a pending Workload; {UNSUPPORTED}",
-)
 def test_with_reclaimable_pods_reclaimable_pods_on() -> None:
     cq = CQ("test-clusterqueue").group(("default", {"pods": "3", "cpu": "10"})).obj()
-    a = assign(cq, pods(count=5, cpu="1"))  # two of the five pods are reclaimable
+    # Two of the five pods are reclaimable: the Workload reconciler gives the core the pod set
+    # without them (core/jobframework/reclaimable.py), as Kueue's totalRequestsFromPodSets.
+    a = assign(cq, *reclaimable.pod_sets_after((pods(count=5, cpu="1"),), {"main": 2}))
     assert rep_mode(a) == "Fit"
     assert a.usage == {("default", "pods"): 3, ("default", "cpu"): 3_000}
 
