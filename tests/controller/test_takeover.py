@@ -407,3 +407,29 @@ def test_tower_not_installed_is_a_blocked_step_naming_the_install(left):
     assert yes.stderr.startswith(
         "error: not finished: step 4 (Tower's webhooks and controller are installed) is blocked"
     )
+
+
+def test_the_configuration_names_the_lease_takeover_looks_at(left, tmp_path):
+    config = tmp_path / "kueue.yaml"
+    config.write_text(
+        "apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\n"
+        "leaderElection:\n  leaderElect: true\n  resourceName: my-kueue\n"
+    )
+    stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    lease = {"metadata": {"name": "my-kueue", "namespace": KUEUE_NS},
+             "spec": {"holderIdentity": HOLDER, "leaseDurationSeconds": 15, "renewTime": stamp}}  # fmt: skip
+    left.cluster.admin.create(r.LEASES, lease, KUEUE_NS)
+    before = left.state()
+    run = takeover(left, "--config", str(config), "--yes")
+    assert run.returncode == 1
+    assert run.stderr.startswith(
+        f"error: Kueue's controller holds its Lease kueue-system/my-kueue (holder {HOLDER}, "
+    )
+    assert left.state() == before
+    # Kueue's default Lease is not the one it reads: without the file, nothing stops it.
+    plan = takeover(left)
+    assert plan.returncode == 0, plan.stderr
+    assert plan.stdout.splitlines()[1] == (
+        f"1. done     Kueue's controller is stopped: no Lease kueue-system/{KUEUE_LEASE}: "
+        "Kueue's controller does not lead here"
+    )
