@@ -18,6 +18,8 @@ from typing import Any
 from extender.kube.api import resources as r
 from tests.controller.conftest import eventually
 from tests.controller.test_kubeflow import condition
+from tests.controller.test_pod_groups import group_pods, workload
+from tests.controller.test_pods import kubelet, setup, ungated
 from tests.controller.test_preemption import cluster_queue, flavor, local_queue
 
 
@@ -103,8 +105,8 @@ def test_finished_pods_give_their_quota_to_a_waiting_job(cluster, start_controll
     assert cpu_used(cluster) == "2"  # 1 of the first Job's, 1 of the second's
 
 
-def cpu_used(cluster: Any) -> str | None:
-    usage = cluster.get("clusterqueues", "cq")["status"]["flavorsUsage"][0]["resources"]
+def cpu_used(cluster: Any, cq: str = "cq") -> str | None:
+    usage = cluster.get("clusterqueues", cq)["status"]["flavorsUsage"][0]["resources"]
     return next((u["total"] for u in usage if u["name"] == "cpu"), None)
 
 
@@ -117,3 +119,31 @@ def test_with_the_gate_off_nothing_is_reclaimed(cluster, start_controller):
         )
     )
     assert cpu_used(cluster) == "2"
+
+
+def test_a_pod_groups_succeeded_pods_give_their_quota_back(cluster, start_controller):
+    """Kueue's pod-group example (two pods of 3 cpu, one role) in its 9-cpu ClusterQueue: one
+    pod succeeds while the other runs, and the group holds one pod's cpu from then on."""
+    setup(cluster)
+    start_controller()
+    pods = [cluster.admin.create(r.PODS, p, "default") for p in group_pods()]
+    for each in pods:
+        eventually(lambda p=each: ungated(cluster, p), what="each member let through")
+    made = workload(cluster, "sample-group")
+    [role] = made["spec"]["podSets"]
+    for each in pods:
+        kubelet(cluster, each, "Running")
+    kubelet(cluster, pods[0], "Succeeded")
+    wl = eventually(
+        lambda: (
+            (w := workload(cluster, "sample-group"))
+            and (w.get("status") or {}).get("reclaimablePods")
+            and w
+        ),
+        what="status.reclaimablePods written",
+    )
+    assert wl["status"]["reclaimablePods"] == [{"name": role["name"], "count": 1}]
+    eventually(
+        lambda: cpu_used(cluster, "cluster-queue") == "3",
+        what="the ClusterQueue's cpu usage down to the running pod's",
+    )

@@ -214,7 +214,7 @@ GATES: tuple[FeatureGate, ...] = (
         True,
         B,
         IMPL,
-        "gives back a Job's or JobSet's finished pods' quota, on or off",
+        "gives back finished pods' quota (Job, JobSet, pod group), on or off",
     ),
     _(
         "PropagateBatchJobLabelsToWorkload",

@@ -70,6 +70,7 @@ class Pod(JobAdapter):
         groups.TOTAL_COUNT,
         groups.FAST_ADMISSION,
         groups.RETRIABLE,
+        groups.SERVING,  # a serving group reclaims no pods
     )
 
     # ----- reading --------------------------------------------------------------------------

@@ -5,7 +5,7 @@ jobs succeeded, runs fewer pods than it was admitted for. Kueue's generic reconc
 how many pods of each podSet are done for good into the Workload's `status.reclaimablePods`;
 the cache then counts an admitted Workload's usage, and a waiting one's request, for the pods
 that remain. The counts are read from the job's status here, per kind, as Kueue's adapters
-read them (pkg/controller/jobs/{job,jobset}); the quota after reclaim is Kueue's
+read them (pkg/controller/jobs/{job,jobset,pod}); the quota after reclaim is Kueue's
 podSetsCountsAfterReclaim and totalRequestsFromAdmission (pkg/workload/workload.go).
 """
 
@@ -17,6 +17,7 @@ from typing import Any
 
 from extender.core.api.models import Admission, FlavorResource, PodSet, PodSetAssignment
 from extender.core.jobframework.adapter import as_count, as_mapping, as_sequence
+from extender.core.jobframework.groups import Member
 
 Reclaimable = tuple[tuple[str, int], ...]
 """(podSet name, pods reclaimable), in the order the job lists its podSets."""
@@ -100,9 +101,21 @@ def jobset(obj: Mapping[str, Any]) -> Reclaimable:
     return tuple(out)
 
 
-# The kinds whose adapters Kueue v0.19.2 gives reclaimable pods, by framework name. Its pod
-# groups and TrainJobs have them too, read from objects beside the job (the group's pods, the
-# TrainJob's JobSet); Tower does not reclaim for those yet (docs/kueue.md).
+def pod_group(members: Sequence[Member], serving: bool) -> Reclaimable:
+    """A plain pod group: its succeeded pods, by role (Kueue's Pod.ReclaimablePods); a
+    serving group (pod-group-serving: "true") reclaims nothing."""
+    if serving:
+        return ()
+    counts: dict[str, int] = {}
+    for member in members:
+        if member.phase == "Succeeded":
+            counts[member.role] = counts.get(member.role, 0) + 1
+    return tuple(counts.items())
+
+
+# The kinds whose adapters Kueue v0.19.2 gives reclaimable pods, by framework name; pod groups
+# are read from their pods (pod_group). Its TrainJobs have them too, read from the TrainJob's
+# JobSet; Tower does not reclaim for those yet (docs/kueue.md).
 BY_FRAMEWORK: Mapping[str, Callable[[Mapping[str, Any]], Reclaimable]] = {
     "batch/job": batch_job,
     "jobset.x-k8s.io/jobset": jobset,

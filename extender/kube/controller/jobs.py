@@ -88,6 +88,33 @@ def finish_workload(ctx: Context, wl_key: str, workload: Obj, reason: str, messa
     ctx.story(wl_key, "Normal", "Finished", f"Workload finished: {message}")
 
 
+def reclaimable_change(
+    ctx: Context, found: reclaimable.Reclaimable | None, workload: Obj
+) -> reclaimable.Reclaimable | None:
+    """Kueue's ReclaimablePods: a job's (or group's) finished pods, capped at its Workload's
+    podSets, when they are not what its status.reclaimablePods says (else None)."""
+    if (
+        found is None
+        or not ctx.settings.feature_gates.get("ReclaimablePods", True)
+        or o.is_true(workload, o.FINISHED)
+    ):
+        return None
+    wanted = reclaimable.limited(found, reclaimable.pod_set_counts(workload))
+    return None if reclaimable.same(wanted, reclaimable.from_status(workload)) else wanted
+
+
+def write_reclaimable(
+    ctx: Context, wl_key: str, workload: Obj, wanted: reclaimable.Reclaimable
+) -> Obj | None:
+    """status.reclaimablePods written (the Workload as written; None if it moved on), and
+    the Workload reconciled, so the core counts what the pods gave back."""
+    patch = {"status": {"reclaimablePods": reclaimable.status_value(wanted)}}
+    written = write_status(ctx, wl_key, o.conditional(patch, workload), "reclaimable")
+    if written is not None:
+        ctx.queues.workloads.add(wl_key)
+    return written
+
+
 class JobReconciler:
     """One job, as it is now, following its Workload."""
 
@@ -142,16 +169,7 @@ class JobReconciler:
         return not job.suspended or job.started
 
     def _reclaimable(self, job: JobView, workload: Obj) -> reclaimable.Reclaimable | None:
-        """Kueue's ReclaimablePods: the job's finished pods, capped at its Workload's podSets,
-        when they are not what its status.reclaimablePods says (else None)."""
-        if (
-            job.reclaimable is None
-            or not self.ctx.settings.feature_gates.get("ReclaimablePods", True)
-            or o.is_true(workload, o.FINISHED)
-        ):
-            return None
-        wanted = reclaimable.limited(job.reclaimable, reclaimable.pod_set_counts(workload))
-        return None if reclaimable.same(wanted, reclaimable.from_status(workload)) else wanted
+        return reclaimable_change(self.ctx, job.reclaimable, workload)
 
     def _readiness_changed(self, job: JobView, workload: Obj) -> bool:
         """WaitForPodsReady is on and a running job's readiness is not what its Workload
@@ -218,12 +236,10 @@ class JobReconciler:
             follow_exec_limit(ctx, job, wl_key, workload)
         wanted = self._reclaimable(job, workload)
         if wanted is not None:
-            patch = {"status": {"reclaimablePods": reclaimable.status_value(wanted)}}
-            written = write_status(ctx, wl_key, o.conditional(patch, workload), "reclaimable")
+            written = write_reclaimable(ctx, wl_key, workload, wanted)
             if written is None:
                 return 0.0  # it moved meanwhile: looked at again
             workload = written
-            ctx.queues.workloads.add(wl_key)  # the core counts what its pods gave back
         if job.source is not None:
             ctx.store.put(resource, job.key, job.without_source())  # the template is recorded
         if resized.drifted(job, workload) and job.prebuilt is None:

@@ -15,7 +15,7 @@ from typing import Any
 
 from extender.core.admission.multikueue import ORIGIN_LABEL
 from extender.core.api.parse import ManifestError
-from extender.core.jobframework import groups
+from extender.core.jobframework import groups, reclaimable
 from extender.core.jobframework.parent import TemplateParent
 from extender.kube.api import objects as o
 from extender.kube.api.cache import Cache
@@ -23,7 +23,12 @@ from extender.kube.api.resources import WORKLOADS, Resource
 from extender.kube.api.trim import JobView
 from extender.kube.controller.context import Context
 from extender.kube.controller.job_start import JobStarter, delete_object
-from extender.kube.controller.jobs import finish_workload, holds_quota
+from extender.kube.controller.jobs import (
+    finish_workload,
+    holds_quota,
+    reclaimable_change,
+    write_reclaimable,
+)
 from extender.kube.controller.pod_groups.pods import GroupPods, member_of
 from extender.kube.controller.pod_groups.workloads import GroupWorkloads
 from extender.kube.controller.pods_ready import PodsReadyWatch
@@ -204,6 +209,16 @@ class GroupReconciler:
             for member in groups.replaced(members, counts):
                 self.pods_ops.release([by_name[member.name]])
             views = [v for v in views if v.name not in dropped]
+        # A plain group's succeeded pods give their quota back (Kueue's reclaimable pods).
+        if declared is None and views:
+            serving = dict(views[0].annotations).get(groups.SERVING) == "true"
+            found = reclaimable.pod_group([member_of(v) for v in views], serving)
+            wanted = reclaimable_change(ctx, found, workload)
+            if wanted is not None:
+                written = write_reclaimable(ctx, wl_key, workload, wanted)
+                if written is None:
+                    return 0.0  # it moved meanwhile: looked at again
+                workload = written
         # 7. Admitted: every gated member let through with its podSet's placement (unless
         #    MultiKueue runs the group on a worker: then its pods here stay gated).
         if (

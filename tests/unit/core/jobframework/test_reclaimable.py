@@ -10,6 +10,7 @@ import pytest
 
 from extender.core.api.models import Admission, PodSet, PodSetAssignment
 from extender.core.jobframework import reclaimable
+from extender.core.jobframework.groups import Member
 
 
 def job(
@@ -161,3 +162,15 @@ def test_a_waiting_workload_asks_for_the_pods_that_remain():
         ("other", 1, None),
     ]
     assert after[0].total() == {"cpu": 2000}
+
+
+def member(role: str, phase: str) -> Member:
+    return Member(name=f"{role}-{phase}", uid="", role=role, gated=False, phase=phase,
+                  running=phase == "", holds=True)  # fmt: skip
+
+
+def test_a_pod_groups_succeeded_pods_by_role_unless_it_serves():
+    members = [member("a", "Succeeded"), member("b", ""), member("a", "Succeeded"),
+               member("b", "Failed"), member("b", "Succeeded")]  # fmt: skip
+    assert reclaimable.pod_group(members, serving=False) == (("a", 2), ("b", 1))
+    assert reclaimable.pod_group(members, serving=True) == ()
