@@ -68,6 +68,10 @@ GROUPS = UNIT + "test_pod_groups.py::"
 POD_GROUPS = "tests/controller/test_pod_groups.py::"
 TOPOLOGY = "tests/controller/test_topology.py::"
 WARNINGS = "tests/webhook/test_unread_keys.py::"
+ELASTIC = (
+    "tests/controller/test_elastic.py::"
+    "test_kueues_scalable_job_scales_down_in_place_and_up_through_a_slice"
+)
 STATEFULSET = POD_GROUPS + "test_kueues_sample_statefulset_is_one_workload_admitted_whole"
 JOB_PARALLELISM = (
     UNIT
@@ -96,8 +100,9 @@ STANDS: dict[tuple[str, str], Stand] = {
         GROUPS + "test_a_leaderworkerset_is_one_workload_per_group",
         "written on each LeaderWorkerSet group's Workload",
     ),
-    (K + "elastic-job", "Annotation"): warned(
-        WARNINGS + "test_an_elastic_job_is_told_it_is_not_elastic"
+    (K + "elastic-job", "Annotation"): acted(
+        ELASTIC,
+        "an elastic Job scales while admitted: down in place, up through a Workload slice",
     ),
     (K + "is-group-workload", "Annotation"): acted(
         POD_GROUPS + "test_kueues_pod_group_waits_for_its_members_then_runs_whole_and_finishes",
@@ -235,11 +240,11 @@ STANDS: dict[tuple[str, str], Stand] = {
         "test_a_placed_workloads_pods_name_it_and_may_go_to_the_extenders_scheduler",
         "written on the pods of a placed Workload",
     ),
-    (K + "workload-slice-name", "Annotation"): warned(
-        WARNINGS + "test_a_workloads_unread_key_is_warned"
+    (K + "workload-slice-name", "Annotation"): acted(
+        ELASTIC, "written on every slice of an elastic job: its first slice's name"
     ),
-    (K + "workload-slice-replacement-for", "Annotation"): warned(
-        WARNINGS + "test_a_workloads_unread_key_is_warned"
+    (K + "workload-slice-replacement-for", "Annotation"): acted(
+        ELASTIC, "a scale-up slice counts the quota of the slice it names, and replaces it"
     ),
     ("provreq.kueue.x-k8s.io/", "Annotation prefix"): acted(
         "tests/unit/core/admission/test_provisioning.py::"

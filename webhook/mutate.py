@@ -11,7 +11,7 @@ import jsonpatch
 from extender.core.admission.multikueue import CONTROLLER as MULTIKUEUE
 from extender.core.api import unacted, unread_keys
 from extender.core.api.models import CLUSTER_QUEUE_ANNOTATION, QUEUE_NAME_LABEL
-from extender.core.jobframework import registry
+from extender.core.jobframework import registry, slices
 from extender.core.jobframework.adapter import JobAdapter, as_mapping, pointer
 from extender.core.jobframework.jobs import queue_name_of
 from extender.core.jobframework.parent import TemplateParent
@@ -79,6 +79,11 @@ def mutate(
         warnings = None
         if patch:  # queued: say at once what Tower will not act on
             name = f"{namespace}/{meta.get('name') or meta.get('generateName') or '?'}"
+            refused = slices.create_problems(adapter, obj, settings.feature_gates)
+            if refused:  # Kueue's webhooks' words for an elastic job it cannot run
+                return deny(uid, f"{adapter.kind} {name}: {'; '.join(refused)}")
+            if slices.enabled(obj, settings.feature_gates):  # its pods start gated
+                patch += slices.gate_ops(adapter, obj)
             warnings = unacted.warnings(adapter.kind, obj, name)
             warnings += unread_keys.warnings(adapter.kind, obj, name)
             queue = queue_name_of(obj) or default
@@ -86,6 +91,12 @@ def mutate(
             warnings = warnings or None
         return allow(uid, patch, warnings)
     if operation == "UPDATE":
+        old = request.get("oldObject")
+        if isinstance(old, Mapping) and queue_name_of(obj) is not None:
+            refused = slices.update_problems(adapter, old, obj, settings.feature_gates)
+            if refused:
+                name = f"{meta.get('namespace') or request.get('namespace', '')}/{meta.get('name')}"
+                return deny(uid, f"{adapter.kind} {name}: {'; '.join(refused)}")
         stopped = _stop_resized(uid, request, obj, settings, adapter)
         if stopped is not None:
             return stopped

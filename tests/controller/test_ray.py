@@ -14,7 +14,6 @@ import pytest
 
 from extender.core.jobframework import registry
 from extender.kube.api import resources as r
-from extender.kube.api.client import ApiError
 from tests import yamlc
 from tests.controller.conftest import CRDS, eventually
 from tests.controller.test_kubeflow import condition, load
@@ -157,22 +156,3 @@ def test_the_cluster_a_rayjob_makes_is_not_queued_again(cluster, start_controlle
     eventually(lambda: cluster.get("jobs", "later", "default")["spec"]["suspend"] is False)
     assert cluster.workload_of(child) is None
     assert cluster.workload_of(later) is not None
-
-
-def test_kueues_autoscaling_rayjob_is_refused_at_create_naming_the_field(cluster):
-    """Kueue runs it as an elastic job (workload slices), which Tower does not do: the
-    validating webhook refuses it in one line rather than queue what it cannot admit."""
-    cluster.admin.create(
-        CRDS, yamlc.safe_load((DATA / "kuberay" / "ray.io_rayjobs.yaml").read_text())
-    )
-    [job] = load(EXAMPLES / "ray" / "ray-job-autoscaling-sample.yaml")
-    rayjobs = r.resource_of(registry.ADAPTERS["ray.io/rayjob"])
-    with pytest.raises(ApiError) as refused:
-        cluster.admin.create(rayjobs, job, "default")
-    message = str(refused.value)
-    assert "RayJob default/" in message
-    assert (
-        "spec.rayClusterSpec.enableInTreeAutoscaling: a queued Ray cluster cannot autoscale"
-        in message
-    )
-    assert cluster.get("rayjobs", job["metadata"]["name"], "default") is None

@@ -62,17 +62,6 @@ def workload_warnings(annotations: dict[str, str]) -> list[str]:
     return list(response.get("warnings") or [])
 
 
-def test_an_elastic_job_is_told_it_is_not_elastic():
-    [line] = job_warnings({"kueue.x-k8s.io/elastic-job": "true"})
-    assert line.startswith("Job default/sample-job-: ")
-    assert line.endswith(
-        "metadata.annotations[kueue.x-k8s.io/elastic-job] (elastic jobs through workload "
-        "slices) is not acted on by Tower; the job is not elastic: it is admitted at the size it "
-        "has when queued"
-    )
-    assert job_warnings({"kueue.x-k8s.io/elastic-job": "false"}) == []  # Kueue's: only "true"
-
-
 def test_kueues_own_marks_on_a_job_are_warned():
     said = job_warnings(
         {"kueue.x-k8s.io/stopping": "true"},
@@ -118,11 +107,6 @@ def test_a_pod_opting_in_to_forced_deletion_is_told_there_is_none():
     ("key", "consequence"),
     [
         ("kueue.x-k8s.io/priority-boost", "the workload's priority is its priority class's"),
-        (
-            "kueue.x-k8s.io/workload-slice-name",
-            "the workload is admitted on its own, not as a slice of another",
-        ),
-        ("kueue.x-k8s.io/workload-slice-replacement-for", "the workload it names is not replaced"),
     ],
 )
 def test_a_workloads_unread_key_is_warned(key, consequence):

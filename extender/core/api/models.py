@@ -345,6 +345,9 @@ class Workload:
     # Kueue's admission-gated-by annotation as written: while not empty, it waits
     # (extender/core/api/admission_gates.py).
     admission_gated_by: str = ""
+    # An elastic job's scale-up slice: the key of the admitted slice it replaces (Kueue's
+    # workload-slice-replacement-for), whose quota it counts as its own.
+    replacement_for: str = ""
     # Why Kueue would not queue it at all, in Kueue's words (a DRA claim it cannot count,
     # extender/core/jobframework/dra.py): it waits, inadmissible, while this holds.
     inadmissible: str = ""

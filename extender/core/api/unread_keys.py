@@ -1,7 +1,7 @@
 """Kueue's annotation keys that Tower does not read, and the line the webhook says of each.
 
 A manifest written for Kueue may carry one of Kueue's keys for a feature Tower does not have
-yet (elastic jobs, priority boost, failure recovery) or one of Kueue's own internal marks. It
+yet (priority boost, failure recovery) or one of Kueue's own internal marks. It
 is accepted unchanged, but never silently: the webhook warns at apply time, naming the key and
 what follows from Tower not reading it. tests/test_kueue_keys.py walks every key Kueue
 documents and holds each to a test that shows Tower acting on it or warning about it.
@@ -45,28 +45,7 @@ class UnreadKey:
         )
 
 
-_SLICES = "elastic jobs through workload slices"
-
 UNREAD: tuple[UnreadKey, ...] = (
-    UnreadKey(
-        "kueue.x-k8s.io/elastic-job",
-        (),
-        _SLICES,
-        "the job is not elastic: it is admitted at the size it has when queued",
-        _true,
-    ),
-    UnreadKey(
-        "kueue.x-k8s.io/workload-slice-name",
-        (WORKLOAD,),
-        _SLICES,
-        "the workload is admitted on its own, not as a slice of another",
-    ),
-    UnreadKey(
-        "kueue.x-k8s.io/workload-slice-replacement-for",
-        (WORKLOAD,),
-        _SLICES,
-        "the workload it names is not replaced",
-    ),
     UnreadKey(
         "kueue.x-k8s.io/priority-boost",
         (WORKLOAD,),

@@ -16,6 +16,7 @@ from extender.core.jobframework.adapter import (
     replace_maps,
     template_placement,
 )
+from extender.core.jobframework.slices import ELASTIC_JOB
 from extender.core.jobframework.topology import COMPLETION_INDEX
 
 MIN_PARALLELISM_ANNOTATION = "kueue.x-k8s.io/job-min-parallelism"
@@ -72,7 +73,11 @@ class BatchJob(JobAdapter):
     group, version, kind, plural = "batch", "v1", "Job", "jobs"
     # kube-apiserver refuses a change to a Job's template while status.startTime is set.
     started_path = ("status", "startTime")
-    kept_annotations = (MIN_PARALLELISM_ANNOTATION, COMPLETIONS_EQUAL_PARALLELISM_ANNOTATION)
+    kept_annotations = (
+        MIN_PARALLELISM_ANNOTATION,
+        COMPLETIONS_EQUAL_PARALLELISM_ANNOTATION,
+        ELASTIC_JOB,  # an elastic Job's counts follow its slices (core/jobframework/slices.py)
+    )
     own_controller = "kubernetes.io/job-controller"
 
     def pod_sets(self, obj: Mapping[str, Any]) -> list[PodSetTemplate]:

@@ -19,6 +19,7 @@ from extender.core.jobframework.adapter import (
     condition_true,
     replace_maps,
 )
+from extender.core.jobframework.slices import ELASTIC_JOB, FRAMEWORKS, annotated
 
 RAY = "ray.io"
 MAX_POD_SETS = 18  # a Workload's podSets: Kueue's limit, so at most 17 worker groups
@@ -46,18 +47,37 @@ def _worker_count(group: Mapping[str, Any], path: str) -> int:
     return count * hosts if isinstance(hosts, int) and hosts > 1 else count
 
 
+# Kueue's refusals of an autoscaling cluster that is not an elastic job (its Ray webhooks).
+AUTOSCALING_REFUSALS = {
+    "ray.io/raycluster": (
+        "a kueue-managed RayCluster can use autoscaling only as an elastic job: enable the "
+        f'ElasticJobsViaWorkloadSlices feature gate and set the "{ELASTIC_JOB}": "true" '
+        "annotation"
+    ),
+    "ray.io/rayjob": (
+        "a kueue managed job should only use autoscaling when workload slicing is enabled"
+    ),
+    "ray.io/rayservice": (
+        "a queued RayService cannot autoscale: Kueue scales only a RayJob or a RayCluster, "
+        "as an elastic job; set it false"
+    ),
+}
+
+
 def cluster_pod_sets(
-    cluster: Any, path: str, extra: int = 0, head_extra: Obj | None = None
+    cluster: Any,
+    path: str,
+    extra: int = 0,
+    head_extra: Obj | None = None,
+    autoscaling_refusal: str | None = None,
 ) -> list[PodSetTemplate]:
     """A RayClusterSpec's podSets: `head`, then each worker group by its lowercased name.
-    `extra` podSets come after (a RayJob's submitter), within Kueue's limit of 18."""
+    `extra` podSets come after (a RayJob's submitter), within Kueue's limit of 18. An
+    autoscaling cluster is refused with `autoscaling_refusal` (None: it may autoscale, as an
+    elastic job's cluster may)."""
     spec = as_map(cluster, path)
-    if spec.get("enableInTreeAutoscaling") is True:
-        raise ManifestError(
-            f"{path}.enableInTreeAutoscaling",
-            "a queued Ray cluster cannot autoscale: Kueue runs it as an elastic job (workload "
-            "slices), which Tower does not do yet; set it false",
-        )
+    if spec.get("enableInTreeAutoscaling") is True and autoscaling_refusal is not None:
+        raise ManifestError(f"{path}.enableInTreeAutoscaling", autoscaling_refusal)
     head = as_map(spec.get("headGroupSpec"), f"{path}.headGroupSpec")
     head_template = as_map(head.get("template"), f"{path}.headGroupSpec.template")
     if head_extra is not None:
@@ -146,8 +166,20 @@ class RayClusterSpecJob(JobAdapter):
             patch = {part: patch}
         return patch
 
+    # An elastic job's worker counts follow its slices: Kueue's elastic-job annotation kept.
+    kept_annotations: ClassVar[tuple[str, ...]] = (ELASTIC_JOB,)
+
+    def autoscaling_refusal(self, obj: Mapping[str, Any]) -> str | None:
+        """Why its cluster may not autoscale; None for an elastic job's (the webhook refuses
+        one whose gate is off, with the same words)."""
+        if self.framework in FRAMEWORKS and annotated(obj):
+            return None
+        return AUTOSCALING_REFUSALS[self.framework]
+
     def pod_sets(self, obj: Mapping[str, Any]) -> list[PodSetTemplate]:
-        return cluster_pod_sets(self._cluster(obj), ".".join(self.cluster_path))
+        path = ".".join(self.cluster_path)
+        refusal = self.autoscaling_refusal(obj)
+        return cluster_pod_sets(self._cluster(obj), path, autoscaling_refusal=refusal)
 
     def templates(self, obj: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
         return _cluster_templates(self._cluster(obj))
@@ -270,15 +302,16 @@ class RayJob(RayClusterSpecJob):
             )
         mode = self._mode(obj)
         cluster = spec["rayClusterSpec"]
+        path, refusal = "spec.rayClusterSpec", self.autoscaling_refusal(obj)
         if mode == K8S_JOB_MODE:
-            pod_sets = cluster_pod_sets(cluster, "spec.rayClusterSpec", extra=1)
+            pod_sets = cluster_pod_sets(cluster, path, extra=1, autoscaling_refusal=refusal)
             template = self._submitter_template(obj)
             pod_sets.append(PodSetTemplate(SUBMITTER, 1, template, "spec.submitterPodTemplate"))
             return pod_sets
         if mode == SIDECAR_MODE:  # the submitter runs in the head pod: its requests count there
             sidecar = self._default_submitter(obj, cluster)
-            return cluster_pod_sets(cluster, "spec.rayClusterSpec", head_extra=sidecar)
-        return cluster_pod_sets(cluster, "spec.rayClusterSpec")
+            return cluster_pod_sets(cluster, path, head_extra=sidecar, autoscaling_refusal=refusal)
+        return cluster_pod_sets(cluster, path, autoscaling_refusal=refusal)
 
     def templates(self, obj: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
         out = _cluster_templates(self._cluster(obj))

@@ -16,6 +16,7 @@ from extender.core.api.parse import ManifestError, as_map, check_version, name_o
 from extender.core.api.quantity import QuantityError, to_amount
 from extender.core.api.topology import decode, topology_request
 from extender.core.api.unacted import blocking
+from extender.core.jobframework import slices
 from extender.core.jobframework.jobs import pod_set
 
 _MAX_POD_SETS = 18
@@ -119,6 +120,7 @@ def workload(obj: Mapping[str, Any], *, creation_time: float | None = None) -> W
         max_execution_seconds=_positive(spec.get("maximumExecutionTimeSeconds")),
         unacted=blocking("Workload", obj),
         admission_gated_by=gated_by(meta.get("annotations")),
+        replacement_for=slices.replacement_for(meta.get("annotations")),
     )
 
 

@@ -50,6 +50,7 @@ def equivalence_key(workload: Workload) -> ClassKey:
         workload.namespace,
         workload.queue_name,
         workload.priority,
+        workload.replacement_for,  # a scale-up slice counts its old slice's quota as its own
         tuple(
             (
                 ps.name,

@@ -22,6 +22,7 @@ from extender.core.api.models import (
     Workload,
     new_tuple,
 )
+from extender.core.scheduling import slices
 from extender.core.scheduling.cache import Cache
 from extender.core.scheduling.cycle_quota import CycleQuota, Entry, to_reserve
 from extender.core.scheduling.fairsharing import dominant_resource_share
@@ -164,6 +165,10 @@ class Scheduler:
         # Topology-aware scheduling, for preemption that makes room on domains and for the
         # domains a waiting entry keeps from later ones until the cycle ends.
         self.topology: TopologyHooks | None = None
+        # Kueue's ElasticJobsViaWorkloadSlices (Beta, on by default): a scale-up slice counts
+        # the quota of the admitted slice it replaces as its own (scheduling/slices.py).
+        self.workload_slices = True
+        self.slices = slices.SliceLedger(cache, queues)
 
     def schedule(self, now: float) -> CycleResult:
         """Run one scheduling cycle at time `now` and return its decisions."""
@@ -240,6 +245,13 @@ class Scheduler:
             return Entry(
                 cq, node, queue, workload, Assignment(NO_FIT, reason=INADMISSIBLE, message=message)
             )
+
+        if workload.replacement_for and self.workload_slices:
+            old = slices.replaced(cache, workload, cq.name)
+            if old is not None:  # judged with its old slice's quota as its own, alone
+                fair = self.fair_sharing
+                assignment = slices.assign(cache, cq, node, workload, old, fair_sharing=fair)
+                return Entry(cq, node, queue, workload, assignment)
 
         plan = None
         if len(workload.pod_sets) == 1:
@@ -415,7 +427,14 @@ class Scheduler:
                     step.progressed = True
             return
         self._queues.admitted(workload)
-        cache.assume(workload, admission, step.now, assignment.usage, entry.node)
+        old = slices.replaced(cache, workload, entry.cq.name) if self.workload_slices else None
+        if old is not None:
+            # Its old slice's quota becomes its own in this one step: the tree gains only
+            # the difference, and nothing else is admitted into the old slice's room.
+            self.slices.replace(old, workload.key)
+            cache.assume(workload, admission, step.now, None, entry.node)
+        else:
+            cache.assume(workload, admission, step.now, assignment.usage, entry.node)
         ledger = self._queues.ledger
         if ledger is not None and entry.cq.admission_fair_sharing:
             # Kueue's entry penalty: its LocalQueue's usage grows now, not at the next sample.

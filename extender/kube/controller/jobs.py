@@ -33,6 +33,7 @@ from extender.kube.controller.priority import (
     gates_differ,
 )
 from extender.kube.controller.priority_defaulting import with_default_class
+from extender.kube.controller.slices import ElasticJobs
 from extender.kube.controller.workload_status import patch_status, record, write_status
 
 log = logging.getLogger("tower.jobs")
@@ -126,6 +127,7 @@ class JobReconciler:
         self.ready = ready
         self.resources = {r.plural: r for r in ctx.job_resources}
         self.created = 0  # Workloads sent for creation since the loop last looked
+        self.elastic = ElasticJobs(ctx)  # Kueue's elastic jobs: Workload slices
         self._creating: dict[str, float] = {}  # Workload key -> when its create was sent
 
     def priority(self, job: JobView) -> int:
@@ -188,8 +190,15 @@ class JobReconciler:
         assert isinstance(job, JobView)
         if job.queue_name is None or job.is_child:
             return None  # not queued (a JobSet's child Jobs are queued as the JobSet)
-        wl_key = workload_key(job)
-        workload = ctx.store.get(WORKLOADS, wl_key)
+        elastic = self.elastic.applies(job)
+        if elastic:  # its slices made, updated or finished first; it follows one of them
+            found = self.elastic.follow(job)
+            if not isinstance(found, tuple):
+                return found
+            wl_key, workload, elastic = found
+        else:
+            wl_key = workload_key(job)
+            workload = ctx.store.get(WORKLOADS, wl_key)
         if workload is None and not ctx.manages_namespace(job.namespace):
             # Outside managedJobsNamespaceSelector the job is not Tower's, label or not (as
             # in Kueue); one whose Workload exists is followed to its end all the same.
@@ -242,12 +251,16 @@ class JobReconciler:
             workload = written
         if job.source is not None:
             ctx.store.put(resource, job.key, job.without_source())  # the template is recorded
-        if resized.drifted(job, workload) and job.prebuilt is None:
+        if resized.drifted(job, workload) and job.prebuilt is None and not elastic:
             if holds_quota(workload):
                 return resized.stop_and_requeue(ctx, job, wl_key, workload)
             if job.suspended:
                 return resized.update_pending(ctx, job, wl_key, workload)
-        return self._follow(wl_key, workload, job)
+        wait = self._follow(wl_key, workload, job)
+        if elastic and not job.suspended:  # its pods let through as far as its slice grants
+            more = self.elastic.ungate(job, workload)
+            wait = more if wait is None else wait if more is None else min(wait, more)
+        return wait
 
     def _ungated(self, job: JobView, wl_key: str, workload: Obj | None) -> float | None:
         """A job that cannot be suspended (a pod) runs: followed while its Workload holds

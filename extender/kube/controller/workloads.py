@@ -156,6 +156,8 @@ class WorkloadReconciler:
         admission = o.admission_of(obj) if o.is_true(obj, o.QUOTA_RESERVED) else None
         if admission is not None:
             if not state.is_admitted(key):
+                if state.scheduler.slices.replaced_slice(key) is not None:
+                    return None  # its quota is its replacement's: it is finished next
                 if not state.cluster_queue_known(admission.cluster_queue):
                     if ctx.told.first(f"unknown-cq:{key}", admission.cluster_queue):
                         log.warning(
@@ -285,6 +287,7 @@ class WorkloadReconciler:
     def _drop(self, key: str) -> None:
         """The Workload is gone, finished or deactivated: it neither waits nor holds quota."""
         state = self.ctx.state
+        state.scheduler.slices.settled(key)  # a replaced slice, finished: for good
         self.admission.forget(key)
         self.on_dropped(key)
         self._models.pop(key, None)

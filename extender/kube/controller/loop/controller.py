@@ -30,6 +30,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from extender.core.jobframework.slices import GATE as ELASTIC_GATE
 from extender.core.scheduling.cycle import ClusterState
 from extender.core.scheduling.visibility import PendingPositions
 from extender.kube.api.cache import Cache
@@ -124,6 +125,8 @@ class Controller:
         wait = settings.wait_for_pods_ready
         ctx.state.block_admission = wait is not None and wait.block_admission
         ctx.state.configure_fair_sharing(settings.admission_fair_sharing)
+        # Kueue's ElasticJobsViaWorkloadSlices: off, a slice's annotation is not read.
+        ctx.state.scheduler.workload_slices = settings.feature_gates.get(ELASTIC_GATE, True)
         if cache.placement is not None:
             cache.placement.new_term(ctx.state)
         self.admission = AdmissionWriter(ctx)

@@ -104,7 +104,7 @@ def groups(n: int) -> list[dict[str, Any]]:
         (
             lambda s: s["rayClusterSpec"].update(enableInTreeAutoscaling=True),
             "spec.rayClusterSpec.enableInTreeAutoscaling",
-            "cannot autoscale",
+            "should only use autoscaling when workload slicing is enabled",
         ),
         (
             lambda s: s["rayClusterSpec"].update(workerGroupSpecs=groups(17)),
