@@ -28,6 +28,7 @@ from extender.core.jobframework.adapter import (
 from extender.core.jobframework.parent import MANAGED_LABEL, SUSPENDING_PARENT
 from extender.core.jobframework.parent import PARENTS as POD_PARENTS
 from extender.core.jobframework.serving import PARENTS as GROUP_PARENTS
+from extender.core.jobframework.topology import TOPOLOGY_ANNOTATIONS, TOPOLOGY_GATE
 
 ADMISSION_GATE = "kueue.x-k8s.io/admission"
 FINALIZER = "kueue.x-k8s.io/managed"
@@ -35,6 +36,12 @@ FINALIZER = "kueue.x-k8s.io/managed"
 
 # The kinds whose webhook marks a pod's template, by the framework name the mark carries.
 _TEMPLATE_PARENTS = {p.framework: p for p in (*POD_PARENTS, *GROUP_PARENTS)}
+
+
+def parent_declares_workload(annotations: Mapping[str, Any]) -> bool:
+    """A pod whose suspending parent is a kind Tower queues: that kind makes its Workload. A
+    pod another controller suspends is grouped by its own labels, as Kueue groups it."""
+    return str(annotations.get(SUSPENDING_PARENT) or "") in _TEMPLATE_PARENTS
 
 
 def gated(obj: Mapping[str, Any]) -> bool:
@@ -207,16 +214,18 @@ class Pod(JobAdapter):
             rank = str(as_mapping(meta.get("labels")).get(index_label) or "")
             path = pointer("metadata", "labels", groups.POD_INDEX)
             ops.append({"op": "add", "path": path, "value": rank})
-        if not gated(obj):
-            spec = as_mapping(obj.get("spec"))
-            gates = list(as_sequence(spec.get("schedulingGates")))
-            ops.append(
-                {
-                    "op": "add",
-                    "path": "/spec/schedulingGates",
-                    "value": [*gates, {"name": ADMISSION_GATE}],
-                }
-            )
+        spec = as_mapping(obj.get("spec"))
+        gates = list(as_sequence(spec.get("schedulingGates")))
+        names = {as_mapping(g).get("name") for g in gates}
+        wanted = [*gates]
+        if ADMISSION_GATE not in names:
+            wanted.append({"name": ADMISSION_GATE})
+        if TOPOLOGY_GATE not in names and any(a in annotations for a in TOPOLOGY_ANNOTATIONS):
+            # Kueue's: a gate can be taken off a pod but never put on later, so a pod that
+            # asks for a topology waits behind this one too until its domain is chosen.
+            wanted.append({"name": TOPOLOGY_GATE})
+        if len(wanted) > len(gates):
+            ops.append({"op": "add", "path": "/spec/schedulingGates", "value": wanted})
         return ops
 
     # ----- writing ----------------------------------------------------------------------------

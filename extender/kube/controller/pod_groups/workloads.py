@@ -13,7 +13,8 @@ from extender.core.api.parse import ManifestError
 from extender.core.jobframework import groups
 from extender.core.jobframework.copied_labels import copied, from_members
 from extender.core.jobframework.jobs import group_workload
-from extender.core.jobframework.parent import SUSPENDING_PARENT, TemplateParent
+from extender.core.jobframework.parent import TemplateParent
+from extender.core.jobframework.pod import parent_declares_workload
 from extender.kube.api import objects as o
 from extender.kube.api.client import ApiError
 from extender.kube.api.resources import WORKLOADS, Resource
@@ -110,7 +111,7 @@ class GroupWorkloads:
         self.pods.release([v for v in views if v.deleting])
         if not views or not ctx.manages_namespace(namespace):
             return None
-        if any(SUSPENDING_PARENT in dict(v.annotations) for v in views):
+        if any(parent_declares_workload(dict(v.annotations)) for v in views):
             return None  # its parent declares its Workload (and no longer does)
         if any(v.active for v in views):
             return None  # members run without an admission (the webhook was down): left alone

@@ -183,3 +183,16 @@ def test_a_pod_another_controller_suspends_is_its_groups_member():
     named = POD.group_of(grouped)
     assert named is not None
     assert named[0] == "test-group"
+
+
+def test_a_pod_asking_for_a_topology_is_gated_for_it_at_create_and_applies_twice_the_same():
+    """Kueue's tas_test.go: such a pod is created behind both gates (a gate can only be taken
+    off later); one asking for none, behind the admission gate alone."""
+    obj = pod(annotations={"kueue.x-k8s.io/podset-required-topology": "kubernetes.io/hostname"})
+    once = jsonpatch.apply_patch(obj, queue_patch(obj, POD))
+    twice = jsonpatch.apply_patch(once, queue_patch(once, POD))
+    assert once == twice
+    assert once["spec"]["schedulingGates"] == [
+        {"name": ADMISSION_GATE},
+        {"name": "kueue.x-k8s.io/topology"},
+    ]
