@@ -38,7 +38,7 @@ def _parser() -> argparse.ArgumentParser:
         description="Watches Jobs, JobSets, Workloads and Kueue's queues; admits queued Jobs "
         "against quota and starts them. Uses in-cluster configuration unless --kubeconfig.",
     )
-    from extender.kube.runtime import add_arguments
+    from extender.kube.flags import add_arguments
 
     add_arguments(run)
     crds = commands.add_parser("crds", help="write Kueue's CRDs (v1beta2 stored, v1beta1 served)")

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from extender.kube.config_file import ConfigFileError, load, settle
-from extender.kube.runtime import add_arguments
+from extender.kube.flags import add_arguments
 
 ROOT = Path(__file__).resolve().parents[3]
 KUEUE_DEFAULT = ROOT / "tests" / "data" / "kueue-config" / "controller_manager_config.yaml"

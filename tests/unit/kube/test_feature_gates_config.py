@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from extender.kube.config_file import ConfigFileError, load, settle
-from extender.kube.runtime import add_arguments
+from extender.kube.flags import add_arguments
 
 V1BETA2 = "apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\n"
 

@@ -214,7 +214,7 @@ def run_args(*argv: str):
     import argparse
 
     from extender.kube.config_file import settle
-    from extender.kube.runtime import add_arguments
+    from extender.kube.flags import add_arguments
 
     parser = argparse.ArgumentParser()
     add_arguments(parser)

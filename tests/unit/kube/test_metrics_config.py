@@ -10,7 +10,7 @@ import pytest
 
 from extender.core.config.kueue_config import LabelSelector, MetricsConfig, SelectorRequirement
 from extender.kube.config_file import ConfigFileError, load, settle
-from extender.kube.runtime import add_arguments
+from extender.kube.flags import add_arguments
 
 V1BETA2 = "apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\n"
 
