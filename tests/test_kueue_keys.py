@@ -577,6 +577,9 @@ PODS = "tests/controller/test_pods.py::"
 # one Tower follows at Kueue's default `true`).
 GATE_TESTS: dict[str, str] = {
     "PartialAdmission": JOB_PARALLELISM,
+    "ElasticJobsViaWorkloadSlices": (
+        "tests/controller/test_elastic.py::test_with_the_gate_off_a_resized_elastic_job_is_queued_again"
+    ),
     "KueueDRAIntegration": (
         "tests/controller/test_dra.py::test_with_the_integration_off_claims_are_not_counted"
     ),

@@ -104,8 +104,21 @@ GATES: tuple[FeatureGate, ...] = (
         locked=True,
     ),
     _("TASFailedNodeReplacement", True, B, ALWAYS, "replaces a failed node of a TAS workload"),
-    _("ElasticJobsViaWorkloadSlices", True, B, ABSENT, "has no elastic jobs (workload slices)"),
-    _("ElasticJobsViaWorkloadSlicesWithTAS", False, A, ABSENT, "has no elastic jobs with TAS"),
+    _(
+        "ElasticJobsViaWorkloadSlices",
+        True,
+        B,
+        IMPL,
+        "scales an elastic Job, RayJob or RayCluster through Workload slices; off, the "
+        "elastic-job annotation is ignored",
+    ),
+    _(
+        "ElasticJobsViaWorkloadSlicesWithTAS",
+        False,
+        A,
+        ABSENT,
+        "places a scale-up slice's pods on topology domains afresh (the old slice's kept)",
+    ),
     _(
         "TASFailedNodeReplacementFailFast",
         True,

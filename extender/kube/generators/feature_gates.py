@@ -39,8 +39,8 @@ def section() -> str:
     )
     refusal = (
         "A refusal is one line and exit status 2, e.g. `error: --feature-gates: feature gate "
-        "ElasticJobsViaWorkloadSlices=true is not supported: Tower has no elastic jobs "
-        "(workload slices)`."
+        "ElasticJobsViaWorkloadSlicesWithTAS=true is not supported: Tower places a scale-up "
+        "slice's pods on topology domains afresh (the old slice's kept)`."
     )
     lines = [textwrap.fill(intro, _WIDTH), ""]
     lines += [f"- **{stand}** ({counts[stand]}): {_MEANING[stand]}." for stand in Stand]

@@ -28,7 +28,10 @@ def test_every_gate_is_one_row_with_its_default_stage_and_stand():
         "| `HierarchicalCohorts` | true | GA, locked | always |"
     )
     assert row["ElasticJobsViaWorkloadSlices"].startswith(
-        "| `ElasticJobsViaWorkloadSlices` | true | Beta | absent |"
+        "| `ElasticJobsViaWorkloadSlices` | true | Beta | implemented |"
+    )
+    assert row["ElasticJobsViaWorkloadSlicesWithTAS"].startswith(
+        "| `ElasticJobsViaWorkloadSlicesWithTAS` | false | Alpha | absent |"
     )
 
 

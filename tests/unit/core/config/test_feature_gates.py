@@ -69,6 +69,7 @@ def test_the_gates_tower_acts_on_are_the_metrics_and_node_failure_ones():
         "ReclaimablePods",
         "KueueDRAIntegration",
         "KueueDRARejectWorkloadsWhenDRADisabled",
+        "ElasticJobsViaWorkloadSlices",
     }
 
 
@@ -160,9 +161,9 @@ def test_gates_tower_can_honour_are_resolved(asked, want_changed):
             "to be enabled",
         ),
         (
-            {"ElasticJobsViaWorkloadSlices": True},
-            "feature gate ElasticJobsViaWorkloadSlices=true is not supported: Tower has no "
-            "elastic jobs (workload slices)",
+            {"ElasticJobsViaWorkloadSlicesWithTAS": True},
+            "feature gate ElasticJobsViaWorkloadSlicesWithTAS=true is not supported: Tower "
+            "places a scale-up slice's pods on topology domains afresh (the old slice's kept)",
         ),
         (
             {"PartialAdmission": False},
