@@ -128,12 +128,12 @@ def test_kueues_scalable_job_scales_down_in_place_and_up_through_a_slice(cluster
     assert down["metadata"]["uid"] == first["metadata"]["uid"]
     assert status_of(down, "QuotaReserved") == "True"
 
-    # The queue fills: 2 x 100m + 700m of 1 cpu.
-    cluster.job("filler", "700m")
+    # The queue fills: 2 x 100m + 750m of 1 cpu (750m did not fit beside 3 x 100m).
+    cluster.job("filler", "750m")
     eventually(lambda: cluster.get("jobs", "filler", "default")["spec"]["suspend"] is False,
                what="the filler admitted in the room the scale-down gave back")  # fmt: skip
 
-    # Scale up to 5: a new slice waits (300m more, 100m free); the old keeps its quota.
+    # Scale up to 5: a new slice waits (300m more, 50m free); the old keeps its quota.
     cluster.admin.patch(r.JOBS, "sample-elastic-job", {"spec": {"parallelism": 5}}, "default")
 
     def waiting() -> dict[str, Any] | None:

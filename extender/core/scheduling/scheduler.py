@@ -168,7 +168,7 @@ class Scheduler:
         # Kueue's ElasticJobsViaWorkloadSlices (Beta, on by default): a scale-up slice counts
         # the quota of the admitted slice it replaces as its own (scheduling/slices.py).
         self.workload_slices = True
-        self.slices = slices.SliceLedger(cache, queues)
+        self.slices = slices.SliceLedger(cache)
 
     def schedule(self, now: float) -> CycleResult:
         """Run one scheduling cycle at time `now` and return its decisions."""

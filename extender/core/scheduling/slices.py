@@ -18,7 +18,6 @@ from extender.core.api.models import Admission, ClusterQueue, FlavorResource, Wo
 from extender.core.scheduling.cache import Cache
 from extender.core.scheduling.flavors import FIT, NO_FIT, Assignment, search_flavors
 from extender.core.scheduling.preemption import AdmittedWorkload
-from extender.core.scheduling.queue_manager import QueueManager
 from extender.core.scheduling.quota import QuotaNode, add_usage
 from extender.core.scheduling.reasons import INADMISSIBLE
 
@@ -104,19 +103,6 @@ def assign(
     return assignment._replace(message=message)
 
 
-def scaled_usage(admission: Admission, counts: Mapping[str, int]) -> dict[FlavorResource, int]:
-    """The quota an admission holds once its podSets run only `counts` pods (each podSet's
-    usage scaled down from its admitted count; never up)."""
-    out: dict[FlavorResource, int] = {}
-    for psa in admission.pod_set_assignments:
-        now = min(counts.get(psa.name, psa.count), psa.count)
-        for resource, amount in psa.resource_usage.items():
-            fr = (psa.flavors[resource], resource)
-            part = amount * now // psa.count if psa.count else 0
-            out[fr] = out.get(fr, 0) + part
-    return out
-
-
 def difference(
     new: Mapping[FlavorResource, int], old: Mapping[FlavorResource, int]
 ) -> dict[FlavorResource, int]:
@@ -129,9 +115,8 @@ class SliceLedger:
     as it held quota (put back if the new admission is undone), and which replaced it (its
     admission, still in the API until it is finished, must not be taken in again)."""
 
-    def __init__(self, cache: Cache, queues: QueueManager) -> None:
+    def __init__(self, cache: Cache) -> None:
         self._cache = cache
-        self._queues = queues
         self._replacing: dict[str, AdmittedWorkload] = {}  # new key -> old slice
         self._replaced_by: dict[str, str] = {}  # old key -> new key
         cache.release_hooks.append(self._released)
@@ -162,19 +147,3 @@ class SliceLedger:
         new_key = self._replaced_by.pop(old_key, None)
         if new_key is not None:
             self._replacing.pop(new_key, None)
-
-    def scale_down(self, key: str, counts: Mapping[str, int]) -> bool:
-        """An admitted elastic job scaled down: its workload holds the quota of these counts
-        from now on (Kueue counts an admitted podSet at its spec count when that is lower).
-        Whether its quota shrank; what it gave back may admit what its cohort set aside."""
-        holder = self._cache.admitted.get(key)
-        if holder is None:
-            return False
-        usage = scaled_usage(holder.admission, counts)
-        if dict(usage) == dict(holder.usage):
-            return False
-        add_usage(holder.node, holder.usage, -1)
-        add_usage(holder.node, usage)
-        holder.usage = usage
-        self._queues.requeue_cohort(holder.node)
-        return True

@@ -128,9 +128,7 @@ class ElasticJobs:
             return  # it moved meanwhile: looked at again
         ctx.queues.workloads.add(chosen.key)
         what = ", ".join(f"{n}: {c}" for n, c in counts.items())
-        if chosen.holds_quota:
-            if ctx.state.scheduler.slices.scale_down(chosen.key, counts):
-                ctx.reschedule()
+        if chosen.holds_quota:  # its reconcile counts the quota of the new counts
             message = f"Scaled down in place to {what}: the quota of the pods let go is free"
         else:
             message = f"Updated not matching Workload for suspended job: {chosen.key}"

@@ -30,7 +30,7 @@ from extender.core.api.admission_gates import (
 from extender.core.api.models import Admission, FlavorResource, Workload
 from extender.core.api.parse import ManifestError
 from extender.core.config.resource_policy import apply as apply_policy
-from extender.core.jobframework import reclaimable
+from extender.core.jobframework import reclaimable, slices
 from extender.core.jobframework.workloads import workload as parse_workload
 from extender.core.scheduling.cycle import INADMISSIBLE, Evict
 from extender.kube.api import objects as o
@@ -110,9 +110,10 @@ class WorkloadReconciler:
         return reclaimable.from_status(obj)
 
     def _held(self, obj: Obj, admission: Admission) -> dict[FlavorResource, int]:
-        """The quota an admission holds, less its Workload's reclaimable pods."""
+        """The quota an admission holds, less its Workload's reclaimable pods, and at the
+        counts of its podSets where they are lower (an elastic job's scale-down)."""
         reclaim = self.reclaimable(obj)
-        if not reclaim:
+        if not reclaim and not slices.annotated(obj):
             return admission.usage()
         return reclaimable.usage_after(admission, reclaimable.pod_set_counts(obj), reclaim)
 
@@ -169,8 +170,11 @@ class WorkloadReconciler:
                 # The API is the record: an admission seen there holds its quota here.
                 state.assume(model, admission, ctx.clock(), self._held(obj, admission))
                 ctx.touch(model.namespace, model.queue_name, admission.cluster_queue)
-            elif self.reclaimable(obj) and state.reclaim(key, self._held(obj, admission)):
-                # Its finished pods gave their quota back: the next head may fit in it.
+            elif (self.reclaimable(obj) or slices.annotated(obj)) and state.reclaim(
+                key, self._held(obj, admission)
+            ):
+                # Its finished pods (or an elastic job's scale-down) gave quota back: the
+                # next head may fit in it.
                 ctx.touch(model.namespace, model.queue_name, admission.cluster_queue)
             holder = state.admitted_workload(key)
             assert holder is not None

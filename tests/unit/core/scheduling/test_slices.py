@@ -6,8 +6,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-import pytest
-
 from extender.core.api.models import Workload
 from extender.core.scheduling.cycle import ClusterState
 from tests.builders import CQ, WL, admit, state_with
@@ -128,13 +126,3 @@ def test_with_the_gate_off_the_annotation_is_ignored():
     result = state.schedule(10.0)
     assert result.admitted == ()  # 800m does not fit beside 300m: no credit for the old
     assert state.is_admitted("default/job-a-1")
-
-
-@pytest.mark.parametrize(
-    ("counts", "want"), [({"main": 2}, 200), ({"main": 3}, 300), ({"main": 9}, 300)]
-)
-def test_a_scale_down_holds_the_quota_of_the_new_count(counts, want):
-    state = one_cpu_queue()
-    admit(state, job_slice("job-a-1", 3))
-    state.scheduler.slices.scale_down("default/job-a-1", counts)
-    assert held(state) == want
