@@ -133,7 +133,7 @@ def conversion(name: str) -> dict:
 def job_refusal(api: client.ApiClient, name: str) -> str | None:
     """Why a queued Job is refused (None: created)."""
     body = job_manifest({"kueue.x-k8s.io/queue-name": "user-queue"}, name=name, cpu="100m",
-                        memory="64Mi", seconds=5)  # fmt: skip
+                        memory="64Mi", seconds=600)  # fmt: skip
     try:
         client.BatchV1Api(api).create_namespaced_job(NAMESPACE, body)
     except client.ApiException as err:
@@ -282,3 +282,42 @@ def test_takeover_from_a_stopped_kueue_then_handback(api_client, kueue_left):
     refused = job_refusal(api_client, "after-handback")
     assert refused is not None
     assert "no endpoints available" in refused
+
+    # Over to Tower once more (a new CA for its webhook: the conversion follows it): the Job
+    # Tower admitted before runs on, untouched, and a new one is admitted.
+    core = client.CoreV1Api(api_client)
+    pods = {p.metadata.uid for p in core.list_namespaced_pod(NAMESPACE).items}
+    webhook = serve_webhook(tmp, ["--controller-username", "kubernetes-admin"])
+    controller = None
+    try:
+        over = tower("takeover", "--from", "kueue", "--webhook-url", WEBHOOK_URL or "",
+                     "--certs-dir", str(tmp), "--yes")  # fmt: skip
+        assert over.returncode == 0, over.stderr + over.stdout
+        assert over.stdout.splitlines()[3].startswith(
+            "3. done     the CRDs convert through Tower's webhook: clusterqueues, cohorts, "
+            "localqueues, multikueueclusters, workloads now convert through"
+        )
+        controller = controller_process()
+        assert job_refusal(api_client, "again") is None
+        wait(lambda: batch.read_namespaced_job("again", NAMESPACE).spec.suspend is False, 120,
+             "Tower to admit a Job after the round trip")  # fmt: skip
+        kept = [
+            w for w in custom.list_namespaced_custom_object(
+                "kueue.x-k8s.io", "v1beta2", NAMESPACE, "workloads")["items"]
+            if w["metadata"]["uid"] == workload["metadata"]["uid"]
+        ]  # fmt: skip
+        assert len(kept) == 1
+        assert kept[0]["status"]["admission"] == workload["status"]["admission"]
+        assert batch.read_namespaced_job("after", NAMESPACE).spec.suspend is False
+        now = {p.metadata.uid for p in core.list_namespaced_pod(NAMESPACE).items}
+        assert pods <= now  # none of its pods replaced
+        measured(
+            f"takeover after handback: Workload {workload['metadata']['name']} kept (same uid "
+            f"and admission), its Job not suspended, {len(pods)} pod(s) kept; a new Job admitted"
+        )
+    finally:
+        if controller is not None:
+            controller.terminate()
+            controller.wait(timeout=30)
+        webhook.terminate()
+        webhook.wait(timeout=20)
