@@ -398,8 +398,8 @@ def test_tower_not_installed_is_a_blocked_step_naming_the_install(left):
     assert run.returncode == 0, run.stderr
     assert run.stdout.splitlines()[4] == (
         "4. blocked  Tower's webhooks and controller are installed: no Deployment "
-        "tower-system/tower-controller: install Tower (kubectl apply -k deploy/default (or "
-        "helm install tower deploy/helm/tower -n tower-system --create-namespace)), then run "
+        "tower-system/tower-controller: install Tower (kubectl apply -k deploy/default, or "
+        "helm install tower deploy/helm/tower -n tower-system --create-namespace), then run "
         "this again"
     )
     yes = takeover(left, "--yes")

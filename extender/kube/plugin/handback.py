@@ -141,7 +141,9 @@ def run(
     started = monotonic()
     namespace = args.kueue_namespace
     ca = ca_of(inv.client, namespace, KUEUE_SECRET)
-    no_ca = f"Kueue's cert controller injects it on start (Secret {namespace}/{KUEUE_SECRET})"
+    no_ca = (
+        f"Kueue's cert controller injects it on start; Secret {namespace}/{KUEUE_SECRET} has none"
+    )
     _, conversion = conversion_step(
         inv.client,
         "the CRDs convert through Kueue's webhook",

@@ -55,8 +55,8 @@ TOWER_WEBHOOK_DEPLOYMENT = "tower-webhook"
 TOWER_CONFIG_MAP = "tower-manager-config"
 REPLICAS_BEFORE = "tower.dev/replicas-before-handback"
 INSTALL = (
-    "kubectl apply -k deploy/default (or helm install tower deploy/helm/tower -n "
-    "tower-system --create-namespace)"
+    "kubectl apply -k deploy/default, or helm install tower deploy/helm/tower -n "
+    "tower-system --create-namespace"
 )
 CONVERTED = CONVERTED_CRDS
 

@@ -302,7 +302,7 @@ class Takeover:
                 title,
                 BLOCKED,
                 f"no {names}, and no CA of Tower's to create them with (Secret "
-                f"{TOWER_NAMESPACE}/{TOWER_SECRET}): {INSTALL} puts them in",
+                f"{TOWER_NAMESPACE}/{TOWER_SECRET}): install Tower ({INSTALL}), which puts them in",
             )
 
         def act() -> str:
