@@ -19,12 +19,13 @@ from extender.core.api.models import (
     WithinClusterQueue,
     Workload,
 )
-from extender.core.scheduling.fairsharing import dominant_resource_share
+from extender.core.scheduling.fair_order import TargetOrdering
 from extender.core.scheduling.quota import (
     QuotaNode,
     add_usage,
     available,
     borrowing_cluster_queues,
+    is_borrowing,
     within_nominal,
 )
 
@@ -541,56 +542,6 @@ def _passes(strategy: str, preemptor_share: float, before: float, after: float) 
     return preemptor_share <= after
 
 
-class _QueueOrder:
-    """Kueue's TargetClusterQueueOrdering, for one level of ClusterQueues: the next queue to
-    take from is the one with the highest share (the preemptor's own counting the incoming
-    workload), ties to the one whose first candidate comes first; another queue is passed over
-    once it no longer borrows."""
-
-    def __init__(
-        self,
-        preemptor_node: QuotaNode,
-        request: Mapping[FlavorResource, int],
-        pool: Iterable[AdmittedWorkload],
-    ) -> None:
-        self.node = preemptor_node
-        self.request = request
-        self.by_queue: dict[str, list[AdmittedWorkload]] = {}
-        for candidate in pool:
-            self.by_queue.setdefault(candidate.node.name, []).append(candidate)
-        self.rank = {name: i for i, name in enumerate(self.by_queue)}
-
-    def next_queue(self) -> str | None:
-        """The queue to take from next (None: none is left)."""
-        best: tuple[float, int] | None = None
-        best_name = None
-        for name, queue in list(self.by_queue.items()):
-            queue_node = queue[0].node
-            if queue_node is self.node:
-                share = dominant_resource_share(queue_node, self.request)
-            else:
-                share = dominant_resource_share(queue_node)
-                if share <= 0:
-                    del self.by_queue[name]  # Kueue prunes a queue that does not borrow
-                    continue
-            key = (share, -self.rank[name])
-            if best is None or key > best:
-                best, best_name = key, name
-        return best_name
-
-    def pop(self, name: str) -> AdmittedWorkload:
-        """The queue's first candidate, taken out of the order."""
-        queue = self.by_queue[name]
-        candidate = queue.pop(0)
-        if not queue:
-            del self.by_queue[name]
-        return candidate
-
-    def drop(self, name: str) -> None:
-        """No more candidates from this queue."""
-        self.by_queue.pop(name, None)
-
-
 def fair_sharing_targets(
     preemptor: Workload,
     cq: ClusterQueue,
@@ -605,26 +556,31 @@ def fair_sharing_targets(
     policy: FairPreemption = KUEUE_FAIR_PREEMPTION,
 ) -> list[Target]:
     """Fair-sharing preemption (Kueue's fairPreemptions, runFirstFsStrategy and
-    runSecondFsStrategy), over the ClusterQueues of the preemptor's cohort tree.
+    runSecondFsStrategy), with the incoming workload's usage counted while shares are asked.
 
-    Queues are taken from in order of share, highest first; a queue that no longer borrows is
-    passed over. The preemptor's own ClusterQueue's candidates are taken as they come. Another
-    queue's are taken unconditionally while the preemptor stays within its nominal quota
-    (policy.within_nominal), else when the first strategy lets them; with a second strategy,
-    what the first turned down gets one more chance, one workload per queue. `also_fits` is
-    what must hold besides the quota once the removed candidates are gone (a topology
-    placement), as for classical preemption.
+    Queues are taken from in the order of Kueue's tournament (fair_order.py). The preemptor's
+    own ClusterQueue's candidates are taken as they come. Another queue's are taken
+    unconditionally while the preemptor stays within its nominal quota (policy.within_nominal),
+    else when the first strategy lets them, comparing shares at the two queues'
+    almost-least-common ancestors; with a second strategy, what the first turned down gets one
+    more chance, one workload per queue. `also_fits` is what must hold besides the quota once
+    the removed candidates are gone (a topology placement), as for classical preemption.
     """
-    pool = candidates(
-        preemptor,
-        cq,
-        node,
-        need,
-        admitted_in,
-        fair_sharing=True,
-        lowest_priority=lowest_priority,
-        lq_usage=lq_usage,
-    )
+    pool = [
+        c
+        for c in candidates(
+            preemptor,
+            cq,
+            node,
+            need,
+            admitted_in,
+            fair_sharing=True,
+            lowest_priority=lowest_priority,
+            lq_usage=lq_usage,
+        )
+        # Kueue's findCandidates: another ClusterQueue only while it borrows what is needed.
+        if c.node is node or is_borrowing(c.node, need)
+    ]
     if not pool:
         return []
     # Kueue's queueWithinNominalInResourcesNeedingPreemption, with the new workload counted.
@@ -634,41 +590,47 @@ def fair_sharing_targets(
     first = policy.strategies[0] if policy.strategies else LESS_THAN_OR_EQUAL_TO_FINAL_SHARE
     removed: list[AdmittedWorkload] = []
     reasons: dict[int, str] = {}
-    retry: list[AdmittedWorkload] = []
 
     def take(candidate: AdmittedWorkload, reason: str) -> bool:
         add_usage(candidate.node, candidate.usage, -1)
         removed.append(candidate)
         reasons[id(candidate)] = reason
-        return fits(node, request, True) and (also_fits is None or also_fits(removed))
+        add_usage(node, request, -1)  # Kueue's workloadFitsForFairSharing
+        try:
+            return fits(node, request, True) and (also_fits is None or also_fits(removed))
+        finally:
+            add_usage(node, request, 1)
 
-    fit = False
-    order = _QueueOrder(node, request, pool)
-    while not fit and (name := order.next_queue()) is not None:
-        candidate = order.pop(name)
-        if candidate.node is node:
-            fit = take(candidate, IN_CLUSTER_QUEUE)
-        elif within_nominal:
-            fit = take(candidate, IN_COHORT_RECLAMATION)
-        else:
-            before = dominant_resource_share(candidate.node)
-            add_usage(candidate.node, candidate.usage, -1)
-            after = dominant_resource_share(candidate.node)
-            add_usage(candidate.node, candidate.usage, 1)
-            # The preemptor's share is asked anew: its own workloads taken lower it.
-            if _passes(first, dominant_resource_share(node, request), before, after):
-                fit = take(candidate, IN_COHORT_FAIR_SHARING)
+    add_usage(node, request, 1)  # Kueue's SimulateUsageAddition
+    try:
+        fit = False
+        retry: list[AdmittedWorkload] = []
+        order = TargetOrdering(node, pool)
+        while not fit and (target := order.next_queue()) is not None:
+            candidate = order.pop(target)
+            if target is node:
+                fit = take(candidate, IN_CLUSTER_QUEUE)
+            elif within_nominal:
+                fit = take(candidate, IN_COHORT_RECLAMATION)
             else:
-                retry.append(candidate)
-    if not fit and len(policy.strategies) > 1:
-        # Kueue's runSecondFsStrategy: S2-b, one workload per queue at most.
-        # Only LessThanInitialShare may come second (Kueue's validation).
-        second = _QueueOrder(node, request, retry)
-        while not fit and (name := second.next_queue()) is not None:
-            candidate = second.pop(name)
-            second.drop(name)
-            if dominant_resource_share(node, request) < dominant_resource_share(candidate.node):
-                fit = take(candidate, IN_COHORT_FAIR_SHARING)
+                preemptor_share, before = order.shares(target)
+                after = order.target_share_after(target, candidate)
+                if _passes(first, preemptor_share, before, after):
+                    fit = take(candidate, IN_COHORT_FAIR_SHARING)
+                else:
+                    retry.append(candidate)
+        if not fit and len(policy.strategies) > 1 and retry:
+            # Kueue's runSecondFsStrategy (only LessThanInitialShare may come second): one
+            # workload per queue at most.
+            second = TargetOrdering(node, retry)
+            while not fit and (target := second.next_queue()) is not None:
+                preemptor_share, before = second.shares(target)
+                candidate = second.pop(target)
+                second.drop(target)
+                if preemptor_share < before:
+                    fit = take(candidate, IN_COHORT_FAIR_SHARING)
+    finally:
+        add_usage(node, request, -1)
     if not fit:
         for candidate in removed:
             add_usage(candidate.node, candidate.usage, 1)
