@@ -430,7 +430,7 @@ GATES: tuple[FeatureGate, ...] = (
         True,
         B,
         ABSENT,
-        "starts the flavor scan again after a change",
+        "keeps no flavor scan progress: every cycle scans from the first flavor",
     ),
     _(
         "SkipAncestorCheckForDeletedWorkloads",
