@@ -96,12 +96,24 @@ def load(client: KubeClient, now: float) -> Snapshot:
         meta = obj.get("metadata") or {}
         key = f"{meta.get('namespace')}/{meta.get('name')}"
         job_uid = (meta.get("labels") or {}).get(o.JOB_UID_LABEL)
-        if job_uid:
+        if job_uid and _rank(snapshot, key) >= _rank(snapshot, snapshot.by_job_uid.get(job_uid)):
+            # An elastic job has Workload slices: the one that waits says why it is not
+            # running at its size; else the one that runs it; a finished one last.
             snapshot.by_job_uid[str(job_uid)] = key
         for ref in meta.get("ownerReferences") or []:
             if isinstance(ref, Mapping) and ref.get("controller") and ref.get("uid"):
-                snapshot.by_job_uid[str(ref["uid"])] = key
+                owner = str(ref["uid"])
+                if _rank(snapshot, key) >= _rank(snapshot, snapshot.by_job_uid.get(owner)):
+                    snapshot.by_job_uid[owner] = key
     return snapshot
+
+
+def _rank(snapshot: Snapshot, key: str | None) -> int:
+    if key is None:
+        return -1
+    if key in snapshot.finished:
+        return 0
+    return 2 if snapshot.state.pending_workload(key) is not None else 1
 
 
 def pending_in(state: ClusterState, cq_name: str) -> list[PendingWorkload]:
