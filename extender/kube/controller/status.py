@@ -6,7 +6,7 @@ import math
 from collections import Counter
 from typing import Any
 
-from extender.core.api.models import ClusterQueue, FlavorResource
+from extender.core.api.models import ClusterQueue, FlavorResource, StopPolicy
 from extender.core.api.quantity import format_amount
 from extender.core.scheduling.cycle import ClusterState
 from extender.kube.api import objects as o
@@ -74,13 +74,16 @@ def local_queue_status(
     lq = state.local_queue(key)
     assert lq is not None, key
     cq = state.cluster_queue(lq.cluster_queue)
-    if cq is None:
+    if lq.stop_policy is not StopPolicy.NONE:  # Kueue says so before anything else
+        active, reason, message = False, "Stopped", "LocalQueue is stopped"
+        usage: list[Obj] = [] if cq is None else _usage_list(cq, used, False)
+    elif cq is None:
         active, reason, message = (
             False,
             "ClusterQueueDoesNotExist",
             f"Can't submit new workloads to clusterQueue {lq.cluster_queue}",
         )
-        usage: list[Obj] = []
+        usage = []
     else:
         cq_active, _, _ = state.cluster_queue_active(cq.name)
         active = cq_active

@@ -11,7 +11,10 @@ Visibility Server: Kueue mounts a kubeconfig of another ServiceAccount into its 
 here the controller, a process on this machine, is restarted with that kubeconfig (the
 ServiceAccount's token from the TokenRequest API rather than a token Secret). Its identity
 holds Tower's controller ClusterRole and TokenReview, not SubjectAccessReview: the visibility
-API answers an internal error, until system:auth-delegator is bound.
+API answers an internal error, until system:auth-delegator is bound. The request is made as a
+user allowed to read pending workloads who is not in system:masters (kind's admin is not; this
+control plane's is, and that group is always allowed, as by Kubernetes' own delegated
+authorizer).
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ LOCAL_QUEUE_CRD = "localqueues.kueue.x-k8s.io"
 SA = "visibility-test-sa"
 TEST_LABEL = {"visibility-test-rbac": "true"}
 CQ_NAME = "test-kubeconfig-cq"
+READER = "visibility-test-user"
 
 
 @pytest.fixture
@@ -208,6 +212,29 @@ def custom_identity(
     rbac.create_cluster_role_binding(
         binding("visibility-test-token-reviewer", "visibility-test-token-reviewer", visibility_api)
     )
+    rbac.create_cluster_role(
+        {
+            "metadata": {"name": "visibility-test-reader", "labels": TEST_LABEL},
+            "rules": [
+                {
+                    "apiGroups": ["visibility.kueue.x-k8s.io"],
+                    "resources": ["clusterqueues/pendingworkloads"],
+                    "verbs": ["get"],
+                }
+            ],
+        }
+    )
+    rbac.create_cluster_role_binding(
+        {
+            "metadata": {"name": "visibility-test-reader", "labels": TEST_LABEL},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": "visibility-test-reader",
+            },
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": READER}],
+        }
+    )
     token = core.create_namespaced_service_account_token(
         SA, visibility_api, {"spec": {"expirationSeconds": 3600}}).status.token  # fmt: skip
     # Only the controller runs as the ServiceAccount; the test's own clients stay the admin.
@@ -237,7 +264,7 @@ def test_the_visibility_api_uses_the_identity_of_the_kubeconfig(
 ) -> None:
     def internal_error() -> bool:
         try:
-            VisibilityClient("v1beta2").cluster_queue_pending(CQ_NAME)
+            VisibilityClient("v1beta2", impersonate=READER).cluster_queue_pending(CQ_NAME)
         except client.ApiException as err:
             status, body = err.status, err.body
         else:
@@ -252,7 +279,7 @@ def test_the_visibility_api_uses_the_identity_of_the_kubeconfig(
 
     def answers() -> bool:
         try:
-            VisibilityClient("v1beta2").cluster_queue_pending(CQ_NAME)
+            VisibilityClient("v1beta2", impersonate=READER).cluster_queue_pending(CQ_NAME)
         except client.ApiException as err:
             raise AssertionError(f"{err.status}: {err.body}") from err
         return True
