@@ -231,6 +231,7 @@ class ClusterState(ClusterQuestions):
             fair_sharing=fair_sharing,
             admission_checks=(*admission_checks,),
         )
+        self.scheduler.fair_preemption = scheduling.fair_preemption
 
     # ----- the scheduler's settings -----------------------------------------------------
 

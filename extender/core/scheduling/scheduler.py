@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from operator import attrgetter
 from typing import NamedTuple
 
@@ -50,6 +51,7 @@ from extender.core.scheduling.preemption import (
     IN_COHORT_RECLAMATION,
     AdmittedWorkload,
     Target,
+    KUEUE_FAIR_PREEMPTION,
     TargetSearch,
     classical_targets,
     fair_sharing_targets,
@@ -149,6 +151,8 @@ class Scheduler:
         self._cache = cache
         self._queues = queues
         self.fair_sharing = fair_sharing
+        # fairSharing.preemptionStrategies and FairSharingPreemptWithinNominal (options.py).
+        self.fair_preemption = KUEUE_FAIR_PREEMPTION
         self.admission_checks = tuple(admission_checks)
         # WaitForPodsReady's blockAdmission: while an admitted workload is not PodsReady, no
         # other is admitted (Kueue's scheduler waits for them before each admission).
@@ -326,7 +330,11 @@ class Scheduler:
 
     @property
     def _search(self) -> TargetSearch:
-        return fair_sharing_targets if self.fair_sharing else classical_targets
+        if not self.fair_sharing:
+            return classical_targets
+        if self.fair_preemption == KUEUE_FAIR_PREEMPTION:
+            return fair_sharing_targets
+        return partial(fair_sharing_targets, policy=self.fair_preemption)
 
     def _targets(
         self,

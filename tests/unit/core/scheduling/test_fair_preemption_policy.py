@@ -129,11 +129,6 @@ def test_without_a_second_strategy_what_the_first_turned_down_stays():
     assert _targets(state, FairPreemption(BOTH), "a", incoming) == {"b1": FAIR}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="not wired yet: scheduler.py's _search must ask ClusterState.scheduling's "
-    "fair_preemption (the lead's integration step); this test then passes",
-)
 def test_the_scheduler_follows_the_configured_policy():
     """A cycle, not only the policy: with the gate off, b's reclaim is fair sharing's."""
     off = SchedulingOptions(fair_preemption=FairPreemption(BOTH, within_nominal=False))
