@@ -11,11 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from extender.core.api import parse
 from extender.core.api.parse import ManifestError
+from extender.core.jobframework import reclaimable
 from extender.core.jobframework.workloads import (
     FINISHED,
     QUOTA_RESERVED,
@@ -207,8 +208,18 @@ class StateBuilder:
         try:
             model = workload(obj)
             admission = admission_of(obj) if is_true(obj, QUOTA_RESERVED) else None
+            # Its status.reclaimablePods (Kueue's ReclaimablePods, on by default): quota is
+            # held, or asked, for the pods that remain, as the controller counts it.
+            reclaim = reclaimable.from_status(obj)
+            if reclaim:
+                model = replace(model, pod_sets=reclaimable.pod_sets_after(model.pod_sets, reclaim))
             if admission is not None and state.cluster_queue_known(admission.cluster_queue):
-                state.assume(model, admission, condition_time(obj, QUOTA_RESERVED, now))
+                held = (
+                    reclaimable.usage_after(admission, reclaimable.pod_set_counts(obj), reclaim)
+                    if reclaim
+                    else None
+                )
+                state.assume(model, admission, condition_time(obj, QUOTA_RESERVED, now), held)
             else:
                 state.add_workload(model)
         except ManifestError as err:

@@ -242,3 +242,13 @@ def test_a_configuration_copied_out_configures_an_equal_state():
     StateBuilder(copy).configure(state.configuration())
     assert copy.configuration() == state.configuration()
     assert copy.cluster_queue_active("cq") == (True, "Ready", "Can admit new workloads")
+
+
+def test_a_reserved_workloads_reclaimable_pods_hold_no_quota():
+    running = workload("running", "1", **reserved("cq", "4"))
+    running["spec"]["podSets"][0]["count"] = 4
+    running["status"]["admission"]["podSetAssignments"][0]["count"] = 4
+    running["status"]["reclaimablePods"] = [{"name": "main", "count": 3}]
+    state = ClusterState()
+    StateBuilder(state).build([FLAVOR, cluster_queue(), LQ, running], now=0.0)
+    assert state.quota_usage("cq") == {("default", "cpu"): 1000}
