@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -582,3 +582,102 @@ def test_suspends_a_job_when_its_checks_become_invalid(
         TIMEOUT,
         "the job suspended again",
     )
+
+
+# ----- elastic Jobs (ElasticJobsViaWorkloadSlices) ---------------------------------------
+
+ELASTIC = {"kueue.x-k8s.io/elastic-job": "true"}
+FLAVOR_TOLERATION = {"key": "example.com/test-taint", "operator": "Exists", "effect": "NoSchedule"}
+
+
+def _running_pods(cluster: Cluster, ns: str, job: str) -> list[Any]:
+    """findRunningPods: the Job's pods in phase Running."""
+    pods = cluster.core.list_namespaced_pod(
+        ns, label_selector=f"batch.kubernetes.io/job-name={job}"
+    ).items
+    return [p for p in pods if p.status.phase == "Running"]
+
+
+@pytest.fixture
+def elastic_on_demand(cluster: Cluster, ns: str) -> Iterator[str]:
+    """When("Creating an elastic Job with a ResourceFlavor that has nodeLabels and tolerations")'s
+    BeforeEach and AfterEach."""
+    flavor, cq = f"on-demand-{ns}", f"cluster-queue-{ns}"
+    rf = make_resource_flavor(flavor, {"instance-type": "on-demand"})
+    rf["spec"]["tolerations"] = [FLAVOR_TOLERATION]
+    cluster.create("resourceflavors", rf)
+    cluster.create_active(
+        "clusterqueues", make_cluster_queue(cq, make_flavor_quotas(flavor, cpu="4", memory="4Gi"))
+    )
+    cluster.create_active("localqueues", make_local_queue("main", ns, cq), ns)
+    yield ns
+    cluster.batch.delete_collection_namespaced_job(ns, propagation_policy="Background")
+    for wl in cluster.list("workloads", ns):
+        cluster.delete("workloads", wl["metadata"]["name"], ns, strip_finalizers=True)
+    cluster.delete("localqueues", "main", ns)
+    cluster.expect_deleted("clusterqueues", cq)
+    cluster.expect_deleted("resourceflavors", flavor)
+
+
+@kueue_case(
+    GO,
+    "Kueue Creating an elastic Job with a ResourceFlavor that has nodeLabels and tolerations "
+    "should inject flavor nodeLabels and tolerations into the Job and pods at admission and "
+    "after scale-up",
+)
+def test_an_elastic_job_gets_its_flavors_labels_and_tolerations_before_and_after_scale_up(
+    cluster: Cluster, ns: str, elastic_on_demand: str
+) -> None:
+    selector = {"instance-type": "on-demand"}
+    job = make_job(
+        "elastic-flavor-injection", ns, queue="main", requests={"cpu": "200m", "memory": "20Mi"},
+        parallelism=2, completions=10,
+    )  # fmt: skip
+    job["metadata"]["annotations"] = dict(ELASTIC)
+    cluster.batch.create_namespaced_job(ns, job)
+    name = "elastic-flavor-injection"
+
+    def one_admitted() -> dict:
+        found = cluster.list("workloads", ns)
+        assert len(found) == 1, f"{len(found)} workloads"
+        assert is_admitted(found[0]), "not admitted"
+        return found[0]
+
+    old = eventually(one_admitted, MEDIUM_TIMEOUT, "the workload admitted")
+    cluster.expect_job_unsuspended_with_node_selectors(name, ns, selector)
+
+    def tolerated() -> bool:
+        tolerations = cluster.batch.read_namespaced_job(name, ns).spec.template.spec.tolerations
+        assert any(t.key == FLAVOR_TOLERATION["key"] for t in tolerations or []), tolerations
+        return True
+
+    eventually(tolerated, MEDIUM_TIMEOUT, "the flavor's toleration on the Job's template")
+
+    def running(count: int) -> Callable[[], bool]:
+        def check() -> bool:
+            pods = _running_pods(cluster, ns, name)
+            assert len(pods) == count, f"{len(pods)} running pods"
+            for pod in pods:
+                assert pod.spec.node_selector == selector, pod.spec.node_selector
+                assert any(t.key == FLAVOR_TOLERATION["key"] for t in pod.spec.tolerations or [])
+            ready = cluster.batch.read_namespaced_job(name, ns).status.ready
+            assert ready == count, f"status.ready {ready}"
+            return True
+
+        return check
+
+    eventually(running(2), LONG_TIMEOUT, "2 running pods with the flavor's placement")
+    cluster.batch.patch_namespaced_job(name, ns, {"spec": {"parallelism": 3}})
+
+    def replaced() -> bool:
+        slices = [w for w in cluster.list("workloads", ns)
+                  if w["metadata"]["name"] != old["metadata"]["name"]]  # fmt: skip
+        assert len(slices) == 1, [w["metadata"]["name"] for w in slices]
+        assert is_admitted(slices[0]), "the new slice is not admitted"
+        assert is_finished(cluster.workload(old["metadata"]["name"], ns)), "old slice not finished"
+        return True
+
+    eventually(replaced, MEDIUM_TIMEOUT, "the new slice admitted and the old one finished")
+    cluster.expect_job_unsuspended_with_node_selectors(name, ns, selector)
+    eventually(tolerated, MEDIUM_TIMEOUT, "the flavor's toleration still on the template")
+    eventually(running(3), LONG_TIMEOUT, "3 running pods with the flavor's placement")
