@@ -106,7 +106,7 @@ def admitted(cluster: Any, job: dict[str, Any]) -> dict[str, Any]:
 
 def test_kueues_scalable_job_scales_down_in_place_and_up_through_a_slice(cluster, start_controller):
     one_cpu(cluster)
-    start_controller()
+    running = start_controller()
     job = cluster.admin.create(r.JOBS, scalable_job(), "default")
     gates = job["spec"]["template"]["spec"]["schedulingGates"]
     assert {"name": GATE} in gates  # the webhook gates its pods, as Kueue's does
@@ -175,6 +175,8 @@ def test_kueues_scalable_job_scales_down_in_place_and_up_through_a_slice(cluster
     eventually(lambda: len(gated_pods(cluster)) == 1, what="two more pods let through (5 of 6)")
     assert not cluster.get("jobs", "sample-elastic-job", "default")["spec"]["suspend"]
     assert events(cluster, "PodSetsChanged") == []  # never stopped and queued again
+    counter = running.controller.ctx.metrics.cluster_queue.replaced_slices
+    assert counter.labels("cq")._value.get() == 1  # kueue_replaced_workload_slices_total
 
 
 def test_an_admitted_slice_is_preempted_as_any_workload(cluster, start_controller):

@@ -33,8 +33,8 @@ NOT_IN_THE_SCENARIO = {
     # Kueue emits both only with its UnadmittedWorkloadsObservability gate (Beta, off).
     "kueue_unadmitted_workloads": "off by Kueue's default",
     "kueue_local_queue_unadmitted_workloads": "off by Kueue's default",
-    # Workload slices (ElasticJobsViaWorkloadSlices) are not one of Tower's features.
-    "kueue_replaced_workload_slices_total": "no workload slices in Tower",
+    # Fed in tests/controller/test_elastic.py (an elastic Job scaled up).
+    "kueue_replaced_workload_slices_total": "no elastic job here",
     # Fed in tests/controller/test_multikueue.py (worker clusters are doubles of their own).
     "multikueue_workloads_dispatched_total": "no worker cluster here",
     "multikueue_workloads_admitted_total": "no worker cluster here",

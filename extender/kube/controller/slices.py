@@ -210,6 +210,9 @@ class ElasticJobs:
         ctx.state.scheduler.slices.settled(key)
         ctx.queues.workloads.add(key)
         ctx.story(key, "Normal", reason, message)
+        admission = o.admission_of(obj)
+        if reason == policy.REPLACED and admission is not None:
+            ctx.metrics.slice_replaced(admission.cluster_queue)  # Kueue's replaced slices
 
     def ungate(self, job: JobView, workload: Obj) -> float | None:
         """Its pods behind the elastic gate let through, as many per podSet as its admitted

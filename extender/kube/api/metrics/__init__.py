@@ -148,6 +148,10 @@ class Metrics(TowerMetrics):
         if lq is not None:
             lq.evicted_total.labels(s.queue, s.namespace, reason, cause, pc).inc()
 
+    def slice_replaced(self, cq: str) -> None:
+        """An elastic job's slice in `cq` replaced by its admitted scale-up slice."""
+        self.cluster_queue.replaced_slices.labels(cq).inc()
+
     def preempted(self, preempting_cq: str, reason: str) -> None:
         """A workload preempted for one of `preempting_cq` (reason InClusterQueue, ...)."""
         self.cluster_queue.preempted.labels(preempting_cq, reason).inc()
