@@ -207,6 +207,47 @@ def test_an_admitted_slice_is_preempted_as_any_workload(cluster, start_controlle
     assert len(slices_of(cluster, job)) == 1  # queued again as it is: no new slice
 
 
+def test_an_old_slice_preempted_while_its_scale_up_waits_leaves_the_new_slice_to_run_the_job(
+    cluster, start_controller
+):
+    one_cpu(cluster, preemption={"withinClusterQueue": "LowerPriority"})
+    cluster.apply(
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "WorkloadPriorityClass",
+            "metadata": {"name": "high"},
+            "value": 1000,
+        }
+    )
+    start_controller()
+    job = cluster.admin.create(r.JOBS, scalable_job(), "default")
+    first = admitted(cluster, job)
+    cluster.job("filler", "650m")
+    eventually(lambda: cluster.get("jobs", "filler", "default")["spec"]["suspend"] is False)
+    cluster.admin.patch(r.JOBS, "sample-elastic-job", {"spec": {"parallelism": 5}}, "default")
+    new = eventually(lambda: len(slices_of(cluster, job)) == 2 and slices_of(cluster, job)[1],
+                     what="a scale-up slice")  # fmt: skip
+    cluster.job("urgent", "900m", labels={"kueue.x-k8s.io/priority-class": "high"})
+
+    def old_finished() -> dict[str, Any] | None:
+        wl = cluster.get("workloads", first["metadata"]["name"], "default")
+        return wl if status_of(wl, "Finished") == "True" else None
+
+    old = eventually(old_finished, what="the preempted old slice finished")
+    assert condition(old, "Evicted").get("reason") == "Preempted"
+    assert condition(old, "Finished")["reason"] == "WorkloadSliceReplaced"
+    eventually(lambda: cluster.get("jobs", "sample-elastic-job", "default")["spec"]["suspend"],
+               what="the elastic Job stopped")  # fmt: skip
+    eventually(lambda: cluster.get("jobs", "urgent", "default")["spec"]["suspend"] is False,
+               what="the urgent Job admitted")  # fmt: skip
+    cluster.admin.delete(r.JOBS, "urgent", "default")
+    eventually(lambda: not cluster.get("jobs", "sample-elastic-job", "default")["spec"]["suspend"],
+               what="the elastic Job started again by its new slice")  # fmt: skip
+    now = cluster.get("workloads", new["metadata"]["name"], "default")
+    assert status_of(now, "Admitted") == "True"
+    assert counts(now) == {"main": 5}
+
+
 def test_elastic_with_partial_admission_is_refused_with_kueues_message(cluster):
     job = scalable_job()
     job["metadata"]["annotations"]["kueue.x-k8s.io/job-min-parallelism"] = "2"
