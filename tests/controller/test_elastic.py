@@ -46,7 +46,15 @@ def slices_of(cluster: Any, job: dict[str, Any]) -> list[dict[str, Any]]:
         for wl in cluster.api.list("workloads", job["metadata"]["namespace"])
         if (wl["metadata"].get("labels") or {}).get("kueue.x-k8s.io/job-uid") == uid
     ]
-    return sorted(found, key=lambda w: w["metadata"]["creationTimestamp"] + w["metadata"]["name"])
+    # Oldest first; a slice made in the same second as the one it replaces comes after it.
+    return sorted(
+        found,
+        key=lambda w: (
+            w["metadata"]["creationTimestamp"],
+            REPLACEMENT_FOR in (w["metadata"].get("annotations") or {}),
+            w["metadata"]["name"],
+        ),
+    )
 
 
 def status_of(wl: dict[str, Any], kind: str) -> str | None:
@@ -299,7 +307,15 @@ def test_with_the_gate_off_a_resized_elastic_job_is_queued_again(cluster, start_
     eventually(lambda: not cluster.get("jobs", "sample-elastic-job", "default")["spec"]["suspend"])
     cluster.admin.patch(r.JOBS, "sample-elastic-job", {"spec": {"parallelism": 5}}, "default")
     eventually(lambda: events(cluster, "PodSetsChanged"), what="stopped and queued again")
-    assert len(slices_of(cluster, job)) == 1
+
+    def queued_again() -> dict[str, Any] | None:
+        found = slices_of(cluster, job)
+        fresh = [w for w in found if w["metadata"]["uid"] != wl["metadata"]["uid"]]
+        return fresh[0] if len(found) == 1 and fresh else None
+
+    again = eventually(queued_again, what="one Workload made again at the new size")
+    assert counts(again) == {"main": 5}
+    assert REPLACEMENT_FOR not in (again["metadata"].get("annotations") or {})
 
 
 def ray_crd(cluster: Any, plural: str) -> None:

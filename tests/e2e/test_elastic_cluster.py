@@ -95,7 +95,9 @@ def slices() -> list[dict]:
         w for w in get("workloads.kueue.x-k8s.io", "-n", NS).get("items", [])
         if (w["metadata"].get("labels") or {}).get("kueue.x-k8s.io/job-uid") == uid
     ]  # fmt: skip
-    return sorted(items, key=lambda w: (w["metadata"]["creationTimestamp"], w["metadata"]["name"]))
+    replaces = "kueue.x-k8s.io/workload-slice-replacement-for"
+    return sorted(items, key=lambda w: (w["metadata"]["creationTimestamp"],
+                                        replaces in (w["metadata"].get("annotations") or {})))  # fmt: skip
 
 
 def pods() -> tuple[int, int]:
