@@ -248,6 +248,7 @@ def test_an_old_slice_preempted_while_its_scale_up_waits_leaves_the_new_slice_to
                what="the elastic Job stopped")  # fmt: skip
     eventually(lambda: cluster.get("jobs", "urgent", "default")["spec"]["suspend"] is False,
                what="the urgent Job admitted")  # fmt: skip
+    cluster.admin.delete(r.JOBS, "filler", "default")  # preempted too, it would go first
     cluster.admin.delete(r.JOBS, "urgent", "default")
     eventually(lambda: not cluster.get("jobs", "sample-elastic-job", "default")["spec"]["suspend"],
                what="the elastic Job started again by its new slice")  # fmt: skip
