@@ -198,7 +198,7 @@ def evicted_backing_off(name: str, at: float, requeue_at: datetime) -> dict[str,
         ],
         "requeueState": {"count": 1,
                          "requeueAt": requeue_at.strftime("%Y-%m-%dT%H:%M:%SZ")},
-        "schedulingStats": {"evictions": [{"reason": "PodsReadyTimeout", "count": 1}]},
+        "schedulingStats": {"evictions": [{"reason": "PodsReadyTimeout", "underlyingCause": "", "count": 1}]},
         "accumulatedPastExecutionTimeSeconds": 300,
     }  # fmt: skip
 
