@@ -3,7 +3,7 @@ and the controller: a group is one Workload, made once all its members exist, ad
 and let through together; it ends when all its pods succeeded; evicted, its running pods are
 deleted and its quota held until they stop. A StatefulSet is one Workload of all its replicas,
 made up front; its pods, gated, are let through under it, replacements included; it scales only
-to zero and back. No kubelet nor StatefulSet controller runs here: the test makes the pods
+to zero (its Workload held, its quota given back) and back; its queue name is followed. No kubelet nor StatefulSet controller runs here: the test makes the pods
 and sets the status they would."""
 
 from __future__ import annotations
@@ -396,13 +396,78 @@ def test_kueues_sample_statefulset_is_one_workload_admitted_whole(cluster, start
     with pytest.raises(ApiError) as refused:
         cluster.admin.patch(STATEFULSETS, "nginx-statefulset", {"spec": {"replicas": 2}}, "default")
     assert "spec.replicas: cannot change from 3 to 2" in str(refused.value)
+    # Scaled to zero (Kueue's rule): the Workload is kept, its quota given back and held.
+    uid = workload(cluster, name)["metadata"]["uid"]
     cluster.admin.patch(STATEFULSETS, "nginx-statefulset", {"spec": {"replicas": 0}}, "default")
-    eventually(lambda: workload(cluster, name) is None, what="the Workload gone at zero")
+    for pod in ("nginx-statefulset-0", "nginx-statefulset-1", "nginx-statefulset-2"):
+        cluster.admin.delete(r.PODS, pod, "default")  # as the StatefulSet controller does
+    held = eventually(
+        lambda: (
+            (w := workload(cluster, name))
+            and condition(w, "QuotaReserved").get("reason") == "OnHold"
+            and w
+        ),
+        what="the Workload on hold",
+    )
+    assert held["metadata"]["uid"] == uid
+    assert condition(held, "QuotaReserved")["status"] == "False"
+    assert condition(held, "Admitted")["status"] == "False"
+    assert "admission" not in held.get("status", {}) or held["status"]["admission"] is None
+    said = tower(cluster, "queue", "cluster-queue", "-o", "json")
+    assert json.loads(said.stdout) == [], said.stdout  # on hold: not waiting for quota
+    # Scaled up (to another size, through zero): the same Workload, at the new size, admitted.
     cluster.admin.patch(STATEFULSETS, "nginx-statefulset", {"spec": {"replicas": 1}}, "default")
-    back = eventually(lambda: workload(cluster, name), what="a Workload again")
+    back = eventually(
+        lambda: (
+            (w := workload(cluster, name))
+            and condition(w, "Admitted").get("status") == "True"
+            and w
+        ),
+        what="the held Workload admitted again",
+    )
+    assert back["metadata"]["uid"] == uid
     assert back["spec"]["podSets"][0]["count"] == 1
+    assert condition(back, "QuotaReserved")["status"] == "True"
+    pod = cluster.admin.create(r.PODS, statefulset_pod(created, 0), "default")
+    eventually(lambda: ungated(cluster, pod), what="its pod let through")
     cluster.admin.delete(STATEFULSETS, "nginx-statefulset", "default")
     eventually(lambda: workload(cluster, name) is None, what="the Workload gone with it")
+
+
+def test_a_statefulsets_new_queue_name_reaches_its_workload_and_pods(cluster, start_controller):
+    """Kueue's statefulset reconciler: a StatefulSet queued to a LocalQueue that does not
+    exist, relabelled to one that does, has its Workload and its gated pods follow."""
+    setup(cluster)
+    start_controller()
+    [sample] = load(EXAMPLES / "serving" / "sample-statefulset.yaml")
+    sample["spec"]["replicas"] = 1
+    sample["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] = "nowhere"
+    created = cluster.admin.create(STATEFULSETS, sample, "default")
+    name = workload_name("StatefulSet", "apps", "nginx-statefulset", created["metadata"]["uid"])
+    made = eventually(lambda: workload(cluster, name), what="the StatefulSet's Workload")
+    assert made["spec"]["queueName"] == "nowhere"
+    pod = cluster.admin.create(r.PODS, statefulset_pod(created, 0), "default")
+    assert pod["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "nowhere"
+    relabel = {"metadata": {"labels": {"kueue.x-k8s.io/queue-name": "user-queue"}}}
+    cluster.admin.patch(STATEFULSETS, "nginx-statefulset", relabel, "default")
+    eventually(
+        lambda: workload(cluster, name)["spec"]["queueName"] == "user-queue",
+        what="the Workload's queueName",
+    )
+    eventually(
+        lambda: (
+            cluster.get("pods", "nginx-statefulset-0", "default")["metadata"]["labels"][
+                "kueue.x-k8s.io/queue-name"
+            ]
+            == "user-queue"
+        ),
+        what="its pod's queue-name label",
+    )
+    eventually(
+        lambda: condition(workload(cluster, name), "Admitted").get("status") == "True",
+        what="admitted in its new queue",
+    )
+    eventually(lambda: ungated(cluster, pod), what="its pod let through")
 
 
 def test_a_statefulset_that_does_not_fit_keeps_its_pods_gated(cluster, start_controller):

@@ -37,6 +37,11 @@ WAITING_FOR_REPLACEMENT = "WaitingForReplacementPods"  # a Workload condition
 # The group of a pod whose parent must first tell it (a LeaderWorkerSet's, before Tower stamps
 # it): this prefix and the parent's name. The colon keeps it apart from every Workload name.
 UNSTAMPED = "unstamped:"
+# QuotaReserved=False with this reason: the quota was given back on purpose (a StatefulSet
+# scaled to zero), and the Workload waits for no quota until its owner clears it (Kueue's).
+ON_HOLD = "OnHold"
+ON_HOLD_MESSAGE = "StatefulSet scaled to zero; workload on hold"
+OFF_HOLD_MESSAGE = "Workload no longer on hold; waiting for quota reservation"
 
 # The parts of a pod's spec that make its role: what it asks of a node, not what it runs.
 _SHAPE_FIELDS = (
@@ -307,3 +312,11 @@ def replacement_condition(
     else:
         return None
     return None if current == want else want
+
+
+def on_hold(workload: Mapping[str, Any]) -> bool:
+    """Kueue's IsOnHold: QuotaReserved is False with reason OnHold."""
+    for cond in as_mapping(workload.get("status")).get("conditions") or ():
+        if isinstance(cond, Mapping) and cond.get("type") == "QuotaReserved":
+            return cond.get("status") == "False" and cond.get("reason") == ON_HOLD
+    return False

@@ -7,7 +7,8 @@ A StatefulSet's webhook marks its pod template (as a Deployment's), so every pod
 gated; the StatefulSet itself is never suspended. Its Workload (`statefulset-<name>-<hash>`, podSet
 `main` with `replicas` pods) is made as soon as it exists, and admission lets every pod of
 it through, those the StatefulSet controller makes later included (Kueue's serving group with
-fast admission). Kueue allows scaling only to and from zero.
+fast admission). Kueue allows scaling only to and from zero: scaled to zero, its Workload is
+kept on hold (its quota given back) and admitted again once it scales up.
 
 A LeaderWorkerSet's Workloads (`leaderworkerset-<name>-<i>-<hash>`, podSets `leader` × 1 and
 `worker` × size-1, or `main` × size without a leader template) are made for each index up to
@@ -127,6 +128,11 @@ class StatefulSet(TemplateParent):
             raise ManifestError(
                 "spec.replicas", "scaling down is still in progress: wait until its pods are gone"
             )
+
+
+def scaled_to_zero(parent: TemplateParent, obj: Mapping[str, Any]) -> bool:
+    """A StatefulSet at zero replicas: its Workload is kept on hold, not deleted (Kueue's)."""
+    return isinstance(parent, StatefulSet) and _replicas(obj) == 0
 
 
 LWS_GROUP = "leaderworkerset.x-k8s.io"

@@ -16,7 +16,7 @@ from typing import Any
 
 from extender.core.api import parse
 from extender.core.api.parse import ManifestError
-from extender.core.jobframework import reclaimable
+from extender.core.jobframework import groups, reclaimable
 from extender.core.jobframework.workloads import (
     FINISHED,
     QUOTA_RESERVED,
@@ -174,7 +174,7 @@ class StateBuilder:
         """A whole read: the configuration first (one rebuild), then the Workloads. One that
         holds quota (QuotaReserved, in a ClusterQueue that exists) holds it again since it
         was reserved (`now` if that time is unknown); any other is queued; a finished, deleted
-        or deactivated one is left out. An object that does not parse is left out and named
+        deactivated or on-hold one is left out. An object that does not parse is left out and named
         in `invalid`."""
         built = Built()
         workloads: list[Json] = []
@@ -200,8 +200,10 @@ class StateBuilder:
             built.finished[key] = obj
             return
         spec = obj.get("spec")
-        if meta.get("deletionTimestamp") or (
-            isinstance(spec, Mapping) and spec.get("active") is False
+        if (
+            meta.get("deletionTimestamp")
+            or (isinstance(spec, Mapping) and spec.get("active") is False)
+            or groups.on_hold(obj)  # its owner gave its quota back: it waits for none
         ):
             return
         state = self.state

@@ -30,7 +30,7 @@ from extender.core.api.admission_gates import (
 from extender.core.api.models import Admission, FlavorResource, Workload
 from extender.core.api.parse import ManifestError
 from extender.core.config.resource_policy import apply as apply_policy
-from extender.core.jobframework import reclaimable, slices
+from extender.core.jobframework import groups, reclaimable, slices
 from extender.core.jobframework.workloads import workload as parse_workload
 from extender.core.scheduling.cycle import INADMISSIBLE, Evict
 from extender.kube.api import objects as o
@@ -213,6 +213,9 @@ class WorkloadReconciler:
         if deactivated:
             self._drop(key)
             return self.retention.deactivated(key, obj)
+        if groups.on_hold(obj):  # its owner gave the quota back (Kueue's IsOnHold): not queued
+            self._drop(key)
+            return None
         if self.ready.reactivated(key, obj):
             return None  # its write brings it back, Requeued=True
         backoff = self.ready.backoff(key, obj)

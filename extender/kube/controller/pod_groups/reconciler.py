@@ -4,7 +4,9 @@
 that belong to it and the object that declares it (a StatefulSet; none for a plain pod
 group). It makes the Workload, lets every gated member through once it is admitted, deletes
 the running members once it is evicted (its quota is given back when none runs), and ends it
-when the group has ended, as Kueue's pod-group reconciler does.
+when the group has ended, as Kueue's pod-group reconciler does. A StatefulSet's Workload
+follows its StatefulSet as Kueue's statefulset reconciler has it: on hold while scaled to
+zero, and its queue name (on the Workload and every pod) the StatefulSet's.
 """
 
 from __future__ import annotations
@@ -14,15 +16,16 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from extender.core.admission.multikueue import ORIGIN_LABEL
+from extender.core.api.models import QUEUE_NAME_LABEL
 from extender.core.api.parse import ManifestError
-from extender.core.jobframework import groups, reclaimable
+from extender.core.jobframework import groups, reclaimable, serving
 from extender.core.jobframework.parent import TemplateParent
 from extender.kube.api import objects as o
 from extender.kube.api.cache import Cache
 from extender.kube.api.resources import WORKLOADS, Resource
 from extender.kube.api.trim import JobView
 from extender.kube.controller.context import Context
-from extender.kube.controller.job_start import JobStarter, delete_object
+from extender.kube.controller.job_start import JobStarter, delete_object, patch_job
 from extender.kube.controller.jobs import (
     finish_workload,
     holds_quota,
@@ -32,7 +35,7 @@ from extender.kube.controller.jobs import (
 from extender.kube.controller.pod_groups.pods import GroupPods, member_of
 from extender.kube.controller.pod_groups.workloads import GroupWorkloads
 from extender.kube.controller.pods_ready import PodsReadyWatch
-from extender.kube.controller.workload_status import write_status
+from extender.kube.controller.workload_status import write_status, write_workload
 
 log = logging.getLogger("tower.groups")
 
@@ -171,6 +174,11 @@ class GroupReconciler:
             self._delete(wl_key)
             return None
         if declared is not None and declared[2] is not None:
+            if declared[0].stamps_members:  # a StatefulSet's: held at zero, its queue followed
+                followed = self._follow_owner(wl_key, workload, declared[0], declared[2], views)
+                if followed is None:
+                    return None
+                workload = followed
             self._say_if_resized(name, workload, declared[0], declared[2])
             if declared[0].stamps_members:  # a StatefulSet's pods, told their group
                 self.pods_ops.stamp_members(declared[0], declared[2], views)
@@ -253,10 +261,97 @@ class GroupReconciler:
         parent, _, obj = declared
         if obj is None:
             return True
+        if serving.scaled_to_zero(parent, obj):
+            return False  # kept on hold, to be admitted again on scale-up (Kueue's)
         try:
             return parent.group_pod_sets(obj, name) is None
         except ManifestError:
             return False
+
+    def _follow_owner(
+        self,
+        wl_key: str,
+        workload: Obj,
+        parent: TemplateParent,
+        obj: Obj,
+        views: Sequence[JobView],
+    ) -> Obj | None:
+        """Kueue's statefulset reconciler: scaled to zero, the Workload gives its quota back
+        and is held (QuotaReserved=False, OnHold), not requeued; scaled up, it is released to
+        wait for quota again, and its queue name and its pods' are the StatefulSet's. The
+        Workload as it is now, or None when nothing more is to be done with it."""
+        ctx = self.ctx
+        if serving.scaled_to_zero(parent, obj):
+            if holds_quota(workload) and (workload.get("spec") or {}).get("active") is not False:
+                patch = o.conditional(self._hold_patch(workload, groups.ON_HOLD), workload)
+                if write_status(ctx, wl_key, patch, "on-hold") is not None:
+                    ctx.queues.workloads.add(wl_key)
+            return None
+        queue = ((obj.get("metadata") or {}).get("labels") or {}).get(QUEUE_NAME_LABEL)
+        if queue:
+            for view in views:
+                if view.queue_name != queue and not view.finished:
+                    patch_job(ctx, view, {"metadata": {"labels": {QUEUE_NAME_LABEL: queue}}})
+            if (workload.get("spec") or {}).get("queueName") != queue:
+                patch = o.conditional({"spec": {"queueName": queue}}, workload)
+                written = write_workload(ctx, wl_key, patch, "queue-name")
+                if written is None:
+                    return None  # it moved meanwhile: looked at again
+                ctx.queues.workloads.add(wl_key)
+                workload = written
+        if groups.on_hold(workload):
+            resized = self._resize_held(wl_key, workload, parent, obj)
+            if resized is None:
+                return None
+            workload = resized
+            gates = ctx.settings.feature_gates
+            reason = (
+                "PendingEvaluation"
+                if gates.get("UnadmittedWorkloadsObservability", False)
+                else "Pending"
+            )
+            patch = o.conditional(self._hold_patch(workload, reason), workload)
+            written = write_status(ctx, wl_key, patch, "off-hold")
+            if written is None:
+                return None
+            ctx.queues.workloads.add(wl_key)
+            workload = written
+        return workload
+
+    def _resize_held(
+        self, wl_key: str, workload: Obj, parent: TemplateParent, obj: Obj
+    ) -> Obj | None:
+        """Scaled up from zero to another size: the held Workload, which holds no quota,
+        asks for the new size before it waits for quota again (the webhook lets a
+        StatefulSet change size only through zero). None if it moved meanwhile."""
+        name = wl_key.split("/", 1)[1]
+        try:
+            wanted = {t.name: t.count for t in parent.group_pod_sets(obj, name) or ()}
+        except ManifestError:
+            return workload
+        if not wanted or wanted == _counts(workload):
+            return workload
+        pod_sets = [
+            {**ps, "count": wanted.get(str(ps.get("name")), ps.get("count"))}
+            for ps in (workload.get("spec") or {}).get("podSets") or []
+            if isinstance(ps, dict)
+        ]
+        patch = o.conditional({"spec": {"podSets": pod_sets}}, workload)
+        return write_workload(self.ctx, wl_key, patch, "patch-podsets")
+
+    def _hold_patch(self, workload: Obj, reason: str) -> Obj:
+        """QuotaReserved=False for this reason, its admission cleared and Admitted False, as
+        Kueue's UnsetQuotaReservationWithCondition leaves it."""
+        message = groups.ON_HOLD_MESSAGE if reason == groups.ON_HOLD else groups.OFF_HOLD_MESSAGE
+        changes = [(o.QUOTA_RESERVED, "False", reason, message)]
+        if o.is_true(workload, o.ADMITTED):
+            changes.append(
+                (o.ADMITTED, "False", "NoReservation", "The workload has no reservation")
+            )
+        status: Obj = {"conditions": o.with_conditions(workload, self.ctx.clock(), *changes)}
+        if (workload.get("status") or {}).get("admission") is not None:
+            status["admission"] = None
+        return {"status": status}
 
     def _delete(self, wl_key: str) -> None:
         delete_object(self.ctx, WORKLOADS, wl_key)
