@@ -2,7 +2,8 @@
 written as Kueue's controllers write them (each field named by the Kueue function that writes
 it), then Tower's controller started, and every guarantee of a live switch checked on the
 objects: admitted jobs run on untouched, pending ones keep their place and backoff, evicted
-and finished ones stay so, and a burst of new Jobs is admitted in order."""
+and finished ones stay so, a burst of new Jobs is admitted in order, and pod groups are let
+through only under their admission."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from typing import Any
 import pytest
 
 from extender.core.jobframework.adapter import workload_name
+from extender.core.jobframework.groups import role_hash
 from tests.controller.conftest import eventually
 from tests.controller.test_preemption import cluster_queue, flavor, local_queue, priority
 from tests.controller.test_seed import complete_job
@@ -409,3 +411,120 @@ def test_a_workload_backing_off_counts_as_pending_as_kueue_counts_it(
         timeout=3,
         what="cq-a to count its 3 waiting Workloads and the one backing off",
     )
+
+
+GROUP_LABEL = "kueue.x-k8s.io/pod-group-name"
+POD_GATE = {"name": "kueue.x-k8s.io/admission"}
+
+
+def group_pod(group: str, index: int, cpu: str, *, running: bool) -> dict[str, Any]:
+    """A pod group's member as Kueue's pod webhook (PodWebhook.Default: the admission gate,
+    the managed label and finalizer, the role-hash annotation) and, once admitted, the pod
+    reconciler's Run (prepare: podset.Merge of the flavor's nodeLabels, Ungate) leave it."""
+    spec: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "containers": [{"name": "worker", "image": "busybox:1.36",
+                        "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}}],
+    }  # fmt: skip
+    hashed = role_hash(spec)
+    spec["schedulingGates"] = [] if running else [dict(POD_GATE)]
+    if running:
+        spec["nodeSelector"] = dict(NODE_LABELS)
+        spec["nodeName"] = "node-1"
+    return {
+        "metadata": {
+            "name": f"{group}-{index}", "namespace": NS,
+            "labels": {QUEUE_LABEL: "lq-g", GROUP_LABEL: group, "kueue.x-k8s.io/managed": "true"},
+            "annotations": {"kueue.x-k8s.io/pod-group-total-count": "2",
+                            "kueue.x-k8s.io/role-hash": hashed},
+            "finalizers": ["kueue.x-k8s.io/managed"],
+        },
+        "spec": spec,
+        "status": {"phase": "Running" if running else "Pending"},
+    }  # fmt: skip
+
+
+def group_workload(
+    left: KueueLeft, group: str, pods: list[dict[str, Any]], status: dict[str, Any]
+) -> dict[str, Any]:
+    """ConstructComposableWorkload for a group: named by the group, NewGroupWorkload's
+    is-group-workload annotation, one podSet per role hash (constructGroupPodSets: the pod's
+    spec as it was made, gate included), SetOwnerReference to every member."""
+    first = pods[0]
+    template = {
+        "spec": {k: v for k, v in first["spec"].items() if k not in ("nodeName", "nodeSelector")}
+    }
+    template["spec"]["schedulingGates"] = [dict(POD_GATE)]
+    body = {
+        "metadata": {
+            "name": group, "namespace": NS,
+            "annotations": {"kueue.x-k8s.io/is-group-workload": "true"},
+            "finalizers": [FINALIZER],
+            "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": p["metadata"]["name"],
+                                 "uid": p["metadata"]["uid"]} for p in pods],
+        },
+        "spec": {"queueName": "lq-g", "priority": 0, "active": True,
+                 "podSets": [{"name": first["metadata"]["annotations"]["kueue.x-k8s.io/role-hash"],
+                              "count": 2, "template": template}]},
+        "status": status,
+    }  # fmt: skip
+    return left.commit("workloads", body)
+
+
+def test_tower_adopts_pod_groups_as_kueue_left_them(cluster, start_controller):
+    """One group admitted and running (its pods ungated under its admission), one waiting with
+    its pods gated: the running one is kept, the waiting one is let through only once Tower
+    admits it, the same pods."""
+    cluster.apply(flavor(FLAVOR, NODE_LABELS), cluster_queue("cq-g", 2),
+                  local_queue("lq-g", "cq-g"))  # fmt: skip
+    left = KueueLeft(cluster)
+    running = [left.commit("pods", group_pod("g-run", i, "500m", running=True)) for i in (0, 1)]
+    status = admitted("cq-g", 1)
+    status["admission"]["podSetAssignments"][0].update(
+        name=running[0]["metadata"]["annotations"]["kueue.x-k8s.io/role-hash"], count=2
+    )
+    run_wl = group_workload(left, "g-run", running, status)
+    waiting = [left.commit("pods", group_pod("g-wait", i, "1", running=False)) for i in (0, 1)]
+    wait_wl = group_workload(left, "g-wait", waiting, pending(2))
+    uids = {p["metadata"]["name"]: p["metadata"]["uid"] for p in running + waiting}
+
+    start_controller()
+    eventually(
+        lambda: (
+            ((cluster.get("clusterqueues", "cq-g") or {}).get("status") or {}).get(
+                "admittedWorkloads"
+            )
+            == 1
+        ),
+        what="Tower to count the running group",
+    )
+    kept = cluster.get("workloads", "g-run", NS)
+    assert kept["metadata"]["uid"] == run_wl["metadata"]["uid"]
+    assert kept["status"]["admission"] == run_wl["status"]["admission"]
+    for pod in waiting:
+        now = cluster.get("pods", pod["metadata"]["name"], NS)
+        assert POD_GATE in now["spec"]["schedulingGates"], "a waiting member let through"
+    for pod in running:
+        now = cluster.get("pods", pod["metadata"]["name"], NS)
+        assert now["metadata"]["uid"] == pod["metadata"]["uid"]
+        assert not now["spec"].get("schedulingGates")
+    assert cluster.get("workloads", "g-wait", NS)["metadata"]["uid"] == wait_wl["metadata"]["uid"]
+
+    # The running group ends: the waiting one is admitted, and only then its pods let through.
+    for pod in running:
+        cluster.api.update_status("pods", NS, pod["metadata"]["name"],
+                                  lambda st: st.update(phase="Succeeded"))  # fmt: skip
+    eventually(
+        lambda: all(
+            not (cluster.get("pods", p["metadata"]["name"], NS)["spec"].get("schedulingGates"))
+            for p in waiting
+        ),
+        what="the waiting group's pods let through",
+    )
+    admitted_now = cluster.get("workloads", "g-wait", NS)
+    assert admitted_now["status"]["admission"]["clusterQueue"] == "cq-g"
+    for pod in waiting:
+        now = cluster.get("pods", pod["metadata"]["name"], NS)
+        assert now["metadata"]["uid"] == uids[pod["metadata"]["name"]]
+        assert now["spec"]["nodeSelector"] == NODE_LABELS
+    assert {w["metadata"]["name"] for w in cluster.api.list("workloads", NS)} == {"g-run", "g-wait"}
