@@ -4,7 +4,8 @@ Kueue's sample-scalable-job.yaml (a Job annotated `kueue.x-k8s.io/elastic-job: "
 pod) in a ClusterQueue of 1 cpu: admitted as its first slice, its pods let through from
 behind the elastic scheduling gate; scaled down in place (no requeue); scaled up on a busy
 queue, a new slice that waits saying why while the old one keeps its quota, then replaces it
-once admitted. A slice is preempted as any Workload is. Kueue's refusals: elastic with
+once admitted. A slice is preempted as any Workload is; a scale-up slice preempts a
+lower-priority Job, never its old slice. Kueue's refusals: elastic with
 partial admission. The gate off: the annotation is ignored, a resized Job is queued again.
 RayCluster and RayJob: Kueue's autoscaling RayJob is accepted; a RayCluster's workers scale
 through slices. The double runs no pods: the test makes the Job's pods as its controller
@@ -255,6 +256,57 @@ def test_an_old_slice_preempted_while_its_scale_up_waits_leaves_the_new_slice_to
     now = cluster.get("workloads", new["metadata"]["name"], "default")
     assert status_of(now, "Admitted") == "True"
     assert counts(now) == {"main": 5}
+
+
+def test_a_scale_up_slice_preempts_a_lower_priority_job_and_never_its_old_slice(
+    cluster, start_controller
+):
+    one_cpu(cluster, preemption={"withinClusterQueue": "LowerPriority"})
+    cluster.apply(
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "WorkloadPriorityClass",
+            "metadata": {"name": "high"},
+            "value": 1000,
+        }
+    )
+    start_controller()
+    elastic = scalable_job()
+    elastic["metadata"].setdefault("labels", {})["kueue.x-k8s.io/priority-class"] = "high"
+    job = cluster.admin.create(r.JOBS, elastic, "default")
+    first = admitted(cluster, job)
+    name = first["metadata"]["name"]
+    cluster.job("filler", "650m")  # 300m + 650m of 1 cpu: 50m free
+    eventually(lambda: cluster.get("jobs", "filler", "default")["spec"]["suspend"] is False)
+
+    # Scale up to 5: 200m more than its old slice holds, only the filler can make room.
+    cluster.admin.patch(r.JOBS, "sample-elastic-job", {"spec": {"parallelism": 5}}, "default")
+
+    def filler_preempted() -> dict[str, Any] | None:
+        [wl] = [
+            w for w in cluster.api.list("workloads", "default")
+            if w["metadata"]["name"].startswith("job-filler-")
+        ]  # fmt: skip
+        return wl if status_of(wl, "Preempted") == "True" else None
+
+    victim = eventually(filler_preempted, what="the filler preempted by the scale-up slice")
+    assert "Preempted to accommodate a workload" in condition(victim, "Preempted")["message"]
+    eventually(lambda: cluster.get("jobs", "filler", "default")["spec"]["suspend"],
+               what="the filler stopped")  # fmt: skip
+
+    def replaced() -> dict[str, Any] | None:
+        old = cluster.get("workloads", name, "default")
+        return old if status_of(old, "Finished") == "True" else None
+
+    old = eventually(replaced, what="the old slice replaced by the admitted new one")
+    assert condition(old, "Finished")["reason"] == "WorkloadSliceReplaced"
+    assert status_of(old, "Preempted") != "True"  # never a victim of its own replacement
+    new = slices_of(cluster, job)[-1]
+    assert new["metadata"]["annotations"][REPLACEMENT_FOR] == f"default/{name}"
+    assert status_of(new, "Admitted") == "True"
+    assert counts(new) == {"main": 5}
+    assert not cluster.get("jobs", "sample-elastic-job", "default")["spec"]["suspend"]
+    assert events(cluster, "PodSetsChanged") == []
 
 
 def test_elastic_with_partial_admission_is_refused_with_kueues_message(cluster):

@@ -37,6 +37,7 @@ from extender.core.scheduling.flavors import (
     WAITING_FOR_QUOTA,
     Assignment,
     Mode,
+    PreemptionOracle,
     QuickPlan,
     fit_by_plan,
     judge_by_plan,
@@ -49,9 +50,10 @@ from extender.core.scheduling.preemption import (
     IN_COHORT_FAIR_SHARING,
     IN_COHORT_RECLAIM_WHILE_BORROWING,
     IN_COHORT_RECLAMATION,
+    KUEUE_FAIR_PREEMPTION,
+    AdmittedIn,
     AdmittedWorkload,
     Target,
-    KUEUE_FAIR_PREEMPTION,
     TargetSearch,
     classical_targets,
     fair_sharing_targets,
@@ -253,9 +255,7 @@ class Scheduler:
         if workload.replacement_for and self.workload_slices:
             old = slices.replaced(cache, workload, cq.name)
             if old is not None:  # judged with its old slice's quota as its own, alone
-                fair = self.fair_sharing
-                assignment = slices.assign(cache, cq, node, workload, old, fair_sharing=fair)
-                return Entry(cq, node, queue, workload, assignment)
+                return self._nominate_slice(cq, node, queue, workload, old)
 
         plan = None
         if len(workload.pod_sets) == 1:
@@ -297,6 +297,20 @@ class Scheduler:
                 state = self._state(cq, node, workload)
             memo.verdict = new_tuple(Verdict, (state, judged))
         return Entry(cq, node, queue, workload, judged, (), None, memo)
+
+    def _nominate_slice(
+        self, cq: ClusterQueue, node: QuotaNode, queue: ClusterQueueQueue, workload: Workload,
+        old: AdmittedWorkload,
+    ) -> Entry:  # fmt: skip
+        """Step 3 for a scale-up slice: it may preempt as any workload may (Kueue's scheduler
+        lets it), choosing among every admitted workload but the slice it replaces."""
+        admitted_in = slices.without_old(self._cache.admitted_in, old)
+        oracle, targets, _ = _preemption_questions(self, cq, node, workload, admitted_in)
+        questions = (oracle, targets) if may_preempt_at_all(cq, node) else (None, None)
+        found = slices.assign(
+            self._cache, cq, node, workload, old, self.fair_sharing, *questions
+        )  # fmt: skip
+        return Entry(cq, node, queue, workload, *found)
 
     def prepare(self, cq: ClusterQueue, memo: ClassMemo, workload: Workload) -> None:
         """An equivalence class was made for a workload just queued: its plan, and the
@@ -343,19 +357,15 @@ class Scheduler:
         node: QuotaNode,
         request: Mapping[FlavorResource, int],
         need: frozenset[FlavorResource],
+        admitted_in: AdmittedIn | None = None,
     ) -> list[Target]:
         cache = self._cache
         lq_usage = _victim_usage(self._queues, cq)
+        candidates = cache.admitted_in if admitted_in is None else admitted_in
         return self._search(
-            workload,
-            cq,
-            node,
-            request,
-            need,
-            cache.admitted_in,
-            cache.lowest_priority,
+            workload, cq, node, request, need, candidates, cache.lowest_priority,
             lq_usage=lq_usage,
-        )
+        )  # fmt: skip
 
     def targets_for(
         self, workload: Workload, cq_name: str, request: Mapping[FlavorResource, int],
@@ -551,23 +561,7 @@ def _nominate_by_search(
     """Step 3 for a head the scheduler judges with preemption's oracle (and partial
     admission's shrinking): its entry, with the targets preemption would evict."""
     cache = scheduler._cache
-    found: dict[tuple[object, ...], list[Target]] = {}
-
-    def targets(  # memoised: the oracle and the final nomination may ask the same question
-        request: Mapping[FlavorResource, int], need: frozenset[FlavorResource]
-    ) -> list[Target]:
-        key = (tuple(sorted(request.items())), need)
-        if key not in found:
-            found[key] = scheduler._targets(workload, cq, node, request, need)
-        return found[key]
-
-    def oracle(fr: FlavorResource, amount: int) -> tuple[Mode, int] | None:
-        need = frozenset((fr,))
-        if not may_have_candidates(
-            workload, cq, node, need, cache.lowest_priority, fair_sharing=scheduler.fair_sharing
-        ):
-            return None
-        return preemption_verdict(node, fr, amount, targets({fr: amount}, need))
+    oracle, targets, found = _preemption_questions(scheduler, cq, node, workload, cache.admitted_in)
 
     def search(candidate: Workload, plan: QuickPlan | None = None) -> Assignment:
         # A plan with one flavor per group is judged without the search (first judgements).
@@ -612,6 +606,36 @@ def _nominate_by_search(
             state = scheduler._state(cq, node, workload)
         memo.verdict = new_tuple(Verdict, (state, assignment))
     return entry
+
+
+_Asked = dict[tuple[object, ...], list[Target]]  # preemption's answers, by request
+
+
+def _preemption_questions(
+    scheduler: Scheduler, cq: ClusterQueue, node: QuotaNode, workload: Workload,
+    admitted_in: AdmittedIn,
+) -> tuple[PreemptionOracle, slices.TargetsFor, _Asked]:  # fmt: skip
+    """Preemption's oracle for a head's flavor search, whom it would evict for a request
+    (chosen from `admitted_in`), and what was asked so far (empty: nobody looked)."""
+    cache = scheduler._cache
+    found: _Asked = {}
+    lowest, fair = cache.lowest_priority, scheduler.fair_sharing
+
+    def targets(  # memoised: the oracle and the final nomination may ask the same question
+        request: Mapping[FlavorResource, int], need: frozenset[FlavorResource]
+    ) -> list[Target]:
+        key = (tuple(sorted(request.items())), need)
+        if key not in found:
+            found[key] = scheduler._targets(workload, cq, node, request, need, admitted_in)
+        return found[key]
+
+    def oracle(fr: FlavorResource, amount: int) -> tuple[Mode, int] | None:
+        need = frozenset((fr,))
+        if not may_have_candidates(workload, cq, node, need, lowest, fair_sharing=fair):
+            return None
+        return preemption_verdict(node, fr, amount, targets({fr: amount}, need))
+
+    return oracle, targets, found
 
 
 def judge_without_oracle(

@@ -7,17 +7,29 @@ slice is admitted the old one's quota becomes the new one's, in the same step. H
 slice's usage is taken out of its ClusterQueue for the search and put back at once, so the
 assignment is judged as if it held nothing else; what the cycle takes from the tree is only
 the difference. The old slice's quota is released when the new one is admitted, not before.
+
+A slice that does not fit may preempt, as Kueue lets it: the search asks preemption's oracle
+with the old slice's usage out of the tree, and whom it would evict is found among the
+admitted workloads less the old slice, which is never a victim of its own replacement.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 
 from extender.core.api.models import Admission, ClusterQueue, FlavorResource, Workload
 from extender.core.scheduling.cache import Cache
-from extender.core.scheduling.flavors import FIT, NO_FIT, Assignment, search_flavors
-from extender.core.scheduling.preemption import AdmittedWorkload
+from extender.core.scheduling.flavors import (
+    FIT,
+    NO_CANDIDATES,
+    NO_FIT,
+    PREEMPTING,
+    Assignment,
+    PreemptionOracle,
+    search_flavors,
+)
+from extender.core.scheduling.preemption import AdmittedIn, AdmittedWorkload, Target
 from extender.core.scheduling.quota import QuotaNode, add_usage
 from extender.core.scheduling.reasons import INADMISSIBLE
 
@@ -68,18 +80,35 @@ def _flavor_change(workload: Workload, assignment: Assignment, old: Admission) -
     return None
 
 
+TargetsFor = Callable[[Mapping[FlavorResource, int], frozenset[FlavorResource]], list[Target]]
+"""Whom preemption would evict for a request, to make room in the flavor-resources named."""
+
+
+def without_old(admitted_in: AdmittedIn, old: AdmittedWorkload) -> AdmittedIn:
+    """The admitted workloads preemption may choose from for a slice: all but its old one."""
+    old_key = old.workload.key
+
+    def candidates(cq_name: str) -> list[AdmittedWorkload]:
+        return [a for a in admitted_in(cq_name) if a.workload.key != old_key]
+
+    return candidates
+
+
 def assign(
     cache: Cache,
     cq: ClusterQueue,
     node: QuotaNode,
     workload: Workload,
     old: AdmittedWorkload,
-    *,
     fair_sharing: bool,
-) -> Assignment:
+    oracle: PreemptionOracle | None = None,
+    targets_for: TargetsFor | None = None,
+) -> tuple[Assignment, list[Target]]:
     """Flavor assignment of a scale-up slice: the old slice's quota counted as its own, in the
-    old slice's flavors. A fit's usage is what the cycle takes from the tree: the difference.
-    A slice that does not fit waits (it preempts nothing: Tower leaves that to later slices)."""
+    old slice's flavors, and whom it would preempt where only preemption makes room (the
+    oracle and targets_for never offer the old slice). The usage of a fit, or of a
+    preemption, is what the cycle takes from the tree: the difference."""
+    victims: list[Target] = []
     add_usage(old.node, old.usage, -1)
     try:
         assignment = search_flavors(
@@ -87,20 +116,32 @@ def assign(
             _kept_flavors(cq, old.admission),
             cache.flavors,
             node,
+            oracle,
             fair_sharing=fair_sharing,
         )
+        if assignment.mode in PREEMPTING and targets_for is not None:
+            victims = targets_for(assignment.usage, assignment.needs_preemption)
     finally:
         add_usage(old.node, old.usage)
-    if assignment.mode == FIT:
+    if assignment.mode == FIT or (assignment.mode in PREEMPTING and victims):
         moved = _flavor_change(workload, assignment, old.admission)
         if moved is not None:
-            return Assignment(NO_FIT, reason=INADMISSIBLE, message=moved)
-        return assignment._replace(usage=difference(assignment.usage, old.usage), slack=-1)
-    message = (
-        f"{assignment.message} (counting the quota of {old.workload.key}, the slice it "
-        "replaces: a scaled-up job keeps that quota until its new slice is admitted)"
+            return Assignment(NO_FIT, reason=INADMISSIBLE, message=moved), []
+        usage = difference(assignment.usage, old.usage)
+        if victims:
+            assignment = assignment._replace(message=_counting(assignment.message, old))
+        return assignment._replace(usage=usage, slack=-1), victims
+    if assignment.mode in PREEMPTING:
+        assignment = assignment._replace(mode=NO_CANDIDATES)
+    return assignment._replace(message=_counting(assignment.message, old)), []
+
+
+def _counting(message: str, old: AdmittedWorkload) -> str:
+    """Why the numbers in a slice's message leave out its old slice's quota."""
+    return (
+        f"{message} (counting the quota of {old.workload.key}, the slice it replaces: a "
+        "scaled-up job keeps that quota until its new slice is admitted)"
     )
-    return assignment._replace(message=message)
 
 
 def difference(

@@ -1,10 +1,12 @@
 """An elastic job's scale-up slice in the cycle: it needs only what its old slice does not hold,
-keeps its old slice's flavor, waits with a reason that says so, and takes the old slice's quota
-in the same step it is admitted (undone with it)."""
+keeps its old slice's flavor, waits with a reason that says so, may preempt others (never its
+old slice), and takes the old slice's quota in the same step it is admitted (undone with it)."""
 
 from __future__ import annotations
 
 from dataclasses import replace
+
+import pytest
 
 from extender.core.api.models import Workload
 from extender.core.scheduling.cycle import ClusterState
@@ -13,8 +15,11 @@ from tests.builders import CQ, WL, admit, state_with
 MILLI = 1
 
 
-def job_slice(name: str, pods: int, replaces: str = "", uid: str = "") -> Workload:
+def job_slice(
+    name: str, pods: int, replaces: str = "", uid: str = "", priority: int = 0
+) -> Workload:
     built = WL(name).pod_set("main", pods, cpu="100m").created(1.0 if not replaces else 2.0)
+    built = built.priority(priority)
     if uid:
         built = built.uid(uid)
     return replace(built.obj(), replacement_for=replaces)
@@ -24,8 +29,8 @@ def held(state: ClusterState, cq: str = "cq") -> int:
     return sum(v for (_, r), v in state.quota_usage(cq).items() if r == "cpu")
 
 
-def one_cpu_queue(*flavors: str) -> ClusterState:
-    cq = CQ("cq")
+def one_cpu_queue(*flavors: str, within: str = "Never") -> ClusterState:
+    cq = CQ("cq").preemption(within=within)
     cq.group(*((f, {"cpu": "1"}) for f in flavors or ("default",)))
     return state_with(cq.obj(), flavors=flavors or ("default",))
 
@@ -126,3 +131,66 @@ def test_with_the_gate_off_the_annotation_is_ignored():
     result = state.schedule(10.0)
     assert result.admitted == ()  # 800m does not fit beside 300m: no credit for the old
     assert state.is_admitted("default/job-a-1")
+
+
+def evicted(result) -> list[str]:
+    return sorted(e.workload.name for e in result.evicted)
+
+
+# Preemption by a scale-up slice (Kueue lets it preempt as any workload; the old slice is
+# never a victim). Each row: the old slice's priority and pods, the other workload's priority
+# and pods, the new slice's priority and pods; who is evicted, and whether the new slice is
+# admitted once its victims are gone.
+PREEMPTION_ROWS = [
+    # It needs 500m more than its 300m, 100m is free: the lower-priority filler goes.
+    ("preempts a lower priority workload", (5, 3), (1, 6), (5, 8), ["other"], True),
+    # Only the old slice is lower than it: the old slice is no victim, so nothing is evicted.
+    ("never its old slice", (1, 3), (20, 2), (10, 9), [], False),
+    # The old slice has the lowest priority of all, and the filler is still the one chosen.
+    ("the filler, not the lower old slice", (1, 3), (5, 6), (10, 8), ["other"], True),
+    # The filler's priority is its own: no preemption, it waits.
+    ("no victim of equal priority", (5, 3), (5, 6), (5, 8), [], False),
+]
+
+
+@pytest.mark.parametrize(
+    ("old", "other", "new", "victims", "admitted"),
+    [row[1:] for row in PREEMPTION_ROWS],
+    ids=[row[0] for row in PREEMPTION_ROWS],
+)
+def test_a_scale_up_slice_may_preempt_but_never_its_old_slice(old, other, new, victims, admitted):
+    state = one_cpu_queue(within="LowerPriority")
+    admit(state, job_slice("job-a-1", old[1], priority=old[0]))
+    admit(state, job_slice("other", other[1], priority=other[0]))
+    grown = job_slice("job-a-2", new[1], replaces="default/job-a-1", priority=new[0])
+    state.add_workload(grown)
+
+    result = state.schedule(10.0)
+
+    assert evicted(result) == victims
+    assert result.admitted == ()
+    assert state.is_admitted("default/job-a-1")  # the old slice keeps its quota meanwhile
+    for name in victims:
+        state.release(f"default/{name}")
+    result = state.schedule(20.0)
+    assert [a.workload.key for a in result.admitted] == (["default/job-a-2"] if admitted else [])
+    assert state.is_admitted("default/job-a-1") is not admitted
+    if admitted:
+        assert held(state) == 100 * new[1]
+
+
+def test_a_preempting_slice_says_whom_it_waits_for():
+    state = one_cpu_queue(within="LowerPriority")
+    admit(state, job_slice("job-a-1", 3, priority=5))
+    admit(state, job_slice("other", 6, priority=1))
+    state.add_workload(job_slice("job-a-2", 8, replaces="default/job-a-1", priority=5))
+
+    state.schedule(10.0)
+
+    status = state.pending_status("default/job-a-2")
+    assert status.reason == "WaitingForPreemptedWorkloads"
+    assert str(status.message) == (
+        "needs 800m cpu in flavor default; 400m of 1 free in cq (counting the quota of "
+        "default/job-a-1, the slice it replaces: a scaled-up job keeps that quota until its "
+        "new slice is admitted); waiting for preempted workloads to stop: default/other"
+    )
