@@ -32,6 +32,7 @@ from extender.core.scheduling.flavors import (
 from extender.core.scheduling.preemption import AdmittedIn, AdmittedWorkload, Target
 from extender.core.scheduling.quota import QuotaNode, add_usage
 from extender.core.scheduling.reasons import INADMISSIBLE
+from extender.core.scheduling.text import Text
 
 
 def replaced(cache: Cache, workload: Workload, cq_name: str) -> AdmittedWorkload | None:
@@ -136,7 +137,7 @@ def assign(
     return assignment._replace(message=_counting(assignment.message, old)), []
 
 
-def _counting(message: str, old: AdmittedWorkload) -> str:
+def _counting(message: Text, old: AdmittedWorkload) -> str:
     """Why the numbers in a slice's message leave out its old slice's quota."""
     return (
         f"{message} (counting the quota of {old.workload.key}, the slice it replaces: a "
