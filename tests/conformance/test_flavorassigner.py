@@ -10,6 +10,7 @@ the borrowing level and, where Kueue states it, the NoFit reason.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
 import pytest
 
@@ -26,7 +27,8 @@ from extender.core.api.quantity import to_amount
 from extender.core.jobframework import reclaimable
 from extender.core.scheduling.flavors import Assignment, Mode, preferred, search_flavors
 from extender.core.scheduling.quota import QuotaTree, add_usage
-from tests.builders import CQ
+from tests.builders import CQ, WL
+from tests.conformance.harness import Outcome, Scenario, lq
 
 FILE = "pkg/scheduler/flavorassigner/flavorassigner_test.go TestAssignFlavors"
 UNSUPPORTED = "docs/kueue.md#conformance"
@@ -790,11 +792,46 @@ def test_multi_podset_one_fits_and_another_fails_fitting_podset_attempts_skipped
     assert a.reason == "ExceedsMaxQuota"
 
 
-# Rows whose input the core's models cannot express, and why.
-NOT_PORTED = {
-    "workload slice preemption fits in the original workload resource flavor": "workload slices (ElasticJobsViaWorkloadSlices) are not implemented",
-    "workload slice preemption does not fit in the original workload resource flavor": "as above: workload slices",
-}
+def _slice_rows(one_cpu: str, old_flavor: str) -> tuple[Scenario, Outcome]:
+    """The workload slice rows: a slice of 3 cpu and 10Mi replacing one admitted with 2 cpu and
+    10Mi in `old_flavor`. Kueue hands its assigner the old slice (preemptWorkloadSlice); Tower
+    finds it admitted in the ClusterQueue, so the row admits it first and runs one cycle."""
+    cq = (
+        CQ("test-clusterqueue")
+        .group(("one", {"cpu": one_cpu, "memory": "1Gi"}), ("two", {"cpu": "4", "memory": "2Gi"}))
+        .obj()
+    )
+    s = Scenario(
+        flavors=FLAVORS.values(),
+        cluster_queues=[cq],
+        local_queues=[lq("default", "main", "test-clusterqueue")],
+    )
+    old = WL("old").queue("main").pod_set("main", 1, cpu="2", memory="10Mi")
+    s.admitted(old, "test-clusterqueue", cpu=old_flavor, memory=old_flavor)
+    grown = WL("new").queue("main").pod_set("main", 1, cpu="3", memory="10Mi").created(1.0)
+    s.pending(replace(grown.obj(), replacement_for="default/old"))
+    return s, s.cycle()
+
+
+def test_workload_slice_preemption_fits_in_the_original_workload_resource_flavor() -> None:
+    s, out = _slice_rows("3", "two")
+    # Fit in two, the old slice's flavor (one fits too, but a slice keeps its flavor), for
+    # the difference only: 1 cpu and no memory more than the old slice held.
+    assert out.assignments == {
+        "default/new": ("test-clusterqueue", {"main": {"cpu": "two", "memory": "two"}})
+    }
+    assert s.state.quota_usage("test-clusterqueue") == {
+        ("two", "cpu"): 3000,
+        ("two", "memory"): 10 * MI,
+    }
+
+
+def test_workload_slice_preemption_does_not_fit_in_the_original_workload_resource_flavor() -> None:
+    _, out = _slice_rows("500m", "one")
+    # NoFit: the old slice's flavor one is too small for 3 cpu, and two is not its flavor.
+    assert "default/new" not in out.assignments
+    assert out.reasons["default/new"] == "ExceedsMaxQuota"
+    assert out.messages["default/new"].startswith("needs 3 cpu in flavor one;")
 
 
 def _in_tree(

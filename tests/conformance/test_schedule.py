@@ -10,6 +10,7 @@ QuotaReserved=False reason of what waits.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 
 import pytest
 
@@ -1414,10 +1415,23 @@ def test_prevent_integer_overflow_in_resource_value_conversion_to_milli_value() 
     assert out.reasons["default/vuln-wl"] == "ExceedsMaxQuota"
 
 
+def test_workload_slice_fits_in_single_cluster_queue() -> None:
+    s = scenario()
+    s.admitted(WL("foo-1", "sales").queue("main").pod_set("one", 10, cpu="1"), "sales",
+               {"one": {"cpu": "default"}})  # fmt: skip
+    grown = WL("foo-2", "sales").queue("main").pod_set("one", 15, cpu="1").obj()
+    s.pending(replace(grown, replacement_for="sales/foo-1"))
+    out = s.cycle()
+    # Kueue's cache still lists foo-1 until its Finished status comes back; Tower's takes the
+    # old slice out in the same step, and keeps which slice replaced it until then.
+    assert out.assignments == {"sales/foo-2": assignment("sales", {"one": {"cpu": "default"}})}
+    assert out.counts["sales/foo-2"] == {"one": 15}
+    assert s.state.scheduler.slices.replaced_slice("sales/foo-1") == "sales/foo-2"
+    assert out.left == {}
+
+
 # Rows of TestSchedule whose input the core's models cannot express, and why.
 NOT_PORTED = {
-    "workload-slice fits in single clusterQueue": "workload slices (ElasticJobsViaWorkloadSlices) "
-    "are not implemented: a Workload replacing another is a new Workload to Tower",
     "container does not satisfy limitRange constraints": "LimitRange validation is the "
     "webhook's and kube-apiserver's, not the scheduling core's",
     "container resource requests exceed limits": "requests above limits are refused by "

@@ -73,7 +73,8 @@ NOT_PORTED: dict[str, str] = {
     ),
     "TestTruncateAssignment": (
         "TruncateAssignment serves an elastic workload scaled down "
-        "(ElasticJobsViaWorkloadSlices); Tower does not build workload slices, and has no "
+        "(ElasticJobsViaWorkloadSlices) in a topology flavor; Tower keeps no topology "
+        "assignment across slices (ElasticJobsViaWorkloadSlicesWithTAS is off), and has no "
         "truncation of an assignment"
     ),
     "TestAddAssumedUsage": (
