@@ -18,6 +18,7 @@ import pytest
 from kubernetes import client
 
 from extender.core.jobframework.adapter import workload_name
+from extender.core.jobframework.groups import role_hash
 from tests.e2e.conftest import (
     WEBHOOK_URL,
     controller_process,
@@ -206,6 +207,20 @@ class Starts:
                     self.stopped.append(name)
 
 
+def kueues_plumbing() -> None:
+    """Kueue's install, stopped (tests/data/kueue-install/): its webhooks fail closed."""
+    apply(*documents("rbac.yaml"))
+    manager = documents("manager.yaml")
+    for obj in manager:
+        if obj["kind"] == "Deployment":
+            obj["spec"]["replicas"] = 0
+    apply(*manager)
+    apply(*documents("webhooks.yaml"))
+    for stanza in documents("crd-conversion.yaml"):
+        patch = json.dumps({"spec": {"conversion": stanza["conversion"]}})
+        kubectl("patch", "crd", stanza["name"], "--type", "merge", "-p", patch)
+
+
 @pytest.fixture
 def kueue_left(api_client, tmp_path):
     webhook_host_port()
@@ -220,7 +235,14 @@ def kueue_left(api_client, tmp_path):
         kubectl(
             "patch", "crd", f"{name}.kueue.x-k8s.io", "--type", "json", "-p", patch, check=False
         )
+    # Kueue's finalizers (pods', Workloads'), with no controller left to take them off.
+    patch = json.dumps({"metadata": {"finalizers": None}})
+    for plural in ("pods", "workloads.kueue.x-k8s.io"):
+        names = kubectl("get", plural, "-n", NS, "-o", "jsonpath={.items[*].metadata.name}")
+        for name in names.split():
+            kubectl("patch", plural, name, "-n", NS, "--type", "merge", "-p", patch, check=False)
     kubectl("delete", "ns", NS, KUEUE_NS, "--wait=false", check=False)
+    kubectl("wait", "--for=delete", f"namespace/{NS}", "--timeout=120s", check=False)
     for obj in setup_objects()[1:]:
         if obj["kind"] in ("ResourceFlavor", "WorkloadPriorityClass", "ClusterQueue"):
             kind = obj["kind"].lower()
@@ -276,17 +298,7 @@ def test_tower_adopts_the_plane_as_kueue_left_it(api_client, kueue_left, real_no
     states = {"admitted and running": 2, "finished": 1, "pending": 5, "evicted, backing off": 1}
     measured(f"adoption: Kueue left {sum(states.values())} Workloads: {states}")
 
-    # Kueue's plumbing, stopped, then the takeover.
-    apply(*documents("rbac.yaml"))
-    manager = documents("manager.yaml")
-    for obj in manager:
-        if obj["kind"] == "Deployment":
-            obj["spec"]["replicas"] = 0
-    apply(*manager)
-    apply(*documents("webhooks.yaml"))
-    for stanza in documents("crd-conversion.yaml"):
-        patch = json.dumps({"spec": {"conversion": stanza["conversion"]}})
-        kubectl("patch", "crd", stanza["name"], "--type", "merge", "-p", patch)
+    kueues_plumbing()
     starts = Starts(batch)
     starts.order.extend(["run-a", "run-b", "a-done"])
     starts.ran.update(starts.order)
@@ -372,6 +384,116 @@ def test_tower_adopts_the_plane_as_kueue_left_it(api_client, kueue_left, real_no
         assert starts.stopped == []
     finally:
         starts.halt.set()
+        if controller is not None:
+            controller.terminate()
+            controller.wait(timeout=30)
+        webhook.terminate()
+        webhook.wait(timeout=20)
+
+
+POD_GATE = "kueue.x-k8s.io/admission"
+
+
+def group_pod(group: str, index: int, seconds: float, *, running: bool) -> dict[str, Any]:
+    """A member as PodWebhook.Default (gate, managed label and finalizer, role hash) and, once
+    admitted, the pod reconciler's Run (node selector merged, ungated) leave it."""
+    spec: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "containers": [{"name": "worker", "image": "busybox:1.36",
+                        "command": ["sh", "-c", f"sleep {seconds:g}"],
+                        "resources": {"requests": {"cpu": "100m", "memory": "32Mi"}}}],
+    }  # fmt: skip
+    hashed = role_hash(spec)
+    if running:
+        spec["nodeSelector"] = dict(NODE_LABELS)
+    else:
+        spec["schedulingGates"] = [{"name": POD_GATE}]
+    return {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {
+            "name": f"{group}-{index}", "namespace": NS,
+            "labels": {"kueue.x-k8s.io/queue-name": "lq-a", "kueue.x-k8s.io/pod-group-name": group,
+                       "kueue.x-k8s.io/managed": "true"},
+            "annotations": {"kueue.x-k8s.io/pod-group-total-count": "2",
+                            "kueue.x-k8s.io/role-hash": hashed},
+            "finalizers": ["kueue.x-k8s.io/managed"],
+        },
+        "spec": spec,
+    }  # fmt: skip
+
+
+def test_tower_adopts_kueues_pod_groups_on_the_plane(api_client, kueue_left, real_node):
+    """A group admitted and running (2 pods of 100m in cq-a, 250m) and one waiting, gated (2
+    of 100m): the running one kept, the waiting one let through only once the first ends."""
+    tmp = kueue_left
+    kueue = Kueue(api_client)
+    core, custom = kueue.core, kueue.custom
+    cq_a = f"cq-a-{SUFFIX}"
+    made: dict[str, list[Any]] = {}
+    for group, running in (("g-run", True), ("g-wait", False)):
+        made[group] = [core.create_namespaced_pod(NS, group_pod(group, i, 20 if running else 3,
+                                                                running=running))
+                       for i in (0, 1)]  # fmt: skip
+        first = made[group][0]
+        template = client.ApiClient().sanitize_for_serialization(first.spec)
+        for key in ("nodeName", "nodeSelector"):
+            template.pop(key, None)
+        template["schedulingGates"] = [{"name": POD_GATE}]
+        hashed = first.metadata.annotations["kueue.x-k8s.io/role-hash"]
+        body = {
+            "apiVersion": f"{GROUP}/{VERSION}", "kind": "Workload",
+            "metadata": {"name": group, "namespace": NS,
+                         "annotations": {"kueue.x-k8s.io/is-group-workload": "true"},
+                         "finalizers": [FINALIZER],
+                         "ownerReferences": [{"apiVersion": "v1", "kind": "Pod",
+                                              "name": p.metadata.name, "uid": p.metadata.uid}
+                                             for p in made[group]]},
+            "spec": {"queueName": "lq-a", "priority": 0,
+                     "podSets": [{"name": hashed, "count": 2, "template": {"spec": template}}]},
+        }  # fmt: skip
+        custom.create_namespaced_custom_object(GROUP, VERSION, NS, "workloads", body)
+        if running:
+            status = admitted(cq_a)
+            status["admission"]["podSetAssignments"][0].update(
+                name=hashed, count=2, resourceUsage={"cpu": "200m", "memory": "64Mi"}
+            )
+        else:
+            status = pending()
+        custom.patch_namespaced_custom_object_status(
+            GROUP, VERSION, NS, "workloads", group, {"status": status}
+        )
+    wait(lambda: all(core.read_namespaced_pod(p.metadata.name, NS).status.phase == "Running"
+                     for p in made["g-run"]), 120, "the admitted group to run")  # fmt: skip
+    uids = {p.metadata.name: p.metadata.uid for group in made.values() for p in group}
+    before = custom.get_namespaced_custom_object(GROUP, VERSION, NS, "workloads", "g-run")
+    kueues_plumbing()
+    webhook = serve_webhook(tmp, ["--controller-username", "kubernetes-admin"])
+    controller = None
+    try:
+        over = tower("takeover", "--from", "kueue", "--webhook-url", WEBHOOK_URL or "",
+                     "--certs-dir", str(tmp), "--yes")  # fmt: skip
+        assert over.returncode == 0, over.stderr + over.stdout
+        controller = controller_process()
+        time.sleep(5)
+        kept = custom.get_namespaced_custom_object(GROUP, VERSION, NS, "workloads", "g-run")
+        assert kept["metadata"]["uid"] == before["metadata"]["uid"]
+        assert kept["status"]["admission"] == before["status"]["admission"]
+        gated_early = sum(
+            not core.read_namespaced_pod(p.metadata.name, NS).spec.scheduling_gates
+            for p in made["g-wait"]
+        )
+        assert gated_early == 0, "a waiting member was let through before its admission"
+        wait(lambda: all(not core.read_namespaced_pod(p.metadata.name, NS).spec.scheduling_gates
+                         for p in made["g-wait"]), 120, "the waiting group let through")  # fmt: skip
+        ended = {p.metadata.name: core.read_namespaced_pod(p.metadata.name, NS).status.phase
+                 for p in made["g-run"]}  # fmt: skip
+        assert set(ended.values()) == {"Succeeded"}, ended
+        now = {p.metadata.name: p.metadata.uid for p in core.list_namespaced_pod(NS).items}
+        assert now == uids
+        measured(f"adoption: pod groups: 1 running kept (uid, admission), its {len(ended)} pods "
+                 f"ran to the end; 1 waiting let through only after it ended, the same "
+                 f"{len(made['g-wait'])} pods; 0 replaced")  # fmt: skip
+    finally:
         if controller is not None:
             controller.terminate()
             controller.wait(timeout=30)
