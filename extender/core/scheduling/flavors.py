@@ -484,10 +484,13 @@ def search_flavors(
     oracle: PreemptionOracle | None = None,
     *,
     fair_sharing: bool = False,
+    start: Mapping[tuple[int, int], int] | None = None,
 ) -> Assignment:
     """The full search: pod set by pod set and resource group by resource group, every
     flavor judged and fungibility choosing among them. Each pod set gets its own flavor, as
-    in Kueue; what earlier pod sets were given counts against the quota later ones see."""
+    in Kueue; what earlier pod sets were given counts against the quota later ones see.
+    `start`: per (pod set, group), the flavor index an earlier cycle stopped at; the search
+    resumes after it (scan_progress.py)."""
     group_of = cq.group_of
     requests: list[dict[int, dict[str, int]]] = []
     counts_pods = PODS in group_of
@@ -530,7 +533,10 @@ def search_flavors(
             request = needs[group_index]
             best: _Verdict | None = None
             notes: list[_Verdict] = []
-            for flavor_quotas in cq.resource_groups[group_index].flavors:
+            group_flavors = cq.resource_groups[group_index].flavors
+            if start:
+                group_flavors = group_flavors[start.get((index, group_index), -1) + 1 :]
+            for flavor_quotas in group_flavors:
                 name = flavor_quotas.name
                 flavor = flavors.get(name)
                 if flavor is None:

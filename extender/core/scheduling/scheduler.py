@@ -31,9 +31,7 @@ from extender.core.scheduling.flavors import (
     FIT,
     NO_CANDIDATES,
     NO_FIT,
-    PREEMPT,
     PREEMPTING,
-    RECLAIM,
     WAITING_FOR_QUOTA,
     Assignment,
     Mode,
@@ -44,6 +42,7 @@ from extender.core.scheduling.flavors import (
     quick_plan,
     search_flavors,
 )
+from extender.core.scheduling.oracle import preemption_verdict
 from extender.core.scheduling.partial import largest_fit, may_shrink, scaled
 from extender.core.scheduling.preemption import (
     IN_CLUSTER_QUEUE,
@@ -62,7 +61,7 @@ from extender.core.scheduling.preemption import (
 )
 from extender.core.scheduling.queue_manager import QueueManager
 from extender.core.scheduling.queues import ClassMemo, ClusterQueueQueue
-from extender.core.scheduling.quota import QuotaNode, add_usage, borrowing_level
+from extender.core.scheduling.quota import QuotaNode
 from extender.core.scheduling.reasons import (
     INADMISSIBLE,
     MISCONFIGURED,
@@ -72,6 +71,7 @@ from extender.core.scheduling.reasons import (
     WAITING_FOR_PREEMPTED,
     PendingStatus,
 )
+from extender.core.scheduling.scan_progress import ScanProgress, ScanStart
 from extender.core.scheduling.topology_preemption import (
     TopologyHooks,
     placeable_targets,
@@ -175,12 +175,14 @@ class Scheduler:
         # the quota of the admitted slice it replaces as its own (scheduling/slices.py).
         self.workload_slices = True
         self.slices = slices.SliceLedger(cache)
+        self.scan = ScanProgress()  # FlavorFungibilityPreserveScanProgress: scan.preserve
 
     def schedule(self, now: float) -> CycleResult:
         """Run one scheduling cycle at time `now` and return its decisions."""
         # 0. Drain: stopped queues with HoldAndDrain give back what they admitted.
         evicted = drain(self._cache)
 
+        self.scan.cycle += 1
         # 1. Heads: one workload per active ClusterQueue.
         heads = self._queues.heads()
 
@@ -214,6 +216,8 @@ class Scheduler:
         if self.topology is not None:
             self.topology.end_cycle()
 
+        if entries:
+            self.scan.after_cycle(entries, self._cache.generation)
         # 6. Requeue: what was not admitted keeps its place or was parked above; record why.
         pending = [(e.workload, e.status) for e in entries if e.status is not None]
         self._queues.record(pending)
@@ -256,6 +260,11 @@ class Scheduler:
             old = slices.replaced(cache, workload, cq.name)
             if old is not None:  # judged with its old slice's quota as its own, alone
                 return self._nominate_slice(cq, node, queue, workload, old)
+        start = self.scan.start(workload, cache.generation) if self.scan.kept else None
+        if start:  # resumed where an earlier cycle's search stopped: no class shortcut
+            may_preempt = may_preempt_at_all(cq, node)
+            args = (None, None, None, may_preempt, start)
+            return _nominate_by_search(self, cq, node, queue, workload, *args)
 
         plan = None
         if len(workload.pod_sets) == 1:
@@ -440,8 +449,11 @@ class Scheduler:
                     and entry.cq.preemption.reclaim_within_cohort is not RECLAIM_ANY
                 ):
                     topology.reserve(workload, admission, None)  # as a quota hold, below
-                # Progress only if the queue moved (under StrictFIFO the head stays).
-                if self._queues.set_aside(entry.node, entry.queue, workload):
+                # Progress only if the queue moved (under StrictFIFO the head stays). One with
+                # flavors left to try is not set aside: its next search resumes after this one.
+                if not self.scan.pending_flavors(entry) and self._queues.set_aside(
+                    entry.node, entry.queue, workload
+                ):
                     step.progressed = True
             return
         self._queues.admitted(workload)
@@ -557,6 +569,7 @@ def _nominate_by_search(
     plan: QuickPlan | None,
     state: State | None,
     may_preempt: bool,
+    start: ScanStart | None = None,
 ) -> Entry:
     """Step 3 for a head the scheduler judges with preemption's oracle (and partial
     admission's shrinking): its entry, with the targets preemption would evict."""
@@ -573,7 +586,7 @@ def _nominate_by_search(
         )
         if judged is not None:
             return judged
-        return search_flavors(candidate, cq, flavors, node, rule, fair_sharing=fair)
+        return search_flavors(candidate, cq, flavors, node, rule, fair_sharing=fair, start=start)
 
     assignment = search(workload, plan)
     entry = Entry(cq, node, queue, workload, assignment, (), None, memo)
@@ -671,30 +684,6 @@ def class_plan(
     if memo is not None:
         memo.plan, memo.plan_generation = plan, cache.generation
     return plan
-
-
-def preemption_verdict(
-    node: QuotaNode, fr: FlavorResource, amount: int, victims: list[Target]
-) -> tuple[Mode, int] | None:
-    """Kueue's preemption oracle for one flavor-resource: with these victims gone, whether the
-    workload preempts its own ClusterQueue's workloads or reclaims, and how high it would
-    borrow (None: no victims, no preemption)."""
-    if not victims:
-        return None
-    own, freed = False, 0
-    for target in victims:
-        if target.victim.node is node:
-            own = True
-            freed += target.victim.usage.get(fr, 0)
-    if node.usage.get(fr, 0) - freed + amount <= node.subtree.get(fr, 0):
-        level = 0  # within its own quota once its own victims are gone
-    else:
-        for target in victims:
-            add_usage(target.victim.node, target.victim.usage, -1)
-        level = borrowing_level(node, fr, amount)
-        for target in victims:
-            add_usage(target.victim.node, target.victim.usage)
-    return (PREEMPT if own else RECLAIM), level
 
 
 def admission_of(entry: Entry) -> Admission:
