@@ -588,6 +588,10 @@ GATE_TESTS: dict[str, str] = {
         "test_with_the_integration_off_claims_are_refused_or_ignored"
     ),
     "FlavorFungibility": "tests/unit/core/scheduling/test_cycle.py::test_fungibility_when_can_borrow",
+    "FlavorFungibilityPreserveScanProgress": (
+        "tests/unit/core/scheduling/test_scan_progress.py::"
+        "test_schedule_for_preserve_flavor_scan_progress"
+    ),
     "VisibilityOnDemand": (
         "tests/controller/test_visibility_served.py::"
         "test_the_running_controller_answers_kueues_pending_workloads_to_whom_may_see_them"

@@ -429,8 +429,9 @@ GATES: tuple[FeatureGate, ...] = (
         "FlavorFungibilityPreserveScanProgress",
         True,
         B,
-        ABSENT,
-        "keeps no flavor scan progress: every cycle scans from the first flavor",
+        IMPL,
+        "a pending workload's flavor search resumes after the flavor it stopped at in the "
+        "cycle before; off, that progress is forgotten on any update, skip or quota change",
     ),
     _(
         "SkipAncestorCheckForDeletedWorkloads",

@@ -32,6 +32,7 @@ from typing import Any
 
 from extender.core.jobframework.slices import GATE as ELASTIC_GATE
 from extender.core.scheduling.cycle import ClusterState
+from extender.core.scheduling.scan_progress import GATE as SCAN_PROGRESS_GATE
 from extender.core.scheduling.visibility import PendingPositions
 from extender.kube.api.cache import Cache
 from extender.kube.api.client import KubeClient, KubeError, NotLeaderError
@@ -127,6 +128,8 @@ class Controller:
         ctx.state.configure_fair_sharing(settings.admission_fair_sharing)
         # Kueue's ElasticJobsViaWorkloadSlices: off, a slice's annotation is not read.
         ctx.state.scheduler.workload_slices = settings.feature_gates.get(ELASTIC_GATE, True)
+        # Kueue's FlavorFungibilityPreserveScanProgress (scheduling/scan_progress.py).
+        ctx.state.scheduler.scan.preserve = settings.feature_gates.get(SCAN_PROGRESS_GATE, True)
         if cache.placement is not None:
             cache.placement.new_term(ctx.state)
         self.admission = AdmissionWriter(ctx)
