@@ -308,6 +308,45 @@ def test_an_evicted_group_is_deleted_and_holds_its_quota_until_its_pods_stop(
     )
 
 
+def test_a_pod_given_its_group_labels_after_creation_runs_and_finishes(cluster, start_controller):
+    """Kueue's e2e "Pod should be admitted after the group labels are added": a pod created
+    gated without a queue label (no webhook of Tower's sees it) joins its group by an update.
+    It is stamped with its role hash from its spec as created, so the flavor's nodeSelector
+    that admission adds does not make it look like a pod beyond the group (deleted, and the
+    group's Workload with it): it runs, and its group finishes."""
+    setup(cluster)
+    start_controller()
+    pod = cluster.admin.create(r.PODS, {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "pod-0", "labels": {"app-role": "worker"},
+                     "annotations": {POD_SUSPENDING: "OtherController"}},
+        "spec": {"restartPolicy": "Never", "schedulingGates": [GATE],
+                 "containers": [{"name": "c", "image": "busybox",
+                                 "resources": {"requests": {"cpu": "1"}}}]},
+    }, "default")  # fmt: skip
+    assert "kueue.x-k8s.io/role-hash" not in pod["metadata"]["annotations"]
+    pod["metadata"]["labels"].update({
+        "kueue.x-k8s.io/pod-group-name": "test-group",
+        "kueue.x-k8s.io/queue-name": "user-queue",
+        "kueue.x-k8s.io/managed": "true",
+    })  # fmt: skip
+    pod["metadata"]["annotations"]["kueue.x-k8s.io/pod-group-total-count"] = "1"
+    cluster.admin.update(r.PODS, pod)
+    made = eventually(lambda: workload(cluster, "test-group"), what="the group's Workload")
+    [pod_set] = made["spec"]["podSets"]
+    running = eventually(lambda: ungated(cluster, pod), what="pod-0 let through")
+    assert running["spec"]["nodeSelector"] == {"instance-type": "spot"}
+    kubelet(cluster, pod, "Running")
+    kubelet(cluster, pod, "Succeeded")
+    eventually(
+        lambda: condition(workload(cluster, "test-group"), "Finished").get("status") == "True",
+        what="the group finished",
+    )
+    assert not events(cluster, "ExcessPodDeleted")
+    kept = cluster.get("pods", "pod-0", "default")
+    assert kept["metadata"]["annotations"]["kueue.x-k8s.io/role-hash"] == pod_set["name"]
+
+
 def statefulset_pod(created: dict[str, Any], ordinal: int) -> dict[str, Any]:
     """A pod as the StatefulSet controller makes it from the marked template."""
     template = created["spec"]["template"]

@@ -78,6 +78,7 @@ class Pod(JobAdapter):
         groups.FAST_ADMISSION,
         groups.RETRIABLE,
         groups.SERVING,  # a serving group reclaims no pods
+        groups.ROLE_HASH,  # whether a member still needs one stamped
     )
 
     # ----- reading --------------------------------------------------------------------------

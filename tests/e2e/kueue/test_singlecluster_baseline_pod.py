@@ -367,9 +367,10 @@ def _preempts_the_lower_priority_group(cluster: Cluster, ns: str, high: str) -> 
 def test_admitted_after_the_group_labels_are_added(cluster: Cluster, ns: str, cq: str) -> None:
     """Kueue's webhook sees every pod of a managed namespace, so it stamps a role hash on this
     pod, created without a queue label; Tower's webhook sees only pods with the queue label
-    (its objectSelector, so that a webhook outage never blocks pods Tower does not queue), and
-    its controller matches the pod to its podSet by the pod's shape. Every other step is
-    Kueue's; the missing hash is the difference, asserted last."""
+    (its objectSelector, so that a webhook outage never blocks pods Tower does not queue); its
+    controller stamps the hash once the pod has joined its group, from the pod's spec as
+    created. Every other step is Kueue's; the hash missing at create is the difference,
+    asserted last."""
     pod = make_pod("pod-0", ns, cpu=cpu(1))
     pod["metadata"]["labels"]["app-role"] = "worker"
     pod["metadata"]["annotations"][SUSPENDING_PARENT] = "OtherController"

@@ -195,6 +195,10 @@ class GroupPods:
                     if not err.not_found:
                         raise
 
+    def stamp_role(self, view: JobView, role: str) -> None:
+        """Kueue's role hash on a member that joined its group after it was created."""
+        patch_job(self.ctx, view, {"metadata": {"annotations": {groups.ROLE_HASH: role}}})
+
     def tell(self, view: JobView, reason: str, message: str) -> None:
         if self.ctx.told.first(f"group:{view.uid}:{reason}", message):
             log.info("pod %s: %s", view.key, message)

@@ -129,6 +129,13 @@ class GroupWorkloads:
         if problem is not None:
             self.pods.tell(first, "ErrWorkloadCompose", problem)
             return None
+        for view, member in zip(views, members, strict=True):
+            if member.runnable and member.gated and groups.ROLE_HASH not in dict(view.annotations):
+                # Kueue's webhook stamps it when a pod is created; one made before it had its
+                # group labels (Tower's webhook sees only queued pods) is stamped now, from its
+                # spec as created. Read from the spec after admission, its hash would change
+                # (the flavor's nodeSelector) and the pod would look like an excess member.
+                self.pods.stamp_role(view, member.role)
         total, fast = members[0].total or 1, members[0].fast
         if any(m.runnable and m.template is None for m in members):
             for view in views:  # its template was dropped while an earlier Workload existed
