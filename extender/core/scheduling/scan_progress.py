@@ -13,7 +13,7 @@ off, an updated Workload also starts over, and so does one skipped for contentio
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from extender.core.api.models import TRY_NEXT_FLAVOR, ClusterQueue, Workload
@@ -95,9 +95,13 @@ class ScanProgress:
             return
         self.kept[workload.key] = _Kept(workload, dict(tried), generation, self.cycle)
 
-    def after_cycle(self, entries: list[Entry], generation: int) -> None:
+    def after_cycle(
+        self, entries: list[Entry], generation: int, pending: Callable[[str], object]
+    ) -> None:
         """Keep the progress of each fit nominated but not admitted; forget the rest (admitted,
-        preempting, or searched to the end)."""
+        preempting, or searched to the end), and that of workloads no longer pending."""
+        for key in [k for k in self.kept if pending(k) is None]:
+            del self.kept[key]  # deleted, or admitted meanwhile
         for entry in entries:
             status, key = entry.status, entry.workload.key
             if (

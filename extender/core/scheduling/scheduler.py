@@ -216,8 +216,8 @@ class Scheduler:
         if self.topology is not None:
             self.topology.end_cycle()
 
-        if entries:
-            self.scan.after_cycle(entries, self._cache.generation)
+        if entries or self.scan.kept:
+            self.scan.after_cycle(entries, self._cache.generation, self._queues.pending_workload)
         # 6. Requeue: what was not admitted keeps its place or was parked above; record why.
         pending = [(e.workload, e.status) for e in entries if e.status is not None]
         self._queues.record(pending)

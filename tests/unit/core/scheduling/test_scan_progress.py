@@ -191,3 +191,16 @@ def test_a_search_that_reached_the_last_flavor_starts_over() -> None:
     state.schedule(1.0)
     assert _flavor(state, "default/a") == "big"
     assert state.scheduler.scan.kept == {}
+
+
+def test_a_deleted_workload_leaves_no_progress_behind() -> None:
+    state = _two_flavors(gate=True)
+    state.scheduler.admission_checks = (lambda workload, admission: "refused by the check",)
+    state.add_workload(WL("a").request("cpu", "1").obj())
+    state.schedule(1.0)
+    assert list(state.scheduler.scan.kept) == ["default/a"]
+
+    state.delete_workload("default/a")
+    state.schedule(2.0)
+
+    assert state.scheduler.scan.kept == {}
