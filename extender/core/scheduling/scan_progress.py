@@ -19,9 +19,15 @@ from dataclasses import dataclass
 from extender.core.api.models import TRY_NEXT_FLAVOR, ClusterQueue, Workload
 from extender.core.scheduling.cycle_quota import Entry
 from extender.core.scheduling.flavors import FIT, Assignment
-from extender.core.scheduling.reasons import INADMISSIBLE, WAITING_FOR_PREEMPTED
+from extender.core.scheduling.reasons import (
+    INADMISSIBLE,
+    WAITING_FOR_PODS_READY,
+    WAITING_FOR_PREEMPTED,
+)
 
 GATE = "FlavorFungibilityPreserveScanProgress"
+
+_NOT_SKIPS = frozenset((WAITING_FOR_PREEMPTED, WAITING_FOR_PODS_READY))
 
 ScanStart = Mapping[tuple[int, int], int]
 """Per (pod set index, resource group index): the last flavor index tried (-1: none left)."""
@@ -104,11 +110,9 @@ class ScanProgress:
             del self.kept[key]  # deleted, or admitted meanwhile
         for entry in entries:
             status, key = entry.status, entry.workload.key
-            if (
-                status is None
-                or entry.assignment.mode != FIT
-                or (status.reason == WAITING_FOR_PREEMPTED)
-            ):
+            # Waiting for preempted workloads or for others' pods to be ready, it is admitted
+            # to this same flavor later: nothing to resume.
+            if status is None or entry.assignment.mode != FIT or status.reason in _NOT_SKIPS:
                 if key in self.kept:
                     del self.kept[key]
                 continue

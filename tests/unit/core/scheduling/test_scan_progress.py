@@ -204,3 +204,17 @@ def test_a_deleted_workload_leaves_no_progress_behind() -> None:
     state.schedule(2.0)
 
     assert state.scheduler.scan.kept == {}
+
+
+def test_a_fit_held_back_by_pods_not_ready_keeps_its_flavor() -> None:
+    state = _two_flavors(gate=True)
+    state.scheduler.block_admission = True
+    state.scheduler.not_ready.add("default/other")  # an admitted workload not ready yet
+    state.add_workload(WL("a").request("cpu", "1").obj())
+    state.schedule(1.0)
+    assert state.pending_status("default/a").reason == "WaitingForPodsReady"
+    assert state.scheduler.scan.kept == {}
+
+    state.scheduler.not_ready.clear()
+    state.schedule(2.0)
+    assert _flavor(state, "default/a") == "small"  # its first flavor, as nominated
