@@ -22,6 +22,7 @@ from extender.core.jobframework import groups, reclaimable, serving
 from extender.core.jobframework.parent import TemplateParent
 from extender.kube.api import objects as o
 from extender.kube.api.cache import Cache
+from extender.kube.api.client import ApiError
 from extender.kube.api.resources import WORKLOADS, Resource
 from extender.kube.api.trim import JobView
 from extender.kube.controller.context import Context
@@ -291,7 +292,11 @@ class GroupReconciler:
         if queue:
             for view in views:
                 if view.queue_name != queue and not view.finished:
-                    patch_job(ctx, view, {"metadata": {"labels": {QUEUE_NAME_LABEL: queue}}})
+                    try:
+                        patch_job(ctx, view, {"metadata": {"labels": {QUEUE_NAME_LABEL: queue}}})
+                    except ApiError as err:
+                        if not err.not_found:  # a pod gone meanwhile needs no label
+                            raise
             if (workload.get("spec") or {}).get("queueName") != queue:
                 patch = o.conditional({"spec": {"queueName": queue}}, workload)
                 written = write_workload(ctx, wl_key, patch, "queue-name")
