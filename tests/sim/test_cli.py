@@ -185,10 +185,10 @@ def test_kueues_kubeflow_examples_are_simulated_as_the_controller_runs_them():
     """Each Kubeflow example, unchanged, with Kueue's single ClusterQueue (9 cpu): podSets as
     Kueue names them, admitted while the quota lasts, each one after another finishes."""
     examples = ROOT / "tests" / "data" / "kueue-v0.19.2" / "examples"
-    # Kubeflow's (sample-job.yaml, a batch Job, is the MultiKueue guide's).
-    jobs = sorted(
-        p for p in (examples / "jobs").glob("sample-*job.yaml") if p.name != "sample-job.yaml"
-    )
+    # Kubeflow's (sample-job.yaml and sample-scalable-job.yaml are batch Jobs: the MultiKueue
+    # guide's and the elastic jobs' example).
+    batch = {"sample-job.yaml", "sample-scalable-job.yaml"}
+    jobs = sorted(p for p in (examples / "jobs").glob("sample-*job.yaml") if p.name not in batch)
     done = simulate(examples / "single-clusterqueue-setup.yaml", *jobs, "-o", "json")
     assert done.returncode == 0, done.stderr
     events = json.loads(done.stdout)["events"]
