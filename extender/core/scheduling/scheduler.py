@@ -52,6 +52,7 @@ from extender.core.scheduling.preemption import (
     KUEUE_FAIR_PREEMPTION,
     AdmittedIn,
     AdmittedWorkload,
+    FairPreemption,
     Target,
     TargetSearch,
     classical_targets,
@@ -137,6 +138,29 @@ class _Step5:
     claimed: set[str] = field(default_factory=set)  # victims of this cycle's preemptors
     progressed: bool = False
     skips: dict[str, int] = field(default_factory=dict)  # preemptors skipped, per ClusterQueue
+
+
+def _verdict_state(
+    cache: Cache, cq: ClusterQueue, node: QuotaNode, workload: Workload, fair_sharing: bool
+) -> State:
+    """What a verdict about this workload's class depends on (verdicts.py)."""
+    return state_of(
+        cq,
+        node,
+        workload.priority,
+        cache.lowest_priority(cq.name),
+        cache.generation,
+        fair_sharing,
+    )
+
+
+def target_search(fair_sharing: bool, policy: FairPreemption) -> TargetSearch:
+    """Classical preemption, or fair sharing's as the Configuration and gates set it."""
+    if not fair_sharing:
+        return classical_targets
+    if policy == KUEUE_FAIR_PREEMPTION:
+        return fair_sharing_targets
+    return partial(fair_sharing_targets, policy=policy)
 
 
 class Scheduler:
@@ -282,7 +306,7 @@ class Scheduler:
         state = None
         kept = memo.verdict if memo is not None else None
         if kept is not None:
-            state = self._state(cq, node, workload)
+            state = _verdict_state(self._cache, cq, node, workload, self.fair_sharing)
             if kept.state == state:
                 return Entry(cq, node, queue, workload, kept.assignment, (), None, memo)
 
@@ -303,7 +327,7 @@ class Scheduler:
             )
         if memo is not None and judged.mode <= NO_CANDIDATES:
             if state is None:
-                state = self._state(cq, node, workload)
+                state = _verdict_state(self._cache, cq, node, workload, self.fair_sharing)
             memo.verdict = new_tuple(Verdict, (state, judged))
         return Entry(cq, node, queue, workload, judged, (), None, memo)
 
@@ -340,25 +364,6 @@ class Scheduler:
             memo.admission = fit.admission(cq.name, workload)
             memo.admission_flavors = plan.pod_set_flavors
 
-    def _state(self, cq: ClusterQueue, node: QuotaNode, workload: Workload) -> State:
-        cache = self._cache
-        return state_of(
-            cq,
-            node,
-            workload.priority,
-            cache.lowest_priority(cq.name),
-            cache.generation,
-            self.fair_sharing,
-        )
-
-    @property
-    def _search(self) -> TargetSearch:
-        if not self.fair_sharing:
-            return classical_targets
-        if self.fair_preemption == KUEUE_FAIR_PREEMPTION:
-            return fair_sharing_targets
-        return partial(fair_sharing_targets, policy=self.fair_preemption)
-
     def _targets(
         self,
         workload: Workload,
@@ -371,7 +376,8 @@ class Scheduler:
         cache = self._cache
         lq_usage = _victim_usage(self._queues, cq)
         candidates = cache.admitted_in if admitted_in is None else admitted_in
-        return self._search(
+        search = target_search(self.fair_sharing, self.fair_preemption)
+        return search(
             workload, cq, node, request, need, candidates, cache.lowest_priority,
             lq_usage=lq_usage,
         )  # fmt: skip
@@ -420,7 +426,13 @@ class Scheduler:
             if topology is not None and refusal.startswith(_TOPOLOGY_REFUSAL):
                 fit, usage = topology.fits_without, _victim_usage(self._queues, entry.cq)
                 remedy = topology_targets(
-                    entry, admission, fit, self._cache, usage, self._search, step.claimed
+                    entry,
+                    admission,
+                    fit,
+                    self._cache,
+                    usage,
+                    target_search(self.fair_sharing, self.fair_preemption),
+                    step.claimed,
                 )
                 if not remedy and self.partial_admission and not assignment.counts:
                     remedy = shrink_to_topology(entry, fit, self._cache)
@@ -599,7 +611,7 @@ def _nominate_by_search(
                 scheduler.topology.fits_without,
                 cache,
                 _victim_usage(scheduler._queues, cq),
-                scheduler._search,
+                target_search(scheduler.fair_sharing, scheduler.fair_preemption),
             )
         if not entry.targets:
             entry.assignment = assignment._replace(mode=NO_CANDIDATES)
@@ -616,7 +628,7 @@ def _nominate_by_search(
         # Judged without looking at admitted workloads one by one: the same state gives
         # the same verdict (the search changed nothing: no targets, no trial removals).
         if state is None:
-            state = scheduler._state(cq, node, workload)
+            state = _verdict_state(scheduler._cache, cq, node, workload, scheduler.fair_sharing)
         memo.verdict = new_tuple(Verdict, (state, assignment))
     return entry
 
