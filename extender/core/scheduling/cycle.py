@@ -134,6 +134,10 @@ class ClusterQuestions:
         """Whether a queued workload was set aside until quota is given back."""
         return self.queues.queue_is_inadmissible(cq_name, key)
 
+    def is_backing_off(self, key: str) -> bool:
+        """Whether a pending workload waits out a requeue backoff (never a head meanwhile)."""
+        return self.queues.is_backing_off(key)
+
     def class_head(self, key: str) -> str | None:
         """The workload a cycle tries for this one's whole equivalence class (the same shape,
         priority and namespace): its reason is this one's."""
@@ -413,6 +417,13 @@ class ClusterState(ClusterQuestions):
             cq = self.cache.cluster_queues.get(cq_name) if cq_name is not None else None
             if cq is not None:
                 topology.prepare(workload, cq.flavor_names())
+
+    def back_off(self, workload: Workload, message: str) -> None:
+        """A workload requeued with a backoff: pending in its ClusterQueue, counted as
+        inadmissible (as Kueue counts it), never a head until `add_workload` queues it."""
+        if workload.key in self.cache.admitted:
+            raise ValueError(f"workload {workload.key} is admitted; release it first")
+        self.queues.back_off(workload, message)
 
     def delete_workload(self, key: str) -> None:
         """A workload is gone (its job was deleted): drop it and free what it held."""

@@ -38,6 +38,8 @@ class QueueManager:
         # number of ClusterQueues in the cohort.
         self._set_aside: dict[QuotaNode, set[ClusterQueueQueue]] = {}
         self._parked: dict[str, PendingStatus] = {}
+        # Workloads backing off until their requeueAt, with why: queued but never a head.
+        self._held: dict[str, str] = {}
         # Why each head the last cycles tried was not admitted.
         self._status: dict[str, PendingStatus] = {}
         # The active ClusterQueues with their quota node and queue, in the order heads are taken.
@@ -62,7 +64,10 @@ class QueueManager:
         if queue is None or queue.strategy is not cq.queueing_strategy:
             fresh = ClusterQueueQueue(cq.queueing_strategy)
             for workload in queue.workloads() if queue else ():
-                fresh.push(workload)
+                if queue is not None and queue.is_held(workload.key):
+                    fresh.hold(workload)
+                else:
+                    fresh.push(workload)
             self._queues[cq.name] = fresh
 
     def delete_cluster_queue(self, name: str) -> None:
@@ -114,19 +119,31 @@ class QueueManager:
     def add(self, workload: Workload) -> tuple[str, ClassMemo] | None:
         """A new pending workload, or a new version of one: queued in place of the old. If
         its equivalence class was made for it: its ClusterQueue's name and the class's memo."""
+        self._held.pop(workload.key, None)
         self.unqueue(workload.key)
         self.workloads[workload.key] = workload
         return self.route(workload)
 
+    def back_off(self, workload: Workload, message: str) -> None:
+        """A workload evicted and requeued with a backoff (Kueue's requeueState.requeueAt): it
+        waits in its ClusterQueue, counted as inadmissible as Kueue counts it, and is never a
+        head until `add` queues it again; `message` says until when."""
+        self._held[workload.key] = message
+        self.unqueue(workload.key)
+        self.workloads[workload.key] = workload
+        self.route(workload)
+
     def admitted(self, workload: Workload) -> None:
         """A workload holds quota now: it waits in no queue."""
         key = workload.key
+        self._held.pop(key, None)
         self.unqueue(key)
         self.workloads[key] = workload
         self._status.pop(key, None)
 
     def delete(self, key: str) -> None:
         """A workload is gone."""
+        self._held.pop(key, None)
         self.unqueue(key)
         self._status.pop(key, None)
         self.workloads.pop(key, None)
@@ -168,7 +185,11 @@ class QueueManager:
                 "which does not exist",
             )
             return None
-        made = queue.push(workload)
+        if key in self._held:
+            queue.hold(workload)
+            made = None
+        else:
+            made = queue.push(workload)
         self._queue_of[key] = lq.cluster_queue
         if self.positions is not None:
             self.positions.add(lq.cluster_queue, workload)
@@ -302,6 +323,8 @@ class QueueManager:
         """Why one pending workload is waiting, in words a person understands."""
         if key in self._parked:
             return self._parked[key]
+        if key in self._held:
+            return PendingStatus(PENDING, self._held[key])
         cq_name = self._queue_of.get(key)
         inactive = self._cache.inactive
         if cq_name is not None and cq_name in inactive:
@@ -324,6 +347,10 @@ class QueueManager:
     def queued_in(self, key: str) -> str | None:
         """The ClusterQueue whose queue holds a pending workload (None: parked, or none)."""
         return self._queue_of.get(key)
+
+    def is_backing_off(self, key: str) -> bool:
+        """Whether a pending workload waits out a requeue backoff (`back_off`)."""
+        return key in self._held
 
     def queue_is_inadmissible(self, cq_name: str, key: str) -> bool:
         """Whether a queued workload was set aside until quota is given back."""

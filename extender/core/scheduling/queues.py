@@ -134,6 +134,9 @@ class ClusterQueueQueue:
         # One current entry per active non-empty class.
         self._heads: list[_HeadEntry] = []
         self._inadmissible: set[_Class] = set()
+        # Workloads backing off until their requeueAt: pending and counted as inadmissible
+        # (as Kueue counts them), but in no class, so never offered to a cycle.
+        self._held: dict[str, Workload] = {}
         # Admission fair sharing: a LocalQueue's usage, lowest first before priority (None:
         # off, the heads heap's own order).
         self.fair_usage: Callable[[str], float] | None = None
@@ -149,16 +152,27 @@ class ClusterQueueQueue:
     def counts(self) -> tuple[int, int]:
         """(active, inadmissible) pending workloads."""
         inadmissible = sum(1 for m in self._members.values() if not m.klass.active)
-        return len(self._members) - inadmissible, inadmissible
+        return len(self._members) - inadmissible, inadmissible + len(self._held)
 
     def workloads(self) -> Iterator[Workload]:
-        """Every pending workload, in no particular order."""
-        return (m.workload for m in self._members.values())
+        """Every pending workload, backing-off ones too, in no particular order."""
+        yield from (m.workload for m in self._members.values())
+        yield from self._held.values()
+
+    def hold(self, workload: Workload) -> None:
+        """A workload backing off: pending here, but not offered until it is pushed again."""
+        if workload.key in self._members:
+            self.remove(workload.key)
+        self._held[workload.key] = workload
+
+    def is_held(self, key: str) -> bool:
+        """Whether a pending workload is backing off (held out of every class)."""
+        return key in self._held
 
     def push(self, workload: Workload, queue_time: float | None = None) -> ClassMemo | None:
         """Add a workload (or put one back after it was taken out); the memo of its class if
         the class was made for it (its first member, or the first after it emptied)."""
-        if workload.key in self._members:
+        if workload.key in self._members or (self._held and workload.key in self._held):
             self.remove(workload.key)
         key = equivalence_key(workload)
         klass = self._classes.get(key)
@@ -184,6 +198,9 @@ class ClusterQueueQueue:
 
     def remove(self, key: str) -> Workload | None:
         """Take a workload out (admitted, deleted or moved); returns it if it was here."""
+        held = self._held.pop(key, None)
+        if held is not None:
+            return held
         member = self._members.pop(key, None)
         if member is None:
             return None
@@ -302,9 +319,9 @@ class ClusterQueueQueue:
         return None if member is None else member.klass.memo
 
     def is_inadmissible(self, key: str) -> bool:
-        """Whether a pending workload is parked until the next requeue trigger."""
+        """Whether a pending workload is parked until the next requeue trigger (or backing off)."""
         member = self._members.get(key)
-        return member is not None and not member.klass.active
+        return (member is not None and not member.klass.active) or key in self._held
 
     def _drop_stale(self, heap: list[tuple[float, str, int, str]]) -> None:
         members = self._members

@@ -5,7 +5,7 @@ set as Kueue sets it (`follow`). The Workload reconciler asks, for each admitted
 its wait runs out (`check`): then it is evicted with PodsReadyTimeout and a new requeueState
 in the same write (the job reconciler stops the job and requeues it, as for any eviction), or
 past backoffLimitCount marked DeactivationTarget, then `spec.active: false` (`deactivate`).
-A requeued Workload is kept out of the core's queues until its requeueAt (`backoff`).
+A requeued Workload waits in its queue, counted but never tried, until its requeueAt (`backoff`).
 """
 
 from __future__ import annotations

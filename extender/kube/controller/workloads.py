@@ -218,15 +218,17 @@ class WorkloadReconciler:
             return None
         if self.ready.reactivated(key, obj):
             return None  # its write brings it back, Requeued=True
+        model = self.ready.queued(model, obj)
         backoff = self.ready.backoff(key, obj)
-        if backoff > 0:  # requeued after a PodsReady timeout: not nominated before requeueAt
-            if state.workload(key) is not None:
+        if backoff > 0:  # requeued with a backoff: pending, but not nominated before requeueAt
+            if state.workload(key) != model or not state.is_backing_off(key):
+                requeue_at = ((obj.get("status") or {}).get("requeueState") or {}).get("requeueAt")
+                state.back_off(model, f"waits out its requeue backoff until {requeue_at}")
                 ctx.touch(model.namespace, model.queue_name)
-                state.delete_workload(key)
             self.pending.forget(key)
             return backoff
-        model = self.ready.queued(model, obj)
-        if state.workload(key) != model and not state.is_admitted(key):
+        backed_off = state.is_backing_off(key)
+        if (state.workload(key) != model or backed_off) and not state.is_admitted(key):
             state.add_workload(model)
             ctx.touch(model.namespace, model.queue_name)
             status = state.pending_status(key)

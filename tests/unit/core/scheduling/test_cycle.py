@@ -499,3 +499,21 @@ def test_a_kept_workload_can_be_chosen_again():
     state.keep(eviction.workload.key)
     state.add_workload(WL("again").priority(9).request("cpu", "4").obj())
     assert [e.workload.name for e in state.schedule(2).evicted] == ["low"]
+
+
+def test_a_workload_backing_off_waits_counted_until_queued_again():
+    state = state_with(CQ("cq").group(("default", {"cpu": "4"})).obj())
+    evicted = WL("evicted").priority(5).created(0).request("cpu", "1").obj()
+    state.back_off(evicted, "waits out its requeue backoff until 2026-12-07T03:00:00Z")
+    state.add_workload(WL("next").created(1).request("cpu", "1").obj())
+    assert state.pending_in("cq") == (1, 1)
+    assert state.is_backing_off(evicted.key)
+    assert state.pending_status(evicted.key).message == (
+        "waits out its requeue backoff until 2026-12-07T03:00:00Z"
+    )
+    assert names(run_until_quiet(state)) == ["next"]  # quota is free, yet it is not tried
+    state.apply_cluster_queue(CQ("cq").strict().group(("default", {"cpu": "4"})).obj())
+    assert run_until_quiet(state) == []  # a new queue keeps it backing off
+    state.add_workload(evicted)  # requeueAt passed
+    assert not state.is_backing_off(evicted.key)
+    assert names(run_until_quiet(state)) == ["evicted"]

@@ -148,3 +148,25 @@ def test_equal_classes_have_equal_keys_and_others_do_not():
     assert hash(equivalence_key(a)) == hash(equivalence_key(b))
     assert equivalence_key(a) != equivalence_key(c)
     assert equivalence_key(a) != equivalence_key(a).parts
+
+
+def test_a_backing_off_workload_counts_as_inadmissible_but_is_never_a_head():
+    # Kueue keeps a Workload waiting out its requeueAt among the inadmissible ones: counted
+    # in pendingWorkloads, never popped before its backoff ends.
+    queue = ClusterQueueQueue(QueueingStrategy.BEST_EFFORT_FIFO)
+    urgent = WL("urgent").priority(9).created(0).request("cpu", "1").obj()
+    queue.push(urgent)
+    queue.hold(urgent)
+    queue.push(WL("low").created(1).request("cpu", "1").obj())
+    assert queue.counts() == (1, 1)
+    assert sorted(w.name for w in queue.workloads()) == ["low", "urgent"]
+    assert queue.is_inadmissible(urgent.key)
+    assert queue.is_held(urgent.key)
+    assert queue.requeue_inadmissible() == 0  # freed quota does not end a backoff
+    assert heads_in_order(queue) == ["low"]
+    queue.push(urgent)  # its backoff ended: queued again, first by priority
+    assert not queue.is_held(urgent.key)
+    assert queue.counts() == (1, 0)
+    assert queue.head().name == "urgent"
+    assert queue.remove(urgent.key) is urgent
+    assert queue.counts() == (0, 0)
