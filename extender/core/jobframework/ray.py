@@ -1,15 +1,19 @@
 """KubeRay's RayJob, RayCluster and RayService as Kueue v0.19.2 reads them.
 
-The head, then one podSet per worker group, then (a RayJob in K8sJobMode) its submitter.
+The head, then one podSet per worker group, then (a RayJob in K8sJobMode) its submitter. The
+head's podSet also counts what KubeRay adds to the head pod at run time (the autoscaler
+sidecar, a SidecarMode submitter) and the Redis cleanup Job of a GCS fault-tolerant cluster.
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+import json
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from extender.core.api.parse import ManifestError, as_list, as_map
+from extender.core.api.quantity import parse_quantity
 from extender.core.jobframework.adapter import (
     JobAdapter,
     Obj,
@@ -32,6 +36,19 @@ SUBMITTER_RESOURCES = {
     "requests": {"cpu": "500m", "memory": "200Mi"},
 }
 RAY_CLUSTER = (RAY, "RayCluster")
+# KubeRay's autoscaler sidecar in the head pod of an in-tree autoscaling cluster, with the
+# resources KubeRay gives it unless autoscalerOptions.resources says otherwise.
+AUTOSCALER_CONTAINER = "autoscaler"
+AUTOSCALER_RESOURCES = {
+    "requests": {"cpu": "500m", "memory": "512Mi"},
+    "limits": {"cpu": "500m", "memory": "512Mi"},
+}
+# KubeRay's Redis cleanup Job of a GCS fault-tolerant cluster runs with these requests, in
+# the head's quota (Kueue takes the larger of them and the head's Ray container's).
+REDIS_CLEANUP_REQUESTS = {"cpu": "200m", "memory": "256Mi"}
+FT_ENABLED = "ray.io/ft-enabled"  # KubeRay's older switch for GCS fault tolerance
+# Containers Kueue counts in the head's podSet that the job's own template does not hold.
+ADDED_CONTAINERS = (AUTOSCALER_CONTAINER, SUBMITTER_CONTAINER)
 
 
 def _worker_count(group: Mapping[str, Any], path: str) -> int:
@@ -58,10 +75,62 @@ AUTOSCALING_REFUSALS = {
         "a kueue managed job should only use autoscaling when workload slicing is enabled"
     ),
     "ray.io/rayservice": (
-        "a queued RayService cannot autoscale: Kueue scales only a RayJob or a RayCluster, "
-        "as an elastic job; set it false"
+        "a kueue managed job should only use autoscaling when workload slicing is enabled"
     ),
 }
+
+
+def _gcs_fault_tolerant(spec: Mapping[str, Any], annotations: Mapping[str, Any]) -> bool:
+    """KubeRay's IsGCSFaultToleranceEnabled: gcsFaultToleranceOptions, or the old annotation."""
+    flag = annotations.get(FT_ENABLED)
+    return spec.get("gcsFaultToleranceOptions") is not None or (
+        isinstance(flag, str) and flag.lower() == "true"
+    )
+
+
+def _autoscaler(spec: Mapping[str, Any]) -> Obj:
+    """The autoscaler sidecar as KubeRay adds it: its own resources, or KubeRay's."""
+    options = as_mapping(spec.get("autoscalerOptions"))
+    resources = options.get("resources")
+    chosen = resources if isinstance(resources, Mapping) else AUTOSCALER_RESOURCES
+    return {"name": AUTOSCALER_CONTAINER, "resources": copy.deepcopy(dict(chosen))}
+
+
+def _with_cleanup_requests(template: Mapping[str, Any]) -> Obj:
+    """The head's Ray container (its first) asking at least what the Redis cleanup Job asks."""
+    out = copy.deepcopy(dict(template))
+    containers = as_mapping(out.get("spec")).get("containers")
+    if not isinstance(containers, list) or not containers or not isinstance(containers[0], dict):
+        return out
+    resources = containers[0].setdefault("resources", {})
+    requests = resources.get("requests")
+    requests = dict(requests) if isinstance(requests, Mapping) else {}
+    for name, value in REDIS_CLEANUP_REQUESTS.items():
+        own = requests.get(name)
+        try:
+            larger = own is not None and parse_quantity(own) >= parse_quantity(value)
+        except (TypeError, ValueError):
+            larger = True  # an unreadable quantity is the podSet parser's to name
+        if not larger:
+            requests[name] = value
+    resources["requests"] = requests
+    return out
+
+
+def head_template(
+    spec: Mapping[str, Any], annotations: Mapping[str, Any], sidecar: Obj | None = None
+) -> Obj:
+    """The head's pod template as Kueue counts it (BuildPodSets): the Redis cleanup Job's
+    requests in a GCS fault-tolerant cluster, then the autoscaler sidecar of an in-tree
+    autoscaling one, then a RayJob's SidecarMode submitter (`sidecar`)."""
+    template: Obj = dict(as_mapping(as_mapping(spec.get("headGroupSpec")).get("template")))
+    if _gcs_fault_tolerant(spec, annotations):
+        template = _with_cleanup_requests(template)
+    if spec.get("enableInTreeAutoscaling") is True:
+        template = _with_container(template, _autoscaler(spec))
+    if sidecar is not None:
+        template = _with_container(template, sidecar)
+    return template
 
 
 def cluster_pod_sets(
@@ -70,19 +139,19 @@ def cluster_pod_sets(
     extra: int = 0,
     head_extra: Obj | None = None,
     autoscaling_refusal: str | None = None,
+    annotations: Mapping[str, Any] | None = None,
 ) -> list[PodSetTemplate]:
     """A RayClusterSpec's podSets: `head`, then each worker group by its lowercased name.
     `extra` podSets come after (a RayJob's submitter), within Kueue's limit of 18. An
     autoscaling cluster is refused with `autoscaling_refusal` (None: it may autoscale, as an
-    elastic job's cluster may)."""
+    elastic job's cluster may). The head counts what KubeRay adds to it (`head_template`)."""
     spec = as_map(cluster, path)
     if spec.get("enableInTreeAutoscaling") is True and autoscaling_refusal is not None:
         raise ManifestError(f"{path}.enableInTreeAutoscaling", autoscaling_refusal)
     head = as_map(spec.get("headGroupSpec"), f"{path}.headGroupSpec")
-    head_template = as_map(head.get("template"), f"{path}.headGroupSpec.template")
-    if head_extra is not None:
-        head_template = _with_container(head_template, head_extra)
-    out = [PodSetTemplate("head", 1, head_template, f"{path}.headGroupSpec.template")]
+    as_map(head.get("template"), f"{path}.headGroupSpec.template")
+    template = head_template(spec, annotations or {}, head_extra)
+    out = [PodSetTemplate("head", 1, template, f"{path}.headGroupSpec.template")]
     groups = as_list(spec.get("workerGroupSpecs") or [], f"{path}.workerGroupSpecs")
     if len(groups) + 1 + extra > MAX_POD_SETS:
         raise ManifestError(
@@ -99,9 +168,9 @@ def cluster_pod_sets(
             raise ManifestError(f"{here}.groupName", "is required")
         if name.lower() in ("head", SUBMITTER):
             raise ManifestError(f"{here}.groupName", f'"{name}" is reserved for the {name.lower()}')
-        template = as_map(group.get("template"), f"{here}.template")
+        worker = as_map(group.get("template"), f"{here}.template")
         out.append(
-            PodSetTemplate(name.lower(), _worker_count(group, here), template, f"{here}.template")
+            PodSetTemplate(name.lower(), _worker_count(group, here), worker, f"{here}.template")
         )
     return out
 
@@ -113,9 +182,12 @@ def _with_container(template: Mapping[str, Any], container: Obj) -> Obj:
     return out
 
 
-def _cluster_templates(cluster: Any) -> dict[str, Mapping[str, Any]]:
+def _cluster_templates(
+    cluster: Any, annotations: Mapping[str, Any], sidecar: Obj | None = None
+) -> dict[str, Mapping[str, Any]]:
+    """The podSets' templates as the Workload records them (the head's as Kueue counts it)."""
     spec = as_mapping(cluster)
-    out = {"head": as_mapping(as_mapping(spec.get("headGroupSpec")).get("template"))}
+    out: dict[str, Mapping[str, Any]] = {"head": head_template(spec, annotations, sidecar)}
     for group in as_sequence(spec.get("workerGroupSpecs")):
         group = as_mapping(group)
         name = group.get("groupName")
@@ -131,7 +203,7 @@ def _cluster_patch(cluster: Any, wanted: Mapping[str, Obj]) -> Obj:
     patch: Obj = {}
     head = as_mapping(as_mapping(spec.get("headGroupSpec")).get("template"))
     if "head" in wanted:
-        change = replace_maps(head, wanted["head"])
+        change = replace_maps(head, _own_head(head, wanted["head"]))
         if change:
             patch["headGroupSpec"] = {"template": change}
     groups = copy.deepcopy(list(as_sequence(spec.get("workerGroupSpecs"))))
@@ -144,6 +216,21 @@ def _cluster_patch(cluster: Any, wanted: Mapping[str, Obj]) -> Obj:
     if changed:
         patch["workerGroupSpecs"] = groups
     return patch
+
+
+def _own_head(own: Mapping[str, Any], wanted: Obj) -> Obj:
+    """The head's template to write: what Kueue counts beside it (the autoscaler, a sidecar
+    submitter, the cleanup Job's requests) is KubeRay's to add, never written into it."""
+    out = copy.deepcopy(wanted)
+    pod = out.get("spec")
+    own_pod = as_mapping(own.get("spec"))
+    if isinstance(pod, dict) and "containers" in own_pod:
+        pod["containers"] = copy.deepcopy(own_pod["containers"])
+    return out
+
+
+def _annotations(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    return as_mapping(as_mapping(obj.get("metadata")).get("annotations"))
 
 
 class RayClusterSpecJob(JobAdapter):
@@ -179,10 +266,12 @@ class RayClusterSpecJob(JobAdapter):
     def pod_sets(self, obj: Mapping[str, Any]) -> list[PodSetTemplate]:
         path = ".".join(self.cluster_path)
         refusal = self.autoscaling_refusal(obj)
-        return cluster_pod_sets(self._cluster(obj), path, autoscaling_refusal=refusal)
+        return cluster_pod_sets(
+            self._cluster(obj), path, autoscaling_refusal=refusal, annotations=_annotations(obj)
+        )
 
     def templates(self, obj: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
-        return _cluster_templates(self._cluster(obj))
+        return _cluster_templates(self._cluster(obj), _annotations(obj))
 
     def templates_patch(self, obj: Mapping[str, Any], wanted: Mapping[str, Obj]) -> Obj:
         return self._nest(_cluster_patch(self._cluster(obj), wanted))
@@ -303,18 +392,28 @@ class RayJob(RayClusterSpecJob):
         mode = self._mode(obj)
         cluster = spec["rayClusterSpec"]
         path, refusal = "spec.rayClusterSpec", self.autoscaling_refusal(obj)
+        notes = _annotations(obj)
         if mode == K8S_JOB_MODE:
-            pod_sets = cluster_pod_sets(cluster, path, extra=1, autoscaling_refusal=refusal)
+            pod_sets = cluster_pod_sets(
+                cluster, path, extra=1, autoscaling_refusal=refusal, annotations=notes
+            )
             template = self._submitter_template(obj)
             pod_sets.append(PodSetTemplate(SUBMITTER, 1, template, "spec.submitterPodTemplate"))
             return pod_sets
-        if mode == SIDECAR_MODE:  # the submitter runs in the head pod: its requests count there
-            sidecar = self._default_submitter(obj, cluster)
-            return cluster_pod_sets(cluster, path, head_extra=sidecar, autoscaling_refusal=refusal)
-        return cluster_pod_sets(cluster, path, autoscaling_refusal=refusal)
+        return cluster_pod_sets(
+            cluster, path, head_extra=self._sidecar(obj), autoscaling_refusal=refusal,
+            annotations=notes,
+        )  # fmt: skip
+
+    def _sidecar(self, obj: Mapping[str, Any]) -> Obj | None:
+        """SidecarMode's submitter, in the head pod: KubeRay's default container (it ignores
+        submitterPodTemplate in that mode), so its requests count in the head's podSet."""
+        if self._mode(obj) != SIDECAR_MODE:
+            return None
+        return {"name": SUBMITTER_CONTAINER, "resources": copy.deepcopy(SUBMITTER_RESOURCES)}
 
     def templates(self, obj: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
-        out = _cluster_templates(self._cluster(obj))
+        out = _cluster_templates(self._cluster(obj), _annotations(obj), self._sidecar(obj))
         if self._mode(obj) == K8S_JOB_MODE:
             out[SUBMITTER] = self._submitter_template(obj)
         return out
@@ -336,7 +435,7 @@ class RayJob(RayClusterSpecJob):
 
     def is_active(self, obj: Mapping[str, Any]) -> bool:
         status = as_mapping(obj.get("status")).get("jobDeploymentStatus")
-        return status not in (None, "", "Suspended")
+        return status not in (None, "", "Suspended", "New")
 
     def finished(self, obj: Mapping[str, Any]) -> tuple[str, str] | None:
         status = as_mapping(obj.get("status"))
@@ -353,3 +452,69 @@ class RayJob(RayClusterSpecJob):
 
 
 ADAPTERS: tuple[JobAdapter, ...] = (RayJob(), RayCluster(), RayService())
+
+# ----- an elastic RayJob or RayService follows its autoscaled cluster --------------------
+
+# Kueue's annotations on such a job: its podSets' counts as its cluster runs them, and the
+# cluster's generation (which names each slice, the job's own generation being unchanged).
+REPLICA_SIZES = "kueue.x-k8s.io/raycluster-podset-replica-sizes"
+CLUSTER_GENERATION = "kueue.x-k8s.io/raycluster-generation"
+CLUSTER_FOLLOWERS = ("ray.io/rayjob", "ray.io/rayservice")
+
+
+def follows_its_cluster(framework: str, obj: Mapping[str, Any]) -> bool:
+    """An elastic RayJob or RayService with in-tree autoscaling: KubeRay's autoscaler scales
+    the RayCluster it made, and its Workload slices follow that cluster's worker counts."""
+    if framework not in CLUSTER_FOLLOWERS or not annotated(obj):
+        return False
+    spec = as_mapping(obj.get("spec"))
+    cluster = spec.get("rayClusterSpec" if framework == "ray.io/rayjob" else "rayClusterConfig")
+    return as_mapping(cluster).get("enableInTreeAutoscaling") is True
+
+
+def its_cluster(framework: str, obj: Mapping[str, Any]) -> str:
+    """The name of the RayCluster KubeRay made for a RayJob or a RayService ("" for none yet)."""
+    status = as_mapping(obj.get("status"))
+    if framework == "ray.io/rayservice":
+        status = as_mapping(status.get("activeServiceStatus"))
+    name = status.get("rayClusterName")
+    return name if isinstance(name, str) else ""
+
+
+def cluster_counts(
+    counts: Sequence[tuple[str, int]], cluster: Mapping[str, Any], job_name: str
+) -> list[tuple[str, int]]:
+    """The job's podSet counts with each worker group's as its live cluster has it (Kueue's
+    UpdatePodSets: a group without replicas keeps the job's count). A group the job does not
+    declare is a ManifestError naming it."""
+    out = dict(counts)
+    spec = as_mapping(cluster.get("spec"))
+    cluster_name = as_mapping(cluster.get("metadata")).get("name")
+    for i, group in enumerate(as_sequence(spec.get("workerGroupSpecs"))):
+        group = as_mapping(group)
+        name = str(group.get("groupName") or "").lower()
+        if name not in out:
+            raise ManifestError(
+                f"workerGroupSpecs[{i}].groupName",
+                f"RayCluster {cluster_name} has worker group {group.get('groupName')!r}, which "
+                f"{job_name} does not declare",
+            )
+        if group.get("replicas") is None:
+            continue
+        out[name] = _worker_count(group, f"workerGroupSpecs[{i}]")
+    return [(name, out[name]) for name, _ in counts]
+
+
+def replica_sizes(counts: Sequence[tuple[str, int]]) -> str:
+    """Kueue's raycluster-podset-replica-sizes value: every podSet's name and count, as Go's
+    encoding/json writes them."""
+    return json.dumps([{"name": n, "count": c} for n, c in counts], separators=(",", ":"))
+
+
+def name_extra(obj: Mapping[str, Any]) -> str:
+    """What names an elastic Ray job's slice beside its own: its generation, then its
+    cluster's (Kueue's GetWorkloadNameExtraPart)."""
+    generation = as_mapping(obj.get("metadata")).get("generation")
+    extra = str(generation if isinstance(generation, int) else 0)
+    cluster = _annotations(obj).get(CLUSTER_GENERATION)
+    return f"{extra}_{cluster}" if isinstance(cluster, str) and cluster else extra

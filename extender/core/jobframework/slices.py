@@ -1,7 +1,8 @@
 """Kueue's elastic jobs (ElasticJobsViaWorkloadSlices): Workload slices and the webhook's rules.
 
-A Job, RayJob or RayCluster annotated `kueue.x-k8s.io/elastic-job: "true"` (with the gate on)
-is not stopped when its pod counts change while it runs. As Kueue's pkg/workloadslicing does:
+A Job, RayJob, RayCluster or RayService annotated `kueue.x-k8s.io/elastic-job: "true"` (with
+the gate on) is not stopped when its pod counts change while it runs. As Kueue's
+pkg/workloadslicing does:
 - scaled down, its Workload's podSet counts are updated in place (the quota it no longer
   uses is free at once);
 - scaled up, a new Workload (a slice) is made for the job as it now is, naming the one it
@@ -44,7 +45,7 @@ OUT_OF_SYNC_MESSAGE = "The workload slice is out of sync with its parent job"
 REPLACED_MESSAGE = "Replaced to accommodate a new workload slice"
 
 # Kueue's supportedElasticJobGVKs.
-FRAMEWORKS = ("batch/job", "ray.io/rayjob", "ray.io/raycluster")
+FRAMEWORKS = ("batch/job", "ray.io/rayjob", "ray.io/raycluster", "ray.io/rayservice")
 
 _MAX_PREFIX = 252 - 5
 
@@ -60,9 +61,10 @@ def enabled(obj: Mapping[str, Any], gates: Mapping[str, bool]) -> bool:
     return gates.get(GATE, True) and annotated(obj)
 
 
-def slice_name(kind: str, group: str, name: str, uid: str, generation: int) -> str:
+def slice_name(kind: str, group: str, name: str, uid: str, generation: int | str) -> str:
     """Kueue's name for an elastic job's Workload: the usual `<kind>-<name>-<hash>`, the hash
-    taking the job's generation in too, so each scale-up's slice has a name of its own."""
+    taking the job's generation in too (with a RayJob's or RayService's, its cluster's:
+    `ray.name_extra`), so each scale-up's slice has a name of its own."""
     text = f"{kind}\n{group}\n{name}\n{uid}\n{generation}"
     digest = hashlib.sha1(text.encode(), usedforsecurity=False).hexdigest()
     return f"{kind.lower()}-{name}"[:_MAX_PREFIX] + "-" + digest[:5]
@@ -305,10 +307,11 @@ def _autoscaling(adapter: JobAdapter, obj: Mapping[str, Any]) -> tuple[str, str]
             "a kueue-managed RayCluster can use autoscaling only as an elastic job: enable the "
             f'{GATE} feature gate and set the "{ELASTIC_JOB}": "true" annotation',
         )
-    cluster = as_mapping(spec.get("rayClusterSpec"))
-    if adapter.framework == "ray.io/rayjob" and cluster.get("enableInTreeAutoscaling") is True:
+    field = {"ray.io/rayjob": "rayClusterSpec", "ray.io/rayservice": "rayClusterConfig"}
+    name = field.get(adapter.framework)
+    if name is not None and as_mapping(spec.get(name)).get("enableInTreeAutoscaling") is True:
         return (
-            "spec.rayClusterSpec.enableInTreeAutoscaling",
+            f"spec.{name}.enableInTreeAutoscaling",
             "a kueue managed job should only use autoscaling when workload slicing is enabled",
         )
     return None
@@ -347,6 +350,8 @@ def _templates(adapter: JobAdapter, obj: Mapping[str, Any]) -> list[tuple[str, A
         return [("spec.template", spec.get("template"))]
     if adapter.framework == "ray.io/rayjob":
         prefix, cluster = "spec.rayClusterSpec", as_mapping(spec.get("rayClusterSpec"))
+    elif adapter.framework == "ray.io/rayservice":
+        prefix, cluster = "spec.rayClusterConfig", as_mapping(spec.get("rayClusterConfig"))
     elif adapter.framework == "ray.io/raycluster":
         prefix, cluster = "spec", spec
     else:

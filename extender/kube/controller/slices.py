@@ -12,6 +12,11 @@ which does what Kueue's EnsureWorkloadSlices does, level-based from the store:
 - the job then follows the slice whose admission runs its pods (started, stopped, finished
   by the job reconciler as any job), and the pods beyond what that slice grants stay behind
   the `kueue.x-k8s.io/elastic-job` scheduling gate (Kueue's elastic job ungater).
+
+An autoscaling RayJob or RayService (core/jobframework/ray.py) is scaled through the RayCluster
+KubeRay made for it: its counts are read from that cluster, written on the job as Kueue's
+replica-sizes and cluster-generation annotations, and the cluster's generation names the
+slice. Nothing tells the job when its cluster scales, so it is looked at every POD_WAIT.
 """
 
 from __future__ import annotations
@@ -20,13 +25,13 @@ import logging
 from typing import Any
 
 from extender.core.api.parse import ManifestError
-from extender.core.jobframework import match
+from extender.core.jobframework import match, ray
 from extender.core.jobframework import slices as policy
 from extender.core.jobframework.jobs import workload_for
 from extender.core.jobframework.workloads import creation_seconds
 from extender.kube.api import objects as o
 from extender.kube.api.client import ApiError
-from extender.kube.api.resources import PODS, WORKLOADS
+from extender.kube.api.resources import PODS, WORKLOADS, Resource
 from extender.kube.api.trim import JobView
 from extender.kube.controller.context import Context
 from extender.kube.controller.workload_status import patch_status, record, write_workload
@@ -43,7 +48,20 @@ _POD_SELECTORS = {
     "ray.io/rayjob": lambda job: (
         f"ray.io/originated-from-crd=RayJob,ray.io/originated-from-cr-name={job.name}"
     ),
+    "ray.io/rayservice": lambda job: (
+        f"ray.io/originated-from-crd=RayService,ray.io/originated-from-cr-name={job.name}"
+    ),
 }
+RAY_CLUSTERS = Resource("ray.io", "v1", "rayclusters", "RayCluster", True)
+
+
+class _Live:
+    """A job as the API server has it now, with its counts (from its cluster, for a Ray job
+    that follows one)."""
+
+    def __init__(self, obj: Obj, counts: policy.Counts | None) -> None:
+        self.obj = obj
+        self.counts = counts
 
 
 class ElasticJobs:
@@ -81,9 +99,13 @@ class ElasticJobs:
             self._create(job, None)
             return None
         selected = objects[chain.selected.key]
-        if job.shape_key is None or job.shape_key in match.workload_keys(selected):
+        live = self._live(job) if job.adapter.framework in ray.CLUSTER_FOLLOWERS else None
+        by_cluster = live is not None and live.counts is not None
+        if not by_cluster and (
+            job.shape_key is None or job.shape_key in match.workload_keys(selected)
+        ):
             return self._following(job, followed.key if followed else chain.selected.key, objects)
-        counts = self._counts(job, selected)
+        counts = self._counts(job, selected, live)
         if counts is None:  # its podSets are others now: stopped and queued as any job
             assert followed is not None
             return followed.key, objects[followed.key], False
@@ -91,7 +113,7 @@ class ElasticJobs:
         if decision == policy.UPDATE:
             self._update(job, chain.selected, selected, dict(counts))
         elif decision == policy.SCALE_UP:
-            self._create(job, chain.selected)
+            self._create(job, chain.selected, live)
         return self._following(job, followed.key if followed else chain.selected.key, objects)
 
     def _following(
@@ -99,12 +121,13 @@ class ElasticJobs:
     ) -> tuple[str, Obj | None, bool]:
         return key, self.ctx.store.get(WORKLOADS, key) or objects.get(key), True
 
-    def _counts(self, job: JobView, selected: Obj) -> policy.Counts | None:
+    def _counts(self, job: JobView, selected: Obj, live: _Live | None) -> policy.Counts | None:
         """The job's podSet counts as the API server has it now (the cache keeps only their
-        key); None when its podSets differ from the slice's otherwise than in counts."""
+        key; a Ray job that follows its cluster, the cluster's); None when its podSets differ
+        from the slice's otherwise than in counts."""
         namespace, name = job.key.split("/", 1)
         try:
-            fresh = self.ctx.client.get(job.resource, name, namespace)
+            fresh = live.obj if live else self.ctx.client.get(job.resource, name, namespace)
             templates = job.adapter.pod_sets(fresh)
         except (ApiError, ManifestError):
             return None
@@ -114,7 +137,59 @@ class ElasticJobs:
             now.resources != was.resources for now, was in zip(shapes, declared, strict=True)
         ):
             return None
+        if live is not None and live.counts is not None:
+            return live.counts
         return tuple((s.name, s.count) for s in shapes)
+
+    def _live(self, job: JobView) -> _Live | None:
+        """A RayJob or RayService as it is now; if it follows an autoscaled cluster, with the
+        cluster's counts, and Kueue's annotations of them written on it (None: it is gone, or
+        its cluster names a group it does not have)."""
+        ctx = self.ctx
+        namespace, name = job.key.split("/", 1)
+        try:
+            fresh = ctx.client.get(job.resource, name, namespace)
+            if not ray.follows_its_cluster(job.adapter.framework, fresh):
+                return _Live(fresh, None)
+            own = tuple((p.name, p.count) for p in job.adapter.pod_sets(fresh))
+            cluster_name = ray.its_cluster(job.adapter.framework, fresh)
+            if not cluster_name:
+                return _Live(fresh, own)
+            try:
+                cluster = ctx.client.get(RAY_CLUSTERS, cluster_name, namespace)
+            except ApiError as err:
+                if err.not_found:
+                    return _Live(fresh, own)
+                raise
+            counts = tuple(ray.cluster_counts(own, cluster, f"{job.kind} {job.key}"))
+        except ManifestError as err:
+            if ctx.told.first(f"invalid:{job.uid}", err.message):
+                ctx.event(job.as_object(), "Warning", "InvalidSpec", f"{err.path}: {err.message}")
+            return None
+        except ApiError as err:
+            if err.not_found:
+                return None
+            raise
+        generation = (cluster.get("metadata") or {}).get("generation")
+        wanted = {
+            ray.REPLICA_SIZES: ray.replica_sizes(counts),
+            ray.CLUSTER_GENERATION: str(generation if isinstance(generation, int) else ""),
+        }
+        meta = fresh.setdefault("metadata", {})
+        annotations = meta.get("annotations") or {}
+        if any(annotations.get(k) != v for k, v in wanted.items()):
+            patch = {"metadata": {"annotations": wanted,
+                                  "resourceVersion": meta.get("resourceVersion")}}  # fmt: skip
+            try:
+                fresh = ctx.write(
+                    job.resource, "patch",
+                    lambda: ctx.client.patch(job.resource, name, patch, namespace), job.key,
+                )  # fmt: skip
+            except ApiError as err:
+                if err.conflict or err.not_found:
+                    return None  # it moved meanwhile: looked at again
+                raise
+        return _Live(fresh, counts)
 
     def _update(self, job: JobView, chosen: policy.Slice, obj: Obj, counts: dict[str, int]) -> None:
         """A slice without quota follows its job's counts; an admitted one scaled down holds
@@ -135,12 +210,14 @@ class ElasticJobs:
         log.info("%s %s: slice %s: %s", job.kind, job.key, chosen.key, message)
         ctx.event(job.as_object(), "Normal", "UpdatedWorkload", message)
 
-    def _create(self, job: JobView, replaces: policy.Slice | None) -> None:
+    def _create(
+        self, job: JobView, replaces: policy.Slice | None, live: _Live | None = None
+    ) -> None:
         """A slice for the job as it is now: its first, or the scale-up of `replaces`, named
         as Kueue names slices (with the job's generation) and annotated as Kueue does."""
         ctx = self.ctx
         namespace, name = job.key.split("/", 1)
-        fresh = ctx.client.get(job.resource, name, namespace)
+        fresh = live.obj if live else ctx.client.get(job.resource, name, namespace)
         fresh.setdefault("kind", job.kind)
         fresh.setdefault("apiVersion", job.adapter.api_version)
         meta = fresh.get("metadata") or {}
@@ -158,8 +235,11 @@ class ElasticJobs:
                 ctx.event(job.as_object(), "Warning", "InvalidSpec", f"{err.path}: {err.message}")
             return
         body = o.workload_manifest(fresh, model)
-        generation = meta.get("generation")
-        generation = generation if isinstance(generation, int) else 1
+        generation: int | str = meta.get("generation") or 1
+        if live is not None and live.counts is not None:  # its cluster's counts and generation
+            spec = body["spec"]
+            spec["podSets"] = policy.with_counts(spec["podSets"], dict(live.counts))
+            generation = ray.name_extra(fresh)
         slice_name = policy.slice_name(job.kind, job.adapter.group, name, job.uid, generation)
         body["metadata"]["name"] = slice_name
         annotations = body["metadata"].setdefault("annotations", {})
@@ -240,6 +320,8 @@ class ElasticJobs:
             self._let_through(by_name[name])
         if len(running) < sum(granted.values()):
             return POD_WAIT  # its controller has not made them all yet
+        if job.adapter.framework in ray.CLUSTER_FOLLOWERS:
+            return POD_WAIT  # its cluster may scale with no word to the job
         return None
 
     def _let_through(self, pod: Obj) -> None:

@@ -236,3 +236,109 @@ def test_start_then_stop_restores_each_template(name):
     # The kept view (the cache's) patches the same way as the object.
     kept = {"spec": {**adapter.suspend_patch(True)["spec"], **adapter.kept(obj)}}
     assert adapter.start_patch(kept, infos) == adapter.start_patch(obj, infos)
+
+
+AUTOSCALER = {
+    "requests": {"cpu": "500m", "memory": "512Mi"},
+    "limits": {"cpu": "500m", "memory": "512Mi"},
+}
+
+
+def elastic(obj: dict[str, Any]) -> dict[str, Any]:
+    obj["metadata"].setdefault("annotations", {})["kueue.x-k8s.io/elastic-job"] = "true"
+    return obj
+
+
+def cluster_spec(obj: dict[str, Any]) -> dict[str, Any]:
+    spec = obj["spec"]
+    return spec.get("rayClusterSpec") or spec.get("rayClusterConfig") or spec
+
+
+@pytest.mark.parametrize("name", ["job", "cluster", "service"])
+def test_the_autoscaler_sidecar_counts_in_the_head_and_is_never_written_into_the_job(name):
+    obj = elastic(example(name))
+    cluster_spec(obj)["enableInTreeAutoscaling"] = True
+    adapter = registry.for_object(obj)
+    assert adapter is not None
+    head = adapter.pod_sets(obj)[0]
+    assert [c["name"] for c in head.template["spec"]["containers"]][-1] == "autoscaler"
+    assert head.template["spec"]["containers"][-1]["resources"] == AUTOSCALER
+    assert adapter.templates(obj)["head"]["spec"]["containers"][-1]["name"] == "autoscaler"
+    own = [c["name"] for c in cluster_spec(obj)["headGroupSpec"]["template"]["spec"]["containers"]]
+    infos = {p.name: PodSetInfo(p.count, node_selector={"pool": p.name}) for p in
+             adapter.pod_sets(obj)}  # fmt: skip
+    started = _apply(obj, adapter.start_patch(obj, infos))
+    head_template = cluster_spec(started)["headGroupSpec"]["template"]
+    assert [c["name"] for c in head_template["spec"]["containers"]] == own
+    assert head_template["spec"]["nodeSelector"] == {"pool": "head"}
+
+
+def test_the_autoscaler_sidecar_takes_its_own_resources_when_given():
+    obj = elastic(example("cluster"))
+    mine = {"requests": {"cpu": "250m", "memory": "128Mi"}}
+    obj["spec"].update(enableInTreeAutoscaling=True, autoscalerOptions={"resources": mine})
+    head = RayCluster().pod_sets(obj)[0]
+    assert head.template["spec"]["containers"][-1] == {"name": "autoscaler", "resources": mine}
+
+
+def test_a_sidecar_submitter_is_kuberays_default_container_without_an_image():
+    obj = example("job")
+    obj["spec"]["submissionMode"] = "SidecarMode"
+    head = RayJob().templates(obj)["head"]
+    assert head["spec"]["containers"][-1] == {"name": "ray-job-submitter", "resources": SUBMITTER}
+
+
+@pytest.mark.parametrize(
+    ("own", "want"),
+    [
+        ({"cpu": "1"}, {"cpu": "1", "memory": "256Mi"}),
+        ({"cpu": "100m", "memory": "1Gi"}, {"cpu": "200m", "memory": "1Gi"}),
+    ],
+)
+def test_a_gcs_fault_tolerant_head_asks_at_least_the_redis_cleanup_jobs_requests(own, want):
+    obj = example("service")
+    spec = obj["spec"]["rayClusterConfig"]
+    spec["headGroupSpec"]["template"]["spec"]["containers"][0]["resources"] = {"requests": own}
+    assert requests(RayService().pod_sets(obj)[0].template)[0] == own  # not fault tolerant
+    spec["gcsFaultToleranceOptions"] = {"redisAddress": "redis:6379"}
+    assert requests(RayService().pod_sets(obj)[0].template)[0] == want
+
+
+def test_an_autoscaling_rayservice_is_elastic_or_refused_in_kueues_words():
+    obj = example("service")
+    obj["spec"]["rayClusterConfig"]["enableInTreeAutoscaling"] = True
+    with pytest.raises(ManifestError) as err:
+        RayService().pod_sets(obj)
+    assert err.value.path == "spec.rayClusterConfig.enableInTreeAutoscaling"
+    assert "should only use autoscaling when workload slicing is enabled" in err.value.message
+    assert [p.name for p in RayService().pod_sets(elastic(obj))] == ["head", "small-group"]
+
+
+def test_an_elastic_ray_job_follows_its_clusters_worker_counts():
+    from extender.core.jobframework import ray
+
+    obj = elastic(example("job"))
+    assert not ray.follows_its_cluster("ray.io/rayjob", obj)
+    obj["spec"]["rayClusterSpec"]["enableInTreeAutoscaling"] = True
+    assert ray.follows_its_cluster("ray.io/rayjob", obj)
+    assert ray.its_cluster("ray.io/rayjob", {"status": {"rayClusterName": "c1"}}) == "c1"
+    service = {"status": {"activeServiceStatus": {"rayClusterName": "c2"}}}
+    assert ray.its_cluster("ray.io/rayservice", service) == "c2"
+    own = [("head", 1), ("small-group", 1), ("submitter", 1)]
+    cluster = {"metadata": {"name": "c1"}, "spec": {"workerGroupSpecs": [
+        {"groupName": "small-group", "replicas": 3, "numOfHosts": 2}]}}  # fmt: skip
+    counts = ray.cluster_counts(own, cluster, "RayJob ns/j")
+    assert counts == [("head", 1), ("small-group", 6), ("submitter", 1)]
+    assert ray.replica_sizes(counts) == (
+        '[{"name":"head","count":1},{"name":"small-group","count":6},'
+        '{"name":"submitter","count":1}]'
+    )
+    del cluster["spec"]["workerGroupSpecs"][0]["replicas"]  # unset: the job's count stays
+    assert ray.cluster_counts(own, cluster, "RayJob ns/j") == own
+    cluster["spec"]["workerGroupSpecs"][0]["groupName"] = "other"
+    with pytest.raises(ManifestError, match="RayCluster c1 has worker group 'other'"):
+        ray.cluster_counts(own, cluster, "RayJob ns/j")
+    obj["metadata"]["generation"] = 2
+    assert ray.name_extra(obj) == "2"
+    obj["metadata"]["annotations"][ray.CLUSTER_GENERATION] = "5"
+    assert ray.name_extra(obj) == "2_5"

@@ -207,3 +207,20 @@ def test_kueues_refusals_of_an_update():
 )  # fmt: skip
 def test_gated_pods_let_through_as_far_as_the_slice_grants(pods, granted, want):
     assert s.to_let_through(pods, granted) == want
+
+
+def test_an_elastic_rayservice_is_gated_and_its_autoscaling_accepted_as_kueue_does():
+    service = registry.ADAPTERS["ray.io/rayservice"]
+    cluster = ray_cluster(True)
+    obj = {"apiVersion": "ray.io/v1", "kind": "RayService", "metadata": cluster["metadata"],
+           "spec": {"rayClusterConfig": cluster["spec"]}}  # fmt: skip
+    assert s.create_problems(service, obj, ON) == []
+    gated = jsonpatch.apply_patch(obj, s.gate_ops(service, obj))
+    config = gated["spec"]["rayClusterConfig"]
+    assert config["headGroupSpec"]["template"]["spec"]["schedulingGates"] == [
+        {"name": s.SCHEDULING_GATE}
+    ]
+    assert s.create_problems(service, obj, OFF) == [
+        "spec.rayClusterConfig.enableInTreeAutoscaling: Invalid value: true: a kueue managed "
+        "job should only use autoscaling when workload slicing is enabled"
+    ]
