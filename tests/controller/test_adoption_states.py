@@ -14,8 +14,10 @@ from typing import Any
 
 from extender.core.jobframework import registry
 from extender.core.jobframework.adapter import workload_name
+from extender.kube.api import resources as r
+from extender.kube.controller.context import Settings
 from tests import yamlc
-from tests.controller.conftest import CRDS, eventually
+from tests.controller.conftest import CRDS, Running, controller_process, eventually
 from tests.controller.test_admission_checks import CHECK, activate, set_check
 from tests.controller.test_admission_checks import setup as checks_setup
 from tests.controller.test_adoption import (
@@ -37,6 +39,11 @@ from tests.controller.test_jobset import JOBSET_CRD
 from tests.controller.test_kubeflow import load
 from tests.controller.test_preemption import cluster_queue, flavor, local_queue, priority
 from tests.controller.test_ray import DATA, EXAMPLES
+from tests.controller.test_topology import HOSTNAME, INDEX, NODES, RACK
+from tests.controller.test_topology import example as tas_example
+from tests.controller.test_topology import pods_of as tas_pods_of
+from tests.controller.test_topology import started as tas_started
+from tests.controller.workers import name_worker, worker_cluster
 
 PODSET_LABEL = "kueue.x-k8s.io/podset"
 WORKLOAD_ANNOTATION = "kueue.x-k8s.io/workload"
@@ -493,3 +500,238 @@ def test_a_backoff_kueue_set_is_waited_out_then_admitted(cluster, start_controll
         f"adoption (double): backoff kept: admitted {first - requeue_at.timestamp():.1f}s "
         f"after Kueue's requeueAt, never before; requeueState.count 1 kept"
     )
+
+
+def test_a_topology_assignment_kueue_made_carries_over(cluster):
+    """Kueue's required-rack example admitted by Kueue into rack b1-r1 (5 pods on each host,
+    a split Tower's own search would not make), its pods let through by Kueue's TAS ungater:
+    the assignment and the pods are kept as they are, and the next such Job is placed in
+    another rack, around them."""
+    for obj in NODES:
+        cluster.admin.create(r.NODES, obj)
+    cluster.apply(*tas_example("sample-queues.yaml"))
+    left = KueueLeft(cluster)
+    (required,) = tas_example("sample-job-required.yaml")
+    body = copy.deepcopy(required)
+    body["metadata"] = {"name": "tas-kueue", "namespace": NS, "labels": dict(
+        required["metadata"]["labels"])}  # fmt: skip
+    body["spec"]["suspend"] = True
+    job = left.commit("jobs", body)
+    name = workload_name("Job", "batch", "tas-kueue", job["metadata"]["uid"])
+    template = copy.deepcopy(required["spec"]["template"])
+    assignment = {
+        "levels": [HOSTNAME],
+        "slices": [{"domainCount": 2,
+                    "valuesPerLevel": [{"individual": {"prefix": "b1-r1-", "roots": ["1", "2"]}}],
+                    "podCounts": {"individual": [5, 5]}}],
+    }  # fmt: skip
+    status = {
+        "admission": {"clusterQueue": "tas-cluster-queue", "podSetAssignments": [{
+            "name": "main", "flavors": {"cpu": "tas-flavor", "memory": "tas-flavor"},
+            "resourceUsage": {"cpu": "10", "memory": "2000Mi"}, "count": 10,
+            "topologyAssignment": assignment}]},
+        "conditions": [
+            condition("QuotaReserved", "True", "QuotaReserved",
+                      "Quota reserved in ClusterQueue tas-cluster-queue", stamp(1)),
+            condition("Admitted", "True", "Admitted", "The workload is admitted", stamp(1)),
+        ],
+    }  # fmt: skip
+    wl = left.commit("workloads", {
+        "metadata": {"name": name, "namespace": NS,
+                     "labels": {JOB_UID_LABEL: job["metadata"]["uid"]},
+                     "finalizers": [FINALIZER],
+                     "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job",
+                                          "name": "tas-kueue", "uid": job["metadata"]["uid"],
+                                          "controller": True, "blockOwnerDeletion": True}]},
+        "spec": {"queueName": "tas-user-queue", "priority": 0, "active": True, "podSets": [
+            {"name": "main", "count": 10, "template": template,
+             "topologyRequest": {"required": RACK, "podIndexLabel": INDEX}}]},
+        "status": status,
+    })  # fmt: skip
+    # startJob with TAS (getPodSetsInfoFromStatus, FromAssignment): the flavor's nodeLabels,
+    # the podset label, the workload annotation and the topology gate on the template.
+    with left.api.store.lock:
+        started = copy.deepcopy(job)
+        started["spec"]["suspend"] = False
+        tpl = started["spec"]["template"]
+        kueue_started(tpl, "main", name)
+        tpl["spec"]["nodeSelector"] = {"cloud.provider.com/node-group": "tas-group"}
+        tpl["spec"]["schedulingGates"] = [{"name": "kueue.x-k8s.io/topology"}]
+        started["status"] = {"active": 10, "ready": 10, "startTime": stamp(2)}
+        job = left.api._commit(left.api.kind("jobs"), "MODIFIED", started)
+    # The Job controller's pods, then Kueue's topologyUngater: the gate off, the host's label
+    # copied into the nodeSelector, by completion index (the first 5 on b1-r1-1).
+    for pod in tas_pods_of(job, 10):
+        index = int(pod["metadata"]["labels"][INDEX])
+        host = "b1-r1-1" if index < 5 else "b1-r1-2"
+        pod["spec"] = copy.deepcopy(pod["spec"])
+        pod["spec"]["schedulingGates"] = []
+        pod["spec"]["nodeSelector"] = {**pod["spec"]["nodeSelector"], HOSTNAME: host}
+        pod["spec"]["nodeName"] = host
+        pod["metadata"]["namespace"] = NS
+        pod["status"] = {"phase": "Running"}
+        left.commit("pods", pod)
+    pods = {p["metadata"]["name"]: copy.deepcopy(p) for p in cluster.api.list("pods", NS)}
+
+    proc = controller_process(cluster)
+    try:
+        eventually(
+            lambda: (
+                ((cluster.get("clusterqueues", "tas-cluster-queue") or {}).get("status") or {})
+                .get("admittedWorkloads") == 1
+            ),
+            20,
+            "Tower to count Kueue's TAS Workload",
+        )  # fmt: skip
+        second = copy.deepcopy(required)
+        second["metadata"] = {"name": "tas-next", "labels": required["metadata"]["labels"]}
+        made = cluster.admin.create(r.JOBS, second, NS)
+        started_next = eventually(lambda: tas_started(cluster, made), 20, "the next TAS Job")
+        next_wl = cluster.workload_of(started_next)
+        (psa,) = next_wl["status"]["admission"]["podSetAssignments"]
+        [slice_] = psa["topologyAssignment"]["slices"]
+        prefix = slice_["valuesPerLevel"][0]["individual"]["prefix"]
+        assert prefix != "b1-r1-", "placed on the hosts Kueue's Workload runs on"
+        now = cluster.get("workloads", name, NS)
+        assert now["status"]["admission"] == wl["status"]["admission"]
+        touched = [n for n, p in pods.items() if cluster.get("pods", n, NS) != p]
+        assert touched == [], touched
+        assert cluster.get("jobs", "tas-kueue", NS)["spec"]["suspend"] is False
+        print(f"adoption (double): TAS: Kueue's assignment kept unchanged, 10 of 10 pods "
+              f"untouched, the next Job placed in rack {prefix.rstrip('-')}")  # fmt: skip
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+
+
+MK_CHECK = "sample-multikueue"
+WORKER = "multikueue-test-worker1"
+
+
+def mk_admitted(at: float, *, check: bool) -> dict[str, Any]:
+    """SetQuotaReservation in cluster-queue; on the manager also the MultiKueue check's Ready,
+    as the workload reconciler of Kueue's multikueue package writes it once a worker admitted
+    the copy (with status.clusterName), then SyncAdmittedCondition."""
+    status: dict[str, Any] = {
+        "admission": {"clusterQueue": "cluster-queue", "podSetAssignments": [{
+            "name": "main", "flavors": {"cpu": "default-flavor", "memory": "default-flavor"},
+            "resourceUsage": {"cpu": "1", "memory": "1Gi"}, "count": 1}]},
+        "conditions": [
+            condition("QuotaReserved", "True", "QuotaReserved",
+                      "Quota reserved in ClusterQueue cluster-queue", stamp(at)),
+            condition("Admitted", "True", "Admitted", "The workload is admitted", stamp(at + 1)),
+        ],
+    }  # fmt: skip
+    if check:
+        status["admissionChecks"] = [{
+            "name": MK_CHECK, "state": "Ready", "lastTransitionTime": stamp(at + 1),
+            "message": f'The workload was admitted on "{WORKER}"'}]  # fmt: skip
+        status["clusterName"] = WORKER
+    return status
+
+
+def test_a_multikueue_dispatch_kueue_made_carries_over(cluster, webhook, tmp_path):
+    """A Job dispatched by Kueue's MultiKueue and admitted on the worker (the manager's Job
+    handed to MultiKueue and started, its Workload Ready with clusterName; on the worker the
+    copies Kueue made, with the origin label and the prebuilt-workload annotation): after
+    takeover of both clusters no second copy is made and nothing is dispatched again; the
+    Job finishes on the worker and the manager's Workload with it."""
+    with worker_cluster(tmp_path / "worker", webhook) as worker:
+        for doc in tas_example("../single-clusterqueue-setup.yaml"):
+            worker.apply(doc)
+        name_worker(cluster, worker, WORKER, "worker1-secret")
+        for doc in tas_example("../multikueue/multikueue-setup.yaml"):
+            if doc["kind"] != "MultiKueueCluster":
+                cluster.apply(doc)
+        cluster.admin.patch(r.ADMISSION_CHECKS, MK_CHECK, {"status": {"conditions": [
+            condition("Active", "True", "Active", "The admission check is active", stamp(0))
+        ]}}, subresource="status")  # fmt: skip
+        manager, remote = KueueLeft(cluster), KueueLeft(worker)
+
+        # The manager's Job: JobWebhook.Default hands it to MultiKueue (spec.managedBy), and
+        # startJob unsuspends it once the check is Ready; its status copied from the worker's.
+        body = {"metadata": {"name": "mk-job", "namespace": NS,
+                             "labels": {QUEUE_LABEL: "user-queue"}},
+                "spec": {"suspend": False, "managedBy": "kueue.x-k8s.io/multikueue",
+                         "parallelism": 1, "completions": 1, "backoffLimit": 0,
+                         "template": pod_template()},
+                "status": {"active": 1, "ready": 1, "startTime": stamp(3)}}  # fmt: skip
+        body["spec"]["template"]["metadata"] = {"labels": {PODSET_LABEL: "main"}}
+        job = manager.commit("jobs", body)
+        uid = job["metadata"]["uid"]
+        key = workload_name("Job", "batch", "mk-job", uid)
+        spec = {"queueName": "user-queue", "priority": 0, "active": True,
+                "podSets": [{"name": "main", "count": 1, "template": pod_template()}]}  # fmt: skip
+        wl = manager.commit("workloads", {
+            "metadata": {"name": key, "namespace": NS, "labels": {JOB_UID_LABEL: uid},
+                         "finalizers": [FINALIZER],
+                         "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job",
+                                              "name": "mk-job", "uid": uid, "controller": True,
+                                              "blockOwnerDeletion": True}]},
+            "spec": spec, "status": mk_admitted(1, check=True),
+        })  # fmt: skip
+        # On the worker: cloneForCreate's Workload (job-uid label dropped, the origin label),
+        # then the job adapter's SyncJob copy (SetMultiKueueMeta: origin label, prebuilt
+        # workload annotation; managedBy and selector cleared); the worker's Kueue admitted
+        # it, adopted the prebuilt Workload (its owner) and started the Job.
+        copy_job = remote.commit("jobs", {
+            "metadata": {"name": "mk-job", "namespace": NS,
+                         "labels": {QUEUE_LABEL: "user-queue",
+                                    "kueue.x-k8s.io/multikueue-origin": "multikueue"},
+                         "annotations": {"kueue.x-k8s.io/prebuilt-workload-name": key,
+                                         "tower.dev/sim-duration": "8s"}},
+            "spec": {"suspend": False, "parallelism": 1, "completions": 1, "backoffLimit": 0,
+                     "template": body["spec"]["template"]},
+        })  # fmt: skip
+        remote.commit("workloads", {
+            "metadata": {"name": key, "namespace": NS,
+                         "labels": {"kueue.x-k8s.io/multikueue-origin": "multikueue"},
+                         "finalizers": [FINALIZER],
+                         "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job",
+                                              "name": "mk-job",
+                                              "uid": copy_job["metadata"]["uid"],
+                                              "controller": True, "blockOwnerDeletion": True}]},
+            "spec": spec, "status": mk_admitted(2, check=False),
+        })  # fmt: skip
+        with manager.lock, remote.lock:
+            manager.log.clear()
+            remote.log.clear()
+
+        running = [
+            Running(cluster.controller_client(), Settings(status_interval=0.05)),
+            Running(worker.controller_client(), Settings(status_interval=0.05)),
+        ]
+        try:
+            eventually(
+                lambda: ((cluster.get("multikueueclusters", WORKER) or {}).get("status") or {})
+                .get("conditions", [{}])[0].get("status") == "True",
+                what="the worker connected",
+            )  # fmt: skip
+            finished = eventually(
+                lambda: conditions_of(cluster.get("workloads", key, NS)).get("Finished") == "True"
+                and cluster.get("workloads", key, NS),
+                timeout=30,
+                what="the manager's Workload finished with the worker's Job",
+            )  # fmt: skip
+        finally:
+            for item in running:
+                item.halt()
+        assert finished["metadata"]["uid"] == wl["metadata"]["uid"]
+        assert finished["status"]["clusterName"] == WORKER
+        assert finished["status"]["admission"] == wl["status"]["admission"]
+        with manager.lock:
+            states = [
+                [c.get("state") for c in (o.get("status") or {}).get("admissionChecks") or []]
+                for e, p, o in manager.log if p == "workloads" and e != "DELETED"
+            ]  # fmt: skip
+            suspended = [o for e, p, o in manager.log if p == "jobs" and o["spec"].get("suspend")]
+        assert all(s == ["Ready"] for s in states), states  # never dispatched again
+        assert suspended == []
+        with remote.lock:
+            made = [o["metadata"]["uid"] for e, p, o in remote.log
+                    if e == "ADDED" and p in ("jobs", "workloads")]  # fmt: skip
+        assert made == [], "a second copy was made on the worker"
+        print(
+            "adoption (double): MultiKueue: the dispatch kept (clusterName, check Ready), 0 "
+            "copies made again, 0 re-dispatches; finished on the worker, then on the manager"
+        )
