@@ -24,11 +24,15 @@ from extender.core.jobframework.adapter import workload_name
 from tests.e2e.conftest import kubectl
 from tests.e2e.kueue.util import (
     KUEUE,
+    LONG_TIMEOUT,
+    MEDIUM_TIMEOUT,
     ROOT,
     Cluster,
     Tower,
     V,
     end_container,
+    eventually,
+    gone,
     make_cluster_queue,
     make_flavor_quotas,
     make_local_queue,
@@ -652,3 +656,33 @@ def create(cluster: Cluster, gvp: tuple[str, str, str], ns: str, body: dict) -> 
 def workload_of(kind: str, group: str, obj: dict) -> str:
     """GetWorkloadNameFor<Kind>(name, uid)."""
     return workload_name(kind, group, obj["metadata"]["name"], obj["metadata"]["uid"])
+
+
+def expect_replicas_running(
+    cluster: Cluster, gvp: tuple[str, str, str], ns: str, name: str, replica: str, active: int
+) -> None:
+    """The case's 'Waiting for replicas to be ready': status.replicaStatuses[replica].active
+    and a Running condition that is True."""
+
+    def running() -> bool:
+        job = get(cluster, gvp, ns, name)
+        status = job.get("status") or {}
+        replicas = (status.get("replicaStatuses") or {}).get(replica)
+        assert replicas is not None, f"{replica} replica status not found: {status}"
+        assert replicas.get("active", 0) == active, f"active {replica}: {replicas}"
+        conditions = {c["type"]: c["status"] for c in status.get("conditions") or []}
+        assert conditions.get("Running") == "True", f"conditions: {conditions}"
+        return True
+
+    eventually(running, MEDIUM_TIMEOUT, f"{name}'s {replica} replicas running")
+
+
+def expect_gone(cluster: Cluster, gvp: tuple[str, str, str], ns: str, name: str) -> None:
+    """util.ExpectObjectToBeDeleted(ctx, k8sClient, obj, true): deleted (in the foreground)
+    and waited for."""
+    group, version, plural = gvp
+    with contextlib.suppress(client.ApiException):
+        cluster.custom.delete_namespaced_custom_object(
+            group, version, ns, plural, name, propagation_policy="Foreground"
+        )
+    eventually(lambda: gone(lambda: get(cluster, gvp, ns, name)), LONG_TIMEOUT, f"{name} deleted")
