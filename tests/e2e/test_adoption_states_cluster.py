@@ -358,6 +358,7 @@ def left_rayjob(kueue: Kueue) -> dict[str, Any]:
         "apiVersion": "ray.io/v1", "kind": "RayJob",
         "metadata": {"name": "ray", "labels": {QUEUE: "lq-k"}},
         "spec": {"suspend": True, "entrypoint": "python -c 'print(1)'",
+                 "shutdownAfterJobFinishes": True,
                  "submitterPodTemplate": {"spec": sleeper("submitter")},
                  "rayClusterSpec": {
                      "headGroupSpec": {"rayStartParams": {},
