@@ -30,6 +30,7 @@ from extender.core.jobframework.adapter import (
     merge,
 )
 from extender.core.jobframework.batch_job import non_negative
+from extender.core.jobframework.topology import COMPLETION_INDEX, JOB_INDEX_LABEL
 
 TRAINER = "trainer.kubeflow.org"
 MANAGER = "kueue.x-k8s.io/manager"  # Kueue's entry in spec.runtimePatches
@@ -124,9 +125,9 @@ class TrainJob(JobAdapter):
             )
         return ref, runtime
 
-    def _rendered(self, obj: Mapping[str, Any]) -> list[tuple[str, int, Obj, str]]:
-        """(podSet name, pods, pod template, where it comes from) per replicatedJob of the
-        runtime, in its order, with the TrainJob's settings and runtime patches applied."""
+    def _rendered(self, obj: Mapping[str, Any]) -> list[tuple[str, int, Obj, str, int]]:
+        """(podSet name, pods, pod template, where it comes from, Jobs) per replicatedJob of
+        the runtime, in its order, with the TrainJob's settings and runtime patches applied."""
         ref, runtime = self._runtime(obj)
         where = ref.describe()
         spec = as_map(runtime.get("spec"), f"{where}: spec")
@@ -200,7 +201,8 @@ class TrainJob(JobAdapter):
                 )
             if coscheduling:
                 template.setdefault("metadata", {}).setdefault("labels", {})[POD_GROUP_LABEL] = name
-            out.append((job_name, replicas * pods, template, f"{path}.template.spec.template"))
+            where_from = f"{path}.template.spec.template"
+            out.append((job_name, replicas * pods, template, where_from, replicas))
         return out
 
     @staticmethod
@@ -262,11 +264,17 @@ class TrainJob(JobAdapter):
     # ----- reading --------------------------------------------------------------------------
 
     def pod_sets(self, obj: Mapping[str, Any]) -> list[PodSetTemplate]:
-        return [PodSetTemplate(n, c, t, p) for n, c, t, p in self._rendered(obj)]
+        # Kueue reads the podSets of the JobSet the trainer makes: its pods are ranked as a
+        # JobSet's (completion index within the job index), for the topology ungater.
+        return [
+            PodSetTemplate(n, c, t, p, pod_index_label=COMPLETION_INDEX,
+                           sub_group_index_label=JOB_INDEX_LABEL, sub_group_count=jobs)
+            for n, c, t, p, jobs in self._rendered(obj)
+        ]  # fmt: skip
 
     def templates(self, obj: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
         try:
-            return {n: t for n, _, t, _ in self._rendered(obj)}
+            return {n: t for n, _, t, _, _ in self._rendered(obj)}
         except ManifestError:
             return {}  # without its runtime no template is known; a start needs none
 

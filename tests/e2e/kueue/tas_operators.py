@@ -19,7 +19,15 @@ from typing import Any
 
 from kubernetes import client
 
-from tests.e2e.kueue.util import AGNHOST, MEDIUM_TIMEOUT, Cluster, eventually
+from tests.e2e.kueue.tas_extended import COMPLETION_INDEX, GPU, pods
+from tests.e2e.kueue.util import (
+    AGNHOST,
+    BEHAVIOR_EXIT_FAST,
+    MEDIUM_TIMEOUT,
+    QUEUE_LABEL,
+    Cluster,
+    eventually,
+)
 
 Obj = dict[str, Any]
 
@@ -133,6 +141,44 @@ def _pod(name: str, namespace: str, template: Mapping[str, Any], labels: Mapping
 
 
 # ----- JobSet, and the trainer's JobSet --------------------------------------------------
+
+
+def make_jobset(name: str, namespace: str, queue: str, *rjobs: dict[str, Any]) -> dict[str, Any]:
+    """testingjobset.MakeJobSet(...).ReplicatedJobs(...).RequestAndLimit(rj, gpu, "1"): a
+    suspended JobSet, each replicatedJob's pods agnhost asking for one gpu."""
+    replicated = []
+    for rjob in rjobs:
+        container = {"name": "c", "image": AGNHOST, "args": BEHAVIOR_EXIT_FAST,
+                     "resources": {"requests": {GPU: "1"}, "limits": {GPU: "1"}}}  # fmt: skip
+        job = {
+            "parallelism": rjob["parallelism"],
+            "completions": rjob["parallelism"],
+            "backoffLimit": 0,
+            "template": {
+                "metadata": {"annotations": rjob["annotations"]},
+                "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 0,
+                         "containers": [container]},
+            },
+        }  # fmt: skip
+        replicated.append(
+            {"name": rjob["name"], "replicas": rjob["replicas"], "template": {"spec": job}}
+        )
+    return {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {"name": name, "namespace": namespace, "labels": {QUEUE_LABEL: queue}},
+        "spec": {"suspend": True, "replicatedJobs": replicated},
+    }
+
+
+def rank_assignments(cluster: Cluster, ns: str) -> dict[str, str]:
+    """readRankAssignmentsFromJobSetPods: "<job index>/<completion index>" -> its node."""
+    return {
+        f"{p.metadata.labels.get(JOB_INDEX)}/{p.metadata.labels.get(COMPLETION_INDEX)}": (
+            p.spec.node_name
+        )
+        for p in pods(cluster, ns)
+    }
 
 
 def play_jobset(cluster: Cluster, name: str, namespace: str) -> None:

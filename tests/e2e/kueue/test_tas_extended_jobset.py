@@ -7,7 +7,6 @@ eight TAS workers (tas_extended.py)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
@@ -15,7 +14,6 @@ from extender.core.jobframework.adapter import workload_name
 from tests.e2e.kueue.cases import kueue_case
 from tests.e2e.kueue.tas_extended import (
     BLOCK,
-    COMPLETION_INDEX,
     GPU,
     HOSTNAME,
     NODE_GROUP,
@@ -29,21 +27,18 @@ from tests.e2e.kueue.tas_extended import (
     host_assignment,
     kind_workers,
     operator_crds,
-    pods,
     tas_queues,
 )
 from tests.e2e.kueue.tas_operators import (
-    JOB_INDEX,
     JOBSET,
     complete_jobset,
     create,
+    make_jobset,
     play_jobset,
+    rank_assignments,
 )
 from tests.e2e.kueue.util import (
-    AGNHOST,
-    BEHAVIOR_EXIT_FAST,
     LONG_TIMEOUT,
-    QUEUE_LABEL,
     Cluster,
     expect_workload_to_finish,
 )
@@ -58,44 +53,6 @@ def queue(operator_crds: None, cluster: Cluster, ns: str, kind_workers: list[str
     """The When's BeforeEach: LocalQueue `main` of a ClusterQueue with 8 gpus of tas-flavor."""
     with tas_queues(cluster, ns, "main", {GPU: "8"}) as name:
         yield name
-
-
-def make_jobset(name: str, namespace: str, queue: str, *rjobs: dict[str, Any]) -> dict[str, Any]:
-    """testingjobset.MakeJobSet(...).ReplicatedJobs(...).RequestAndLimit(rj, gpu, "1"): a
-    suspended JobSet, each replicatedJob's pods agnhost asking for one gpu."""
-    replicated = []
-    for rjob in rjobs:
-        container = {"name": "c", "image": AGNHOST, "args": BEHAVIOR_EXIT_FAST,
-                     "resources": {"requests": {GPU: "1"}, "limits": {GPU: "1"}}}  # fmt: skip
-        job = {
-            "parallelism": rjob["parallelism"],
-            "completions": rjob["parallelism"],
-            "backoffLimit": 0,
-            "template": {
-                "metadata": {"annotations": rjob["annotations"]},
-                "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 0,
-                         "containers": [container]},
-            },
-        }  # fmt: skip
-        replicated.append(
-            {"name": rjob["name"], "replicas": rjob["replicas"], "template": {"spec": job}}
-        )
-    return {
-        "apiVersion": "jobset.x-k8s.io/v1alpha2",
-        "kind": "JobSet",
-        "metadata": {"name": name, "namespace": namespace, "labels": {QUEUE_LABEL: queue}},
-        "spec": {"suspend": True, "replicatedJobs": replicated},
-    }
-
-
-def rank_assignments(cluster: Cluster, ns: str) -> dict[str, str]:
-    """readRankAssignmentsFromJobSetPods: "<job index>/<completion index>" -> its node."""
-    return {
-        f"{p.metadata.labels.get(JOB_INDEX)}/{p.metadata.labels.get(COMPLETION_INDEX)}": (
-            p.spec.node_name
-        )
-        for p in pods(cluster, ns)
-    }
 
 
 def run_ranks_case(

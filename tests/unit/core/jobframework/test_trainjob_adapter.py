@@ -13,6 +13,7 @@ import pytest
 from extender.core.api.parse import ManifestError
 from extender.core.jobframework import registry
 from extender.core.jobframework.adapter import MissingReferenceError, PodSetInfo
+from extender.core.jobframework.topology import request_json, template_topology
 from extender.core.jobframework.trainer import MANAGER, TrainJob
 from tests import yamlc
 
@@ -120,6 +121,31 @@ def test_a_runtime_without_ml_policy_keeps_the_templates_parallelism_and_replica
     assert [(p.name, p.count) for p in TJ.pod_sets(job)] == [("node", 3), ("foo", 6)]
     job = resolved(train_job("torch-distributed", numNodes=2), rt)
     assert [(p.name, p.count) for p in TJ.pod_sets(job)] == [("node", 2), ("foo", 6)]
+
+
+def test_its_pods_are_ranked_as_the_jobset_trainer_makes_numbers_them():
+    """Kueue reads a TrainJob's podSets from the JobSet the trainer makes: the topology
+    ungater ranks each pod by its completion index within its Job's index (the Workload's
+    topologyRequest names both labels and the number of Jobs)."""
+    rt = runtime("torch_distributed")
+    del rt["spec"]["mlPolicy"]
+    rjob = rt["spec"]["template"]["spec"]["replicatedJobs"][0]
+    del rjob["template"]["metadata"]  # not the trainer's step: its replicas are its own
+    rjob["replicas"] = 3
+    rjob["template"]["spec"]["parallelism"] = 2
+    rjob["template"]["spec"]["template"].setdefault("metadata", {})["annotations"] = {
+        "kueue.x-k8s.io/podset-preferred-topology": "cloud.provider.com/topology-block"
+    }
+    [node] = TJ.pod_sets(resolved(train_job("torch-distributed"), rt))
+    assert node.count == 6
+    request = template_topology(node)
+    assert request is not None
+    assert request_json(request) == {
+        "preferred": "cloud.provider.com/topology-block",
+        "podIndexLabel": "batch.kubernetes.io/job-completion-index",
+        "subGroupIndexLabel": "jobset.sigs.k8s.io/job-index",
+        "subGroupCount": 3,
+    }
 
 
 def test_a_coscheduled_runtime_labels_the_pods_with_the_pod_group():
