@@ -174,7 +174,7 @@ def webhook_configurations(
                 scope.labelled(),
             ),
         ]
-        if adapter.default_queue:  # never for pods: an unlabelled pod never reaches Tower
+        if adapter.default_queue:
             mutating.append(
                 hook(
                     f"m{short}-default-queue.tower.dev",

@@ -83,11 +83,7 @@ KINDS = {
         "trainjobs",
         "trainer-kubeflow-org-v1alpha1-trainjob",
     ),
-    # A pod is never queued without its label: no default-queue webhook.
-    "pod": (
-        job_webhooks("pod", "", "v1", "pods", "-v1-pod")[0][:2],
-        job_webhooks("pod", "", "v1", "pods", "-v1-pod")[1],
-    ),
+    "pod": job_webhooks("pod", "", "v1", "pods", "-v1-pod"),
     "example.com/toyjob": job_webhooks(
         "toyjob", "example.com", "v1", "toyjobs", "example-com-v1-toyjob"
     ),

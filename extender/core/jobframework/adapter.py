@@ -225,8 +225,7 @@ class JobAdapter:
     # at create, and a stop deletes it).
     can_suspend: ClassVar[bool] = True
     # Whether the webhook queues objects of the kind without the queue-name label in the
-    # namespaces that ask for it (manageJobsWithoutQueueName); never for pods, so that a
-    # webhook outage blocks no pod Tower does not queue.
+    # namespaces that ask for it (manageJobsWithoutQueueName; bare pods too, as in Kueue).
     default_queue: ClassVar[bool] = True
     # A name for the controller's cache of this kind when another part of Tower also
     # watches the same API resource (every pod, for placement): the two are kept apart.

@@ -57,10 +57,9 @@ class Pod(JobAdapter):
     framework = "pod"
     group, version, kind, plural = "", "v1", "Pod", "pods"
     # A pod is gated at create and can never be gated again: it is not suspended afterwards,
-    # a stop deletes it, and no webhook queues a pod without the queue-name label (so a
-    # webhook outage blocks no other pod).
+    # and a stop deletes it. Without the queue-name label it is queued only where unlabelled
+    # jobs are (manageJobsWithoutQueueName), as Kueue's pod webhook gates it there.
     can_suspend: ClassVar[bool] = False
-    default_queue: ClassVar[bool] = False
     # MultiKueue runs it on a worker by a copy, the manager's left gated (a pod has no
     # managedBy).
     gated_on_manager: ClassVar[bool] = True

@@ -33,6 +33,7 @@ from extender.kube.controller.priority import (
     gates_differ,
 )
 from extender.kube.controller.priority_defaulting import with_default_class
+from extender.kube.controller.queue_follow import follow_queue_name
 from extender.kube.controller.slices import ElasticJobs
 from extender.kube.controller.workload_status import patch_status, record, write_status
 
@@ -240,6 +241,7 @@ class JobReconciler:
             return self._adopt(job, wl_key, workload)
         self._creating.pop(wl_key, None)
         if job.prebuilt is None:
+            workload = follow_queue_name(ctx, job, wl_key, workload)
             follow_priority_class(ctx, job, wl_key, workload)
             follow_admission_gates(ctx, job, wl_key, workload)
             follow_exec_limit(ctx, job, wl_key, workload)
