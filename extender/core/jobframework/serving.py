@@ -12,8 +12,9 @@ kept on hold (its quota given back) and admitted again once it scales up.
 
 A LeaderWorkerSet's Workloads (`leaderworkerset-<name>-<i>-<hash>`, podSets `leader` × 1 and
 `worker` × size-1, or `main` × size without a leader template) are made for each index up to
-`replicas`; its pods are told their group by the controller (Kueue stamps them the same way:
-group name, total count, role), because a pod does not carry its LeaderWorkerSet's uid.
+`replicas` (and, during a rolling update with maxSurge, for the surge groups too); its pods
+are told their group by the controller (Kueue stamps them the same way: group name, total
+count, role), because a pod does not carry its LeaderWorkerSet's uid.
 """
 
 from __future__ import annotations
@@ -155,6 +156,26 @@ def _size(obj: Mapping[str, Any]) -> int:
     return as_count(spec.get("size"), 1) or 1
 
 
+def _max_surge(obj: Mapping[str, Any]) -> int:
+    """rollingUpdateConfiguration.maxSurge as Kueue reads it (IntValue: a percentage is 0)."""
+    strategy = as_mapping(as_mapping(obj.get("spec")).get("rolloutStrategy"))
+    surge = as_mapping(strategy.get("rollingUpdateConfiguration")).get("maxSurge")
+    if isinstance(surge, str):
+        return int(surge) if surge.isdigit() else 0
+    return as_count(surge, 0)
+
+
+def _groups(obj: Mapping[str, Any]) -> int:
+    """How many groups have a Workload: spec.replicas, and while a rolling update with maxSurge
+    is under way (not every group updated yet), the surge groups the leader StatefulSet runs
+    beyond it too (status.replicas), as Kueue's reconciler keeps them."""
+    replicas = _replicas(obj)
+    status = as_mapping(obj.get("status"))
+    running = as_count(status.get("replicas"), 0)
+    rolling = _max_surge(obj) > 0 and as_count(status.get("updatedReplicas"), 0) < replicas
+    return max(replicas, running) if rolling else replicas
+
+
 class LeaderWorkerSet(TemplateParent):
     framework = "leaderworkerset.x-k8s.io/leaderworkerset"
     group, version, kind, plural = LWS_GROUP, "v1", "LeaderWorkerSet", "leaderworkersets"
@@ -172,8 +193,7 @@ class LeaderWorkerSet(TemplateParent):
         meta = as_mapping(obj.get("metadata"))
         name, uid = str(meta.get("name")), self.owner_uid(obj)
         return {
-            workload_name(self.kind, self.group, f"{name}-{i}", uid): i
-            for i in range(_replicas(obj))
+            workload_name(self.kind, self.group, f"{name}-{i}", uid): i for i in range(_groups(obj))
         }
 
     def workload_names(self, obj: Mapping[str, Any]) -> tuple[str, ...]:
@@ -181,7 +201,7 @@ class LeaderWorkerSet(TemplateParent):
 
     def group_pod_sets(self, obj: Mapping[str, Any], name: str) -> list[PodSetTemplate] | None:
         if name not in self._names(obj):
-            return None  # an index beyond its replicas: that group is gone
+            return None  # an index beyond its groups: that group is gone
         leader = _lws_template(obj, "leaderTemplate")
         worker = _lws_template(obj, "workerTemplate")
         base = "spec.leaderWorkerTemplate"

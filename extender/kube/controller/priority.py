@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from extender.core.api.admission_gates import (
@@ -30,42 +31,55 @@ def follow_priority_class(ctx: Context, job: JobView, wl_key: str, workload: Obj
     (queued, it moves in line; admitted, preemption sees the new value). A Workload whose
     priority came from a pod PriorityClass does not follow the label, and one that holds
     quota with no class cannot be given one (the API refuses it)."""
-    spec = workload.get("spec") or {}
-    ref = spec.get("priorityClassRef") or None
-    wanted = str(job.labels.get(PRIORITY_CLASS_LABEL) or "")
-    if ref is not None and ref.get("kind") != _WPC:
-        return
-    if ref is None and o.is_true(workload, o.QUOTA_RESERVED):
-        return
-    if str((ref or {}).get("name") or "") == wanted:
-        return
     pod_class = None
     if job.source is not None:
         value = job.adapter.pod_priority_class(job.source)
         pod_class = value if isinstance(value, str) else None
+    follow_priority_label(
+        ctx, job.labels, pod_class, job.as_object(), f"{job.kind} {job.key}", wl_key, workload
+    )
+
+
+def follow_priority_label(
+    ctx: Context,
+    labels: Mapping[str, str],
+    pod_class: str | None,
+    owner: Obj,
+    who: str,
+    wl_key: str,
+    workload: Obj,
+) -> Obj | None:
+    """follow_priority_class for any object that declares the Workload (a LeaderWorkerSet's
+    group too): its labels, its pods' PriorityClass, the object the Event is about. The
+    Workload as it is now (written or not); None if it moved meanwhile."""
+    spec = workload.get("spec") or {}
+    ref = spec.get("priorityClassRef") or None
+    wanted = str(labels.get(PRIORITY_CLASS_LABEL) or "")
+    if ref is not None and ref.get("kind") != _WPC:
+        return workload
+    if ref is None and o.is_true(workload, o.QUOTA_RESERVED):
+        return workload
+    if str((ref or {}).get("name") or "") == wanted:
+        return workload
     try:
         value, name, source = resolve_priority(
-            job.labels,
+            labels,
             pod_class,
             ctx.state.workload_priority_classes(),
             ctx.state.priority_classes(),
         )
     except ManifestError:
-        return  # the class is not there (yet): the create path says so in an Event
+        return workload  # the class is not there (yet): the create path says so in an Event
     new_ref = o.priority_class_ref(name, source)
     if new_ref == ref and spec.get("priority") == value:
-        return
+        return workload
     patch = o.conditional({"spec": {"priorityClassRef": new_ref, "priority": value}}, workload)
-    if write_workload(ctx, wl_key, patch, "priority") is None:
-        return
-    log.info("%s %s: Workload %s now has priority class %r (%d)", job.kind, job.key, wl_key,
-             name, value)  # fmt: skip
-    ctx.event(
-        job.as_object(),
-        "Normal",
-        "UpdatedWorkload",
-        f"Updated workload priority class: {wl_key}",
-    )
+    written = write_workload(ctx, wl_key, patch, "priority")
+    if written is None:
+        return None
+    log.info("%s: Workload %s now has priority class %r (%d)", who, wl_key, name, value)
+    ctx.event(owner, "Normal", "UpdatedWorkload", f"Updated workload priority class: {wl_key}")
+    return written
 
 
 def gates_differ(job: JobView, workload: Obj) -> bool:

@@ -36,6 +36,7 @@ from extender.kube.controller.jobs import (
 from extender.kube.controller.pod_groups.pods import GroupPods, member_of
 from extender.kube.controller.pod_groups.workloads import GroupWorkloads
 from extender.kube.controller.pods_ready import PodsReadyWatch
+from extender.kube.controller.priority import follow_priority_label
 from extender.kube.controller.workload_status import write_status, write_workload
 
 log = logging.getLogger("tower.groups")
@@ -177,9 +178,11 @@ class GroupReconciler:
         if declared is not None and declared[2] is not None:
             if declared[0].stamps_members:  # a StatefulSet's: held at zero, its queue followed
                 followed = self._follow_owner(wl_key, workload, declared[0], declared[2], views)
-                if followed is None:
-                    return None
-                workload = followed
+            else:  # a LeaderWorkerSet's: its queue and priority class followed
+                followed = self._follow_declarer(wl_key, workload, declared[0], declared[2])
+            if followed is None:
+                return None
+            workload = followed
             self._say_if_resized(name, workload, declared[0], declared[2])
             if declared[0].stamps_members:  # a StatefulSet's pods, told their group
                 self.pods_ops.stamp_members(declared[0], declared[2], views)
@@ -322,6 +325,28 @@ class GroupReconciler:
             ctx.queues.workloads.add(wl_key)
             workload = written
         return workload
+
+    def _follow_declarer(
+        self, wl_key: str, workload: Obj, parent: TemplateParent, obj: Obj
+    ) -> Obj | None:
+        """Kueue's LeaderWorkerSet reconciler (updateWorkload): each group's Workload takes
+        the set's queue name and WorkloadPriorityClass label as they are now (its webhook
+        lets them change only while no group is ready). The Workload as it is now, or None
+        if it moved meanwhile."""
+        ctx = self.ctx
+        meta = obj.get("metadata") or {}
+        labels = meta.get("labels") or {}
+        queue = labels.get(QUEUE_NAME_LABEL)
+        if queue and (workload.get("spec") or {}).get("queueName") != queue:
+            patch = o.conditional({"spec": {"queueName": queue}}, workload)
+            written = write_workload(ctx, wl_key, patch, "queue-name")
+            if written is None:
+                return None  # it moved meanwhile: looked at again
+            ctx.queues.workloads.add(wl_key)
+            workload = written
+        about = {**obj, "kind": parent.kind, "apiVersion": f"{parent.group}/{parent.version}"}
+        who = f"{parent.kind} {meta.get('namespace')}/{meta.get('name')}"
+        return follow_priority_label(ctx, labels, None, about, who, wl_key, workload)
 
     def _resize_held(
         self, wl_key: str, workload: Obj, parent: TemplateParent, obj: Obj
