@@ -650,3 +650,85 @@ def test_a_copy_evicted_on_its_worker_sends_the_workload_back(cluster, worker, r
     finally:
         for item in running:
             item.halt()
+
+
+def test_the_managers_nodes_do_not_hold_back_a_job_that_runs_on_a_worker(
+    cluster, worker, routed_webhook
+):
+    """Kueue's e2e 'Should preempt ... (same worker)' asks for example.com/gpu-h100, which no
+    node of the manager has: the manager reserves quota on quota alone (its pods never run
+    there), and the worker admits it. Tower's physical fit, on for extended resources, is not
+    asked on the manager of a MultiKueue ClusterQueue."""
+    gpu = "example.com/gpu-h100"
+
+    def with_gpus(path: Path) -> Iterator[dict[str, Any]]:
+        for doc in yaml.safe_load_all(path.read_text()):
+            if doc and doc["kind"] == "ClusterQueue":
+                group = doc["spec"]["resourceGroups"][0]
+                group["coveredResources"].append(gpu)
+                group["flavors"][0]["resources"].append({"name": gpu, "nominalQuota": "2"})
+            if doc and doc["kind"] == "MultiKueueConfig":
+                doc["spec"]["clusters"] = ["multikueue-test-worker1"]
+            if doc and doc["kind"] != "MultiKueueCluster":
+                yield doc
+
+    worker.apply(*with_gpus(EXAMPLES / "single-clusterqueue-setup.yaml"))
+    name_worker(cluster, worker, "multikueue-test-worker1", "worker1-secret")
+    cluster.apply(*with_gpus(EXAMPLES / "multikueue" / "multikueue-setup.yaml"))
+    running = [_start_placed(cluster), _start(worker)]
+    try:
+        body = {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {"name": "gpu", "labels": {"kueue.x-k8s.io/queue-name": "user-queue"}},
+            "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [
+                {"name": "c", "image": "busybox:1.36",
+                 "resources": {"requests": {gpu: "2"}, "limits": {gpu: "2"}}}]}}},
+        }  # fmt: skip
+        job = cluster.admin.create(r.JOBS, body, "default")
+        key = eventually(lambda: cluster.workload_of(job), what="its Workload")["metadata"]["name"]
+        eventually(
+            lambda: (
+                _check_of(cluster, key).get("message")
+                == 'The workload was admitted on "multikueue-test-worker1"'
+            ),
+            timeout=20,
+            what="admitted on the worker, whatever the manager's nodes",
+        )
+    finally:
+        for item in running:
+            item.halt()
+
+
+def _start_placed(cluster: Cluster) -> Running:
+    """A controller as `_start`'s, with physical fit on (nodes and pods watched), as
+    `python -m extender run` has it by default."""
+    from extender.core.jobframework import registry
+    from extender.kube.api.cache import Cache, watch_for_kinds
+    from extender.kube.api.events import Recorder
+    from extender.kube.api.placement import Placement
+    from extender.kube.controller.context import Settings
+    from extender.kube.controller.loop import Controller
+
+    settings = Settings(status_interval=0.05)
+    client = cluster.controller_client()
+    running = Running.__new__(Running)
+    running.stop = threading.Event()
+    running.cache = Cache(
+        client,
+        adapters=registry.enabled(settings.integrations),
+        group_parents=registry.group_parents(settings.integrations),
+        placement=Placement(),
+    )
+    running.cache.discover_kinds()
+    running.cache.discover_optional()
+    watch_for_kinds(running.cache, running.stop, every=0.2)
+    running.cache.start(running.stop)
+    running.recorder = Recorder(client)
+    running.controller = Controller(client, running.cache, settings=settings,
+                                    recorder=running.recorder)  # fmt: skip
+    running.thread = threading.Thread(target=running.controller.run, args=(running.stop,),
+                                      daemon=True)  # fmt: skip
+    running.thread.start()
+    assert running.controller.ready.wait(10), "the controller's caches never synced"
+    return running

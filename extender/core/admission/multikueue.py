@@ -11,7 +11,7 @@ admitted it, and its job mirrors the worker's. Everything here is pure: the cont
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -255,6 +255,12 @@ def runs_on_worker(workload: Mapping[str, Any], controller_of: Callable[[str], A
     return any(
         isinstance(s, Mapping) and controller_of(str(s.get("name"))) == CONTROLLER for s in states
     )
+
+
+def dispatches(check_names: Iterable[str], controller_of: Callable[[str], Any]) -> bool:
+    """Whether a ClusterQueue with these checks hands its workloads to MultiKueue: their
+    pods run on worker clusters, so the manager's nodes say nothing about where they fit."""
+    return any(controller_of(name) == CONTROLLER for name in check_names)
 
 
 SIBLINGS_RETRY = 1.0  # seconds before a Workload whose siblings are not all made looks again

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from extender.core.admission import multikueue
 from extender.core.api import parse
 from extender.core.api.models import PLACEMENT_ANNOTATION, WORKLOAD_ANNOTATION, Admission, Workload
 from extender.core.api.parse import ManifestError
@@ -32,6 +33,7 @@ from extender.core.placement.fit import (
     is_extended_resource,
     node_of,
 )
+from extender.core.scheduling.cache import Cache
 from extender.core.scheduling.cycle import ClusterState
 from extender.core.tas.cache import Held, within_assignment
 from extender.core.tas.scheduling import TopologyScheduling
@@ -268,6 +270,7 @@ class Placement:
         self.check_in_cycle = PlacementCheck(self.inventory)
         self.topology = TopologyScheduling()
         self._store: Store | None = None
+        self._cache: Cache | None = None  # the term's ClusterQueues and AdmissionChecks
 
     # ----- the store's handlers (informer threads) ----------------------------------------
 
@@ -361,6 +364,7 @@ class Placement:
         quota."""
         state.add_admission_check(self.check)
         state.on_release(self.forget)
+        self._cache = state.cache
         state.scheduler.topology = self
 
     def new_term(self, state: ClusterState) -> None:
@@ -377,11 +381,24 @@ class Placement:
             placed = self.topology(workload, admission)
             if isinstance(placed, str):
                 return placed
+            if self._runs_on_workers(admission.cluster_queue):
+                return placed  # MultiKueue: its pods run on a worker, never on these nodes
             refusal = self.check_in_cycle(workload, placed or admission)
             if refusal is not None:
                 self.topology.release(workload.key)
                 return refusal
             return placed
+
+    def _runs_on_workers(self, cluster_queue: str) -> bool:
+        cache = self._cache
+        cq = cache.cluster_queues.get(cluster_queue) if cache is not None else None
+        if cq is None:
+            return False
+        checks = cache.admission_checks if cache is not None else {}
+        return multikueue.dispatches(
+            (r.name for r in cq.admission_checks),
+            lambda name: c.controller_name if (c := checks.get(name)) else None,
+        )
 
     # ----- scheduler.TopologyHooks, under the lock ---------------------------------------
 
