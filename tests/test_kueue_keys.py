@@ -168,8 +168,11 @@ STANDS: dict[tuple[str, str], Stand] = {
     (K + "pod-group-total-count", "Annotation"): acted(
         GROUPS + "test_a_members_metadata_is_checked_at_create", "a group's size, checked at create"
     ),
-    (K + "pod-index-offset", "Annotation"): warned(
-        WARNINGS + "test_kueues_own_marks_on_a_job_are_warned"
+    (K + "pod-index-offset", "Annotation"): acted(
+        "tests/unit/core/jobframework/test_pod_index_offset.py::"
+        "test_the_ungater_reads_a_pods_offset_and_ranks_the_workers_from_it",
+        "written on the workers' template of an MPIJob whose launcher runs as a worker and of "
+        "a LeaderWorkerSet with a leader; the topology ungater ranks their pods from it",
     ),
     (K + "pod-suspending-parent", "Annotation"): acted(
         "tests/unit/core/jobframework/test_pod_adapter.py::"

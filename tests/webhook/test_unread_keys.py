@@ -63,14 +63,8 @@ def workload_warnings(annotations: dict[str, str]) -> list[str]:
 
 
 def test_kueues_own_marks_on_a_job_are_warned():
-    said = job_warnings(
-        {"kueue.x-k8s.io/stopping": "true"},
-        template={"kueue.x-k8s.io/pod-index-offset": "1"},
-    )
+    said = job_warnings({"kueue.x-k8s.io/stopping": "true"})
     assert [line.split(": ", 1)[1] for line in said] == [
-        "metadata.annotations[kueue.x-k8s.io/pod-index-offset] (Kueue's webhook's mark for an "
-        "MPIJob whose launcher runs as a worker) is not acted on by Tower; topology placement "
-        "ranks each pod set's pods from 0",
         "metadata.annotations[kueue.x-k8s.io/stopping] (Kueue's own mark while it stops a Job) "
         "is not acted on by Tower; Tower stops and resumes a Job by its spec.suspend alone",
     ]

@@ -60,12 +60,6 @@ UNREAD: tuple[UnreadKey, ...] = (
         _true,
     ),
     UnreadKey(
-        "kueue.x-k8s.io/pod-index-offset",
-        (),
-        "Kueue's webhook's mark for an MPIJob whose launcher runs as a worker",
-        "topology placement ranks each pod set's pods from 0",
-    ),
-    UnreadKey(
         "kueue.x-k8s.io/stopping",
         ("Job",),
         "Kueue's own mark while it stops a Job",

@@ -16,10 +16,12 @@ from extender.core.jobframework.adapter import (
     as_mapping,
     as_sequence,
     condition_true,
+    pointer,
     replace_maps,
     template_placement,
 )
 from extender.core.jobframework.batch_job import non_negative
+from extender.core.jobframework.topology import GROUP_ANNOTATION, POD_INDEX_OFFSET
 
 # The label the Kubeflow operators (and MPI's) number a replica type's pods with.
 REPLICA_INDEX = "training.kubeflow.org/replica-index"
@@ -142,6 +144,32 @@ class MPIJob(ReplicaSpecsJob):
     replica_field = "mpiReplicaSpecs"
     own_controller = "kubeflow.org/mpi-operator"
     replica_types = ("Launcher", "Worker")
+
+    def create_ops(self, obj: Mapping[str, Any]) -> list[Obj]:
+        """Kueue's webhook: when the launcher runs as a worker (index 0) and is not grouped
+        with the workers, the workers (1..n) are ranked from their index less one."""
+        spec = as_mapping(obj.get("spec"))
+        if spec.get("runLauncherAsWorker") is not True:
+            return []
+        specs = {
+            str(k).lower(): (k, v) for k, v in as_mapping(spec.get(self.replica_field)).items()
+        }
+        if "launcher" not in specs or "worker" not in specs:
+            return []
+        launcher = as_mapping(as_mapping(specs["launcher"][1]).get("template"))
+        if GROUP_ANNOTATION in as_mapping(as_mapping(launcher.get("metadata")).get("annotations")):
+            return []
+        key, worker = specs["worker"]
+        if not isinstance(as_mapping(worker).get("template"), Mapping):
+            return []
+        template = as_mapping(as_mapping(worker).get("template"))
+        meta = as_mapping(template.get("metadata"))
+        annotations = as_mapping(meta.get("annotations"))
+        if annotations.get(POD_INDEX_OFFSET) == "1":
+            return []
+        path = ("spec", self.replica_field, str(key), "template", "metadata")
+        value = {**meta, "annotations": {**annotations, POD_INDEX_OFFSET: "1"}}
+        return [{"op": "add", "path": pointer(*path), "value": value}]
 
 
 class PyTorchJob(ReplicaSpecsJob):

@@ -57,6 +57,10 @@ class TemplateParent:
         """(group Workload name, podSet) of one of its pods; None: each pod is its own."""
         return None
 
+    def annotations_at(self, obj: Mapping[str, Any], path: tuple[str, ...]) -> Mapping[str, str]:
+        """What its webhook adds to the annotations of the pod template at `path`."""
+        return self.template_annotations
+
     @staticmethod
     def owner_uid(obj: Mapping[str, Any]) -> str:
         """The uid its group Workloads are named by: its own, or on a MultiKueue worker the
@@ -161,7 +165,7 @@ class TemplateParent:
             annotations = {
                 **as_mapping(meta.get("annotations")),
                 SUSPENDING_PARENT: self.framework,
-                **self.template_annotations,
+                **self.annotations_at(obj, path),
             }
             wanted = {**meta, "labels": labels, "annotations": annotations}
             if wanted != meta:

@@ -35,6 +35,7 @@ from extender.core.jobframework.adapter import (
     workload_name,
 )
 from extender.core.jobframework.parent import TemplateParent
+from extender.core.jobframework.topology import GROUP_ANNOTATION, POD_INDEX_OFFSET
 
 STATEFULSET_POD_INDEX = "apps.kubernetes.io/pod-index"
 LWS_WORKER_INDEX = "leaderworkerset.sigs.k8s.io/worker-index"
@@ -188,6 +189,19 @@ class LeaderWorkerSet(TemplateParent):
         ("spec", "leaderWorkerTemplate", "workerTemplate"),
     )
     template_annotations: ClassVar[Mapping[str, str]] = MappingProxyType({groups.SERVING: "true"})
+
+    def annotations_at(self, obj: Mapping[str, Any], path: tuple[str, ...]) -> Mapping[str, str]:
+        """Kueue's webhook: beside a leader it is not grouped with, the workers (worker index
+        1..n) are ranked from their index less one."""
+        worker = _lws_template(obj, "workerTemplate")
+        if path[-1] != "workerTemplate" or _lws_template(obj, "leaderTemplate") is None:
+            return self.template_annotations
+        worker_annotations = as_mapping(
+            as_mapping(as_mapping(worker).get("metadata")).get("annotations")
+        )
+        if GROUP_ANNOTATION in worker_annotations:
+            return self.template_annotations
+        return {**self.template_annotations, POD_INDEX_OFFSET: "1"}
 
     def _names(self, obj: Mapping[str, Any]) -> dict[str, int]:
         meta = as_mapping(obj.get("metadata"))

@@ -34,6 +34,10 @@ SLICE_ANNOTATION = PREFIX + "podset-slice-required-topology"
 SLICE_SIZE_ANNOTATION = PREFIX + "podset-slice-size"
 LAYERS_ANNOTATION = PREFIX + "podset-slice-required-topology-constraints"
 GROUP_ANNOTATION = PREFIX + "podset-group-name"
+# On a template whose pods number from 1 in their podSet (Kueue's webhook marks a worker of a
+# LeaderWorkerSet with a leader, of an MPIJob whose launcher runs as a worker): the topology
+# ungater ranks each pod by its index less this offset.
+POD_INDEX_OFFSET = PREFIX + "pod-index-offset"
 # The scheduling gate a topology-placed pod waits behind until it is given its domain.
 TOPOLOGY_GATE = PREFIX + "topology"
 # The labels Kubernetes and JobSet number pods with (Kueue's podIndexLabel, subGroupIndexLabel).

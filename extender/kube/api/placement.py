@@ -22,7 +22,11 @@ from extender.core.api.models import PLACEMENT_ANNOTATION, WORKLOAD_ANNOTATION, 
 from extender.core.api.parse import ManifestError
 from extender.core.api.topology import HOSTNAME, TopologyAssignment
 from extender.core.jobframework.jobs import pod_requests
-from extender.core.jobframework.topology import TOPOLOGY_ANNOTATIONS, TOPOLOGY_GATE
+from extender.core.jobframework.topology import (
+    POD_INDEX_OFFSET,
+    TOPOLOGY_ANNOTATIONS,
+    TOPOLOGY_GATE,
+)
 from extender.core.placement.fit import (
     Inventory,
     Node,
@@ -76,6 +80,8 @@ class TopologyPod:
     labels: Mapping[str, str]  # its index labels are among them
     node_selector: Mapping[str, str]
     created: str  # creationTimestamp, to take gated pods in a stable order
+    # Its kueue.x-k8s.io/pod-index-offset: its rank is its index less this (None: not a number).
+    index_offset: int | None = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,7 +201,15 @@ def _topology_pod(
         {str(k): str(v) for k, v in labels.items()},
         {str(k): str(v) for k, v in _m(spec.get("nodeSelector")).items()},
         str(meta.get("creationTimestamp") or ""),
+        _offset(annotations.get(POD_INDEX_OFFSET)),
     )
+
+
+def _offset(value: Any) -> int | None:
+    if value is None:
+        return 0
+    text = str(value)
+    return int(text) if text.isdigit() else None
 
 
 def topology_workload_index(view: Any) -> list[str]:

@@ -94,6 +94,9 @@ class TopologyUngater:
                 and v.topology.pod_set == psa.name
             }
             ordered = sorted(pods.values(), key=lambda v: (v.topology.created, v.key))  # type: ignore[union-attr]
+            # Its pods' pod-index-offset (Kueue reads the first pod's: a podSet's pods share
+            # their template's); one that is not a number leaves the ranks unread.
+            extra = ordered[0].topology.index_offset if ordered else 0  # type: ignore[union-attr]
             chosen = domains_for_gated(
                 psa.topology,
                 [
@@ -101,9 +104,9 @@ class TopologyUngater:
                     for v in ordered
                     if (t := v.topology) is not None
                 ],
-                requests.get(psa.name),
+                requests.get(psa.name) if extra is not None else None,
                 psa.count,
-                offsets.get(psa.name, 0),
+                offsets.get(psa.name, 0) + (extra or 0),
             )
             for pod_key, selector in chosen.items():
                 if selector.get(HOSTNAME) in unhealthy:
