@@ -37,9 +37,11 @@ from tests.controller.test_adoption import (
 )
 from tests.controller.test_jobset import JOBSET_CRD
 from tests.controller.test_kubeflow import load
+from tests.controller.test_pod_groups import statefulset_pod
+from tests.controller.test_pods import ungated
 from tests.controller.test_preemption import cluster_queue, flavor, local_queue, priority
 from tests.controller.test_ray import DATA, EXAMPLES
-from tests.controller.test_topology import HOSTNAME, INDEX, NODES, RACK
+from tests.controller.test_topology import HOSTNAME, INDEX, NODES, RACK, let_through
 from tests.controller.test_topology import example as tas_example
 from tests.controller.test_topology import pods_of as tas_pods_of
 from tests.controller.test_topology import started as tas_started
@@ -349,9 +351,24 @@ def test_tower_adopts_running_jobsets_rayjobs_and_statefulsets(cluster, start_co
     assert touched == [], touched
     made_again = set(uids(cluster, "workloads")) - set(before)
     assert made_again == set(), made_again
+
+    # A StatefulSet pod lost and made again by its controller (through Tower's webhook, which
+    # gates it): let through under Kueue's admission, told its group, no Workload made.
+    cluster.admin.delete(r.PODS, "web-1", NS)
+    again = cluster.admin.create(r.PODS, statefulset_pod(sts, 1), NS)
+    assert again["spec"].get("schedulingGates"), "made ungated"
+    through = eventually(lambda: ungated(cluster, again), what="the new web-1 let through")
+    assert through["spec"]["nodeSelector"] == NODE_LABELS
+    assert through["metadata"]["labels"][GROUP_LABEL] == sts_name
+    assert set(uids(cluster, "workloads")) == set(before)
+    assert (
+        cluster.get("workloads", sts_name, NS)["status"]["admission"]
+        == (sts_wl["status"]["admission"])
+    )
     print(f"adoption (double): {kept} of 3 running JobSet/RayJob/StatefulSet kept admitted, "
           f"0 suspended, {len(pods) - len(touched)} of {len(pods)} pods untouched, "
-          f"0 Workloads made again")  # fmt: skip
+          f"0 Workloads made again; a StatefulSet pod made again let through under Kueue's "
+          f"admission")  # fmt: skip
 
 
 def checked_job(left: KueueLeft, name: str, created: float, *, running: bool) -> dict[str, Any]:
@@ -597,8 +614,17 @@ def test_a_topology_assignment_kueue_made_carries_over(cluster):
         touched = [n for n, p in pods.items() if cluster.get("pods", n, NS) != p]
         assert touched == [], touched
         assert cluster.get("jobs", "tas-kueue", NS)["spec"]["suspend"] is False
+        # A pod of Kueue's Job lost and replaced by the Job controller (gated by its
+        # template): Tower's ungater lets it through to its host in Kueue's assignment.
+        cluster.admin.delete(r.PODS, "tas-kueue-7", NS)
+        replacement = tas_pods_of(job, 10)[7]
+        replacement["metadata"]["namespace"] = NS
+        cluster.admin.create(r.PODS, replacement, NS)
+        [host] = eventually(lambda: let_through(cluster, ["tas-kueue-7"]), 20, "the new pod")
+        assert host == "b1-r1-2"
         print(f"adoption (double): TAS: Kueue's assignment kept unchanged, 10 of 10 pods "
-              f"untouched, the next Job placed in rack {prefix.rstrip('-')}")  # fmt: skip
+              f"untouched, the next Job placed in rack {prefix.rstrip('-')}; a replaced pod "
+              f"let through to its host in Kueue's assignment")  # fmt: skip
     finally:
         proc.terminate()
         proc.wait(timeout=20)
