@@ -473,7 +473,12 @@ def left_tas(kueue: Kueue, node: str) -> dict[str, Any]:
     topologyUngater (gate off, the host's label added to the nodeSelector)."""
     body = job_manifest({QUEUE: "lq-t", "kueue.x-k8s.io/priority-class": level("low")},
                         name="tas-kueue", cpu="50m", memory="16Mi", seconds=3600, suspend=True)  # fmt: skip
-    body["spec"] |= {"parallelism": 2, "completions": 2, "completionMode": "Indexed"}
+    body["spec"] |= {
+        "parallelism": 2,
+        "completions": 2,
+        "completionMode": "Indexed",
+        "backoffLimit": 2,
+    }  # a pod deleted below is replaced, not the Job failed
     body["spec"]["template"]["metadata"] = {
         "annotations": {"kueue.x-k8s.io/podset-required-topology": HOSTNAME}
     }
@@ -655,6 +660,47 @@ def test_tower_adopts_kinds_tas_checks_and_backoff_on_the_plane(api_client, kueu
                  f"double admissions, {changes} order changes (order {order})")  # fmt: skip
         assert touched == [], touched
         assert back_at >= 0, back_at
+
+        # A StatefulSet pod lost (its controller makes it again, gated) and a pod of Kueue's
+        # TAS Job replaced by the Job controller (gated by its template): each let through
+        # under Kueue's admission, the TAS one to its host in Kueue's assignment.
+        core.delete_namespaced_pod("web-1", NS, grace_period_seconds=0)
+        tas_pod = core.list_namespaced_pod(
+            NS, label_selector="batch.kubernetes.io/job-completion-index=1,"
+            "batch.kubernetes.io/job-name=tas-kueue").items[0].metadata.name  # fmt: skip
+        core.delete_namespaced_pod(tas_pod, NS, grace_period_seconds=0)
+
+        known = {view[0] for view in pods.values()}
+
+        def let_through(selector: str) -> Any:
+            """A pod of `selector` made after takeover, ungated and running."""
+            for pod in core.list_namespaced_pod(NS, label_selector=selector).items:
+                fresh = pod.metadata.uid not in known and not pod.spec.scheduling_gates
+                if fresh and pod.status.phase == "Running":
+                    return pod
+            return None
+
+        web = wait(lambda: let_through("apps.kubernetes.io/pod-index=1,app=web-" + SUFFIX),
+                   120, "web-1 made again and let through")  # fmt: skip
+        assert web.metadata.uid != pods["web-1"][0]
+        assert web.spec.node_selector == NODE_LABELS
+        assert web.metadata.labels["kueue.x-k8s.io/pod-group-name"] == kueue.names["web"]
+        tas_new = wait(lambda: let_through("batch.kubernetes.io/job-completion-index=1,"
+                                           "batch.kubernetes.io/job-name=tas-kueue"),
+                       120, "the TAS pod replaced and let through")  # fmt: skip
+        assert tas_new.spec.node_selector[HOSTNAME] == real_node
+        assert kueue.get("web")["status"]["admission"] == before["web"]["status"]["admission"]
+        assert (
+            kueue.get("tas-kueue")["status"]["admission"]
+            == (before["tas-kueue"]["status"]["admission"])
+        )
+        owners = [w["metadata"]["ownerReferences"][0]["name"] for w in
+                  kueue.custom.list_namespaced_custom_object(GROUP, VERSION, NS,
+                                                             "workloads")["items"]]  # fmt: skip
+        assert (owners.count("web"), owners.count("tas-kueue")) == (1, 1), owners
+        measured("adoption (kinds, TAS): a StatefulSet pod made again and a TAS pod replaced "
+                 "after takeover each let through under Kueue's admission (the TAS one to its "
+                 "host in Kueue's assignment), 0 Workloads made")  # fmt: skip
         assert (len(starts.stopped), doubles, changes) == (0, 0, 0), (starts.stopped, order)
     finally:
         starts.halt.set()
