@@ -7,7 +7,8 @@ spec (its labels, annotations and KubeRay's originated-from labels copied); a Ra
 suspended gets its head pod and one pod per worker replica (KubeRay's labels and names; the
 autoscaler sidecar in the head of an in-tree autoscaling cluster, the submitter in it in
 SidecarMode), pods gone are replaced, extra ones deleted; its status says ready once every
-pod runs. A RayJob's submitter Job is made once its cluster is ready, and the job is Complete
+pod runs; a GCS fault-tolerant one carries KubeRay's Redis cleanup finalizer, and once deleted
+runs the cleanup Job before the finalizer comes off. A RayJob's submitter Job is made once its cluster is ready, and the job is Complete
 when that Job succeeds, its cluster then deleted (shutdownAfterJobFinishes). What Ray's
 autoscaler decides from a script's demand, the test decides: it scales a worker group with
 `scale`. Images are the node's stand-ins (tests/e2e/images.py): a Ray process is agnhost's
@@ -42,6 +43,9 @@ FROM_CRD, FROM_NAME = "ray.io/originated-from-crd", "ray.io/originated-from-cr-n
 SUBMITTER = "ray-job-submitter"
 SUBMITTER_RESOURCES = {"limits": {"cpu": "1", "memory": "1Gi"},
                        "requests": {"cpu": "500m", "memory": "200Mi"}}  # fmt: skip
+GCS_FT_FINALIZER = "ray.io/gcs-ft-redis-cleanup-finalizer"
+REDIS_CLEANUP_RESOURCES = {"limits": {"cpu": "200m", "memory": "256Mi"},
+                           "requests": {"cpu": "200m", "memory": "256Mi"}}  # fmt: skip
 AUTOSCALER = "autoscaler"
 AUTOSCALER_RESOURCES = {"limits": {"cpu": "500m", "memory": "512Mi"},
                         "requests": {"cpu": "500m", "memory": "512Mi"}}  # fmt: skip
@@ -321,7 +325,7 @@ class KubeRay:
             "spec": {k: copy.deepcopy(v) for k, v in spec.items() if k != "suspend"},
         }  # fmt: skip
         if spec.get("gcsFaultToleranceOptions"):
-            body["metadata"]["finalizers"] = ["ray.io/gcs-ft-redis-cleanup-finalizer"]
+            body["metadata"]["finalizers"] = [GCS_FT_FINALIZER]
         made = self.custom.create_namespaced_custom_object(
             RAY, RAY_V, self.namespace, "rayclusters", body
         )
@@ -447,9 +451,11 @@ class KubeRay:
     def _ray_cluster(self, cluster: dict[str, Any]) -> None:
         meta, spec = cluster["metadata"], cluster["spec"]
         name = meta["name"]
-        if meta.get("deletionTimestamp"):
-            return
         pods = _pods(self.core, self.namespace, f"{CLUSTER_LABEL}={name}")
+        if meta.get("deletionTimestamp"):
+            if GCS_FT_FINALIZER in (meta.get("finalizers") or []):
+                self._redis_cleanup(cluster, pods)
+            return
         if spec.get("suspend"):
             for pod in pods:
                 self._delete_pod(pod)
@@ -493,6 +499,56 @@ class KubeRay:
             or conditions.get("HeadPodReady") != status["conditions"][0]["status"]
         ):
             self._status("rayclusters", name, status)
+
+    def _redis_cleanup(self, cluster: dict[str, Any], pods: list[Any]) -> None:
+        """A GCS fault-tolerant cluster being deleted: its Ray pods go first, then KubeRay's
+        Redis cleanup Job (the head pod's Ray container, 200m and 256Mi) purges its storage
+        namespace; once that Job finished, the finalizer comes off."""
+        meta = cluster["metadata"]
+        name = meta["name"]
+        ray_nodes = [p for p in pods if p.metadata.labels.get(NODE_TYPE_LABEL) != "redis-cleanup"]
+        for pod in ray_nodes:
+            self._delete_pod(pod)
+        if any(p.metadata.labels.get(NODE_TYPE_LABEL) == "head" for p in ray_nodes):
+            return  # the GCS on the head may still write to Redis
+        job_name = f"{name}-redis-cleanup"
+        try:
+            job = self.batch.read_namespaced_job(job_name, self.namespace)
+        except client.ApiException as err:
+            if err.status != 404:
+                raise
+            self._cleanup_job(cluster, job_name)
+            return
+        if not (job.status and (job.status.succeeded or job.status.failed)):
+            return
+        rest = [f for f in meta.get("finalizers") or [] if f != GCS_FT_FINALIZER]
+        self.custom.patch_namespaced_custom_object(
+            RAY, RAY_V, self.namespace, "rayclusters", name,
+            {"metadata": {"finalizers": rest or None,
+                          "resourceVersion": meta["resourceVersion"]}},
+        )  # fmt: skip
+
+    def _cleanup_job(self, cluster: dict[str, Any], job_name: str) -> None:
+        template = copy.deepcopy(cluster["spec"]["headGroupSpec"]["template"])
+        labels = {**((template.get("metadata") or {}).get("labels") or {}),
+                  CLUSTER_LABEL: cluster["metadata"]["name"],
+                  NODE_TYPE_LABEL: "redis-cleanup"}  # fmt: skip
+        pod = template.setdefault("spec", {})
+        ray = copy.deepcopy(pod["containers"][0])
+        ray.pop("args", None)
+        ray.update(command=["sh", "-c", "echo cleanup_redis_storage"],
+                   resources=copy.deepcopy(REDIS_CLEANUP_RESOURCES))  # fmt: skip
+        pod.update(containers=[ray], restartPolicy="Never")
+        body = {"apiVersion": "batch/v1", "kind": "Job",
+                "metadata": {"name": job_name, "namespace": self.namespace, "labels": labels,
+                             "ownerReferences": [_owner(cluster)]},
+                "spec": {"backoffLimit": 0, "activeDeadlineSeconds": 300,
+                         "template": {"metadata": {"labels": labels}, "spec": pod}}}  # fmt: skip
+        try:
+            self.batch.create_namespaced_job(self.namespace, body)
+        except client.ApiException as err:
+            if err.status != 409:
+                raise
 
     def _pod(self, cluster: dict[str, Any], group: str, template: dict[str, Any]) -> None:
         """A Ray node's pod, as KubeRay builds it from its group's template."""

@@ -17,12 +17,15 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from kubernetes.client import ApiException
 from kubernetes.utils import parse_quantity
 
 from extender.core.jobframework.adapter import workload_name
 from tests.e2e.kueue.cases import kueue_case
 from tests.e2e.kueue.ray import (
     AUTOSCALER,
+    GCS_FT_FINALIZER,
+    RAY_IMAGE,
     REPLICA_SIZES,
     SERVE_PORT,
     SUBMITTER,
@@ -44,6 +47,7 @@ from tests.e2e.kueue.util import (
     TIMEOUT,
     Cluster,
     eventually,
+    gone,
     is_admitted,
     is_finished,
     make_cluster_queue,
@@ -483,6 +487,69 @@ def test_should_run_a_ray_service_if_admitted(
     _admitted(cluster, wl, ns)
     service = _ready_to_serve(cluster, "rayservice-hello", ns)
     assert "Hello, World!" in _hello(cluster, ns, service)
+
+
+@kueue_case(
+    GO, "Kuberay Should run the Redis cleanup Job when a GCS fault-tolerant RayService is deleted"
+)
+def test_should_run_the_redis_cleanup_job_when_a_gcs_fault_tolerant_ray_service_is_deleted(
+    cluster: Cluster, ns: str, lq: tuple[str, str], kuberay: KubeRay
+) -> None:
+    """Redis is agnhost here (no Redis image, no exec to count its keys): Kueue's "Redis
+    populated" check has no stand-in, and "Redis cleaned up" is KubeRay's cleanup Job done,
+    which must not be held back by the queueing of the RayService it outlives."""
+    local_queue, _ = lq
+    app = {"app": "redis-gcs-ft"}
+    cluster.apps.create_namespaced_deployment(ns, {
+        "metadata": {"name": "redis"},
+        "spec": {"selector": {"matchLabels": app}, "template": {"metadata": {"labels": app},
+                 "spec": {"containers": [{"name": "redis", "image": RAY_IMAGE, "args": ["netexec"],
+                                          "ports": [{"containerPort": 6379}]}]}}},
+    })  # fmt: skip
+    cluster.core.create_namespaced_service(ns, {
+        "metadata": {"name": "redis"}, "spec": {"selector": app, "ports": [{"port": 6379}]},
+    })  # fmt: skip
+    eventually(
+        lambda: cluster.apps.read_namespaced_deployment("redis", ns).status.ready_replicas == 1,
+        LONG_TIMEOUT, "Redis deployed",
+    )  # fmt: skip
+    spec = cluster_spec(head="ray-head", worker="ray-worker", head_cpu="1", worker_cpu="600m",
+                        grace=1)  # fmt: skip
+    spec["gcsFaultToleranceOptions"] = {"redisAddress": "redis:6379"}
+    created = _create(cluster, "rayservices", make_ray_service("rayservice-gcs-ft", ns,
+                                                               local_queue, spec))  # fmt: skip
+    _admitted(cluster, workload_name("RayService", "ray.io", "rayservice-gcs-ft",
+                                     created["metadata"]["uid"]), ns)  # fmt: skip
+
+    def provisioned() -> bool:
+        clusters = cluster.custom.list_namespaced_custom_object("ray.io", "v1", ns,
+                                                                "rayclusters")["items"]  # fmt: skip
+        assert len(clusters) == 1, f"{len(clusters)} RayClusters"
+        assert GCS_FT_FINALIZER in (clusters[0]["metadata"].get("finalizers") or [])
+        return True
+
+    eventually(provisioned, VERY_LONG_TIMEOUT, "the RayCluster with the GCS cleanup finalizer")
+    name = cluster.custom.list_namespaced_custom_object("ray.io", "v1", ns, "rayclusters")[
+        "items"][0]["metadata"]["name"]  # fmt: skip
+    eventually(lambda: head_pod(cluster.core, ns, name).status.phase == "Running",
+               VERY_LONG_TIMEOUT, "the GCS running on the head")  # fmt: skip
+    cluster.custom.delete_namespaced_custom_object(
+        "ray.io", "v1", ns, "rayservices", "rayservice-gcs-ft"
+    )
+    eventually(
+        lambda: gone(lambda: _ray(cluster, "rayservices", "rayservice-gcs-ft", ns)),
+        LONG_TIMEOUT, "the RayService deleted",
+    )  # fmt: skip
+
+    def cleaned_up() -> bool:
+        try:
+            job = cluster.batch.read_namespaced_job(f"{name}-redis-cleanup", ns)
+        except ApiException as err:
+            raise AssertionError(f"no Redis cleanup Job: {err.status}") from None
+        assert job.status.succeeded == 1, f"the Redis cleanup Job: {job.status}"
+        return True
+
+    eventually(cleaned_up, LONG_TIMEOUT, "Redis cleaned up by KubeRay's cleanup Job")
 
 
 AUTOSCALING_SERVE = """\
