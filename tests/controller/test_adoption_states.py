@@ -37,7 +37,7 @@ from tests.controller.test_adoption import (
 )
 from tests.controller.test_jobset import JOBSET_CRD
 from tests.controller.test_kubeflow import load
-from tests.controller.test_pod_groups import statefulset_pod
+from tests.controller.test_pod_groups import STATEFULSETS, statefulset_pod
 from tests.controller.test_pods import ungated
 from tests.controller.test_preemption import cluster_queue, flavor, local_queue, priority
 from tests.controller.test_ray import DATA, EXAMPLES
@@ -365,10 +365,38 @@ def test_tower_adopts_running_jobsets_rayjobs_and_statefulsets(cluster, start_co
         cluster.get("workloads", sts_name, NS)["status"]["admission"]
         == (sts_wl["status"]["admission"])
     )
+    # Each ends as under Kueue: the JobSet completes (its Workload Finished, Kueue's
+    # finalizer taken off), the StatefulSet is deleted (its Workload with it).
+    done = {"terminalState": "Completed", "conditions": [
+        condition("Completed", "True", "AllJobsCompleted", "jobset completed successfully",
+                  stamp(50))]}  # fmt: skip
+    cluster.admin.patch(r.JOBSETS, "js", {"status": done}, NS, subresource="status")
+    finished = eventually(
+        lambda: (
+            (w := cluster.get("workloads", js_wl["metadata"]["name"], NS))
+            and conditions_of(w).get("Finished") == "True"
+            and w
+        ),
+        what="the JobSet's Workload finished",
+    )
+    eventually(
+        lambda: (
+            not cluster.get("workloads", js_wl["metadata"]["name"], NS)["metadata"].get(
+                "finalizers"
+            )
+        ),
+        what="Kueue's finalizer off the finished Workload",
+    )
+    assert finished["metadata"]["uid"] == js_wl["metadata"]["uid"]
+    cluster.admin.delete(STATEFULSETS, "web", NS)
+    for pod in ("web-0", "web-1"):
+        cluster.admin.delete(r.PODS, pod, NS)  # as the StatefulSet controller does
+    eventually(lambda: cluster.get("workloads", sts_name, NS) is None,
+               what="the StatefulSet's Workload gone with it")  # fmt: skip
     print(f"adoption (double): {kept} of 3 running JobSet/RayJob/StatefulSet kept admitted, "
           f"0 suspended, {len(pods) - len(touched)} of {len(pods)} pods untouched, "
           f"0 Workloads made again; a StatefulSet pod made again let through under Kueue's "
-          f"admission")  # fmt: skip
+          f"admission; the JobSet finished and the StatefulSet deleted as under Kueue")  # fmt: skip
 
 
 def checked_job(left: KueueLeft, name: str, created: float, *, running: bool) -> dict[str, Any]:
