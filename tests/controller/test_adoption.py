@@ -27,6 +27,7 @@ FINALIZER = "kueue.x-k8s.io/resource-in-use"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
+INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
 START = datetime.now(UTC) - timedelta(hours=1)
 PRIORITIES = {"low": 10, "high": 100, "urgent": 1000}
 
@@ -133,7 +134,10 @@ class KueueLeft:
                 "priority": PRIORITIES[level],
                 "priorityClassRef": {"group": "kueue.x-k8s.io", "kind": "WorkloadPriorityClass",
                                      "name": level},
-                "podSets": [{"name": "main", "count": 1, "template": pod_template()}],
+                # Job.PodSets with TopologyAwareScheduling on (Kueue's default): an implicit
+                # topology request, ranked by the completion index.
+                "podSets": [{"name": "main", "count": 1, "template": pod_template(),
+                             "topologyRequest": {"podIndexLabel": INDEX_LABEL}}],
                 "active": True,
             },
             "status": status,

@@ -6,6 +6,7 @@ controller is started and what it kept is counted."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import re
 import time
@@ -15,6 +16,7 @@ from typing import Any
 from extender.core.jobframework import registry
 from extender.core.jobframework.adapter import workload_name
 from extender.kube.api import resources as r
+from extender.kube.api.client import ApiError
 from extender.kube.controller.context import Settings
 from tests import yamlc
 from tests.controller.conftest import CRDS, Running, controller_process, eventually
@@ -23,6 +25,7 @@ from tests.controller.test_admission_checks import setup as checks_setup
 from tests.controller.test_adoption import (
     FINALIZER,
     FLAVOR,
+    INDEX_LABEL,
     JOB_UID_LABEL,
     NODE_LABELS,
     NS,
@@ -389,8 +392,9 @@ def test_tower_adopts_running_jobsets_rayjobs_and_statefulsets(cluster, start_co
     )
     assert finished["metadata"]["uid"] == js_wl["metadata"]["uid"]
     cluster.admin.delete(STATEFULSETS, "web", NS)
-    for pod in ("web-0", "web-1"):
-        cluster.admin.delete(r.PODS, pod, NS)  # as the StatefulSet controller does
+    for pod in ("web-0", "web-1"):  # as the StatefulSet controller (or the double's GC) does
+        with contextlib.suppress(ApiError):
+            cluster.admin.delete(r.PODS, pod, NS)
     eventually(lambda: cluster.get("workloads", sts_name, NS) is None,
                what="the StatefulSet's Workload gone with it")  # fmt: skip
     print(f"adoption (double): {kept} of 3 running JobSet/RayJob/StatefulSet kept admitted, "
@@ -715,7 +719,8 @@ def test_a_multikueue_dispatch_kueue_made_carries_over(cluster, webhook, tmp_pat
         uid = job["metadata"]["uid"]
         key = workload_name("Job", "batch", "mk-job", uid)
         spec = {"queueName": "user-queue", "priority": 0, "active": True,
-                "podSets": [{"name": "main", "count": 1, "template": pod_template()}]}  # fmt: skip
+                "podSets": [{"name": "main", "count": 1, "template": pod_template(),
+                             "topologyRequest": {"podIndexLabel": INDEX_LABEL}}]}  # fmt: skip
         wl = manager.commit("workloads", {
             "metadata": {"name": key, "namespace": NS, "labels": {JOB_UID_LABEL: uid},
                          "finalizers": [FINALIZER],

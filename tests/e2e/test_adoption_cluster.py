@@ -108,6 +108,10 @@ class Kueue:
         name = workload_name("Job", "batch", job.metadata.name, job.metadata.uid)
         template = client.ApiClient().sanitize_for_serialization(job.spec.template)
         template.get("metadata", {}).pop("creationTimestamp", None)
+        # Job.PodSets: cleanLabels keeps only the Job controller's job-name label; with
+        # TopologyAwareScheduling on (Kueue's default) an implicit topology request.
+        for label in ("controller-uid", "job-name", "batch.kubernetes.io/controller-uid"):
+            (template.get("metadata", {}).get("labels") or {}).pop(label, None)
         body = {
             "apiVersion": f"{GROUP}/{VERSION}", "kind": "Workload",
             "metadata": {"name": name, "namespace": NS,
@@ -120,7 +124,9 @@ class Kueue:
                      "priority": PRIORITIES[prio],
                      "priorityClassRef": {"group": GROUP, "kind": "WorkloadPriorityClass",
                                           "name": level(prio)},
-                     "podSets": [{"name": "main", "count": 1, "template": template}]},
+                     "podSets": [{"name": "main", "count": 1, "template": template,
+                                  "topologyRequest": {
+                                      "podIndexLabel": "batch.kubernetes.io/job-completion-index"}}]},
         }  # fmt: skip
         self.custom.create_namespaced_custom_object(GROUP, VERSION, NS, "workloads", body)
         self.custom.patch_namespaced_custom_object_status(

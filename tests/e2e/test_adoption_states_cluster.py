@@ -40,6 +40,7 @@ NS = f"adopt2-{SUFFIX}"
 FLAVOR, TAS_FLAVOR = f"on-demand-{SUFFIX}", f"tas-{SUFFIX}"
 NODE_LABELS = {"instance-type": "on-demand"}  # the real node's
 HOSTNAME = "kubernetes.io/hostname"
+INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
 FINALIZER = "kueue.x-k8s.io/resource-in-use"
 GROUP, VERSION = "kueue.x-k8s.io", "v1beta2"
 PRIORITIES = {"low": 10, "high": 100, "urgent": 1000}
@@ -213,10 +214,16 @@ class Kueue:
         return self.api.sanitize_for_serialization(made)
 
     def job_workload(self, job: dict[str, Any], queue: str, prio: str, status: dict[str, Any]):
+        """Job.PodSets: the template without the Job controller's labels but job-name
+        (cleanLabels), and, TopologyAwareScheduling on, an implicit topology request."""
         template = copy.deepcopy(job["spec"]["template"])
-        template.get("metadata", {}).pop("creationTimestamp", None)
+        meta = template.setdefault("metadata", {})
+        meta.pop("creationTimestamp", None)
+        for label in ("controller-uid", "job-name", "batch.kubernetes.io/controller-uid"):
+            (meta.get("labels") or {}).pop(label, None)
         pod_sets = [{"name": "main", "count": job["spec"].get("parallelism", 1),
-                     "template": template}]  # fmt: skip
+                     "template": template,
+                     "topologyRequest": {"podIndexLabel": INDEX_LABEL}}]  # fmt: skip
         return self.workload(job, pod_sets, status, queue=queue, prio=prio)
 
     def start(self, name: str, patch: dict[str, Any] | None = None) -> None:
@@ -487,7 +494,7 @@ def left_tas(kueue: Kueue, node: str) -> dict[str, Any]:
     template["metadata"].pop("creationTimestamp", None)
     sets = [{"name": "main", "count": 2, "template": template,
              "topologyRequest": {"required": HOSTNAME,
-                                 "podIndexLabel": "batch.kubernetes.io/job-completion-index"}}]  # fmt: skip
+                                 "podIndexLabel": INDEX_LABEL}}]  # fmt: skip
     status = admitted(cq_name("t"), sets, TAS_FLAVOR)
     status["admission"]["podSetAssignments"][0]["topologyAssignment"] = {
         "levels": [HOSTNAME],
