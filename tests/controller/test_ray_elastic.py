@@ -11,6 +11,8 @@ import copy
 import json
 from typing import Any
 
+import pytest
+
 from extender.core.jobframework import registry
 from extender.kube.api import resources as r
 from tests.controller.conftest import eventually
@@ -48,9 +50,36 @@ def played_cluster(cluster: Any, job: dict[str, Any], spec: dict[str, Any]) -> d
     return dict(cluster.admin.create(rayclusters, body, "default"))
 
 
-def test_an_autoscaling_rayjob_takes_its_clusters_counts_in_named_slices(cluster, start_controller):
-    for plural in ("rayjobs", "rayclusters"):
-        ray_crd(cluster, plural)
+def autoscaling_service() -> dict[str, Any]:
+    """Kueue's RayService example, elastic and autoscaling (Kueue v0.19.2 accepts it)."""
+    [sample] = load(EXAMPLES / "ray" / "ray-service-sample.yaml")
+    sample["metadata"].setdefault("annotations", {})["kueue.x-k8s.io/elastic-job"] = "true"
+    sample["spec"]["rayClusterConfig"]["enableInTreeAutoscaling"] = True
+    return dict(sample)
+
+
+def autoscaling_job() -> dict[str, Any]:
+    [sample] = load(EXAMPLES / "ray" / "ray-job-autoscaling-sample.yaml")
+    return dict(sample)
+
+
+# kind, its plural, its example, where its cluster's spec is, its status naming the cluster
+KINDS = [
+    pytest.param("ray.io/rayjob", "rayjobs", autoscaling_job, "rayClusterSpec",
+                 lambda name: {"rayClusterName": name, "jobDeploymentStatus": "Running"},
+                 id="RayJob"),
+    pytest.param("ray.io/rayservice", "rayservices", autoscaling_service, "rayClusterConfig",
+                 lambda name: {"activeServiceStatus": {"rayClusterName": name}},
+                 id="RayService"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("framework", "plural", "example", "spec_field", "status"), KINDS)
+def test_an_autoscaling_ray_job_takes_its_clusters_counts_in_named_slices(
+    cluster, start_controller, framework, plural, example, spec_field, status
+):
+    for crd in (plural, "rayclusters"):
+        ray_crd(cluster, crd)
     cluster.apply(flavor("pool-a"), cluster_queue("cq", "8"), local_queue("user-queue", "cq"))
     cluster.admin.patch(r.CLUSTER_QUEUES, "cq", {"spec": {"resourceGroups": [{
         "coveredResources": ["cpu", "memory"],
@@ -58,26 +87,26 @@ def test_an_autoscaling_rayjob_takes_its_clusters_counts_in_named_slices(cluster
             {"name": "cpu", "nominalQuota": "16"}, {"name": "memory", "nominalQuota": "64Gi"}]}],
     }]}})  # fmt: skip
     start_controller()
-    [sample] = load(EXAMPLES / "ray" / "ray-job-autoscaling-sample.yaml")
-    rayjobs = r.resource_of(registry.ADAPTERS["ray.io/rayjob"])
-    job = cluster.admin.create(rayjobs, sample, "default")
+    resource = r.resource_of(registry.ADAPTERS[framework])
+    job = cluster.admin.create(resource, example(), "default")
     name = job["metadata"]["name"]
     first = eventually(
         lambda: [w for w in slices_of(cluster, job) if status_of(w, "Admitted") == "True"],
-        what="the RayJob's first slice admitted",
+        what="the first slice admitted",
     )[0]
-    started = eventually(
-        lambda: (
-            (j := cluster.get("rayjobs", name, "default"))["spec"].get("suspend") is False and j
-        ),
-        what="the RayJob started",
-    )
-    group = started["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]
+
+    def started() -> dict[str, Any] | None:
+        live = cluster.get(plural, name, "default")
+        suspended = live["spec"].get("suspend") or live["spec"][spec_field].get("suspend")
+        return None if suspended else live
+
+    live = eventually(started, what="the job started")
+    group = live["spec"][spec_field]["workerGroupSpecs"][0]
     pod_set = group["groupName"].lower()
     was = counts(first)[pod_set]
-    made = played_cluster(cluster, started, started["spec"]["rayClusterSpec"])
-    cluster.admin.patch(rayjobs, name, {"status": {"rayClusterName": made["metadata"]["name"],
-                        "jobDeploymentStatus": "Running"}}, "default", subresource="status")  # fmt: skip
+    made = played_cluster(cluster, live, live["spec"][spec_field])
+    cluster.admin.patch(resource, name, {"status": status(made["metadata"]["name"])}, "default",
+                        subresource="status")  # fmt: skip
 
     rayclusters = r.resource_of(registry.ADAPTERS["ray.io/raycluster"])
     groups = copy.deepcopy(made["spec"]["workerGroupSpecs"])
@@ -94,7 +123,7 @@ def test_an_autoscaling_rayjob_takes_its_clusters_counts_in_named_slices(cluster
     assert counts(now)[pod_set] == was + 2
     assert status_of(now, "Admitted") == "True"
     assert now["metadata"]["name"] != first["metadata"]["name"]
-    annotations = cluster.get("rayjobs", name, "default")["metadata"]["annotations"]
+    annotations = cluster.get(plural, name, "default")["metadata"]["annotations"]
     assert annotations[GENERATION] == str(scaled["metadata"]["generation"])
     sizes = {e["name"]: e["count"] for e in json.loads(annotations[SIZES])}
     assert sizes == {**counts(first), pod_set: was + 2}
