@@ -194,11 +194,10 @@ class LeaderWorkerSetController:
         for i, group in groups.items():
             if i >= total:
                 self._delete(group.pods())
-        # A rollout replaces old groups from the highest index, keeping within maxUnavailable
-        # (ready surge groups stand in for as many).
-        down = sum(1 for i in range(replicas) if not ready(i))
-        spare = sum(1 for i in range(replicas, total) if ready(i))
-        budget = max_unavailable + spare - down
+        # A rollout replaces old groups from the highest index, never more than maxUnavailable
+        # groups down at once, surge groups counted (LWS's partition waits for the tail of
+        # ready groups: the surge groups are ready before any old one goes).
+        budget = max_unavailable - sum(1 for i in range(total) if not ready(i))
         for i in sorted(old, reverse=True):
             if budget <= 0:
                 break
@@ -317,9 +316,7 @@ class LeaderWorkerSetController:
             pods = group.pods()
             return pods if len(pods) == size else []
 
-        present = sum(
-            1 for g in groups.values() if g.leader and not g.leader.metadata.deletion_timestamp
-        )
+        present = sum(1 for g in groups.values() if g.leader)  # as the leader StatefulSet's
         ready = [i for i, g in groups.items() if (p := complete(g)) and all(_ready(x) for x in p)]
         updated = [
             i for i, g in groups.items()
