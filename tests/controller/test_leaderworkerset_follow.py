@@ -85,3 +85,20 @@ def test_a_rollout_with_surge_has_a_workload_per_surge_group(cluster, start_cont
     eventually(lambda: workload(cluster, surge) is None, what="the surge group's Workload gone")
     assert workload(cluster, first) is not None
     assert workload(cluster, second) is not None
+
+
+def test_a_set_scaled_to_zero_has_no_group_workload_left(cluster, start_controller, lws_crd):
+    """Kueue's filterWorkloads at replicas 0: every group's Workload is deleted."""
+    preemption_setup(cluster)
+    start_controller()
+    created = cluster.admin.create(LWS, sample(2), "default")
+    names = lws_workloads(cluster, created["metadata"]["uid"], 2)
+    for name in names:
+        eventually(lambda n=name: workload(cluster, n), what="each group's Workload")
+    cluster.admin.patch(LWS, LWS_NAME, {"spec": {"replicas": 0}}, "default")
+    eventually(
+        lambda: all(workload(cluster, n) is None for n in names), what="the group Workloads gone"
+    )
+    # The set still follows: scaled up again, its first group is made anew.
+    cluster.admin.patch(LWS, LWS_NAME, {"spec": {"replicas": 1}}, "default")
+    eventually(lambda: workload(cluster, names[0]), what="the first group's Workload again")

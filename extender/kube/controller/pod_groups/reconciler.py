@@ -113,7 +113,6 @@ class GroupReconciler:
             queues.groups.add(f"{namespace}/{name}")
         own = (obj.get("metadata") or {}).get("name")
         queues.groups.add(f"{namespace}/{groups.UNSTAMPED}{own}")
-        queues.groups.add(f"{namespace}/{groups.UNSTAMPED}{name}")
 
     # ----- reading ----------------------------------------------------------------------
 
