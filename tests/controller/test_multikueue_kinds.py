@@ -290,7 +290,10 @@ def test_kueues_pods_run_on_the_worker_and_stay_gated_here(
         # On the manager they never run: still gated, and saying so.
         for name in names:
             here = cluster.get("pods", name, "default")
-            assert here["spec"]["schedulingGates"] == [{"name": "kueue.x-k8s.io/admission"}]
+            assert here["spec"]["schedulingGates"] == [
+                {"name": "kueue.x-k8s.io/admission"},
+                {"name": "kueue.x-k8s.io/topology"},
+            ]
 
         # The worker's kubelet runs them: the manager's pods show it, still gated.
         for name in names:

@@ -456,7 +456,10 @@ def test_every_verb_granted_is_used_and_every_verb_used_is_granted(cluster, webh
             },
         }
         made = cluster.admin.create(r.PODS, pod_body, "default")
-        assert made["spec"]["schedulingGates"] == [{"name": "kueue.x-k8s.io/admission"}]
+        assert made["spec"]["schedulingGates"] == [
+            {"name": "kueue.x-k8s.io/admission"},
+            {"name": "kueue.x-k8s.io/topology"},
+        ]
 
         def plain() -> dict[str, Any]:
             return cluster.get("pods", "plain", "default") or {}

@@ -44,6 +44,8 @@ EXAMPLES = Path(ROOT) / "tests" / "data" / "kueue-v0.19.2" / "examples"
 MPIJOB_CRD = Path(ROOT) / "tests" / "data" / "kubeflow" / "kubeflow.org_mpijobs.v2beta1.yaml"
 MULTIKUEUE = "kueue.x-k8s.io/multikueue"
 
+# A pod kept on the manager keeps both gates it was created behind, as in Kueue.
+MANAGER_GATES = [{"name": "kueue.x-k8s.io/admission"}, {"name": "kueue.x-k8s.io/topology"}]
 pytestmark = [
     pytest.mark.e2e,
     pytest.mark.skipif(
@@ -441,7 +443,7 @@ def test_kueues_statefulset_sample_runs_on_the_worker(clusters):
                 timeout=60, what="the manager's pod")  # fmt: skip
     time.sleep(3)
     here = get(kubectl, "pod", "nginx-statefulset-0", "-n", "default") or here
-    assert here["spec"].get("schedulingGates") == [{"name": "kueue.x-k8s.io/admission"}]
+    assert here["spec"].get("schedulingGates") == MANAGER_GATES
     assert not here["spec"].get("nodeName")
     kubectl("delete", "statefulset", "nginx-statefulset", "-n", "default", "--wait=false")
     wait(lambda: get(on_worker, "statefulset", "nginx-statefulset", "-n", "default") is None
@@ -473,7 +475,7 @@ def test_kueues_pod_sample_runs_on_the_worker(clusters):
     assert remote["metadata"]["annotations"]["kueue.x-k8s.io/prebuilt-workload-name"] == name
     here = get(kubectl, "pod", pod_name, "-n", "default")
     assert here is not None
-    assert here["spec"].get("schedulingGates") == [{"name": "kueue.x-k8s.io/admission"}]
+    assert here["spec"].get("schedulingGates") == MANAGER_GATES
     # The worker's kubelet would say it runs, then that it succeeded: the manager's shows it.
     on_worker("patch", "pod", pod_name, "-n", "default", "--subresource=status", "--type=merge",
               "-p", json.dumps({"status": {"phase": "Running"}}))  # fmt: skip
@@ -516,7 +518,7 @@ def test_kueues_pod_group_sample_runs_on_the_worker(clusters):
              what=f"the worker's pod {pod_name} let through and bound")  # fmt: skip
         here = get(kubectl, "pod", pod_name, "-n", "default")
         assert here is not None
-        assert here["spec"].get("schedulingGates") == [{"name": "kueue.x-k8s.io/admission"}]
+        assert here["spec"].get("schedulingGates") == MANAGER_GATES
     for phase in ("Running", "Succeeded"):
         for pod_name in names:
             on_worker("patch", "pod", pod_name, "-n", "default", "--subresource=status",

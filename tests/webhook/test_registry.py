@@ -422,7 +422,7 @@ def test_the_pods_of_a_statefulset_are_queued_without_the_pod_integration():
     gate = {
         "op": "add",
         "path": "/spec/schedulingGates",
-        "value": [{"name": "kueue.x-k8s.io/admission"}],
+        "value": [{"name": "kueue.x-k8s.io/admission"}, {"name": "kueue.x-k8s.io/topology"}],
     }
     assert gate in patch_of(routes["/mutate--v1-pod"](review_request(marked)))
     # Without any kind that queues pods, no pod is queued.

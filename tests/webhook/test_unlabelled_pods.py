@@ -35,7 +35,10 @@ def mutated(settings: Settings, pod: dict) -> dict:
 
 def test_an_unlabelled_pod_in_a_managed_namespace_is_gated_and_queued():
     pod = mutated(MANAGING, bare_pod())
-    assert [g["name"] for g in pod["spec"]["schedulingGates"]] == ["kueue.x-k8s.io/admission"]
+    assert [g["name"] for g in pod["spec"]["schedulingGates"]] == [
+        "kueue.x-k8s.io/admission",
+        "kueue.x-k8s.io/topology",
+    ]
     assert pod["metadata"]["labels"][MANAGED] == "true"
     assert pod["metadata"]["labels"][QUEUE] == "default"
 

@@ -28,7 +28,7 @@ from extender.core.jobframework.adapter import (
 from extender.core.jobframework.parent import MANAGED_LABEL, SUSPENDING_PARENT
 from extender.core.jobframework.parent import PARENTS as POD_PARENTS
 from extender.core.jobframework.serving import PARENTS as GROUP_PARENTS
-from extender.core.jobframework.topology import TOPOLOGY_ANNOTATIONS, TOPOLOGY_GATE
+from extender.core.jobframework.topology import TOPOLOGY_GATE
 
 ADMISSION_GATE = "kueue.x-k8s.io/admission"
 FINALIZER = "kueue.x-k8s.io/managed"
@@ -220,9 +220,11 @@ class Pod(JobAdapter):
         wanted = [*gates]
         if ADMISSION_GATE not in names:
             wanted.append({"name": ADMISSION_GATE})
-        if TOPOLOGY_GATE not in names and any(a in annotations for a in TOPOLOGY_ANNOTATIONS):
-            # Kueue's: a gate can be taken off a pod but never put on later, so a pod that
-            # asks for a topology waits behind this one too until its domain is chosen.
+        if TOPOLOGY_GATE not in names:
+            # Kueue's: a gate can be taken off a pod but never put on later, and whether the
+            # pod is placed by topology is known only at admission (a ClusterQueue whose
+            # flavors all have a topology places it without asking), so every queued pod
+            # waits behind this one too; a start without a topology takes it off.
             wanted.append({"name": TOPOLOGY_GATE})
         if len(wanted) > len(gates):
             ops.append({"op": "add", "path": "/spec/schedulingGates", "value": wanted})
@@ -247,6 +249,8 @@ class Pod(JobAdapter):
         out_spec: Obj = {"schedulingGates": gates or None}
         meta: Obj = {}
         if info is not None:
+            if not any(g.get("name") == TOPOLOGY_GATE for g in info.scheduling_gates):
+                gates = [g for g in gates if g.get("name") != TOPOLOGY_GATE]
             for gate in info.scheduling_gates:
                 if gate not in gates:
                     gates.append(dict(gate))

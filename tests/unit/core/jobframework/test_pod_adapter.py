@@ -15,6 +15,7 @@ from extender.core.jobframework import registry
 from extender.core.jobframework.adapter import PodSetInfo
 from extender.core.jobframework.parent import Deployment
 from extender.core.jobframework.pod import ADMISSION_GATE, FINALIZER, Pod
+from extender.core.jobframework.topology import TOPOLOGY_GATE
 from extender.core.jobframework.webhooks import queue_patch
 
 POD = Pod()
@@ -43,7 +44,7 @@ def test_the_webhook_gates_labels_and_holds_a_pod_and_applies_twice_the_same(met
     once = jsonpatch.apply_patch(obj, queue_patch(obj, POD))
     twice = jsonpatch.apply_patch(once, queue_patch(once, POD))
     assert once == twice
-    assert once["spec"]["schedulingGates"] == [{"name": ADMISSION_GATE}]
+    assert once["spec"]["schedulingGates"] == [{"name": ADMISSION_GATE}, {"name": TOPOLOGY_GATE}]
     assert once["metadata"]["labels"]["kueue.x-k8s.io/managed"] == "true"
     assert once["metadata"].get("finalizers") == finalizers
     assert POD.is_suspended(once)
@@ -83,6 +84,19 @@ def test_admission_ungates_and_places_in_one_patch():
     lone = pod()
     lone["spec"]["schedulingGates"] = [{"name": ADMISSION_GATE}]
     assert POD.start_patch(lone, {"main": PodSetInfo(1)}) == {"spec": {"schedulingGates": None}}
+
+
+def test_a_start_without_a_topology_takes_the_topology_gate_off_and_one_with_keeps_it():
+    """Kueue's pod controller `prepare`: every queued pod is created behind the topology gate
+    too; admitted without a topology assignment, both gates go at once; with one, the
+    topology gate stays for the ungater."""
+    obj = pod()
+    obj["spec"]["schedulingGates"] = [{"name": ADMISSION_GATE}, {"name": TOPOLOGY_GATE}]
+    assert POD.start_patch(obj, {"main": PodSetInfo(1)}) == {"spec": {"schedulingGates": None}}
+    placed = PodSetInfo(1, scheduling_gates=[{"name": TOPOLOGY_GATE}])
+    assert POD.start_patch(obj, {"main": placed}) == {
+        "spec": {"schedulingGates": [{"name": TOPOLOGY_GATE}]}
+    }
 
 
 @pytest.mark.parametrize(
@@ -187,7 +201,7 @@ def test_a_pod_another_controller_suspends_is_its_groups_member():
 
 def test_a_pod_asking_for_a_topology_is_gated_for_it_at_create_and_applies_twice_the_same():
     """Kueue's tas_test.go: such a pod is created behind both gates (a gate can only be taken
-    off later); one asking for none, behind the admission gate alone."""
+    off later)."""
     obj = pod(annotations={"kueue.x-k8s.io/podset-required-topology": "kubernetes.io/hostname"})
     once = jsonpatch.apply_patch(obj, queue_patch(obj, POD))
     twice = jsonpatch.apply_patch(once, queue_patch(once, POD))
