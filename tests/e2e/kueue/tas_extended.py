@@ -121,19 +121,19 @@ def tas_queues(
     node group, ClusterQueue `cluster-queue` with `quotas` of it, and the LocalQueue; the
     AfterEach removes them (Workloads first, their finalizers stripped). Yields the
     LocalQueue's name."""
-    cluster.create("topologies", three_level_topology("datacenter"))
-    flavor = make_resource_flavor("tas-flavor", {NODE_GROUP: INSTANCE_TYPE})
-    flavor["spec"]["topologyName"] = "datacenter"
-    cluster.create("resourceflavors", flavor)
-    resources = [{"name": r, "nominalQuota": q} for r, q in quotas.items()]
-    cluster.create_active(
-        "clusterqueues",
-        make_cluster_queue("cluster-queue", {"name": "tas-flavor", "resources": resources}),
-    )
-    cluster.create_active(
-        "localqueues", make_local_queue(local_queue, namespace, "cluster-queue"), namespace
-    )
     try:
+        cluster.create("topologies", three_level_topology("datacenter"))
+        flavor = make_resource_flavor("tas-flavor", {NODE_GROUP: INSTANCE_TYPE})
+        flavor["spec"]["topologyName"] = "datacenter"
+        cluster.create("resourceflavors", flavor)
+        resources = [{"name": r, "nominalQuota": q} for r, q in quotas.items()]
+        cq = make_cluster_queue("cluster-queue", {"name": "tas-flavor", "resources": resources})
+        # MakeClusterQueue covers the resources in the order the flavor lists them.
+        cq["spec"]["resourceGroups"][0]["coveredResources"] = list(quotas)
+        cluster.create_active("clusterqueues", cq)
+        cluster.create_active(
+            "localqueues", make_local_queue(local_queue, namespace, "cluster-queue"), namespace
+        )
         yield local_queue
     finally:
         for wl in cluster.list("workloads", namespace):

@@ -301,10 +301,10 @@ def play_mpijob(cluster: Cluster, name: str, namespace: str) -> None:
         labels = {**base, JOB_ROLE: "launcher", REPLICA_INDEX: "0"}
         made.append(_pod(f"{name}-launcher", namespace, specs["Launcher"]["template"], labels,
                          mpijob))  # fmt: skip
-    worker = specs.get("Worker")
-    for i in range(int((worker or {}).get("replicas", 0))):
+    worker = specs.get("Worker") or {}
+    for i in range(int(worker.get("replicas", 0))):
         labels = {**base, JOB_ROLE: "worker", REPLICA_INDEX: str(first + i)}
-        made.append(_pod(f"{name}-worker-{i}", namespace, worker["template"], labels, mpijob))  # type: ignore[index]
+        made.append(_pod(f"{name}-worker-{i}", namespace, worker["template"], labels, mpijob))
     for pod in made:
         cluster.core.create_namespaced_pod(namespace, pod)
 
