@@ -136,7 +136,7 @@ def tas_queues(
         cluster.create("topologies", three_level_topology(topo))
         flavor["spec"]["topologyName"] = topo
     cluster.create("resourceflavors", flavor)
-    quota = make_flavor_quotas(rf, **quotas)
+    quota = make_flavor_quotas(rf, **dict(sorted(quotas.items())))  # coveredResources' order
     cluster.create_active("clusterqueues", make_cluster_queue(cq, quota))
     cluster.create_active("localqueues", make_local_queue(local_queue, ns, cq), ns)
     try:

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from extender.core.api.topology import HOSTNAME, topology_request
+from extender.core.jobframework.slices import SLICE_NAME
 from extender.core.jobframework.topology import TOPOLOGY_GATE
 from extender.core.tas.ungate import PodOnDomains, domains_for_gated, rank_offsets
 from extender.kube.api import objects as o
@@ -64,6 +65,11 @@ class TopologyUngater:
         store = self.ctx.store
         workload = store.get(WORKLOADS, key)
         if not isinstance(workload, dict) or not _placed(workload):
+            # A running elastic Job's pods keep the name of the slice it started under; the
+            # slice that replaced it places them now (Kueue lists them by slice name).
+            successor = self._successor(key, workload)
+            if successor is not None:
+                self.reconcile(successor)
             return
         admission = o.admission_of(workload)
         if admission is None:
@@ -73,7 +79,13 @@ class TopologyUngater:
             for ps in (workload.get("spec") or {}).get("podSets") or ()
             if isinstance(ps, dict)
         }
-        views = [store.get(PODS, k) for k in store.by_index(PODS, "topology-workload", key)]
+        origin = _slice_origin(key, workload)
+        names = [key] if origin in (None, key) else [key, origin]
+        views = [
+            store.get(PODS, k)
+            for name in names
+            for k in store.by_index(PODS, "topology-workload", name)
+        ]
         # A host recorded as failed is still in the assignment until its replacement is
         # written: a pod let through to it could never run there.
         unhealthy = set(unhealthy_nodes(workload))
@@ -116,6 +128,23 @@ class TopologyUngater:
                         self.ctx, workload, TOPOLOGY_GATE, is_group=o.is_group_workload(workload)
                     )
 
+    def _successor(self, key: str, workload: Any) -> str | None:
+        """The placed slice that carries on a finished (or gone) slice's name, if any."""
+        if isinstance(workload, dict) and not o.is_true(workload, o.FINISHED):
+            return None  # not admitted yet, or not placed: nothing replaced it
+        namespace = key.split("/", 1)[0]
+        origin = _slice_origin(key, workload) if isinstance(workload, dict) else key
+        for other, obj in self.ctx.store.items(WORKLOADS):
+            if (
+                other != key
+                and other.startswith(f"{namespace}/")
+                and isinstance(obj, dict)
+                and _slice_origin(other, obj) == origin
+                and _placed(obj)
+            ):
+                return other
+        return None
+
     def _let_through(self, view: PodView, selector: dict[str, str]) -> bool:
         """One conditional patch: the topology gate off, the domain's labels required. False
         when the pod changed or went meanwhile."""
@@ -138,6 +167,14 @@ class TopologyUngater:
             raise
         ctx.store.record(PODS, answer)
         return True
+
+
+def _slice_origin(key: str, workload: Obj) -> str | None:
+    """The key of the first slice of an elastic Job's Workload (its workload-slice-name)."""
+    origin = ((workload.get("metadata") or {}).get("annotations") or {}).get(SLICE_NAME)
+    if not isinstance(origin, str) or not origin:
+        return None
+    return f"{key.split('/', 1)[0]}/{origin}"
 
 
 def _placed(workload: Obj) -> bool:
