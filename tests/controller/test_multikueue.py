@@ -732,3 +732,51 @@ def _start_placed(cluster: Cluster) -> Running:
     running.thread.start()
     assert running.controller.ready.wait(10), "the controller's caches never synced"
     return running
+
+
+def test_a_priority_changed_on_the_manager_reaches_the_workers_copy(
+    cluster, worker, routed_webhook
+):
+    """Kueue's e2e 'Should keep workload priority event if job reconcile': the job's
+    priority-class label changed on the manager changes its Workload's priority there, and
+    the copy on the worker that admitted it is updated in place (not replaced)."""
+    _worker_setup(worker, "9")
+    name_worker(cluster, worker, "multikueue-test-worker1", "worker1-secret")
+    _manager_setup(cluster, ["multikueue-test-worker1"])
+    for where in (cluster, worker):
+        for name, value in (("high", 300), ("low", 100)):
+            where.apply({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "WorkloadPriorityClass",
+                         "metadata": {"name": name}, "value": value})  # fmt: skip
+    running = [_start(cluster), _start(worker)]
+    try:
+        job = cluster.job("prio", "100m", duration="600s",
+                          labels={"kueue.x-k8s.io/priority-class": "high"})  # fmt: skip
+        key = eventually(lambda: cluster.workload_of(job), what="its Workload")["metadata"]["name"]
+        eventually(
+            lambda: (
+                _check_of(cluster, key).get("message")
+                == 'The workload was admitted on "multikueue-test-worker1"'
+            ),
+            timeout=20,
+            what="admitted on the worker",
+        )
+        first = worker.get("workloads", key, "default")
+        assert first["spec"]["priority"] == 300
+        cluster.admin.patch(
+            r.JOBS, "prio", {"metadata": {"labels": {"kueue.x-k8s.io/priority-class": "low"}}},
+            "default",
+        )  # fmt: skip
+        copy = eventually(
+            lambda: (
+                (c := worker.get("workloads", key, "default"))
+                and c["spec"].get("priority") == 100
+                and c
+            ),
+            timeout=20,
+            what="the worker's copy at the low priority",
+        )
+        assert copy["spec"]["priorityClassRef"]["name"] == "low"
+        assert copy["metadata"]["uid"] == first["metadata"]["uid"]
+    finally:
+        for item in running:
+            item.halt()

@@ -263,6 +263,12 @@ def dispatches(check_names: Iterable[str], controller_of: Callable[[str], Any]) 
     return any(controller_of(name) == CONTROLLER for name in check_names)
 
 
+def priority_of(workload: Mapping[str, Any]) -> dict[str, Any]:
+    """A Workload's priority and its class, as a copy on a worker must carry them."""
+    spec = as_mapping(workload.get("spec"))
+    return {"priority": spec.get("priority"), "priorityClassRef": spec.get("priorityClassRef")}
+
+
 SIBLINGS_RETRY = 1.0  # seconds before a Workload whose siblings are not all made looks again
 
 

@@ -96,6 +96,7 @@ class MultiKueueWorkloads:
             )
         connected = [c for c in clusters if self.clusters.connected(c)]
         remotes = {c: self.clusters.remote(c, WORKLOADS, key) for c in connected}
+        self._carry_priority(key, obj, remotes)
         status = as_mapping(obj.get("status"))
         # Once a worker admitted it (clusterName), only that worker's copy speaks for it: a
         # copy elsewhere (on a worker that was lost, and is back) is stale, and removed.
@@ -163,6 +164,14 @@ class MultiKueueWorkloads:
         if dispatched.retry is not None:
             return self._set_state(key, obj, states, mine, checks.RETRY, dispatched.retry)
         return dispatched.wait
+
+    def _carry_priority(self, key: str, obj: Obj, remotes: Mapping[str, Obj | None]) -> None:
+        """A priority changed here (its job's priority-class label) reaches every copy, in
+        place: Kueue updates a remote Workload whose priority changed instead of replacing it."""
+        wanted = policy.priority_of(obj)
+        for cluster, remote in remotes.items():
+            if remote is not None and policy.priority_of(remote) != wanted:
+                self.copies.patch(cluster, key, WORKLOADS, key, {"spec": dict(wanted)})
 
     def _admitting_remote_gone(
         self,
