@@ -169,6 +169,10 @@ class Tower:
                 str(certs / "tls.key"),
                 "--controller-username",
                 user,
+                # As deployed (in-cluster): it reads the queues, so a job queued to a
+                # MultiKueue ClusterQueue gets Kueue's managedBy.
+                "--kubeconfig",
+                KUBECONFIG or "",
                 "--workers",
                 "1",
                 "--config",
