@@ -101,6 +101,10 @@ def test_an_autoscaling_ray_job_takes_its_clusters_counts_in_named_slices(
         return None if suspended else live
 
     live = eventually(started, what="the job started")
+    # Before KubeRay made its cluster: Kueue's annotations of the job's own counts, no generation.
+    before = live["metadata"]["annotations"]
+    assert json.loads(before[SIZES]) == [{"name": n, "count": c} for n, c in counts(first).items()]
+    assert before[GENERATION] == ""
     group = live["spec"][spec_field]["workerGroupSpecs"][0]
     pod_set = group["groupName"].lower()
     was = counts(first)[pod_set]

@@ -13,10 +13,10 @@ which does what Kueue's EnsureWorkloadSlices does, level-based from the store:
   by the job reconciler as any job), and the pods beyond what that slice grants stay behind
   the `kueue.x-k8s.io/elastic-job` scheduling gate (Kueue's elastic job ungater).
 
-An autoscaling RayJob or RayService (core/jobframework/ray.py) is scaled through the RayCluster
-KubeRay made for it: its counts are read from that cluster, written on the job as Kueue's
-replica-sizes and cluster-generation annotations, and the cluster's generation names the
-slice. Nothing tells the job when its cluster scales, so it is looked at every POD_WAIT.
+An elastic RayJob or RayService carries Kueue's annotations of the RayCluster KubeRay made for
+it (its podSets' counts, the cluster's generation), and that generation names its slices; one
+that autoscales (core/jobframework/ray.py) is scaled through that cluster, its counts read
+from it. Nothing tells the job when its cluster scales, so it is looked at every POD_WAIT.
 """
 
 from __future__ import annotations
@@ -95,11 +95,11 @@ class ElasticJobs:
         followed = chain.active or chain.selected
         if job.finished is not None:
             return (followed.key, objects[followed.key], False) if followed else None
+        live = self._live(job) if job.adapter.framework in ray.CLUSTER_FOLLOWERS else None
         if chain.selected is None:
-            self._create(job, None)
+            self._create(job, None, live)
             return None
         selected = objects[chain.selected.key]
-        live = self._live(job) if job.adapter.framework in ray.CLUSTER_FOLLOWERS else None
         by_cluster = live is not None and live.counts is not None
         if not by_cluster and (
             job.shape_key is None or job.shape_key in match.workload_keys(selected)
@@ -142,26 +142,27 @@ class ElasticJobs:
         return tuple((s.name, s.count) for s in shapes)
 
     def _live(self, job: JobView) -> _Live | None:
-        """A RayJob or RayService as it is now; if it follows an autoscaled cluster, with the
-        cluster's counts, and Kueue's annotations of them written on it (None: it is gone, or
-        its cluster names a group it does not have)."""
+        """An elastic RayJob or RayService as it is now, with Kueue's annotations of its
+        cluster written on it (its podSets' counts, the cluster's generation); with the
+        cluster's counts if it autoscales (None: it is gone, or its cluster names a group it
+        does not have)."""
         ctx = self.ctx
         namespace, name = job.key.split("/", 1)
+        framework = job.adapter.framework
+        cluster: Obj = {}
         try:
             fresh = ctx.client.get(job.resource, name, namespace)
-            if not ray.follows_its_cluster(job.adapter.framework, fresh):
-                return _Live(fresh, None)
-            own = tuple((p.name, p.count) for p in job.adapter.pod_sets(fresh))
-            cluster_name = ray.its_cluster(job.adapter.framework, fresh)
-            if not cluster_name:
-                return _Live(fresh, own)
-            try:
-                cluster = ctx.client.get(RAY_CLUSTERS, cluster_name, namespace)
-            except ApiError as err:
-                if err.not_found:
-                    return _Live(fresh, own)
-                raise
-            counts = tuple(ray.cluster_counts(own, cluster, f"{job.kind} {job.key}"))
+            counts = tuple((p.name, p.count) for p in job.adapter.pod_sets(fresh))
+            cluster_name = ray.its_cluster(framework, fresh)
+            if cluster_name:
+                try:
+                    cluster = ctx.client.get(RAY_CLUSTERS, cluster_name, namespace)
+                except ApiError as err:
+                    if not err.not_found:
+                        raise
+            follows = ray.follows_its_cluster(framework, fresh)
+            if follows and cluster:
+                counts = tuple(ray.cluster_counts(counts, cluster, f"{job.kind} {job.key}"))
         except ManifestError as err:
             if ctx.told.first(f"invalid:{job.uid}", err.message):
                 ctx.event(job.as_object(), "Warning", "InvalidSpec", f"{err.path}: {err.message}")
@@ -173,7 +174,7 @@ class ElasticJobs:
         generation = (cluster.get("metadata") or {}).get("generation")
         wanted = {
             ray.REPLICA_SIZES: ray.replica_sizes(counts),
-            ray.CLUSTER_GENERATION: str(generation if isinstance(generation, int) else ""),
+            ray.CLUSTER_GENERATION: str(generation) if isinstance(generation, int) else "",
         }
         meta = fresh.setdefault("metadata", {})
         annotations = meta.get("annotations") or {}
@@ -189,7 +190,7 @@ class ElasticJobs:
                 if err.conflict or err.not_found:
                     return None  # it moved meanwhile: looked at again
                 raise
-        return _Live(fresh, counts)
+        return _Live(fresh, counts if follows else None)
 
     def _update(self, job: JobView, chosen: policy.Slice, obj: Obj, counts: dict[str, int]) -> None:
         """A slice without quota follows its job's counts; an admitted one scaled down holds
@@ -236,10 +237,11 @@ class ElasticJobs:
             return
         body = o.workload_manifest(fresh, model)
         generation: int | str = meta.get("generation") or 1
-        if live is not None and live.counts is not None:  # its cluster's counts and generation
+        if live is not None:  # a Ray job: named with its cluster's generation too
+            generation = ray.name_extra(fresh)
+        if live is not None and live.counts is not None:  # its cluster's counts
             spec = body["spec"]
             spec["podSets"] = policy.with_counts(spec["podSets"], dict(live.counts))
-            generation = ray.name_extra(fresh)
         slice_name = policy.slice_name(job.kind, job.adapter.group, name, job.uid, generation)
         body["metadata"]["name"] = slice_name
         annotations = body["metadata"].setdefault("annotations", {})
