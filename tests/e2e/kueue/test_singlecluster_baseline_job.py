@@ -10,6 +10,7 @@ import pytest
 from kubernetes import client
 
 from tests.e2e.kueue.cases import kueue_case
+from tests.e2e.kueue.operators import wait_for_active_pods_and_terminate
 from tests.e2e.kueue.util import (
     BEHAVIOR_EXIT_FAST,
     BEHAVIOR_WAIT_FOR_DELETION_FAIL_ON_EXIT,
@@ -681,3 +682,73 @@ def test_an_elastic_job_gets_its_flavors_labels_and_tolerations_before_and_after
     cluster.expect_job_unsuspended_with_node_selectors(name, ns, selector)
     eventually(tolerated, MEDIUM_TIMEOUT, "the flavor's toleration still on the template")
     eventually(running(3), LONG_TIMEOUT, "3 running pods with the flavor's placement")
+
+
+@pytest.fixture
+def elastic_scale_down_queue(cluster: Cluster, ns: str) -> Iterator[str]:
+    """When("Scaling down an elastic Indexed Job with completed indexes")'s BeforeEach and
+    AfterEach: one flavor of 2 cpu; yields the ClusterQueue's name."""
+    flavor, cq = f"default-{ns}", f"cq-{ns}"
+    cluster.create("resourceflavors", make_resource_flavor(flavor))
+    cluster.create_active(
+        "clusterqueues", make_cluster_queue(cq, make_flavor_quotas(flavor, cpu="2"))
+    )
+    cluster.create_active("localqueues", make_local_queue("main", ns, cq), ns)
+    yield cq
+    cluster.batch.delete_collection_namespaced_job(ns, propagation_policy="Background")
+    for wl in cluster.list("workloads", ns):
+        cluster.delete("workloads", wl["metadata"]["name"], ns, strip_finalizers=True)
+    cluster.core.delete_collection_namespaced_pod(ns)
+    cluster.delete("localqueues", "main", ns)
+    cluster.expect_deleted("clusterqueues", cq)
+    cluster.expect_deleted("resourceflavors", flavor)
+
+
+def _reserved_milli_cpu(cluster: Cluster, cq: str) -> int:
+    """clusterQueueReservedMilliCPU: the cpu reserved across the ClusterQueue's flavors."""
+    total = 0
+    for flavor in (cluster.get("clusterqueues", cq).get("status") or {}).get(
+        "flavorsReservation"
+    ) or []:
+        for resource in flavor.get("resources") or []:
+            if resource["name"] == "cpu":
+                text = str(resource.get("total", "0"))
+                total += int(text[:-1]) if text.endswith("m") else int(float(text) * 1000)
+    return total
+
+
+@kueue_case(
+    GO,
+    "Kueue Scaling down an elastic Indexed Job with completed indexes keeps the reserved quota "
+    "equal to the running pods",
+)
+def test_an_elastic_indexed_job_scaled_down_reserves_only_its_running_pods(
+    cluster: Cluster, ns: str, elastic_scale_down_queue: str
+) -> None:
+    name = "elastic-indexed-scale-down"
+    job = make_job(name, ns, queue="main", requests={"cpu": "200m"}, parallelism=4,
+                   completions=4)  # fmt: skip
+    job["metadata"]["annotations"] = dict(ELASTIC)
+    job["spec"]["completionMode"] = "Indexed"
+    cluster.batch.create_namespaced_job(ns, job)
+
+    def converged(pods: int) -> Callable[[], bool]:
+        def check() -> bool:
+            running = _running_pods(cluster, ns, name)
+            assert len(running) == pods, f"{len(running)} running pods"
+            reserved = _reserved_milli_cpu(cluster, elastic_scale_down_queue)
+            assert reserved == 200 * pods, f"{reserved}m cpu reserved"
+            return True
+
+        return check
+
+    eventually(converged(4), LONG_TIMEOUT, "4 pods running, 800m reserved")
+    for index in ("0", "1"):
+        wait_for_active_pods_and_terminate(
+            cluster, ns, 1,
+            f"batch.kubernetes.io/job-name={name},batch.kubernetes.io/job-completion-index={index}",
+        )  # fmt: skip
+    eventually(converged(2), LONG_TIMEOUT, "2 pods running, 400m reserved")
+
+    cluster.batch.patch_namespaced_job(name, ns, {"spec": {"parallelism": 1}})
+    eventually(converged(1), LONG_TIMEOUT, "1 pod running, 200m reserved")
