@@ -113,6 +113,13 @@ def three_level_topology(name: str) -> dict[str, Any]:
     }
 
 
+LEFT_BEHIND = (
+    ("clusterqueues", "cluster-queue"),
+    ("resourceflavors", "tas-flavor"),
+    ("topologies", "datacenter"),
+)
+
+
 @contextlib.contextmanager
 def tas_queues(
     cluster: Cluster, namespace: str, local_queue: str, quotas: dict[str, str]
@@ -121,6 +128,9 @@ def tas_queues(
     node group, ClusterQueue `cluster-queue` with `quotas` of it, and the LocalQueue; the
     AfterEach removes them (Workloads first, their finalizers stripped). Yields the
     LocalQueue's name."""
+    # What a run stopped midway left (the names are the suite's, one run at a time).
+    for plural, name in LEFT_BEHIND:
+        cluster.expect_deleted(plural, name)
     try:
         cluster.create("topologies", three_level_topology("datacenter"))
         flavor = make_resource_flavor("tas-flavor", {NODE_GROUP: INSTANCE_TYPE})
@@ -139,9 +149,8 @@ def tas_queues(
         for wl in cluster.list("workloads", namespace):
             cluster.delete("workloads", wl["metadata"]["name"], namespace, strip_finalizers=True)
         cluster.delete("localqueues", local_queue, namespace)
-        cluster.expect_deleted("clusterqueues", "cluster-queue")
-        cluster.expect_deleted("resourceflavors", "tas-flavor")
-        cluster.expect_deleted("topologies", "datacenter")
+        for plural, name in LEFT_BEHIND:
+            cluster.expect_deleted(plural, name)
 
 
 def pods(cluster: Cluster, namespace: str, selector: str = "") -> list[client.V1Pod]:
