@@ -126,6 +126,8 @@ class Operators:
                     except client.ApiException as err:
                         if err.status not in (404, 409):  # a race the next pass settles
                             self.errors.append(f"{plural}/{obj['metadata']['name']}: {err}")
+                    except Exception as err:  # said at the end of the test
+                        self.errors.append(f"{plural}/{obj['metadata']['name']}: {err!r}")
 
     def _status(self, gvp: tuple[str, str, str], obj: dict, status: dict) -> None:
         if all((obj.get("status") or {}).get(k) == v for k, v in status.items()):
@@ -142,8 +144,11 @@ class Operators:
         return list(self.cluster.core.list_namespaced_pod(self.ns, label_selector=selector).items)
 
     def _create_job(self, body: dict) -> None:
-        with contextlib.suppress(client.ApiException):
+        try:
             self.cluster.batch.create_namespaced_job(self.ns, body)
+        except client.ApiException as err:
+            if err.status != 409:  # made by an earlier pass
+                raise
 
     def _delete_jobs(self, jobs: list[Any]) -> None:
         for job in jobs:
@@ -184,6 +189,9 @@ class Operators:
                 job_spec = template.get("spec") or {}
                 pod_meta = job_spec.setdefault("template", {}).setdefault("metadata", {})
                 pod_meta["labels"] = {**(pod_meta.get("labels") or {}), **labels}
+                # JobSet's defaulting webhook: a pod template without one restarts OnFailure.
+                pod_spec = job_spec["template"].setdefault("spec", {})
+                pod_spec["restartPolicy"] = pod_spec.get("restartPolicy") or "OnFailure"
                 meta = template.get("metadata") or {}
                 self._create_job({
                     "apiVersion": "batch/v1", "kind": "Job",
@@ -487,11 +495,14 @@ class Operators:
         pod_meta = _pod_template(body).setdefault("metadata", {})
         pod_meta["labels"] = {**(pod_meta.get("labels") or {}),
                               APPWRAPPER_LABEL: aw["metadata"]["name"]}  # fmt: skip
-        with contextlib.suppress(client.ApiException):
+        try:
             if body["kind"] == "Job":
                 self.cluster.batch.create_namespaced_job(self.ns, body)
             elif body["kind"] == "Deployment":
                 self.cluster.apps.create_namespaced_deployment(self.ns, body)
+        except client.ApiException as err:
+            if err.status != 409:  # made by an earlier pass
+                raise
 
     def _component_succeeded(self, template: dict) -> bool:
         if template["kind"] != "Job":
