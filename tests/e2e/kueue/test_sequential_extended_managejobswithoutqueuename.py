@@ -89,9 +89,11 @@ def drop_queues(cluster: Cluster, ns: str) -> None:
 @pytest.fixture
 def queues(managing: None, cluster: Cluster, ns: str) -> Iterator[str]:
     make_queues(cluster, ns)
-    with operators(cluster, ns):
-        yield ns
-    drop_queues(cluster, ns)
+    try:
+        with operators(cluster, ns):
+            yield ns
+    finally:  # the queues go even when the played operators failed
+        drop_queues(cluster, ns)
 
 
 def appwrapper(name: str, ns: str, component: dict, queue: str | None = None) -> dict:
@@ -360,10 +362,12 @@ def excluded(crds: None, tower: Tower, cluster: Cluster, ns: str) -> Iterator[st
     configuration = configuration_with(
         manageJobsWithoutQueueName=True, managedJobsNamespaceSelector=selector
     )
-    for _ in restarted(tower, configuration):
-        with operators(cluster, ns):
-            yield ns
-    drop_queues(cluster, ns)
+    try:
+        for _ in restarted(tower, configuration):
+            with operators(cluster, ns):
+                yield ns
+    finally:
+        drop_queues(cluster, ns)
 
 
 @kueue_case(
@@ -399,9 +403,11 @@ def without_jobset(crds: None, tower: Tower, cluster: Cluster, ns: str) -> Itera
     ]
     for _ in restarted(tower, yaml.safe_dump(configuration)):
         make_queues(cluster, ns)
-        with operators(cluster, ns):
-            yield ns
-        drop_queues(cluster, ns)
+        try:
+            with operators(cluster, ns):
+                yield ns
+        finally:
+            drop_queues(cluster, ns)
 
 
 @kueue_case(
