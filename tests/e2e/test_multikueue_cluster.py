@@ -146,6 +146,8 @@ def clusters(tmp_path):
               check=False)  # fmt: skip
     kubectl("delete", "secret", "worker1-secret", "-n", "tower-system", check=False)
     on_worker("delete", "-f", str(EXAMPLES / "single-clusterqueue-setup.yaml"), check=False)
+    # The hand-made Node goes too: another suite's pods would be bound to it, with no kubelet.
+    on_worker("delete", "node", "worker-node-1", "--wait=false", check=False)
 
 
 def serve_worker_webhook(tmp: Path) -> subprocess.Popen[bytes]:

@@ -137,6 +137,7 @@ def tower_manager_kueue_worker(tmp_path: Path) -> Iterator[None]:
     unregister_webhooks(kubectl)
     kubectl("delete", "secret", "worker1-secret", "-n", "tower-system", check=False)
     on_worker("delete", "-f", str(EXAMPLES / "single-clusterqueue-setup.yaml"), check=False)
+    on_worker("delete", "node", "worker-node-1", "--wait=false", check=False)  # no kubelet runs it
 
 
 def kueue_worker_admits(name: str) -> None:
@@ -311,6 +312,7 @@ def tower_worker(tmp_path: Path) -> Iterator[None]:
     clean_up(on_worker)
     unregister_webhooks(on_worker)
     on_worker("delete", "-f", str(EXAMPLES / "single-clusterqueue-setup.yaml"), check=False)
+    on_worker("delete", "node", "worker-node-1", "--wait=false", check=False)  # no kubelet runs it
 
 
 def kueue_managers_workload(job: dict[str, Any], name: str) -> dict[str, Any]:
