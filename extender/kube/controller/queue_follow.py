@@ -1,5 +1,6 @@
-"""A queued job's queue-name label, followed into its Workload while it waits (Kueue's
-QueueNameChange): a job moved to another LocalQueue before admission is queued there."""
+"""A waiting job's queue-name label followed into its Workload (Kueue's QueueNameChange).
+
+A job moved to another LocalQueue before admission is queued there."""
 
 from __future__ import annotations
 
