@@ -309,6 +309,9 @@ class Worker:
             self.kubectl("delete", kind, f"tower-{kind[:-len('webhookconfiguration')]}-webhook",
                          "--ignore-not-found", check=False)  # fmt: skip
         kubectl("delete", "secret", self.name, "-n", TOWER_NS, "--ignore-not-found", check=False)
+        # Its Node goes too: no kubelet runs it once this one stops, and another suite's pods
+        # would be bound to it.
+        self.kubectl("delete", "node", NODE, "--ignore-not-found", "--wait=false", check=False)
 
     # ----- what Kueue's cases read on a worker ------------------------------------------
 
