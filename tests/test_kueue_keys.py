@@ -421,7 +421,7 @@ SAMPLE: dict[str, Any] = {
     "metrics.customLabels.name": "team",
     "metrics.customLabels.sourceLabelKey": "team",
     "metrics.customLabels.sourceAnnotationKey": "team",
-    "metrics.customLabels.sourceKind": "Workload",
+    "metrics.customLabels.sourceKind": "LocalQueue",  # a Workload's needs trackedValues
     "metrics.customLabels.trackedValues": ["a"],
     "health.healthProbeBindAddress": ":8081",
     "health.readinessEndpointName": "readyz",
@@ -579,6 +579,10 @@ PODS = "tests/controller/test_pods.py::"
 # The test that shows Tower doing what each gate it acts on turns on (an implemented gate, or
 # one Tower follows at Kueue's default `true`).
 GATE_TESTS: dict[str, str] = {
+    "CustomMetricLabels": (
+        "tests/controller/test_custom_metric_labels.py::"
+        "test_the_configuration_file_adds_the_entries_keys_only_with_the_gate"
+    ),
     "PartialAdmission": JOB_PARALLELISM,
     "ElasticJobsViaWorkloadSlices": (
         "tests/controller/test_elastic.py::test_with_the_gate_off_a_resized_elastic_job_is_queued_again"

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import argparse
 import os
+from dataclasses import replace
 from typing import Any
 
 import yaml
 
 from extender.core.admission.multikueue import INCREMENTAL_STEP, MultiKueueSettings
 from extender.core.admission.retention import WorkloadRetention
+from extender.core.config.custom_labels import GATE as CUSTOM_LABELS_GATE
+from extender.core.config.custom_labels import CustomLabels
 from extender.core.config.gates import merge, parse_flag, resolve
 from extender.core.config.kueue_config import (
     KueueConfig,
@@ -20,6 +23,7 @@ from extender.core.config.kueue_config import (
 )
 from extender.core.config.resource_policy import ResourcePolicy
 from extender.core.config.schema import ConfigError
+from extender.core.jobframework import registry
 from extender.core.scheduling.options import SchedulingOptions
 
 _Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -47,6 +51,7 @@ TOWER_DEFAULTS: dict[str, Any] = {
     "metrics_config": MetricsConfig(),  # Kueue's metrics defaults
     "label_keys_to_copy": (),  # integrations.labelKeysToCopy: none
     "workload_retention": WorkloadRetention(),  # objectRetentionPolicies: nothing deleted
+    "custom_labels": CustomLabels(),  # metrics.customLabels: none
 }
 FEATURE_GATES_FLAG = "--feature-gates"
 
@@ -96,6 +101,7 @@ def from_file(config: KueueConfig) -> dict[str, Any]:
         "metrics_config": config.metrics,
         "label_keys_to_copy": config.label_keys_to_copy,
         "workload_retention": config.workload_retention,
+        "custom_labels": config.custom_labels,
     }
     if config.visibility_bind_address is not None:
         values["visibility_address"] = config.visibility_bind_address
@@ -152,6 +158,9 @@ def settle(args: argparse.Namespace) -> list[str]:
         if getattr(args, name, None) is None:
             setattr(args, name, value)
     args.feature_gates = feature_gates(file_gates, getattr(args, "feature_gates_flag", None))
+    refusal = registry.gate_refusal(args.integrations or (), args.feature_gates)
+    if refusal is not None:  # Kueue's manager does not start either
+        raise ConfigFileError(refusal)
     args.metrics_config = args.metrics_config.with_gates(args.feature_gates)
     args.scheduling = (
         config.scheduling(args.feature_gates)
@@ -162,7 +171,18 @@ def settle(args: argparse.Namespace) -> list[str]:
     )
     if args.feature_gates["DisableWaitForPodsReady"]:  # Kueue's waitforpodsready.Enabled
         args.wait_for_pods_ready = None
+    _settle_custom_labels(args)
     return warnings
+
+
+def _settle_custom_labels(args: argparse.Namespace) -> None:
+    """metrics.customLabels as the resolved CustomMetricLabels gate lets them act: their
+    Workload keys join the keys copied to each job's Workload (Kueue's
+    getLabelsAndAnnotationsToCopy). Set, they are warned (fields.py) gate or not."""
+    custom = replace(args.custom_labels, enabled=args.feature_gates[CUSTOM_LABELS_GATE])
+    args.custom_labels = custom
+    args.label_keys_to_copy = custom.label_keys_to_copy(args.label_keys_to_copy)
+    args.annotations_to_copy = custom.workload_annotation_keys()
 
 
 def feature_gates(file: dict[str, bool], flag: str | None) -> dict[str, bool]:

@@ -349,6 +349,7 @@ def _serve(
         feature_gates=args.feature_gates,
         scheduling=args.scheduling,
         label_keys_to_copy=args.label_keys_to_copy,
+        annotations_to_copy=args.annotations_to_copy,
         workload_retention=args.workload_retention,
     )
     try:

@@ -283,7 +283,13 @@ GATES: tuple[FeatureGate, ...] = (
     ),
     _("SchedulerLongRequeueInterval", False, A, ALWAYS, "requeues on its own short interval"),
     _("SchedulerTimestampPreemptionBuffer", False, A, ALWAYS, "uses no timestamp buffer"),
-    _("CustomMetricLabels", False, A, ABSENT, "has no custom metric labels (warned)"),
+    _(
+        "CustomMetricLabels",
+        False,
+        A,
+        IMPL,
+        "copies metrics.customLabels' Workload keys to Workloads; no labels on metrics yet",
+    ),
     _(
         "SparkApplicationIntegration",
         False,

@@ -86,6 +86,11 @@ ACTED: dict[str, str] = {
         "_resource_usage, _resource_pending, _nominal_quota, _borrowing_limit, _lending_limit, "
         "_weighted_share), off by default as in Kueue"
     ),
+    "metrics.customLabels": (
+        "checked as Kueue checks them; with feature gate CustomMetricLabels, the label or "
+        "annotation of each sourceKind Workload entry is copied from a job to its Workload "
+        "(a pod group's members must agree, else it gets none), as in Kueue"
+    ),
     "metrics.localQueueMetrics": (
         "which LocalQueues have kueue_local_queue_* series: `enable` (on when the section is "
         "absent, off when it is there without it, as in Kueue) and `localQueueSelector`"
@@ -131,7 +136,12 @@ UNACTED: tuple[Unacted, ...] = (
     ),
     _cfg("queueVisibility", "queue visibility in ClusterQueue status, dropped in v1beta2"),
     _cfg("webhook", "Kueue's webhook server", "Tower's webhook is python -m webhook"),
-    _cfg("metrics.customLabels", "custom metric labels (feature gate CustomMetricLabels)"),
+    _cfg(
+        "metrics.customLabels",
+        "custom labels on Kueue's metrics (feature gate CustomMetricLabels)",
+        "checked as Kueue checks them; with the gate on, a Workload entry's key is copied to "
+        "each job's Workload",
+    ),
     _cfg("health", "Kueue's health probe server", "Tower's is --health-address"),
     _cfg("pprofBindAddress", "pprof"),
     _cfg("controller", "controller concurrency and cache sync timeout"),

@@ -12,6 +12,8 @@ from extender.core.admission.pods_ready import RequeuingStrategy, WaitForPodsRea
 from extender.core.admission.retention import WorkloadRetention
 from extender.core.api.quantity import parse_quantity
 from extender.core.api.unacted import Unacted
+from extender.core.config.custom_labels import CustomLabels
+from extender.core.config.custom_labels import parse as parse_custom_labels
 from extender.core.config.device_classes import check as check_device_classes
 from extender.core.config.fields import UNACTED
 from extender.core.config.gates import resolve
@@ -176,6 +178,8 @@ class KueueConfig:
     # objectRetentionPolicies.workloads: when finished and deactivated Workloads go.
     workload_retention: WorkloadRetention = field(default_factory=WorkloadRetention)
     fair_sharing_strategies: tuple[str, ...] = ()  # as written (empty: Kueue's default)
+    # metrics.customLabels, on as the file's featureGates say (--feature-gates may change it).
+    custom_labels: CustomLabels = field(default_factory=CustomLabels)
 
     def warnings(self, name: str) -> list[str]:
         """One line for each field set (or on by default) that Tower does not act on."""
@@ -281,6 +285,9 @@ def parse(doc: Any, namespace: str | None = None) -> KueueConfig:
         fair_sharing_strategies=tuple(get("fairSharing.preemptionStrategies") or ()),
         label_keys_to_copy=tuple(str(k) for k in get("integrations.labelKeysToCopy") or ()),
         workload_retention=_workload_retention(get),
+        custom_labels=parse_custom_labels(
+            get("metrics.customLabels"), enabled=gates.get("CustomMetricLabels", False)
+        ),
     )
 
 

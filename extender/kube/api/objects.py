@@ -157,10 +157,14 @@ PROVREQ_ANNOTATION_PREFIX = "provreq.kueue.x-k8s.io/"
 
 
 def workload_manifest(
-    job: Mapping[str, Any], workload: Workload, label_keys: Collection[str] = ()
+    job: Mapping[str, Any],
+    workload: Workload,
+    label_keys: Collection[str] = (),
+    annotation_keys: Collection[str] = (),
 ) -> Obj:
     """The Workload object Kueue creates for a job: owned by it, holding its pod templates,
-    with the job's labels of `label_keys` (integrations.labelKeysToCopy)."""
+    with the job's labels of `label_keys` (integrations.labelKeysToCopy) and annotations of
+    `annotation_keys` (metrics.customLabels of kind Workload)."""
     meta = job["metadata"]
     adapter = adapter_of(job)
     job_labels = meta.get("labels") or {}
@@ -173,6 +177,7 @@ def workload_manifest(
         for k, v in _m(meta.get("annotations")).items()
         if isinstance(k, str) and k.startswith(PROVREQ_ANNOTATION_PREFIX)
     }
+    annotations.update(copied(meta.get("annotations"), annotation_keys))
     gates = gated_by(meta.get("annotations"))
     if gates:  # its admission waits for these controllers, as Kueue propagates them
         annotations[ADMISSION_GATED_BY] = gates

@@ -76,6 +76,8 @@ class Settings:
     # fairSharing.preemptionStrategies and resources.quotaCheckStrategy under those gates.
     scheduling: SchedulingOptions = field(default_factory=SchedulingOptions)
     label_keys_to_copy: tuple[str, ...] = ()  # integrations.labelKeysToCopy
+    # Annotation keys a job's Workload is made with (metrics.customLabels of kind Workload).
+    annotations_to_copy: tuple[str, ...] = ()
     # Kueue's objectRetentionPolicies.workloads, from the --config file (unset: kept).
     workload_retention: WorkloadRetention = field(default_factory=WorkloadRetention)
 

@@ -417,7 +417,10 @@ class JobReconciler:
                 reason = "ReferenceMissing" if missing else "InvalidSpec"
                 ctx.event(job.as_object(), "Warning", reason, f"{err.path}: {err.message}")
             return REFERENCE_WAIT if missing else None
-        body = o.workload_manifest(source, model, ctx.settings.label_keys_to_copy)
+        settings = ctx.settings
+        body = o.workload_manifest(
+            source, model, settings.label_keys_to_copy, settings.annotations_to_copy
+        )
         self._creating[wl_key] = ctx.monotonic()
         self.created += 1
         job_meta = source.get("metadata") or {}

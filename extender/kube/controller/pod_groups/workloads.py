@@ -10,7 +10,7 @@ from typing import Any
 from extender.core.api.admission_gates import ADMISSION_GATED_BY, gated_by
 from extender.core.api.models import PRIORITY_CLASS_LABEL, QUEUE_NAME_LABEL
 from extender.core.api.parse import ManifestError
-from extender.core.jobframework import groups
+from extender.core.jobframework import copied_annotations, groups
 from extender.core.jobframework.copied_labels import copied, from_members
 from extender.core.jobframework.jobs import group_workload
 from extender.core.jobframework.parent import TemplateParent
@@ -92,6 +92,11 @@ class GroupWorkloads:
             owners=[owner],
             labels=workload_labels,
             annotations={
+                **(
+                    copied(meta.get("annotations"), ctx.settings.annotations_to_copy)
+                    if parent.copies_labels
+                    else {}
+                ),
                 groups.IS_GROUP_WORKLOAD: "true",
                 **parent.owner_annotations(obj, name),
                 **_gates(gated_by(meta.get("annotations"))),
@@ -168,14 +173,19 @@ class GroupWorkloads:
             for m in members
             if m.runnable and m.name not in dropped
         ]
+        kept = [
+            (m.name, (v.source or {}).get("metadata", {}))
+            for v, m in zip(views, members, strict=True)
+            if m.runnable and m.name not in dropped
+        ]
         labels, problem = from_members(
-            (
-                (m.name, (v.source or {}).get("metadata", {}).get("labels"))
-                for v, m in zip(views, members, strict=True)
-                if m.runnable and m.name not in dropped
-            ),
-            ctx.settings.label_keys_to_copy,
+            ((name, meta.get("labels")) for name, meta in kept), ctx.settings.label_keys_to_copy
         )
+        copied_notes, annotation_problem = copied_annotations.from_members(
+            ((name, meta.get("annotations")) for name, meta in kept),
+            ctx.settings.annotations_to_copy,
+        )
+        problem = problem or annotation_problem
         if problem is not None:
             self.pods.tell(first, "ErrWorkloadCompose", problem)
             return None
@@ -186,7 +196,11 @@ class GroupWorkloads:
             {t.name: t.template for t in templates},
             owners=owners,
             labels=labels,
-            annotations={groups.IS_GROUP_WORKLOAD: "true", **_gates(first.admission_gated_by)},
+            annotations={
+                **copied_notes,
+                groups.IS_GROUP_WORKLOAD: "true",
+                **_gates(first.admission_gated_by),
+            },
         )
         return self._send(wl_key, body, first.as_object())
 

@@ -1,0 +1,34 @@
+"""The annotations a job's Workload is made with: those metrics.customLabels of kind Workload read.
+
+With Kueue's CustomMetricLabels gate on, an entry of sourceKind Workload that reads an
+annotation has it copied from the job to its Workload when the Workload is made, as
+labelKeysToCopy's labels are. A pod group's members may each carry the annotation or not;
+those that do must agree, else the group gets no Workload (Kueue's "constructing workload:
+pods have different annotation values").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable
+from typing import Any
+
+from extender.core.jobframework.copied_labels import copied
+
+
+def from_members(
+    members: Iterable[tuple[str, Any]], keys: Collection[str]
+) -> tuple[dict[str, str], str | None]:
+    """The annotations a pod group's Workload gets from its members, given as (name,
+    annotations), or why it gets none: the first key two members give different values."""
+    out: dict[str, str] = {}
+    first: dict[str, str] = {}  # which member gave each key its value
+    for name, notes in members:
+        for key, value in copied(notes, keys).items():
+            if key in out and out[key] != value:
+                return {}, (
+                    f"pods {first[key]} and {name} have different values of annotation {key}: "
+                    f"{out[key]}!={value} (metrics.customLabels)"
+                )
+            out.setdefault(key, value)
+            first.setdefault(key, name)
+    return out, None
