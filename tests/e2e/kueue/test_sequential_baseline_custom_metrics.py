@@ -1,10 +1,8 @@
 """Kueue v0.19.2 test/e2e/sequential/baseline/custom_metrics_test.go, ported: with the
 CustomMetricLabels gate and metrics.customLabels of kind Workload, a pod's (or a pod group's)
 labels and annotations those name are copied to its Workload, with labelKeysToCopy's; a group
-whose members disagree on such an annotation gets no Workload.
-
-Tower has no custom metric labels yet (extender/core/config/feature_gates.py: absent), so its
-controller refuses the Configuration and these cases fail on that, with its words."""
+whose members disagree on such an annotation gets no Workload (extender/core/config/
+custom_labels.py; the copy in extender/kube/api/objects.py and pod_groups/workloads.py)."""
 
 from __future__ import annotations
 
