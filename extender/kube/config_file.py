@@ -23,6 +23,7 @@ from extender.core.config.kueue_config import (
 )
 from extender.core.config.resource_policy import ResourcePolicy
 from extender.core.config.schema import ConfigError
+from extender.core.jobframework import registry
 from extender.core.scheduling.options import SchedulingOptions
 
 _Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -157,6 +158,9 @@ def settle(args: argparse.Namespace) -> list[str]:
         if getattr(args, name, None) is None:
             setattr(args, name, value)
     args.feature_gates = feature_gates(file_gates, getattr(args, "feature_gates_flag", None))
+    refusal = registry.gate_refusal(args.integrations or (), args.feature_gates)
+    if refusal is not None:  # Kueue's manager does not start either
+        raise ConfigFileError(refusal)
     args.metrics_config = args.metrics_config.with_gates(args.feature_gates)
     args.scheduling = (
         config.scheduling(args.feature_gates)

@@ -51,7 +51,7 @@ def grants(rules: Iterable[Mapping[str, Any]]) -> set[Grant]:
 
 
 def on_unmanaged_kind(grant: Grant) -> bool:
-    """Whether a grant is on a kind of job Tower has no adapter for (Kueue's Spark roles)."""
+    """Whether a grant is on a kind of job Tower has no adapter for."""
     group, resource, _ = grant
     if group in KUEUE_GROUPS or resource.startswith("/"):
         return False

@@ -19,6 +19,7 @@ from extender.core.jobframework.pod import ADAPTERS as PODS
 from extender.core.jobframework.pod import IMPLICIT_POD
 from extender.core.jobframework.ray import ADAPTERS as RAY
 from extender.core.jobframework.serving import PARENTS as SERVING_PARENTS
+from extender.core.jobframework.spark import ADAPTERS as SPARK
 from extender.core.jobframework.trainer import ADAPTERS as TRAINER
 
 # Every integration of Kueue v0.19.2 (its `integrations.frameworks` values); the ones with
@@ -57,8 +58,36 @@ def register(adapter: JobAdapter) -> JobAdapter:
     return adapter
 
 
-for _adapter in (BatchJob(), JobSetAdapter(), *KUBEFLOW, *RAY, *APPWRAPPER, *TRAINER, *PODS):
+for _adapter in (
+    BatchJob(),
+    JobSetAdapter(),
+    *KUBEFLOW,
+    *RAY,
+    *APPWRAPPER,
+    *TRAINER,
+    *SPARK,
+    *PODS,
+):
     register(_adapter)
+
+# Integrations Kueue sets up only when their (alpha) feature gate is on: it refuses to start
+# when one is listed with its gate off.
+GATED: dict[str, str] = {
+    "sparkoperator.k8s.io/sparkapplication": "SparkApplicationIntegration",
+}
+
+
+def gate_refusal(frameworks: Iterable[str], gates: Mapping[str, bool]) -> str | None:
+    """Why these integrations cannot be set up with these feature gates (None: they can)."""
+    for name in frameworks:
+        gate = GATED.get(name)
+        if gate is not None and not gates.get(gate, False):
+            return (
+                f"integration {name} is an alpha feature: enable the {gate} feature gate "
+                f"(featureGates: {{{gate}: true}}, or --feature-gates {gate}=true)"
+            )
+    return None
+
 
 # Kinds whose pods are queued one by one (Deployment) or as groups (StatefulSet): their
 # webhook marks the pod template.
