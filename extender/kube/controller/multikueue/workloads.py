@@ -19,6 +19,7 @@ from extender.kube.controller.jobs import finish_workload
 from extender.kube.controller.multikueue.copies import WorkerCopies
 from extender.kube.controller.multikueue.dispatch import WorkloadDispatcher
 from extender.kube.controller.multikueue.runs import component_turn, remote_run
+from extender.kube.controller.multikueue.topology import placed_on_worker
 from extender.kube.controller.multikueue.workers import WorkerClusters
 from extender.kube.controller.workload_status import write_status
 
@@ -139,7 +140,7 @@ class MultiKueueWorkloads:
             if (
                 made
                 and mine.state not in (checks.RETRY, checks.REJECTED)
-                and self._admitted_on(key, obj, states, mine, winner)
+                and self._admitted_on(key, obj, states, mine, winner, remotes.get(winner))
             ):
                 namespace = key.split("/", 1)[0]
                 for name in run.components:
@@ -214,21 +215,36 @@ class MultiKueueWorkloads:
         states: list[checks.CheckState],
         mine: checks.CheckState,
         cluster: str,
+        remote: Obj | None,
     ) -> bool:
-        """Ready, admitted on `cluster`; True when this wrote it."""
+        """Ready, admitted on `cluster`, with the delayed topology requests its worker placed
+        Ready too (Kueue's one write); True when this made it Ready."""
         message = policy.admitted_on(cluster)
         status = as_mapping(obj.get("status"))
-        if mine.state == checks.READY and status.get("clusterName") == cluster:
+        already = mine.state == checks.READY and status.get("clusterName") == cluster
+        placed = placed_on_worker(obj, remote)
+        if already and placed is None:
             return False
-        new = replace(mine, state=checks.READY, message=message, last_transition=self.ctx.clock())
-        patch = {
+        new = (
+            mine
+            if already
+            else replace(
+                mine, state=checks.READY, message=message, last_transition=self.ctx.clock()
+            )
+        )
+        patch: Obj = {
             "status": {
                 "admissionChecks": o.checks_status([new if s is mine else s for s in states]),
                 "clusterName": cluster,
                 "nominatedClusterNames": None,
             }
         }
+        if placed is not None:
+            patch["status"]["admission"] = placed
         if write_status(self.ctx, key, o.conditional(patch, obj), "multikueue-admitted"):
+            if already:
+                self.ctx.queues.workloads.add(key)
+                return False
             admission = o.admission_of(obj)
             cq = admission.cluster_queue if admission is not None else ""
             self.ctx.metrics.admitted_on_worker(cq, cluster)
