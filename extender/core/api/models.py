@@ -351,6 +351,9 @@ class Workload:
     # Why Kueue would not queue it at all, in Kueue's words (a DRA claim it cannot count,
     # extender/core/jobframework/dra.py): it waits, inadmissible, while this holds.
     inadmissible: str = ""
+    # Kueue's workload-allowed-resource-flavors on a concurrent-admission variant: the only
+    # flavors its search looks at (extender/core/scheduling/concurrent.py).
+    allowed_flavors: tuple[str, ...] = ()
     key: str = field(init=False, repr=False, compare=False)
     """namespace/name (computed once: it is looked up on every queue operation)."""
     order: tuple[int, float, str] = field(init=False, repr=False, compare=False)

@@ -336,7 +336,13 @@ GATES: tuple[FeatureGate, ...] = (
         ALWAYS,
         "nominates workers in the MultiKueueConfig's order",
     ),
-    _("ConcurrentAdmission", False, A, ABSENT, "has no concurrent admission"),
+    _(
+        "ConcurrentAdmission",
+        False,
+        A,
+        IMPL,
+        "a parent Workload, one variant per flavor, migration to a preferred flavor",
+    ),
     _(
         "MetricForWorkloadCreationLatency",
         True,

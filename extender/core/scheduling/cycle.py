@@ -31,6 +31,7 @@ from extender.core.api.models import (
 from extender.core.api.topology import Topology
 from extender.core.scheduling.admission_fair_sharing import AfsConfig, UsageLedger, base_units
 from extender.core.scheduling.cache import Cache, Configuration
+from extender.core.scheduling.concurrent import VariantRule, acting_on_policy, variant_view
 from extender.core.scheduling.options import SchedulingOptions
 from extender.core.scheduling.preemption import AdmittedWorkload, Target
 from extender.core.scheduling.queue_manager import QueueManager
@@ -236,6 +237,9 @@ class ClusterState(ClusterQuestions):
             admission_checks=(*admission_checks,),
         )
         self.scheduler.fair_preemption = scheduling.fair_preemption
+        if scheduling.concurrent_admission:  # Kueue's ConcurrentAdmission gate
+            rule = VariantRule(self.cache, self.queues.set_aside, Evict)
+            self.scheduler.variant_waits = rule.waits
 
     # ----- the scheduler's settings -----------------------------------------------------
 
@@ -301,6 +305,8 @@ class ClusterState(ClusterQuestions):
             cq if cq.ignores_undeclared == ignores else replace(cq, ignores_undeclared=ignores)
             for cq in cluster_queues
         ]
+        if self.scheduling.concurrent_admission:  # a concurrentAdmissionPolicy is acted on
+            cluster_queues = [acting_on_policy(cq) for cq in cluster_queues]
         self.cache.update(
             flavors=flavors,
             cluster_queues=cluster_queues,
@@ -410,7 +416,7 @@ class ClusterState(ClusterQuestions):
         if made is not None:
             cq = self.cache.cluster_queues.get(made[0])
             if cq is not None:
-                self.scheduler.prepare(cq, made[1], workload)
+                self.scheduler.prepare(variant_view(cq, workload), made[1], workload)
         topology = self.scheduler.topology
         if topology is not None:
             cq_name = self.queues.queued_in(workload.key)

@@ -24,6 +24,8 @@ class SchedulingOptions:
     # resources.quotaCheckStrategy IgnoreUndeclared (with the QuotaCheckStrategy gate on): a
     # request for a resource the ClusterQueue has no quota for neither blocks nor counts.
     ignore_undeclared_resources: bool = False
+    # Kueue's ConcurrentAdmission gate: variants and their rules in the cycle (concurrent.py).
+    concurrent_admission: bool = False
 
     @classmethod
     def of(
@@ -42,4 +44,5 @@ class SchedulingOptions:
                 gates.get("FairSharingPreemptWithinNominal", True),
             ),
             gates.get("QuotaCheckStrategy", True) and quota_check_strategy == IGNORE_UNDECLARED,
+            gates.get("ConcurrentAdmission", False),
         )

@@ -15,6 +15,7 @@ from extender.core.api.admission_gates import ADMISSION_GATED, GATE_CLEARED_MESS
 from extender.core.api.models import ClusterQueue, Workload
 from extender.core.scheduling.admission_fair_sharing import UsageLedger
 from extender.core.scheduling.cache import Cache
+from extender.core.scheduling.concurrent import variant_view
 from extender.core.scheduling.queues import ClassMemo, ClusterQueueQueue
 from extender.core.scheduling.quota import QuotaNode
 from extender.core.scheduling.reasons import INADMISSIBLE, PENDING, PendingStatus
@@ -255,7 +256,7 @@ class QueueManager:
             offered = queue.offer()
             if offered is not None:
                 workload, memo = offered
-                heads.append((cq, node, queue, workload, memo))
+                heads.append((variant_view(cq, workload), node, queue, workload, memo))
         return heads
 
     def record(self, pending: Iterable[tuple[Workload, PendingStatus]]) -> None:

@@ -51,6 +51,7 @@ def equivalence_key(workload: Workload) -> ClassKey:
         workload.queue_name,
         workload.priority,
         workload.replacement_for,  # a scale-up slice counts its old slice's quota as its own
+        workload.allowed_flavors,  # a concurrent-admission variant searches these only
         tuple(
             (
                 ps.name,

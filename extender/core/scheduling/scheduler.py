@@ -200,6 +200,7 @@ class Scheduler:
         self.workload_slices = True
         self.slices = slices.SliceLedger(cache)
         self.scan = ScanProgress()  # FlavorFungibilityPreserveScanProgress: scan.preserve
+        self.variant_waits: Callable[[Entry, list[Evict]], bool] | None = None  # concurrent.py
 
     def schedule(self, now: float) -> CycleResult:
         """Run one scheduling cycle at time `now` and return its decisions."""
@@ -230,6 +231,8 @@ class Scheduler:
         admit, preempt, leave_pending = self._admit, self._preempt, self._leave_pending
         for entry in ordered:
             mode = entry.assignment.mode
+            if self.variant_waits is not None and self.variant_waits(entry, step.evicted):
+                continue
             if mode == FIT:
                 admit(entry, step)
             elif mode in PREEMPTING and entry.targets:
@@ -621,8 +624,7 @@ def _nominate_by_search(
         and scheduler.partial_admission
         and may_shrink(workload)
     ):
-        # Kueue shrinks a workload only once neither the whole count nor preemption for it
-        # can admit it.
+        # Kueue shrinks a workload only once neither its whole count nor preemption admits it.
         _shrink(entry, search, targets)
     if memo is not None and not found and entry.assignment.mode <= NO_CANDIDATES:
         # Judged without looking at admitted workloads one by one: the same state gives
@@ -734,8 +736,7 @@ def _not_selected(
 
 
 def _classical(entries: list[Entry]) -> list[Entry]:
-    # Kueue's order: by how high in the cohort tree each must borrow (0: not at all), then
-    # priority, then FIFO.
+    # Kueue's order: how high in the cohort tree each must borrow (0: not at all), priority, FIFO.
     return sorted(entries, key=_CLASSICAL_ORDER)
 
 
