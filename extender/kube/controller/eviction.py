@@ -15,6 +15,7 @@ from typing import Any
 from extender.core.admission import checks
 from extender.core.admission import pods_ready as ready_policy
 from extender.core.admission.checks import check_states
+from extender.core.admission.concurrent import parent_of
 from extender.core.scheduling.cycle import Evict
 from extender.kube.api import objects as o
 from extender.kube.api.client import ApiError, KubeError
@@ -86,7 +87,8 @@ class EvictionWriter:
         patch = o.evict_patch(
             obj, decision.reason, decision.preemption_reason, decision.message, now
         )
-        if ctx.owner_of(obj) is None and not o.is_group_workload(obj):  # a group's pods stop first
+        # A group's pods stop first; a concurrent-admission variant's parent gives back first.
+        if ctx.owner_of(obj) is None and not o.is_group_workload(obj) and parent_of(obj) is None:
             # The seconds it ran before are the Workload's, not the patch's: carried for the sum.
             ran = (obj.get("status") or {}).get(o.EXECUTED)
             before = {o.EXECUTED: ran} if ran is not None else {}

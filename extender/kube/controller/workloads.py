@@ -38,6 +38,7 @@ from extender.kube.api.resources import WORKLOADS, Resource
 from extender.kube.controller import recording
 from extender.kube.controller.admission import AdmissionWriter
 from extender.kube.controller.checks import CheckGate
+from extender.kube.controller.concurrent.families import Families
 from extender.kube.controller.context import Context
 from extender.kube.controller.dra import with_claimed_devices
 from extender.kube.controller.job_start import delete_object, requeue_patch
@@ -73,6 +74,7 @@ class WorkloadReconciler:
         self.exec_time = ExecutionTimeWatch(ctx)
         self.retention = Retention(ctx)  # objectRetentionPolicies
         self.on_dropped = on_dropped  # others' bookkeeping of a Workload that is gone
+        self.concurrent = Families.of(ctx)  # Kueue's ConcurrentAdmission (None: gate off)
         self._models: dict[str, tuple[tuple[Any, ...], Workload]] = {}
 
     def model(self, key: str, obj: Obj) -> Workload | None:
@@ -112,6 +114,8 @@ class WorkloadReconciler:
     def _held(self, obj: Obj, admission: Admission) -> dict[FlavorResource, int]:
         """The quota an admission holds, less its Workload's reclaimable pods, and at the
         counts of its podSets where they are lower (an elastic job's scale-down)."""
+        if self.concurrent is not None and self.concurrent.holds_nothing(obj):
+            return {}  # a parent: its variant holds the quota
         reclaim = self.reclaimable(obj)
         if not reclaim and not slices.annotated(obj):
             return admission.usage()
@@ -123,6 +127,8 @@ class WorkloadReconciler:
         if self.admission.is_unsettled(key):
             self.admission.settle(key)
         obj = ctx.store.get(WORKLOADS, key)
+        if self.concurrent is not None:
+            self.concurrent.follow(key, obj)  # its family's reconcile, if it has one
         if obj is None or o.is_true(obj, o.FINISHED):
             self._count_finished(key, obj)
             self._drop(key)
@@ -142,6 +148,10 @@ class WorkloadReconciler:
             if not state.is_admitted(key):
                 self._drop(key)
             return None
+        if self.concurrent is not None:
+            model = self.concurrent.model(key, obj, model)  # a parent's or a variant's
+            if model is None:
+                return None
         owner = ctx.owner_of(obj)
         job = ctx.job_of(obj)
         group = o.is_group_workload(obj)  # followed by its pods (the group room), not one job
