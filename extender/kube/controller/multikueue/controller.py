@@ -2,11 +2,13 @@
 
 Keys on the checks queue: ("cluster", name) for a MultiKueueCluster (its connection and
 Active condition), ("check", name) for an AdmissionCheck of this controller (its Active
-condition), ("workload", key) for a Workload with such a check, and ("gc", "") for the
-collection of copies whose Workload is gone. Each worker is reached with its own client,
-made from a kubeconfig in a Secret of Tower's namespace (or a path); the copies Tower made
-there (the origin label) are watched into a store of their own, so a worker's answer is read
-from memory and its change wakes the Workload up. The collaborators: the workers'
+condition), ("workload", key) for a Workload with such a check, ("quota", name) for a
+ClusterQueue whose quota is summed from its workers' (quotas.py, Kueue's
+MultiKueueManagerQuotaAutomation), and ("gc", "") for the collection of copies whose
+Workload is gone. Each worker is reached with its own client, made from a kubeconfig in a
+Secret of Tower's namespace (or a path); the copies Tower made there (the origin label) are
+watched into a store of their own, so a worker's answer is read from memory and its change
+wakes the Workload up. The collaborators: the workers'
 connections (workers.py), Tower's writes there (copies.py), a Workload's course
 (workloads.py) and its dispatch (dispatch.py). The policy is
 extender/core/admission/multikueue.py.
@@ -33,6 +35,7 @@ from extender.kube.api.resources import (
 )
 from extender.kube.controller.active import set_active
 from extender.kube.controller.context import Context, Ref
+from extender.kube.controller.multikueue import quotas
 from extender.kube.controller.multikueue.copies import WorkerCopies
 from extender.kube.controller.multikueue.dispatch import WorkloadDispatcher
 from extender.kube.controller.multikueue.runs import spec_sync_handlers
@@ -61,8 +64,15 @@ class MultiKueueController:
         self.parents = dict(parents or {})  # the kinds that declare group Workloads
         self.served = served  # whether MultiKueueClusters and Configs are served (watched)
         self.clusters = WorkerClusters(
-            ctx, settings, namespace, client_factory, self._wake_dispatched, self.parents
+            ctx,
+            settings,
+            namespace,
+            client_factory,
+            self._wake_dispatched,
+            self.parents,
+            on_queues=self._wake_quotas if quotas.enabled(ctx) else None,
         )
+        self.quotas = quotas.QuotaAutomation(ctx, self.clusters)
         self.copies = WorkerCopies(ctx, self.clusters)
         self.workloads = MultiKueueWorkloads(
             ctx,
@@ -116,6 +126,7 @@ class MultiKueueController:
             (MULTIKUEUE_CONFIGS, on_config),
             (MULTIKUEUE_CLUSTERS, on_cluster),
             *spec_sync_handlers(self.ctx, self.workloads.running),
+            *self.quotas.handlers(),
         ]
 
     def workload_changed(self, key: str, old: Any, new: Any) -> None:
@@ -130,6 +141,7 @@ class MultiKueueController:
         """The term begins: every MultiKueueCluster is connected, and collection scheduled."""
         for name, _ in self.ctx.store.items(MULTIKUEUE_CLUSTERS):
             self.ctx.queues.checks.add(("cluster", name))
+        self.quotas.wake()
         if self.settings.gc_interval > 0 and not self._gc_started:
             self._gc_started = True
             self.ctx.queues.checks.add_after(("gc", ""), self.settings.gc_interval)
@@ -143,6 +155,11 @@ class MultiKueueController:
         """A worker came or went: the Workloads dispatched or running look again."""
         for key in self.workloads.on_workers():
             self.ctx.queues.checks.add(("workload", key))
+        self.quotas.wake()
+
+    def _wake_quotas(self, worker: str) -> None:
+        """A worker's queues changed: the quotas summed from them look again."""
+        self.quotas.wake(worker)
 
     # ----- reconcile ---------------------------------------------------------------------
 
@@ -157,6 +174,8 @@ class MultiKueueController:
             return None
         if kind == "workload":
             return self._workload(key)
+        if kind == "quota":
+            return self.quotas.reconcile(key)
         if kind == "gc":
             self.copies.collect()
             return self.settings.gc_interval
@@ -196,7 +215,10 @@ class MultiKueueController:
             return None
         why, config = self._config_of(mine.name)
         clusters = policy.config_clusters(config or {})
-        if o.is_true(obj, o.FINISHED) or not o.is_true(obj, o.QUOTA_RESERVED):
+        if o.is_true(obj, o.FINISHED):
             self.workloads.gone(key)
+            return None
+        if not o.is_true(obj, o.QUOTA_RESERVED):
+            self.workloads.released(key, obj)
             return None
         return self.workloads.reconcile(key, obj, states, mine, why, clusters)

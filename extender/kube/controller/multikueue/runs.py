@@ -166,6 +166,29 @@ def spec_sync_handlers(
     ]
 
 
+# A Job's status counts of pods that run (batch/v1 JobStatus).
+_STOPPED = {"status": dict.fromkeys(("active", "ready", "terminating"), 0)}
+
+
+def stopped_here(ctx: Context, run: RemoteRun) -> None:
+    """The Jobs of a Workload evicted here, its quota given back and its copies on the worker
+    removed: they no longer count the worker's pods. Kueue holds the quota until the
+    worker's stopped Job's status is copied (active 0); Tower gives it back at once (a lost
+    worker never answers), and says here what that copy would say."""
+    for job in run.jobs:
+        if not job.active or job.managed_by != policy.CONTROLLER:
+            continue
+        if (job.resource.group, job.resource.kind) != ("batch", "Job"):
+            continue
+        ctx.write(job.resource, "patch-status", _stop_counts(ctx, job), job.key)
+
+
+def _stop_counts(ctx: Context, job: JobView) -> Callable[[], Obj]:
+    return lambda: ctx.client.patch(
+        job.resource, job.name, _STOPPED, job.namespace, subresource="status"
+    )
+
+
 def mirror_job(
     copies: WorkerCopies,
     synced: dict[str, str],

@@ -33,13 +33,19 @@ from extender.kube.api.client import (
     RestClient,
 )
 from extender.kube.api.informer import Informer
-from extender.kube.api.resources import MULTIKUEUE_CLUSTERS, WORKLOADS, Resource
+from extender.kube.api.resources import (
+    CLUSTER_QUEUES,
+    LOCAL_QUEUES,
+    MULTIKUEUE_CLUSTERS,
+    WORKLOADS,
+    Resource,
+)
 from extender.kube.api.store import Store
 from extender.kube.api.trim import prebuilt_name
 from extender.kube.api.workqueue import Backoff
 from extender.kube.controller.active import set_active
 from extender.kube.controller.context import Context
-from extender.kube.controller.multikueue.kubeconfig import Refusal, load_kubeconfig, one_line
+from extender.kube.controller.multikueue.kubeconfig import Refusal, one_line, worker_config
 
 Obj = dict[str, Any]
 _PROBE = "tower.dev/multikueue-probe=none"
@@ -92,8 +98,12 @@ class WorkerClusters:
         client_factory: ClientFactory,
         on_change: Callable[[], None],
         parents: Mapping[Resource, TemplateParent] | None = None,
+        on_queues: Callable[[str], None] | None = None,
     ) -> None:
         self.ctx = ctx
+        # With manager quota automation: each worker's queues are watched too, and a change
+        # there is told (the worker's name).
+        self.on_queues = on_queues
         # The kinds that declare group Workloads (a StatefulSet), copied to workers whole.
         self.parents = {r: p for r, p in (parents or {}).items() if p.runs_on_workers}
         self.settings = settings
@@ -130,16 +140,17 @@ class WorkerClusters:
                 worker.close()
             return None
         worker = self.workers.setdefault(name, Worker(name))
-        source = policy.cluster_source(obj)
-        if not isinstance(source, policy.KubeConfigSource):
-            self._disconnect(worker)
-            self._set_active(name, obj, "False", *source)
-            return None
-        loaded = load_kubeconfig(ctx.client, self.namespace, source)
+        loaded = worker_config(
+            ctx.client,
+            self.namespace,
+            obj,
+            ctx.settings.feature_gates,
+            self.settings.access_providers,
+        )
         if isinstance(loaded, Refusal):
             self._disconnect(worker)
             self._set_active(name, obj, "False", loaded.reason, loaded.message)
-            return None
+            return loaded.retry
         text, kubeconfig = loaded
         fingerprint = hashlib.sha256(text).hexdigest()
         if fingerprint != worker.fingerprint:
@@ -218,15 +229,24 @@ class WorkerClusters:
             # A Workload's jobs are found by key, not by reading every job on the worker
             # (those of a kind it does not serve come in as the answers of Tower's writes).
             store.add_index(resource, WORKLOAD_INDEX, partial(workload_keys, resource))
-        for resource in (WORKLOADS, *served):
+        watched: list[tuple[Resource, str | None, Callable[[str, Any, Any], None]]] = [
+            (r, selector, partial(on_remote, r)) for r in (WORKLOADS, *served)
+        ]
+        if self.on_queues is not None:
+            told = self.on_queues
+            watched += [
+                (r, None, lambda key, old, new: told(worker.name))
+                for r in (CLUSTER_QUEUES, LOCAL_QUEUES)
+            ]
+        for resource, labels, handler in watched:
             store.register(resource)
-            store.subscribe(resource, partial(on_remote, resource))
+            store.subscribe(resource, handler)
             Informer(
                 worker.client,
                 store,
                 resource,
                 stop=worker.stop,
-                label_selector=selector,
+                label_selector=labels,
                 backoff=Backoff(base=0.5, cap=10.0),
                 on_error=lost,
             ).start()
@@ -255,6 +275,13 @@ class WorkerClusters:
     def connected(self, cluster: str) -> bool:
         worker = self.workers.get(cluster)
         return worker is not None and worker.connected and worker.store is not None
+
+    def queues_of(self, cluster: str) -> Store | None:
+        """The store of a connected worker's queues (None: not connected, or not watched)."""
+        worker = self.workers.get(cluster)
+        if not self.connected(cluster) or worker is None or worker.store is None:
+            return None
+        return worker.store if worker.store.is_registered(CLUSTER_QUEUES) else None
 
     def remote(self, cluster: str, resource: Resource, key: str) -> Obj | None:
         worker = self.workers.get(cluster)

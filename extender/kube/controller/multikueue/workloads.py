@@ -18,7 +18,7 @@ from extender.kube.controller.context import Context
 from extender.kube.controller.jobs import finish_workload
 from extender.kube.controller.multikueue.copies import WorkerCopies
 from extender.kube.controller.multikueue.dispatch import WorkloadDispatcher
-from extender.kube.controller.multikueue.runs import component_turn, remote_run
+from extender.kube.controller.multikueue.runs import component_turn, remote_run, stopped_here
 from extender.kube.controller.multikueue.topology import placed_on_worker
 from extender.kube.controller.multikueue.workers import WorkerClusters
 from extender.kube.controller.workload_status import write_status
@@ -64,6 +64,14 @@ class MultiKueueWorkloads:
         self.dispatcher.forget(key)
         self._synced.pop(key, None)
         self.copies.remove_everywhere(key, keep=None)
+
+    def released(self, key: str, obj: Obj) -> None:
+        """Holding no quota (evicted, or not admitted yet): forgotten, its copies removed,
+        and its jobs here no longer count the worker's pods."""
+        run = remote_run(self.ctx, self.parents, key, obj)
+        if run is not None:
+            stopped_here(self.ctx, run)
+        self.gone(key)
 
     def reconcile(
         self,
