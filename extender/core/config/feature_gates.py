@@ -357,7 +357,13 @@ GATES: tuple[FeatureGate, ...] = (
         ABSENT,
         "ignores preferred node affinity in TAS",
     ),
-    _("MultiKueueManagerQuotaAutomation", False, A, ABSENT, "has no manager quota automation"),
+    _(
+        "MultiKueueManagerQuotaAutomation",
+        False,
+        A,
+        IMPL,
+        "sums the workers' quotas on a manager ClusterQueue when its config asks",
+    ),
     _(
         "WorkloadIdentifierAnnotations",
         True,

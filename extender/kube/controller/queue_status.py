@@ -231,7 +231,9 @@ def same_status(current: Obj, wanted: Obj) -> bool:
 
 
 def with_transition_times(status: Obj, obj: Obj | None, now: float) -> Obj:
-    """Conditions keep their lastTransitionTime while their status does not change."""
+    """Conditions keep their lastTransitionTime while their status does not change; those
+    another controller writes (MultiKueue's quota automation) are carried over, since a
+    merge patch replaces the whole list."""
     out = dict(status)
     old = {c.get("type"): c for c in ((obj or {}).get("status") or {}).get("conditions") or []}
     conditions = []
@@ -243,5 +245,7 @@ def with_transition_times(status: Obj, obj: Obj | None, now: float) -> Obj:
             else None
         )
         conditions.append({**entry, "lastTransitionTime": stamp or o.rfc3339(now)})
+    ours = {c["type"] for c in conditions}
+    conditions += [c for t, c in old.items() if t not in ours]
     out["conditions"] = conditions
     return out

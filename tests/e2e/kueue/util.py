@@ -50,8 +50,9 @@ BEHAVIOR_EXIT_FAST = ["entrypoint-tester"]
 
 # Kueue's e2e Configuration, less what Tower takes from its own defaults (tls: Tower's webhook
 # takes its cipher suites from gunicorn; groupKindConcurrency: Tower's loop is not per kind)
-# and less its featureGates: Tower refuses to start with a gate on whose behaviour it lacks
-# (ElasticJobsViaWorkloadSlices, ConcurrentAdmission, MultiKueueManagerQuotaAutomation), and
+# and less its featureGates but MultiKueueManagerQuotaAutomation (on in every Kueue e2e
+# Configuration): Tower refuses to start with a gate on whose behaviour it lacks
+# (ElasticJobsViaWorkloadSlices, ConcurrentAdmission), and
 # LocalQueueMetrics is on by default here.
 CONFIGURATION = """\
 apiVersion: config.kueue.x-k8s.io/v1beta2
@@ -82,6 +83,8 @@ integrations:
   - "deployment"
   - "statefulset"
   - "leaderworkerset.x-k8s.io/leaderworkerset"
+featureGates:
+  MultiKueueManagerQuotaAutomation: true
 """
 
 
