@@ -311,6 +311,7 @@ CONFIG_FILE = "tests/unit/kube/test_config_file.py::"
 EVERY_ACTED_FIELD = CONFIG_FILE + "test_every_acted_field_takes_effect"
 PODS_READY = "tests/controller/test_pods_ready.py::"
 MULTIKUEUE = "tests/controller/test_multikueue.py::"
+CLUSTER_PROFILE = "tests/controller/test_multikueue_cluster_profile.py::"
 SECTIONS = "tests/unit/kube/test_config_sections_reach_the_controller.py::"
 METRICS_CONFIG = "tests/unit/kube/test_metrics_config.py::"
 RETENTION = "tests/controller/test_object_retention.py::"
@@ -375,6 +376,10 @@ FIELD_TESTS: dict[str, str] = {
     "multiKueue.incrementalDispatcherConfig.*": (
         MULTIKUEUE + "test_the_incremental_dispatcher_nominates_step_by_step"
     ),
+    "multiKueue.clusterProfile": CLUSTER_PROFILE
+    + "test_the_configurations_access_providers_reach_the_check_controller",
+    "multiKueue.clusterProfile.*": CLUSTER_PROFILE
+    + "test_the_configurations_access_providers_reach_the_check_controller",
     "fairSharing": EVERY_ACTED_FIELD,
     "admissionFairSharing.*": (
         "tests/controller/test_admission_fair_sharing.py::test_the_local_queue_that_used_less_goes_first"
@@ -664,6 +669,8 @@ GATE_TESTS: dict[str, str] = {
     "FinishOrphanedWorkloads": (
         "tests/controller/test_faults.py::test_a_job_deleted_with_orphan_propagation_frees_its_quota_at_once"
     ),
+    "MultiKueueClusterProfile": CLUSTER_PROFILE
+    + "test_a_profile_worker_is_reached_through_the_configured_plugin",
     "MultiKueueIncrementalDispatcherConfig": (
         MULTIKUEUE + "test_the_incremental_dispatcher_nominates_step_by_step"
     ),

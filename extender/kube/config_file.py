@@ -133,6 +133,7 @@ def multikueue_settings(section: MultiKueue) -> MultiKueueSettings:
         gc_interval=section.gc_interval,
         dispatcher=section.dispatcher_name,
         incremental_step=section.incremental_step_size or INCREMENTAL_STEP,
+        access_providers=section.access_providers,
     )
 
 

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from extender.core.admission.cluster_profile import AccessProvider
 from extender.core.api.models import MULTIKUEUE_ORIGIN_LABEL, PREBUILT_WORKLOAD_LABEL
 from extender.core.jobframework.adapter import as_mapping, as_sequence
 
@@ -45,6 +46,8 @@ class MultiKueueSettings:
     # Beyond Kueue (#8602): a Workload no worker admits within this is given back with
     # what each worker said (0: it waits, as in Kueue).
     admission_timeout: float = 900.0
+    # multiKueue.clusterProfile.accessProviders: the exec plugins for ClusterProfile workers
+    access_providers: tuple[AccessProvider, ...] = ()
 
 
 # ----- MultiKueueCluster: where its kubeconfig is --------------------------------------------

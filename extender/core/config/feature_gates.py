@@ -237,7 +237,13 @@ GATES: tuple[FeatureGate, ...] = (
         "keeps a Job's labels in its Workload's pod template",
         locked=True,
     ),
-    _("MultiKueueClusterProfile", False, A, ALWAYS, "refuses clusterProfile workers, as Kueue"),
+    _(
+        "MultiKueueClusterProfile",
+        False,
+        A,
+        IMPL,
+        "reaches a MultiKueueCluster's worker through its ClusterProfile and an exec plugin",
+    ),
     _("FailureRecoveryPolicy", False, A, ABSENT, "has no recovery of pods stuck terminating"),
     _(
         "SkipFinalizersForPodsSuspendedByParent",

@@ -23,6 +23,11 @@ ACTED: dict[str, str] = {
     "leaderElection.resourceNamespace": "--leader-election-namespace",
     "leaderElection.resourceLock": "`leases` only, the lock Tower uses",
     "integrations.frameworks": "--integrations",
+    "multiKueue.clusterProfile": (
+        "with feature gate MultiKueueClusterProfile, a MultiKueueCluster naming a "
+        "ClusterProfile is reached through the exec plugin of the first accessProviders entry "
+        "the profile offers, as in Kueue"
+    ),
     "integrations.labelKeysToCopy": (
         "a job's labels with these keys are copied to the Workload made for it, once (a pod "
         "group's members must agree; a StatefulSet's Workload gets none), as in Kueue"
@@ -129,11 +134,6 @@ UNACTED: tuple[Unacted, ...] = (
     _cfg("integrations.externalFrameworks", "jobs managed by external controllers"),
     _cfg("integrations.podOptions", "pod integration options, dropped in v1beta2"),
     _cfg("multiKueue.externalFrameworks", "MultiKueue for jobs of external frameworks"),
-    _cfg(
-        "multiKueue.clusterProfile",
-        "ClusterProfile credentials for MultiKueue workers",
-        "read by Kueue only with the MultiKueueClusterProfile gate, which Tower refuses",
-    ),
     _cfg("queueVisibility", "queue visibility in ClusterQueue status, dropped in v1beta2"),
     _cfg("webhook", "Kueue's webhook server", "Tower's webhook is python -m webhook"),
     _cfg(

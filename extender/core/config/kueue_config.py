@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from extender.core.admission.cluster_profile import AccessProvider
 from extender.core.admission.pods_ready import RequeuingStrategy, WaitForPodsReady
 from extender.core.admission.retention import WorkloadRetention
 from extender.core.api.quantity import parse_quantity
@@ -118,6 +119,7 @@ class MultiKueue:
     dispatcher_name: str
     external_frameworks: tuple[str, ...]
     incremental_step_size: int | None  # only with the incremental dispatcher
+    access_providers: tuple[AccessProvider, ...] = ()  # clusterProfile.accessProviders
 
 
 @dataclass(frozen=True, slots=True)
@@ -612,7 +614,15 @@ def _multi_kueue(get: Callable[[str], Any]) -> MultiKueue:
             raise ConfigError(
                 f"multiKueue.externalFrameworks[{i}].name: {name!r} is not Kind.version.group"
             )
-    return MultiKueue(gc, origin, lost, dispatcher, external, step)
+    # Kueue takes the deprecated credentialsProviders when accessProviders is empty.
+    providers = get("multiKueue.clusterProfile.accessProviders") or get(
+        "multiKueue.clusterProfile.credentialsProviders"
+    )
+    access = tuple(
+        AccessProvider(str(p.get("name") or ""), dict(p.get("execConfig") or {}))
+        for p in providers or []
+    )
+    return MultiKueue(gc, origin, lost, dispatcher, external, step, access)
 
 
 _DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")

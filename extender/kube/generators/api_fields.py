@@ -81,8 +81,9 @@ NOTES = {
         "honoured: a Secret in Tower's namespace (key `kubeconfig`) or a path on its host"
     ),
     ("MultiKueueCluster", "spec.clusterSource.clusterProfileRef"): (
-        "accepted, not acted on (Kueue's MultiKueueClusterProfile gate, off by default): the "
-        "cluster stays Active=False and says so"
+        "honoured with Kueue's MultiKueueClusterProfile gate (off by default, the cluster "
+        "then stays Active=False and says so): the ClusterProfile in Tower's namespace, "
+        "reached through the Configuration's multiKueue.clusterProfile.accessProviders"
     ),
 }
 

@@ -1,19 +1,30 @@
-"""A worker cluster's kubeconfig, read from a Secret or a path and vetted as Kueue vets it."""
+"""A worker cluster's kubeconfig: read from a Secret, a path or a ClusterProfile, vetted as Kueue
+vets it."""
 
 from __future__ import annotations
 
 import base64
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
 import yaml
 
+from extender.core.admission import cluster_profile as profiles
 from extender.core.admission import multikueue as policy
 from extender.core.jobframework.adapter import as_mapping
 from extender.kube.api.client import ApiError, KubeClient
-from extender.kube.api.resources import SECRETS
+from extender.kube.api.resources import SECRETS, Resource
 
 Obj = dict[str, Any]
+
+CLUSTER_PROFILES = Resource(
+    "multicluster.x-k8s.io", "v1alpha1", "clusterprofiles", "ClusterProfile", True
+)
+# A profile not there yet, or not usable yet, is read again this often: profiles are not
+# watched (Kueue watches them; the one read a few seconds late costs nothing else).
+PROFILE_RETRY = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,6 +33,39 @@ class Refusal:
 
     reason: str
     message: str
+    retry: float | None = None  # seconds before it is looked at again (None: on its change)
+
+
+def worker_config(
+    client: KubeClient,
+    namespace: str,
+    obj: Obj,
+    gates: Mapping[str, bool],
+    providers: Sequence[profiles.AccessProvider],
+) -> tuple[bytes, Obj] | Refusal:
+    """A MultiKueueCluster's kubeconfig (its bytes and parsed), from its kubeconfig source
+    or, with Kueue's MultiKueueClusterProfile gate, its ClusterProfile; or why not."""
+    name = profiles.profile_ref(obj)
+    if name is None:
+        source = policy.cluster_source(obj)
+        if not isinstance(source, policy.KubeConfigSource):
+            return Refusal(*source)
+        return load_kubeconfig(client, namespace, source)
+    if not gates.get(profiles.GATE, False):
+        return Refusal(
+            profiles.GATE_OFF,
+            f"load client config failed: {profiles.GATE} feature gate is disabled",
+        )
+    try:
+        profile = client.get(CLUSTER_PROFILES, name, namespace)
+    except ApiError as err:
+        missing = err.not_found or err.status == 404  # the profile, or its CRD
+        message = profiles.not_found(name) if missing else one_line(err)
+        return Refusal(profiles.BAD_PROFILE, f"load client config failed: {message}", PROFILE_RETRY)
+    built = profiles.worker_kubeconfig(profile, providers)
+    if isinstance(built, str):
+        return Refusal(profiles.BAD_PROFILE, f"load client config failed: {built}", PROFILE_RETRY)
+    return orjson.dumps(built, option=orjson.OPT_SORT_KEYS), built
 
 
 def load_kubeconfig(
