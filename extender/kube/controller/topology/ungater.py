@@ -3,8 +3,10 @@
 `reconcile(key)` takes an admitted Workload whose podSets carry topology assignments, reads
 its pods as the store has them now, and lets each gated pod through with its domain's
 labels as its nodeSelector (core/tas/ungate.py chooses the domain, by rank or in order), one
-conditional patch a pod; a pod whose domain is a host recorded in status.unhealthyNodes waits
-for its replacement. So pods stay within their domains without the scheduler extender, as
+conditional patch a pod. A pod waits behind the gate while it still carries another scheduling
+gate (its domain is chosen when it can be scheduled), and while its domain is a host recorded
+in status.unhealthyNodes or a Node that is not Ready (it could not run there, and would be
+failed and made again). So pods stay within their domains without the scheduler extender, as
 with Kueue's own ungater.
 """
 
@@ -20,11 +22,11 @@ from extender.core.jobframework.topology import TOPOLOGY_GATE
 from extender.core.tas.ungate import PodOnDomains, domains_for_gated, rank_offsets
 from extender.kube.api import objects as o
 from extender.kube.api.client import ApiError
-from extender.kube.api.placement import PodView
-from extender.kube.api.resources import PODS, WORKLOADS, Resource
+from extender.kube.api.placement import NodeView, PodView
+from extender.kube.api.resources import NODES, PODS, WORKLOADS, Resource
 from extender.kube.controller import recording
 from extender.kube.controller.context import Context
-from extender.kube.controller.topology.failed_nodes import unhealthy_nodes
+from extender.kube.controller.topology.failed_nodes import hosts_of, unhealthy_nodes
 
 log = logging.getLogger("tower.ungater")
 
@@ -49,9 +51,26 @@ class TopologyUngater:
             if isinstance(view, PodView) and view.topology is not None and view.topology.gated:
                 self.ctx.queues.ungate.add(view.topology.workload)
 
+        def on_node(key: str, old: Any, new: Any) -> None:
+            # Pods held for a host that was not Ready go once it is (or wait for its
+            # replacement once it is recorded: a Workload event then).
+            if _ready(old) != _ready(new):
+                for placed in self._placed_on(key):
+                    self.ctx.queues.ungate.add(placed)
+
         if self.ctx.placement is None:  # nodes and pods are not watched: nothing is placed
             return []
-        return [(WORKLOADS, on_workload), (PODS, on_pod)]
+        return [(WORKLOADS, on_workload), (PODS, on_pod), (NODES, on_node)]
+
+    def _placed_on(self, host: str) -> list[str]:
+        """The placed Workloads whose topology assignment names this host."""
+        out = []
+        for key, obj in self.ctx.store.items(WORKLOADS):
+            if isinstance(obj, dict) and _placed(obj):
+                admission = o.admission_of(obj)
+                if admission is not None and host in hosts_of(admission):
+                    out.append(key)
+        return out
 
     def rebuild(self) -> None:
         """At the start of a term: every admitted Workload that placed pods on domains."""
@@ -121,12 +140,22 @@ class TopologyUngater:
                 offsets.get(psa.name, 0) + (extra or 0),
             )
             for pod_key, selector in chosen.items():
-                if selector.get(HOSTNAME) in unhealthy:
-                    continue  # it waits for the replacement of its failed host (as Kueue's)
-                if self._let_through(pods[pod_key], selector):
+                view = pods[pod_key]
+                if any(g != TOPOLOGY_GATE for g in view.topology.gates):  # type: ignore[union-attr]
+                    continue  # its domain is chosen once nothing else holds it
+                host = selector.get(HOSTNAME)
+                if host is not None and (host in unhealthy or not self._host_ready(host)):
+                    continue  # it waits for its host, or for the host's replacement
+                if self._let_through(view, selector):
                     recording.gate_removed(
                         self.ctx, workload, TOPOLOGY_GATE, is_group=o.is_group_workload(workload)
                     )
+
+    def _host_ready(self, host: str) -> bool:
+        """False when the host's Node says it is not Ready (one not seen, or with no Ready
+        condition, is left to the node controller's judgement)."""
+        view = self.ctx.store.get(NODES, host)
+        return not isinstance(view, NodeView) or view.ready in (None, "True")
 
     def _successor(self, key: str, workload: Any) -> str | None:
         """The placed slice that carries on a finished (or gone) slice's name, if any."""
@@ -167,6 +196,11 @@ class TopologyUngater:
             raise
         ctx.store.record(PODS, answer)
         return True
+
+
+def _ready(view: Any) -> bool | None:
+    """A Node's readiness as the ungater weighs it (None: no such Node)."""
+    return view.ready in (None, "True") if isinstance(view, NodeView) else None
 
 
 def _slice_origin(key: str, workload: Obj) -> str | None:
