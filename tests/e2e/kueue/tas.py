@@ -10,6 +10,8 @@ pods Tower places there, and the stand-in kubelet (tests/e2e/kubelet.py) runs th
 from __future__ import annotations
 
 import contextlib
+import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -107,6 +109,80 @@ def kind_workers(api_client: client.ApiClient, tower: Any) -> Iterator[list[str]
     yield [name for name, _, _ in KIND_WORKERS]
     for name, _, _ in KIND_WORKERS:
         delete_node(core, name)
+
+
+def _tolerates(toleration: client.V1Toleration, taint: client.V1Taint) -> bool:
+    """v1 helper ToleratesTaint."""
+    if toleration.effect and toleration.effect != taint.effect:
+        return False
+    if toleration.operator == "Exists":
+        return not toleration.key or toleration.key == taint.key
+    return toleration.key == taint.key and (toleration.value or "") == (taint.value or "")
+
+
+def _grace_under(pod: client.V1Pod, taints: list[client.V1Taint]) -> float | None:
+    """How long the pod may stay under these NoExecute taints (None: for good), as the taint
+    eviction controller reads its tolerations: at once if one is not tolerated, else the
+    least tolerationSeconds among those that match."""
+    used = []
+    for taint in taints:
+        matching = [t for t in pod.spec.tolerations or () if _tolerates(t, taint)]
+        if not matching:
+            return 0.0
+        used += matching
+    bounded = [t.toleration_seconds for t in used if t.toleration_seconds is not None]
+    return float(max(0, min(bounded))) if bounded else None
+
+
+@contextlib.contextmanager
+def taint_eviction(cluster: Cluster, ns: str) -> Iterator[None]:
+    """Plays kube-controller-manager's taint eviction controller for the namespace's pods: one
+    bound to a Node with a NoExecute taint it does not tolerate (or tolerates only for
+    tolerationSeconds, once they are over) is marked DisruptionTarget and deleted. This
+    plane's controller cannot: it lists a node's pods by an index only the node lifecycle
+    controller, which is off here, adds (kube-controller-manager logs "Index with name
+    spec.nodeName does not exist")."""
+    stop = threading.Event()
+    seen: dict[tuple[str, str, str], float] = {}  # (node, taint key, value) -> first seen
+
+    def sweep() -> None:
+        now = time.monotonic()
+        tainted: dict[str, list[client.V1Taint]] = {}
+        for node in cluster.core.list_node().items:
+            taints = [t for t in node.spec.taints or () if t.effect == "NoExecute"]
+            for t in taints:
+                seen.setdefault((node.metadata.name, t.key, t.value or ""), now)
+            if taints:
+                tainted[node.metadata.name] = taints
+        for pod in cluster.core.list_namespaced_pod(ns).items:
+            taints = tainted.get(pod.spec.node_name or "")
+            if not taints or pod.metadata.deletion_timestamp is not None:
+                continue
+            grace = _grace_under(pod, taints)
+            since = max(seen[(pod.spec.node_name, t.key, t.value or "")] for t in taints)
+            if grace is None or now - since < grace:
+                continue
+            condition = {"type": "DisruptionTarget", "status": "True",
+                         "reason": "DeletionByTaintManager",
+                         "message": "Taint manager: deleting due to NoExecute taint"}  # fmt: skip
+            with contextlib.suppress(client.ApiException):
+                cluster.core.patch_namespaced_pod_status(
+                    pod.metadata.name, ns, {"status": {"conditions": [condition]}}
+                )
+                cluster.core.delete_namespaced_pod(pod.metadata.name, ns)
+
+    def run() -> None:
+        while not stop.wait(0.2):
+            with contextlib.suppress(client.ApiException):
+                sweep()
+
+    thread = threading.Thread(target=run, name="taint-eviction", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(10)
 
 
 def three_level_topology(name: str) -> dict[str, Any]:

@@ -2,9 +2,11 @@
 
 The eight kind workers of Kueue's TAS cluster are stand-in Nodes (tests/e2e/kueue/tas.py),
 so a node's failure is played as Kueue's case plays it on kind, less the docker command: the
-Node deleted, tainted, or its Ready condition set Unknown (no kubelet here writes it back;
-the node lifecycle controller is off, the taint eviction controller on). Each case restores
-the node it failed, as Kueue's AfterEach does."""
+Node deleted, tainted, or its Ready condition set Unknown (no kubelet here writes it back).
+Neither the node lifecycle controller nor the taint eviction controller acts on this plane,
+so the test plays what they do on kind: the unreachable taints on a node whose Ready is
+Unknown, and the eviction of pods under a NoExecute taint (tas.py `taint_eviction`). Each
+case restores the node it failed, as Kueue's AfterEach does."""
 
 from __future__ import annotations
 
@@ -33,6 +35,7 @@ from tests.e2e.kueue.tas import (
     kind_workers,  # noqa: F401 (the module's nodes, by usefixtures)
     restore_node,
     running_pods,
+    taint_eviction,
     tas_job,
     tas_queues,
     topology_assignment,
@@ -181,10 +184,11 @@ def test_replaces_a_node_tainted_no_execute_with_toleration_seconds(
     wl, _ = _start(cluster, ns, job, "job-name=toleration-job", 3)
     expect_workload_topology_assignment(cluster, wl, ns, 3, KIND_BLOCK_1[:3])
     node_to_restore.name = "kind-worker"
-    _taint(cluster, "kind-worker", "NoExecute")
-    expected = KIND_BLOCK_1[1:]
-    expect_workload_topology_assignment(cluster, wl, ns, 3, expected)
-    expect_pods_on_nodes(cluster, ns, "toleration-job", 3, expected)
+    with taint_eviction(cluster, ns):
+        _taint(cluster, "kind-worker", "NoExecute")
+        expected = KIND_BLOCK_1[1:]
+        expect_workload_topology_assignment(cluster, wl, ns, 3, expected)
+        expect_pods_on_nodes(cluster, ns, "toleration-job", 3, expected)
 
 
 def _gates(pod: client.V1Pod) -> list[str]:
@@ -232,6 +236,11 @@ def test_replaces_a_not_ready_node_while_pods_are_pending(
     conditions.append({"type": "Ready", "status": "Unknown", "reason": "NodeStatusUnknown",
                        "lastTransitionTime": stamp, "lastHeartbeatTime": stamp})  # fmt: skip
     cluster.core.patch_node_status(failed, {"status": {"conditions": conditions}})
+    # What the node lifecycle controller adds on kind once Ready is Unknown.
+    unreachable = [{"key": "node.kubernetes.io/unreachable", "effect": effect,
+                    **({"timeAdded": stamp} if effect == "NoExecute" else {})}
+                   for effect in ("NoSchedule", "NoExecute")]  # fmt: skip
+    cluster.core.patch_node(failed, {"spec": {"taints": unreachable}})
 
     for pod in pods:
         live = cluster.core.read_namespaced_pod(pod.metadata.name, ns)
