@@ -234,8 +234,11 @@ STANDS: dict[tuple[str, str], Stand] = {
         GROUPS + "test_the_webhook_stamps_a_members_role_hash_as_kueue_does",
         "written on a group's pods; each role is a podSet",
     ),
-    (K + "safe-to-forcefully-delete", "Annotation"): warned(
-        WARNINGS + "test_a_pod_opting_in_to_forced_deletion_is_told_there_is_none"
+    (K + "safe-to-forcefully-delete", "Annotation"): acted(
+        "tests/controller/test_failure_recovery.py::"
+        "test_a_pod_stuck_terminating_on_an_unreachable_node_is_failed_and_deleted",
+        "with FailureRecoveryPolicy on, a pod stuck terminating on an unreachable node is "
+        "failed and deleted a minute on",
     ),
     (K + "stopping", "Annotation"): warned(WARNINGS + "test_kueues_own_marks_on_a_job_are_warned"),
     (K + "workload", "Annotation"): acted(
@@ -584,6 +587,10 @@ PODS = "tests/controller/test_pods.py::"
 # The test that shows Tower doing what each gate it acts on turns on (an implemented gate, or
 # one Tower follows at Kueue's default `true`).
 GATE_TESTS: dict[str, str] = {
+    "FailureRecoveryPolicy": (
+        "tests/controller/test_failure_recovery.py::"
+        "test_a_pod_stuck_terminating_on_an_unreachable_node_is_failed_and_deleted"
+    ),
     "CustomMetricLabels": (
         "tests/controller/test_custom_metric_labels.py::"
         "test_the_configuration_file_adds_the_entries_keys_only_with_the_gate"

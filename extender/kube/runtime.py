@@ -20,6 +20,7 @@ from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from extender.core.admission.failure_recovery import GATE as FAILURE_RECOVERY
 from extender.core.jobframework import registry
 from extender.core.placement.fit import checked_resources
 from extender.gc_tuning import tune_for_scheduling
@@ -35,6 +36,7 @@ from extender.kube.api.resources import NODES, PODS, WORKLOADS, resource_of, res
 from extender.kube.config_file import ConfigFileError, settle
 from extender.kube.controller.context import Settings
 from extender.kube.controller.loop import Controller
+from extender.kube.controller.recovery.pod_termination import PodTermination
 from extender.kube.flags import add_arguments, check_arguments, no_placement
 from extender.kube.servers.dashboard import PAGE, Dashboard
 from extender.kube.servers.scheduler_extender import SchedulerExtender
@@ -333,6 +335,8 @@ def _serve(
     if placement is not None and args.scheduler_extender_address:
         extender_server = _serve_extender(args, placement, cache, metrics)
     recorder = Recorder(base, qps=args.event_qps)
+    if args.feature_gates.get(FAILURE_RECOVERY, False):  # pods stuck on a lost node let go
+        PodTermination(base, stop=stop, recorder=recorder).start()
     settings = Settings(
         fair_sharing=args.fair_sharing,
         status_interval=args.status_interval,

@@ -1054,7 +1054,13 @@ class ApiDouble:
             )
 
     def delete(
-        self, kind: Kind, namespace: str, name: str, propagation: str | None, user: str = ""
+        self,
+        kind: Kind,
+        namespace: str,
+        name: str,
+        propagation: str | None,
+        user: str = "",
+        grace: int | None = None,  # DeleteOptions.gracePeriodSeconds
     ) -> Obj:
         with self.store.lock:
             self._fault("DELETE", kind, "", name, user)
@@ -1066,8 +1072,15 @@ class ApiDouble:
             if current["metadata"].get("finalizers"):
                 # Finalizers hold it: it is only marked; it goes when the last is removed.
                 marked = copy.deepcopy(current)
-                if not marked["metadata"].get("deletionTimestamp"):
-                    marked["metadata"]["deletionTimestamp"] = now_rfc3339()
+                meta = marked["metadata"]
+                # As kube-apiserver: a second delete may only shorten the grace period.
+                shorter = grace is not None and grace < meta.get(
+                    "deletionGracePeriodSeconds", grace + 1
+                )
+                if not meta.get("deletionTimestamp") or shorter:
+                    meta.setdefault("deletionTimestamp", now_rfc3339())
+                    if grace is not None:
+                        meta["deletionGracePeriodSeconds"] = grace
                     marked = self._commit(kind, "MODIFIED", marked)
                 return self.to_version(kind, kind.storage, marked)
             self._commit(kind, "DELETED", copy.deepcopy(current))
@@ -1670,7 +1683,18 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(200, obj, warnings)
         elif method == "DELETE" and name is not None:
             propagation = (body or {}).get("propagationPolicy") or query.get("propagationPolicy")
-            self._send(200, api.delete(kind, namespace or "", name, propagation, user["username"]))
+            grace = (body or {}).get("gracePeriodSeconds", query.get("gracePeriodSeconds"))
+            self._send(
+                200,
+                api.delete(
+                    kind,
+                    namespace or "",
+                    name,
+                    propagation,
+                    user["username"],
+                    None if grace is None else int(grace),
+                ),
+            )
         else:
             raise ApiError(
                 405,

@@ -70,7 +70,7 @@ def test_kueues_own_marks_on_a_job_are_warned():
     ]
 
 
-def test_a_pod_opting_in_to_forced_deletion_is_told_there_is_none():
+def test_a_pod_opting_in_to_forced_deletion_is_accepted_without_a_warning():
     pod = {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -90,11 +90,8 @@ def test_a_pod_opting_in_to_forced_deletion_is_told_there_is_none():
         "object": pod,
     }
     response = mutate(request, SETTINGS, POD)
-    assert response["warnings"] == [
-        "Pod default/p: metadata.annotations[kueue.x-k8s.io/safe-to-forcefully-delete] (failure "
-        "recovery, Kueue's FailureRecoveryPolicy gate, alpha and off by default) is not acted on "
-        "by Tower; a pod stuck terminating on a lost node is not deleted by force"
-    ]
+    # Tower's FailureRecoveryPolicy reads it (tests/controller/test_failure_recovery.py).
+    assert not response.get("warnings")
 
 
 @pytest.mark.parametrize(

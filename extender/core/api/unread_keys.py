@@ -1,7 +1,7 @@
 """Kueue's annotation keys that Tower does not read, and the line the webhook says of each.
 
 A manifest written for Kueue may carry one of Kueue's keys for a feature Tower does not have
-yet (priority boost, failure recovery) or one of Kueue's own internal marks. It
+yet (priority boost) or one of Kueue's own internal marks. It
 is accepted unchanged, but never silently: the webhook warns at apply time, naming the key and
 what follows from Tower not reading it. tests/test_kueue_keys.py walks every key Kueue
 documents and holds each to a test that shows Tower acting on it or warning about it.
@@ -51,13 +51,6 @@ UNREAD: tuple[UnreadKey, ...] = (
         (WORKLOAD,),
         "priority boost, Kueue's PriorityBoost gate, alpha and off by default",
         "the workload's priority is its priority class's",
-    ),
-    UnreadKey(
-        "kueue.x-k8s.io/safe-to-forcefully-delete",
-        (),
-        "failure recovery, Kueue's FailureRecoveryPolicy gate, alpha and off by default",
-        "a pod stuck terminating on a lost node is not deleted by force",
-        _true,
     ),
     UnreadKey(
         "kueue.x-k8s.io/stopping",

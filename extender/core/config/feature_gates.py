@@ -244,7 +244,13 @@ GATES: tuple[FeatureGate, ...] = (
         IMPL,
         "reaches a MultiKueueCluster's worker through its ClusterProfile and an exec plugin",
     ),
-    _("FailureRecoveryPolicy", False, A, ABSENT, "has no recovery of pods stuck terminating"),
+    _(
+        "FailureRecoveryPolicy",
+        False,
+        A,
+        IMPL,
+        "deletes opted-in pods stuck terminating on an unreachable node a minute on",
+    ),
     _(
         "SkipFinalizersForPodsSuspendedByParent",
         True,

@@ -330,6 +330,7 @@ class KubeClient(Protocol):
         namespace: str | None = None,
         *,
         propagation: str = "Background",
+        grace_period_seconds: int | None = None,
     ) -> Obj: ...
 
 
@@ -584,12 +585,17 @@ class RestClient:
         namespace: str | None = None,
         *,
         propagation: str = "Background",
+        grace_period_seconds: int | None = None,  # None: the object's own (a pod's spec)
     ) -> Obj:
+        options: Obj = {
+            "kind": "DeleteOptions",
+            "apiVersion": "v1",
+            "propagationPolicy": propagation,
+        }
+        if grace_period_seconds is not None:
+            options["gracePeriodSeconds"] = grace_period_seconds
         result: Obj = self._request(
-            "DELETE",
-            resource,
-            resource.path(namespace, name),
-            body={"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": propagation},
+            "DELETE", resource, resource.path(namespace, name), body=options
         )
         return result
 

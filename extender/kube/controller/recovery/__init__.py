@@ -1,0 +1,1 @@
+"""Recovery of pods that cannot end on their own (Kueue's FailureRecoveryPolicy)."""
