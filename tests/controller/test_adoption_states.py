@@ -362,7 +362,7 @@ def test_tower_adopts_running_jobsets_rayjobs_and_statefulsets(cluster, start_co
     assert again["spec"].get("schedulingGates"), "made ungated"
     through = eventually(lambda: ungated(cluster, again), what="the new web-1 let through")
     assert through["spec"]["nodeSelector"] == NODE_LABELS
-    assert through["metadata"]["labels"][GROUP_LABEL] == sts_name
+    assert through["metadata"]["annotations"][GROUP_LABEL] == sts_name  # the gate on
     assert set(uids(cluster, "workloads")) == set(before)
     assert (
         cluster.get("workloads", sts_name, NS)["status"]["admission"]

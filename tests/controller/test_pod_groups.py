@@ -371,9 +371,16 @@ def statefulset_pod(created: dict[str, Any], ordinal: int) -> dict[str, Any]:
     }
 
 
-def test_kueues_sample_statefulset_is_one_workload_admitted_whole(cluster, start_controller):
+@pytest.mark.parametrize(
+    ("gates", "where"),
+    [({}, "annotations"), ({"WorkloadIdentifierAnnotations": False}, "labels")],
+    ids=["WorkloadIdentifierAnnotations on (Kueue's default)", "the gate off"],
+)
+def test_kueues_sample_statefulset_is_one_workload_admitted_whole(
+    gates, where, cluster, start_controller
+):
     setup(cluster)
-    start_controller()
+    start_controller(feature_gates=gates)
     [sample] = load(EXAMPLES / "serving" / "sample-statefulset.yaml")
     created = cluster.admin.create(STATEFULSETS, sample, "default")
     template = created["spec"]["template"]["metadata"]
@@ -399,7 +406,8 @@ def test_kueues_sample_statefulset_is_one_workload_admitted_whole(cluster, start
         assert running["spec"]["nodeSelector"] == {"instance-type": "spot"}
         # Told its group as Kueue's StatefulSet pod reconciler tells it.
         meta = cluster.get("pods", each["metadata"]["name"], "default")["metadata"]
-        assert meta["labels"]["kueue.x-k8s.io/pod-group-name"] == name
+        assert meta[where].pop("kueue.x-k8s.io/pod-group-name") == name
+        assert "kueue.x-k8s.io/pod-group-name" not in meta["labels"] | meta["annotations"]
         ours = (POD_SUSPENDING, "tower.dev/cluster-queue")
         assert {k: v for k, v in meta["annotations"].items() if k not in ours} == {
             "kueue.x-k8s.io/pod-group-total-count": "3",

@@ -380,8 +380,8 @@ GATES: tuple[FeatureGate, ...] = (
         "WorkloadIdentifierAnnotations",
         True,
         B,
-        ABSENT,
-        "reads pod-group-name as a label",
+        IMPL,
+        "tells a StatefulSet's or LeaderWorkerSet's pods their group by annotation, or label",
     ),
     _(
         "WorkloadPriorityClassDefaulting",

@@ -121,9 +121,12 @@ class TemplateParent:
     def update_problem(self, old: Mapping[str, Any], new: Mapping[str, Any]) -> None:
         """ManifestError for a change Kueue refuses on a managed object (none by default)."""
 
-    def stamp(self, obj: Mapping[str, Any], pod: Mapping[str, Any]) -> Obj | None:
+    def stamp(
+        self, obj: Mapping[str, Any], pod: Mapping[str, Any], *, identifier_annotations: bool = True
+    ) -> Obj | None:
         """The merge patch that tells one of its pods its group, for a kind whose pods cannot
-        know it alone (a LeaderWorkerSet's); None: nothing to tell (yet)."""
+        know it alone (a LeaderWorkerSet's), the group's name where the
+        WorkloadIdentifierAnnotations gate puts it; None: nothing to tell (yet)."""
         return None
 
     def marked_by_other(self, obj: Mapping[str, Any]) -> bool:

@@ -41,6 +41,33 @@ STATEFULSET_POD_INDEX = "apps.kubernetes.io/pod-index"
 LWS_WORKER_INDEX = "leaderworkerset.sigs.k8s.io/worker-index"
 
 
+def pod_group_name(pod: Mapping[str, Any], identifier_annotations: bool) -> str | None:
+    """A pod's group as Kueue reads it (utilpod.GetPodGroupName): with the
+    WorkloadIdentifierAnnotations gate, the annotation and else the label; without, the label."""
+    meta = as_mapping(pod.get("metadata"))
+    if identifier_annotations:
+        named = as_mapping(meta.get("annotations")).get(groups.GROUP_NAME)
+        if isinstance(named, str) and named:
+            return named
+    named = as_mapping(meta.get("labels")).get(groups.GROUP_NAME)
+    return named if isinstance(named, str) and named else None
+
+
+def group_name_patch(
+    name: str, identifier_annotations: bool, annotations: Mapping[str, str]
+) -> Obj:
+    """The merge patch that tells a pod its group `name`, with these annotations (Kueue's
+    SetPodGroupName): an annotation with the WorkloadIdentifierAnnotations gate (on by
+    default; a group's Workload name may be longer than a label value's 63 characters), a
+    label without it."""
+    meta: Obj = {"annotations": dict(annotations)}
+    if identifier_annotations:
+        meta["annotations"][groups.GROUP_NAME] = name
+    else:
+        meta["labels"] = {groups.GROUP_NAME: name}
+    return {"metadata": meta}
+
+
 def _replicas(obj: Mapping[str, Any]) -> int:
     return as_count(as_mapping(obj.get("spec")).get("replicas"), 1)
 
@@ -77,27 +104,24 @@ class StatefulSet(TemplateParent):
             return ()  # a LeaderWorkerSet's StatefulSet: its pods are that kind's
         return (self._name(obj),)
 
-    def stamp(self, obj: Mapping[str, Any], pod: Mapping[str, Any]) -> Obj | None:
+    def stamp(
+        self, obj: Mapping[str, Any], pod: Mapping[str, Any], *, identifier_annotations: bool = True
+    ) -> Obj | None:
         """What Kueue's StatefulSet pod reconciler writes on each of its pods: the group's
-        name (the Workload's, a label tools select a group's pods by), its total count,
-        fast admission and serving, the pod-index label and the role `main`. None for a pod
-        told already (as Kueue, it is told once) or one that is not its own."""
-        meta = as_mapping(pod.get("metadata"))
+        name (the Workload's; see `group_name_patch`), its total count, fast admission and
+        serving, the pod-index label and the role `main`. None for a pod told already (as
+        Kueue, it is told once) or one that is not its own."""
         named = self.member(pod)
-        if named is None or as_mapping(meta.get("labels")).get(groups.GROUP_NAME) == named[0]:
+        if named is None or pod_group_name(pod, identifier_annotations) == named[0]:
             return None
-        return {
-            "metadata": {
-                "labels": {groups.GROUP_NAME: named[0]},
-                "annotations": {
-                    groups.TOTAL_COUNT: str(_replicas(obj)),
-                    groups.FAST_ADMISSION: "true",
-                    groups.SERVING: "true",
-                    groups.POD_INDEX_LABEL: STATEFULSET_POD_INDEX,
-                    groups.ROLE_HASH: "main",
-                },
-            }
+        annotations = {
+            groups.TOTAL_COUNT: str(_replicas(obj)),
+            groups.FAST_ADMISSION: "true",
+            groups.SERVING: "true",
+            groups.POD_INDEX_LABEL: STATEFULSET_POD_INDEX,
+            groups.ROLE_HASH: "main",
         }
+        return group_name_patch(named[0], identifier_annotations, annotations)
 
     def group_pod_sets(self, obj: Mapping[str, Any], name: str) -> list[PodSetTemplate] | None:
         replicas = _replicas(obj)
@@ -255,7 +279,9 @@ class LeaderWorkerSet(TemplateParent):
         lws = as_mapping(meta.get("labels")).get(LWS_NAME)
         return f"{groups.UNSTAMPED}{lws or ''}", ""
 
-    def stamp(self, obj: Mapping[str, Any], pod: Mapping[str, Any]) -> Obj | None:
+    def stamp(
+        self, obj: Mapping[str, Any], pod: Mapping[str, Any], *, identifier_annotations: bool = True
+    ) -> Obj | None:
         """The merge patch that tells a pod its group (Kueue's stamps: the group name, total
         count and role); None until the LeaderWorkerSet controller labelled its index."""
         meta = as_mapping(pod.get("metadata"))
@@ -270,15 +296,8 @@ class LeaderWorkerSet(TemplateParent):
         if _lws_template(obj, "leaderTemplate") is not None:
             is_worker = LEADER_NAME in as_mapping(meta.get("annotations"))
             role = "worker" if is_worker else "leader"
-        return {
-            "metadata": {
-                "annotations": {
-                    groups.GROUP_NAME: name,
-                    groups.TOTAL_COUNT: str(_size(obj)),
-                    groups.ROLE_HASH: role,
-                }
-            }
-        }
+        annotations = {groups.TOTAL_COUNT: str(_size(obj)), groups.ROLE_HASH: role}
+        return group_name_patch(name, identifier_annotations, annotations)
 
     def update_problem(self, old: Mapping[str, Any], new: Mapping[str, Any]) -> None:
         """Kueue's rules: the group size and whether there is a leader are fixed."""

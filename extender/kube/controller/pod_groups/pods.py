@@ -76,7 +76,7 @@ class GroupPods:
                 if source is None and self.pods is not None:
                     fresh = ctx.refresh(self.pods, view.key)
                     source = fresh.source if isinstance(fresh, JobView) else None
-                patch = parent.stamp(obj, source) if source is not None else None
+                patch = self._stamp(parent, obj, source)
                 if patch is not None:
                     patch_job(ctx, view, patch)
             return
@@ -96,9 +96,16 @@ class GroupPods:
                     if not err.not_found:
                         raise
                     continue
-            patch = parent.stamp(obj, source) if source is not None else None
+            patch = self._stamp(parent, obj, source)
             if patch is not None:
                 patch_job(self.ctx, view, patch)
+
+    def _stamp(self, parent: TemplateParent, obj: Obj, pod: Obj | None) -> Obj | None:
+        if pod is None:
+            return None
+        gates = self.ctx.settings.feature_gates
+        on = gates.get("WorkloadIdentifierAnnotations", True)
+        return parent.stamp(obj, pod, identifier_annotations=on)
 
     # ----- the members ------------------------------------------------------------------
 
