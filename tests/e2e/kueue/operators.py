@@ -203,6 +203,7 @@ class Operators:
                 })  # fmt: skip
         statuses = []
         all_done = bool(spec.get("replicatedJobs"))
+        any_failed = False
         for rjob in spec.get("replicatedJobs") or []:
             mine = [
                 j for j in jobs if (j.metadata.labels or {}).get(REPLICATED_JOB) == rjob["name"]
@@ -214,13 +215,20 @@ class Operators:
                              "failed": failed, "active": len(mine) - done - failed,
                              "suspended": 0})  # fmt: skip
             all_done = all_done and done == int(rjob.get("replicas", 1))
-            if failed:
-                set_condition(conditions, "Failed", "True", "FailedJobs", "jobset failed")
+            any_failed = any_failed or bool(failed)
         set_condition(conditions, "Suspended", "False", "ResumeJobs", "jobset is resumed")
-        if all_done:
+        out: dict[str, Any] = {"replicatedJobsStatus": statuses, "conditions": conditions}
+        # JobSet writes its end twice: a condition, and status.terminalState (which
+        # Kueue's e2e cases and `kubectl get jobset` read).
+        if any_failed:
+            set_condition(conditions, "Failed", "True", "FailedJobs",
+                          "jobset failed due to one or more job failures")  # fmt: skip
+            out["terminalState"] = "Failed"
+        elif all_done:
             set_condition(conditions, "Completed", "True", "AllJobsCompleted",
                           "jobset completed successfully")  # fmt: skip
-        self._status(JOBSET, js, {"replicatedJobsStatus": statuses, "conditions": conditions})
+            out["terminalState"] = "Completed"
+        self._status(JOBSET, js, out)
 
     # ----- Kubeflow training-operator v1.9 (PyTorchJob, JAXJob) ---------------------------------
 
@@ -476,13 +484,11 @@ class Operators:
         meta["namespace"] = self.ns
         meta["labels"] = {**(meta.get("labels") or {}), APPWRAPPER_LABEL: aw["metadata"]["name"]}
         meta["ownerReferences"] = [owner(aw)]
-        paths = [p.get("path", "template.spec.template") for p in component.get("podSets") or []]
-        if not paths:
-            paths = ["template.spec.template"]  # a Job's and a Deployment's, as inferred
-        for path, info in zip(paths, component.get("podSetInfos") or [], strict=False):
-            template = body
-            for step in path.split(".")[1:]:
-                template = template.setdefault(step, {})
+        paths = [p["path"] for p in component.get("podSets") or []] or _inferred_paths(body)
+        infos = component.get("podSetInfos") or []
+        for index, path in enumerate(paths):
+            template = _at(body, path)
+            info = infos[index] if index < len(infos) else {}
             spec = template.setdefault("spec", {})
             if info.get("nodeSelector"):
                 spec["nodeSelector"] = {**(spec.get("nodeSelector") or {}), **info["nodeSelector"]}
@@ -492,26 +498,33 @@ class Operators:
             for key in ("labels", "annotations"):
                 if info.get(key):
                     pod_meta[key] = {**(pod_meta.get(key) or {}), **info[key]}
-        pod_meta = _pod_template(body).setdefault("metadata", {})
-        pod_meta["labels"] = {**(pod_meta.get("labels") or {}),
-                              APPWRAPPER_LABEL: aw["metadata"]["name"]}  # fmt: skip
+            # The controller labels every pod it wraps with its AppWrapper's name.
+            pod_meta["labels"] = {**(pod_meta.get("labels") or {}),
+                                  APPWRAPPER_LABEL: aw["metadata"]["name"]}  # fmt: skip
         try:
             if body["kind"] == "Job":
                 self.cluster.batch.create_namespaced_job(self.ns, body)
             elif body["kind"] == "Deployment":
                 self.cluster.apps.create_namespaced_deployment(self.ns, body)
+            elif body["kind"] == "JobSet":
+                group, version, plural = JOBSET
+                self.custom.create_namespaced_custom_object(group, version, self.ns, plural, body)
         except client.ApiException as err:
             if err.status != 409:  # made by an earlier pass
                 raise
 
     def _component_succeeded(self, template: dict) -> bool:
-        if template["kind"] != "Job":
-            return False  # a Deployment runs until the AppWrapper is deleted
+        name = template["metadata"]["name"]
         try:
-            job = self.cluster.batch.read_namespaced_job(template["metadata"]["name"], self.ns)
+            if template["kind"] == "Job":
+                return job_condition(self.cluster.batch.read_namespaced_job(name, self.ns),
+                                     "Complete")  # fmt: skip
+            if template["kind"] == "JobSet":
+                status = get(self.cluster, JOBSET, self.ns, name).get("status") or {}
+                return status.get("terminalState") == "Completed"
         except client.ApiException:
             return False
-        return job_condition(job, "Complete")
+        return False  # a Deployment runs until the AppWrapper is deleted
 
     def _delete_component(self, template: dict) -> None:
         name = template["metadata"]["name"]
@@ -522,10 +535,31 @@ class Operators:
                 )
             elif template["kind"] == "Deployment":
                 self.cluster.apps.delete_namespaced_deployment(name, self.ns)
+            elif template["kind"] == "JobSet":
+                group, version, plural = JOBSET
+                self.custom.delete_namespaced_custom_object(
+                    group, version, self.ns, plural, name, propagation_policy="Background"
+                )
 
 
-def _pod_template(body: dict) -> dict:
-    return body.setdefault("spec", {}).setdefault("template", {})
+def _inferred_paths(body: dict) -> list[str]:
+    """The pod templates the appwrapper library finds in a kind it knows, without podSets."""
+    if body["kind"] == "JobSet":
+        rjobs = (body.get("spec") or {}).get("replicatedJobs") or []
+        return [f"template.spec.replicatedJobs[{i}].template.spec.template"
+                for i in range(len(rjobs))]  # fmt: skip
+    return ["template.spec.template"]  # a Job's and a Deployment's
+
+
+def _at(body: dict, path: str) -> dict:
+    """The mapping at an appwrapper podSet path ("template.spec.replicatedJobs[0]...")."""
+    node: Any = body
+    for step in path.split(".")[1:]:
+        key, _, index = step.partition("[")
+        node = node.setdefault(key, {})
+        if index:
+            node = node[int(index.rstrip("]"))]
+    return node
 
 
 @contextlib.contextmanager
