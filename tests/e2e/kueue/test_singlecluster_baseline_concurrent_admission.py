@@ -1,23 +1,27 @@
 """Kueue v0.19.2 test/e2e/singlecluster/baseline/concurrent_admission_test.go, ported case by
 case.
 
-Kueue's e2e configuration turns its alpha ConcurrentAdmission gate on; Tower has no concurrent
-admission (docs/kueue.md, Feature gates), so a ClusterQueue with a concurrentAdmissionPolicy
-stays inactive with a reason naming the field, and both cases fail at their first step."""
+Kueue's e2e configuration (test/e2e/config/default) turns its alpha ConcurrentAdmission gate on;
+the suite's Configuration here leaves it off, so this module restarts the controller with it on
+for its cases, and back after."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
 import pytest
+import yaml
 
 from tests.e2e.kueue.cases import kueue_case
+from tests.e2e.kueue.restarts import restart_with
 from tests.e2e.kueue.util import (
+    CONFIGURATION,
     KUEUE,
     LONG_TIMEOUT,
     MEDIUM_TIMEOUT,
     TIMEOUT,
     Cluster,
+    Tower,
     eventually,
     is_admitted,
     make_cluster_queue,
@@ -31,6 +35,16 @@ pytestmark = pytest.mark.e2e
 GO = "singlecluster/baseline/concurrent_admission_test.go"
 PARENT_LABEL = f"{KUEUE}/concurrent-admission-parent"
 ALLOWED_FLAVORS = f"{KUEUE}/workload-allowed-resource-flavors"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def concurrent_admission(tower: Tower) -> Iterator[None]:
+    """The controller with Kueue's e2e featureGates' ConcurrentAdmission on, for this file."""
+    document = yaml.safe_load(CONFIGURATION)
+    document["featureGates"] = {"ConcurrentAdmission": True}
+    restart_with(tower, yaml.safe_dump(document))
+    yield
+    restart_with(tower)
 
 
 @pytest.fixture

@@ -63,10 +63,10 @@ class Families:
         if owner is not None and flavor:
             return self._variant(key, obj, model, owner[0], flavor)
         if family.is_parent(obj):
-            if o.holds_quota(obj):
+            if _holds_quota(obj):
                 return model
             return replace(model, inadmissible=family.PARENT_WAITS)
-        if self._policy(model) is not None and not o.holds_quota(obj):
+        if self._policy(model) is not None and not _holds_quota(obj):
             patch = {"metadata": {"labels": {family.PARENT_LABEL: "true"}}}
             write_workload(self.ctx, key, o.conditional(patch, obj), "label-parent")
             return None
@@ -192,9 +192,9 @@ class Families:
         self, key: str, obj: Obj, model: Workload, parent: str, flavor: str
     ) -> Workload | None:
         ctx = self.ctx
-        if o.is_true(obj, o.EVICTED) and o.holds_quota(obj):
+        if o.is_true(obj, o.EVICTED) and _holds_quota(obj):
             parent_obj = ctx.store.get(WORKLOADS, f"{model.namespace}/{parent}")
-            if isinstance(parent_obj, dict) and o.holds_quota(parent_obj):
+            if isinstance(parent_obj, dict) and _holds_quota(parent_obj):
                 ctx.state.mark_evicting(key)
                 return None  # the parent gives its quota back first (its family's rule)
         cq = self._policy_queue(model)
@@ -220,3 +220,8 @@ def _only_ours(obj: Obj) -> bool:
     """Its preemption gates are concurrent admission's only (Tower acts on that one)."""
     gates = (obj.get("spec") or {}).get("preemptionGates") or ()
     return all(isinstance(g, dict) and g.get("name") == family.PREEMPTION_GATE for g in gates)
+
+
+def _holds_quota(obj: Obj) -> bool:
+    """QuotaReserved=True and not Finished (a finished Workload keeps the condition)."""
+    return o.is_true(obj, o.QUOTA_RESERVED) and not o.is_true(obj, o.FINISHED)
