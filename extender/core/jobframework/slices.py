@@ -133,7 +133,7 @@ def slice_of(workload: Mapping[str, Any]) -> Slice:
         uid=str(meta.get("uid") or ""),
         created=str(meta.get("creationTimestamp") or ""),
         counts=counts_of(workload),
-        holds_quota=_true(workload, "QuotaReserved"),
+        holds_quota=_true(workload, "QuotaReserved") and not finished(workload),
         evicted=_true(workload, "Evicted"),
         replaces=replaces if isinstance(replaces, str) and replaces else None,
         origin=origin if isinstance(origin, str) and origin else name,

@@ -564,16 +564,18 @@ def requeue_patch(
 
 
 def finish_patch(obj: Mapping[str, Any], reason: str, message: str, now: float) -> Obj:
+    """Finished=True and nothing else, as Kueue's finish.Finish writes it: a Workload that
+    held quota keeps QuotaReserved=True and its admission (what ran, and where), and holds
+    no quota any more because it is finished (see holds_quota)."""
     return {
-        "status": {
-            "conditions": with_conditions(
-                obj,
-                now,
-                (FINISHED, "True", reason, message),
-                (QUOTA_RESERVED, "False", "Finished", "The workload has finished"),
-            )
-        }
+        "status": {"conditions": with_conditions(obj, now, (FINISHED, "True", reason, message))}
     }
+
+
+def holds_quota(obj: Mapping[str, Any] | None) -> bool:
+    """Whether the Workload holds its ClusterQueue's quota now: QuotaReserved=True and not
+    Finished (a finished Workload keeps QuotaReserved=True, as Kueue leaves it)."""
+    return obj is not None and is_true(obj, QUOTA_RESERVED) and not is_true(obj, FINISHED)
 
 
 def job_queue_name(job: Mapping[str, Any]) -> str | None:

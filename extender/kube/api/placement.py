@@ -368,7 +368,7 @@ class Placement:
             ]
             if holds:
                 tas.hold(key, holds)
-            elif key in tas.held and (new is None or not o.is_true(new, o.QUOTA_RESERVED)):
+            elif key in tas.held and not o.holds_quota(new):
                 tas.release(key)
 
     # ----- the leader's cycle ---------------------------------------------------------

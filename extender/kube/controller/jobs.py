@@ -63,7 +63,7 @@ def read_reference(ctx: Context, ref: Reference) -> Obj | None:
 
 
 def holds_quota(workload: Obj | None) -> bool:
-    return workload is not None and o.is_true(workload, o.QUOTA_RESERVED)
+    return o.holds_quota(workload)
 
 
 def finish_workload(ctx: Context, wl_key: str, workload: Obj, reason: str, message: str) -> None:

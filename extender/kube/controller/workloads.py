@@ -164,7 +164,7 @@ class WorkloadReconciler:
         if self.ready.deactivate(key, obj):
             return None  # past its requeuing limit: deactivated first, then evicted
         deactivated = (obj.get("spec") or {}).get("active") is False
-        admission = o.admission_of(obj) if o.is_true(obj, o.QUOTA_RESERVED) else None
+        admission = o.admission_of(obj) if o.holds_quota(obj) else None
         if admission is not None:
             if not state.is_admitted(key):
                 if state.scheduler.slices.replaced_slice(key) is not None:
