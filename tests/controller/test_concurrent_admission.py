@@ -180,7 +180,8 @@ def test_the_job_migrates_to_the_preferred_flavor_once_it_has_room(cluster, star
     )  # fmt: skip
     assert not _true(variants["spot"], "QuotaReserved")
     evicted = [c for c in variants["spot"]["status"]["conditions"] if c["type"] == "Evicted"]
-    assert evicted and evicted[0]["reason"] == "FlavorMigration"
+    assert evicted
+    assert evicted[0]["reason"] == "FlavorMigration"
 
 
 def test_a_finished_job_finishes_its_variants(cluster, start_controller):
@@ -206,3 +207,56 @@ def test_with_the_gate_off_the_policy_keeps_the_cluster_queue_inactive(cluster, 
     active = next(c for c in cq["status"]["conditions"] if c["type"] == "Active")
     assert active["status"] == "False"
     assert "spec.concurrentAdmissionPolicy" in active["message"]
+
+
+def _priority_classes(cluster: Any) -> None:
+    cluster.apply(
+        *[
+            {
+                "apiVersion": f"{KUEUE}/v1beta2",
+                "kind": "WorkloadPriorityClass",
+                "metadata": {"name": name},
+                "value": value,
+            }
+            for name, value in (("low", 10), ("high", 100))
+        ]
+    )
+
+
+def test_a_variant_preempts_once_its_gate_is_opened(cluster, start_controller):
+    """The preferred variant that needs to preempt is gated until the family's controller
+    opens its gate; then it preempts the lower-priority job's variant, whose job stops."""
+    setup(cluster, reservation_cpu="1")
+    groups = cluster.get("clusterqueues", "cq")["spec"]["resourceGroups"]
+    groups[0]["flavors"][1]["resources"][0]["nominalQuota"] = "0"
+    cluster.admin.patch(
+        r.CLUSTER_QUEUES,
+        "cq",
+        {"spec": {"resourceGroups": groups, "preemption": {"withinClusterQueue": "LowerPriority"}}},
+    )
+    _priority_classes(cluster)
+    start_controller(**GATE_ON)
+    low = cluster.job("low", "1", duration="600s", labels={f"{KUEUE}/priority-class": "low"})
+    eventually(
+        lambda: _node_selector(cluster, low) == {"instance-type": "reservation"},
+        what="the low job running on reservation",
+    )
+    high = cluster.job("high", "1", duration="600s", labels={f"{KUEUE}/priority-class": "high"})
+    high_parent = eventually(lambda: _parent(cluster, high), what="the high parent")
+    eventually(
+        lambda: _admitted_on(cluster.workload_of(high)) == "reservation",
+        timeout=20,
+        what="the high job admitted on reservation",
+    )
+    gates = _variants(cluster, high_parent)["reservation"]["status"]["preemptionGates"]
+    assert [(g["name"], g["position"]) for g in gates] == [
+        (f"{KUEUE}/concurrent-admission", "Open")
+    ]
+    eventually(
+        lambda: (cluster.get("jobs", "low", "default") or {})["spec"].get("suspend") is True,
+        what="the low job stopped",
+    )
+    low_variant = _variants(cluster, cluster.workload_of(low))["reservation"]
+    evicted = [c for c in low_variant["status"]["conditions"] if c["type"] == "Evicted"]
+    assert evicted[0]["reason"] == "Preempted"
+    assert not _true(cluster.workload_of(low), "QuotaReserved")

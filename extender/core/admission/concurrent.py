@@ -20,6 +20,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from extender.core.api.parse import ManifestError
+from extender.core.jobframework.workloads import creation_seconds
+
 PARENT_LABEL = "kueue.x-k8s.io/concurrent-admission-parent"
 ALLOWED_FLAVORS = "kueue.x-k8s.io/workload-allowed-resource-flavors"
 PREEMPTION_GATE = "kueue.x-k8s.io/concurrent-admission"
@@ -30,6 +33,10 @@ RETAIN_FIRST = "RetainFirstAdmission"
 # Kueue's WorkloadEvictedByFlavorMigration: the reason a less preferred variant is evicted with.
 FLAVOR_MIGRATION = "FlavorMigration"
 PARENT_WAITS = "admitted through its variants, one per flavor (concurrent admission)"
+# What the cycle says of a variant that needs to preempt while its gate is closed.
+PREEMPTION_GATED = "Workload requires preemption, but it's gated"
+# Kueue opens one variant's gate at a time: the next one, this long after the last.
+PREEMPTION_TIMEOUT = 300.0
 _PARENTS_ONLY = (PARENT_LABEL, "kueue.x-k8s.io/job-uid")
 _NAME_MAX = 253 - 1 - 5  # Kueue's workload names: a prefix, a dash and 5 hex of a hash
 
@@ -146,6 +153,9 @@ class Member:
     finished: bool = False  # Finished=True
     reason: str = ""  # Evicted's (or, for a parent, Finished's) reason
     message: str = ""
+    evaluated: bool = False  # a cycle said something of it (it has a QuotaReserved condition)
+    gated: bool = False  # the cycle found it needs to preempt, behind its closed gate
+    gate_opened_at: float | None = None  # when its concurrent-admission gate was opened
 
 
 @dataclass(frozen=True, slots=True)
@@ -276,6 +286,49 @@ def _set_active(
     return out
 
 
+def gate_to_open(variants: Sequence[Member], flavors: Sequence[str], now: float) -> str | None:
+    """The variant whose preemption gate opens now, if any (Kueue's
+    selectVariantToOpenPreemptionGate): among the variants that may still be admitted, in the
+    flavors' order, the first that the cycle found gated; none while a variant before it was
+    not judged yet, nor while another gate opened less than PREEMPTION_TIMEOUT ago."""
+    order = {f: i for i, f in enumerate(flavors)}
+    waiting = sorted(
+        (
+            v
+            for v in variants
+            if v.active and not v.finished and not v.reserved and v.flavor in order
+        ),
+        key=lambda v: order[v.flavor],
+    )
+    candidate = None
+    for variant in waiting:
+        if variant.gate_opened_at is not None:
+            continue
+        if variant.gated:
+            candidate = variant
+            break
+        if not variant.evaluated:
+            return None  # not judged yet: it may fit without preempting
+    if candidate is None:
+        return None
+    opened = [v.gate_opened_at for v in waiting if v.gate_opened_at is not None]
+    if opened and now - max(opened) < PREEMPTION_TIMEOUT:
+        return None
+    return candidate.name
+
+
+def gate_opened_at(workload: Mapping[str, Any]) -> float | None:
+    """When the concurrent-admission preemption gate of a variant was opened (None: closed)."""
+    for gate in _m(workload.get("status")).get("preemptionGates") or ():
+        gate = _m(gate)
+        if gate.get("name") == PREEMPTION_GATE and gate.get("position") == "Open":
+            try:
+                return creation_seconds(gate.get("lastTransitionTime"), "time")
+            except ManifestError:
+                return 0.0
+    return None
+
+
 def member(workload: Mapping[str, Any]) -> Member:
     """A Workload object as a member of its family."""
     meta = _m(workload.get("metadata"))
@@ -288,6 +341,11 @@ def member(workload: Mapping[str, Any]) -> Member:
 
     evicted, finished = true("Evicted"), true("Finished")
     said = evicted or finished or {}
+    reserved = next(
+        (_m(c) for c in _m(workload.get("status")).get("conditions") or ()
+         if _m(c).get("type") == "QuotaReserved"),
+        None,
+    )  # fmt: skip
     return Member(
         name=str(meta.get("name") or ""),
         flavor=variant_flavor(workload),
@@ -298,4 +356,9 @@ def member(workload: Mapping[str, Any]) -> Member:
         finished=finished is not None,
         reason=str(said.get("reason") or ""),
         message=str(said.get("message") or ""),
+        evaluated=reserved is not None,
+        gated=reserved is not None
+        and reserved.get("status") == "False"
+        and reserved.get("message") == PREEMPTION_GATED,
+        gate_opened_at=gate_opened_at(workload),
     )

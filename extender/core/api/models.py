@@ -354,6 +354,8 @@ class Workload:
     # Kueue's workload-allowed-resource-flavors on a concurrent-admission variant: the only
     # flavors its search looks at (extender/core/scheduling/concurrent.py).
     allowed_flavors: tuple[str, ...] = ()
+    # A variant whose concurrent-admission preemption gate is not open: it may not preempt.
+    preemption_gated: bool = False
     key: str = field(init=False, repr=False, compare=False)
     """namespace/name (computed once: it is looked up on every queue operation)."""
     order: tuple[int, float, str] = field(init=False, repr=False, compare=False)

@@ -8,8 +8,8 @@ ConcurrentAdmission) treats it as any head, with these rules added, kept here:
 - while a sibling of a more preferred flavor is admitted, it waits;
 - when it fits and a sibling of a less preferred flavor is admitted, that sibling is evicted
   (reason FlavorMigration) and it waits for the migration, instead of being admitted too;
-- it does not preempt while its concurrent-admission preemption gate is closed (Tower never
-  opens it: a variant is admitted only where its flavor has room).
+- it does not preempt while its concurrent-admission preemption gate is closed (the family's
+  controller opens one variant's gate at a time, extender/core/admission/concurrent.py).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import Generic, TypeVar
 
+from extender.core.admission.concurrent import PREEMPTION_GATED
 from extender.core.api.models import ClusterQueue, ResourceGroup, Workload
 from extender.core.scheduling.cache import Cache
 from extender.core.scheduling.cycle_quota import Entry
@@ -29,7 +30,6 @@ from extender.core.scheduling.reasons import PENDING, WAITING_FOR_PREEMPTED, Pen
 
 FLAVOR_MIGRATION = "FlavorMigration"  # Kueue's WorkloadEvictedByFlavorMigration
 MORE_FAVORABLE = "A more favorable variant is already admitted"
-PREEMPTION_GATED = "Workload requires preemption, but it's gated"
 OWNER_KIND = "Workload"  # a variant's owner: its parent
 POLICY_FIELD = "spec.concurrentAdmissionPolicy"
 
@@ -79,7 +79,7 @@ class VariantRule(Generic[E]):
         if any(r < rank for r in ranks):
             return self._aside(entry, MORE_FAVORABLE)
         mode = entry.assignment.mode
-        if mode in PREEMPTING and entry.targets:
+        if mode in PREEMPTING and entry.targets and workload.preemption_gated:
             return self._aside(entry, PREEMPTION_GATED)
         worse = [s for s, r in zip(siblings, ranks, strict=True) if r > rank]
         if mode != FIT or not worse:

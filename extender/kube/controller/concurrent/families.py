@@ -110,6 +110,10 @@ class Families:
         by_name = {v["metadata"]["name"]: v for v in variants}
         for action in actions:
             self._carry_out(parent_key, parent, by_name, action)
+        members = [family.member(v) for v in variants]
+        gated = family.gate_to_open(members, family.flavor_order(cq), ctx.clock())
+        if gated is not None:
+            self._open_gate(by_name[gated])
 
     def _carry_out(
         self, parent_key: str, parent: Obj, variants: dict[str, Obj], action: family.Action
@@ -178,6 +182,27 @@ class Families:
             log.info("Workload %s admitted through its variant %s", parent_key, name)
             ctx.queues.workloads.add(parent_key)
 
+    def _open_gate(self, variant: Obj) -> None:
+        """The variant may preempt now (Kueue's PreemptionUngatedVariant)."""
+        ctx = self.ctx
+        meta = variant["metadata"]
+        key = f"{meta['namespace']}/{meta['name']}"
+        others = [
+            g
+            for g in (variant.get("status") or {}).get("preemptionGates") or ()
+            if isinstance(g, dict) and g.get("name") != family.PREEMPTION_GATE
+        ]
+        opened = {
+            "name": family.PREEMPTION_GATE,
+            "position": "Open",
+            "lastTransitionTime": o.rfc3339(ctx.clock()),
+        }
+        patch = o.conditional({"status": {"preemptionGates": [*others, opened]}}, variant)
+        if write_status(ctx, key, patch, "open-preemption-gate"):
+            ctx.event(variant, "Normal", "PreemptionUngatedVariant",
+                      f"Opened preemption gate for variant workload {key}")  # fmt: skip
+            ctx.queues.workloads.add(key)
+
     def _finish(self, variant: Obj, reason: str, message: str) -> None:
         ctx = self.ctx
         meta = variant["metadata"]
@@ -205,6 +230,7 @@ class Families:
             allowed_flavors=(flavor,),
             unacted=tuple(p for p in model.unacted if p != GATES or not _only_ours(obj)),
             creation_time=model.creation_time + rank * _RANK_STEP,
+            preemption_gated=family.gate_opened_at(obj) is None,
         )
 
     def _policy_queue(self, model: Workload) -> str | None:

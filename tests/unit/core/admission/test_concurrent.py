@@ -9,6 +9,7 @@ from extender.core.admission.concurrent import (
     ALLOWED_FLAVORS,
     PARENT_LABEL,
     PREEMPTION_GATE,
+    PREEMPTION_GATED,
     RETAIN_FIRST,
     AdmitParent,
     ClearVariant,
@@ -21,6 +22,7 @@ from extender.core.admission.concurrent import (
     SetActive,
     decide,
     flavor_order,
+    gate_to_open,
     member,
     parent_of,
     policy_of,
@@ -186,12 +188,13 @@ def test_a_variant_copies_its_parent_for_one_flavor():
     assert variant_flavor(variant) == "spot"
     assert variant["spec"]["preemptionGates"] == [{"name": PREEMPTION_GATE}]
     assert variant["spec"]["podSets"] == PARENT_OBJ["spec"]["podSets"]
-    assert "status" not in variant and "active" not in variant["spec"]
+    assert "status" not in variant
+    assert "active" not in variant["spec"]
     assert parent_of(PARENT_OBJ) is None  # owned by its job, not by a Workload
 
 
 def test_a_workload_as_a_member():
-    assert member(PARENT_OBJ) == Member("job-sample-3f1ab", reserved=True)
+    assert member(PARENT_OBJ) == Member("job-sample-3f1ab", reserved=True, evaluated=True)
     evicted = {
         "metadata": {"name": "v", "annotations": {ALLOWED_FLAVORS: "spot,other"}},
         "spec": {"active": False},
@@ -200,3 +203,38 @@ def test_a_workload_as_a_member():
     assert member(evicted) == Member(
         "v", "spot", False, evicted=True, reason="Preempted", message="m"
     )
+
+
+def test_a_gated_variant_as_a_member():
+    gated = {
+        "metadata": {"name": "v", "annotations": {ALLOWED_FLAVORS: "spot"}},
+        "status": {
+            "conditions": [{"type": "QuotaReserved", "status": "False", "message": PREEMPTION_GATED}],
+            "preemptionGates": [
+                {"name": PREEMPTION_GATE, "position": "Open", "lastTransitionTime": "1970-01-01T00:01:40Z"}
+            ],
+        },
+    }  # fmt: skip
+    assert member(gated) == Member("v", "spot", evaluated=True, gated=True, gate_opened_at=100.0)
+
+
+JUDGED = {"evaluated": True}
+GATED = {"evaluated": True, "gated": True}
+GATES = {
+    "the first gated variant in the flavors' order": ([_v("spot", **GATED), _v("reservation", **GATED)], 0, "v-reservation"),
+    "a variant that fits needs no gate: the next gated one": ([_v("reservation", **JUDGED), _v("spot", **GATED)], 0, "v-spot"),
+    "none before a better variant is judged": ([_v("reservation"), _v("spot", **GATED)], 0, None),
+    "no gate to open": ([_v("reservation", **JUDGED), _v("spot", **JUDGED)], 0, None),
+    "an admitted or inactive variant is not waiting": (
+        [_v("reservation", reserved=True, **GATED), _v("spot", active=False, **GATED)], 0, None,
+    ),
+    "one gate at a time": ([_v("reservation", gate_opened_at=100.0, **GATED), _v("spot", **GATED)], 200, None),
+    "the next gate after Kueue's five minutes": (
+        [_v("reservation", gate_opened_at=100.0, **GATED), _v("spot", **GATED)], 400, "v-spot",
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(("variants", "now", "want"), GATES.values(), ids=GATES.keys())
+def test_gate_to_open(variants, now, want):
+    assert gate_to_open(variants, FLAVORS, now) == want

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from extender.core.admission.concurrent import PREEMPTION_GATED
 from extender.core.api.models import Workload
 from extender.core.scheduling.concurrent import (
     FLAVOR_MIGRATION,
     MORE_FAVORABLE,
-    PREEMPTION_GATED,
     POLICY_FIELD,
     variant_view,
 )
@@ -114,15 +114,25 @@ def test_other_parents_variants_are_not_siblings():
     assert _flavor(state, mine.key) == "spot"
 
 
-def test_a_variant_does_not_preempt_while_its_gate_is_closed():
+def _preempting(gated: bool) -> tuple[ClusterState, Workload, Workload, object]:
     state = _state(reservation_cpu="1", within="LowerPriority")
-    low = replace(WL("low").request("cpu", "1").priority(1).obj(), queue_name="lq")
+    low = WL("low").request("cpu", "1").priority(1).obj()
     state.add_workload(low)
     state.schedule(0.0)
     assert _flavor(state, low.key) == "reservation"
-    high = replace(_variant("reservation", parent="high"), priority=100)
+    high = replace(_variant("reservation", parent="high"), priority=100, preemption_gated=gated)
     state.add_workload(high)
-    result = state.schedule(0.0)
+    return state, low, high, state.schedule(0.0)
+
+
+def test_a_variant_does_not_preempt_while_its_gate_is_closed():
+    state, low, high, result = _preempting(gated=True)
     assert result.evicted == ()
     assert state.is_admitted(low.key)
     assert state.pending_status(high.key).message == PREEMPTION_GATED
+
+
+def test_a_variant_whose_gate_is_open_preempts():
+    state, low, high, result = _preempting(gated=False)
+    assert [e.workload.key for e in result.evicted] == [low.key]
+    assert state.pending_status(high.key).reason == "WaitingForPreemptedWorkloads"
