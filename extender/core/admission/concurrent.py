@@ -286,7 +286,7 @@ def _set_active(
     return out
 
 
-def gate_to_open(variants: Sequence[Member], flavors: Sequence[str], now: float) -> str | None:
+def variant_to_ungate(variants: Sequence[Member], flavors: Sequence[str], now: float) -> str | None:
     """The variant whose preemption gate opens now, if any (Kueue's
     selectVariantToOpenPreemptionGate): among the variants that may still be admitted, in the
     flavors' order, the first that the cycle found gated; none while a variant before it was

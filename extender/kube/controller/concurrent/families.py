@@ -111,7 +111,7 @@ class Families:
         for action in actions:
             self._carry_out(parent_key, parent, by_name, action)
         members = [family.member(v) for v in variants]
-        gated = family.gate_to_open(members, family.flavor_order(cq), ctx.clock())
+        gated = family.variant_to_ungate(members, family.flavor_order(cq), ctx.clock())
         if gated is not None:
             self._open_gate(by_name[gated])
 

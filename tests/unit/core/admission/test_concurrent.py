@@ -22,13 +22,13 @@ from extender.core.admission.concurrent import (
     SetActive,
     decide,
     flavor_order,
-    gate_to_open,
     member,
     parent_of,
     policy_of,
     variant_flavor,
     variant_manifest,
     variant_name,
+    variant_to_ungate,
 )
 
 FLAVORS = ("reservation", "spot")
@@ -236,5 +236,5 @@ GATES = {
 
 
 @pytest.mark.parametrize(("variants", "now", "want"), GATES.values(), ids=GATES.keys())
-def test_gate_to_open(variants, now, want):
-    assert gate_to_open(variants, FLAVORS, now) == want
+def test_variant_to_ungate(variants, now, want):
+    assert variant_to_ungate(variants, FLAVORS, now) == want
