@@ -9,11 +9,19 @@ flavor or resource, never per Workload. docs/metrics.md lists each family and wh
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from prometheus_client import CollectorRegistry
 
+from extender.core.config.custom_labels import (
+    CLUSTER_QUEUE,
+    COHORT,
+    LOCAL_QUEUE,
+    WORKLOAD,
+    CustomLabels,
+)
 from extender.core.config.kueue_config import MetricsConfig
 from extender.kube.api.metrics.cluster_queue import (
     ACTIVE,
@@ -24,6 +32,7 @@ from extender.kube.api.metrics.cluster_queue import (
     QuotaReport,
 )
 from extender.kube.api.metrics.cohort import CohortMetrics, CohortReport
+from extender.kube.api.metrics.custom import CustomValues, ObjectStore
 from extender.kube.api.metrics.families import Exposition, Families
 from extender.kube.api.metrics.health import HealthMetrics
 from extender.kube.api.metrics.local_queue import (
@@ -72,9 +81,14 @@ class Metrics(TowerMetrics):
         *,
         config: MetricsConfig | None = None,
         replica_role: str = STANDALONE,
+        custom_labels: CustomLabels | None = None,
     ) -> None:
         self.config = config = config or MetricsConfig()
-        self.families = families = Families(replica_role)
+        # metrics.customLabels: only with the CustomMetricLabels gate on and some entries do
+        # Kueue's families carry custom_<name> labels; else their label sets are Kueue's own.
+        on = custom_labels is not None and custom_labels.enabled and bool(custom_labels.entries)
+        self.custom = CustomValues(custom_labels) if on and custom_labels else None
+        self.families = families = Families(replica_role, self.custom)
         self.health = HealthMetrics(families, creation_latency=config.workload_creation_latency)
         self.cluster_queue = ClusterQueueMetrics(
             families, resources=config.cluster_queue_resources, info=config.cohorts
@@ -86,6 +100,26 @@ class Metrics(TowerMetrics):
         self._local_queues: set[tuple[str, str]] = set()  # reported, (namespace, name)
         self.registry = registry or CollectorRegistry()
         self.registry.register(Exposition(families.metrics))
+        if self.custom is not None:
+            self.custom.on_change.update(
+                {
+                    CLUSTER_QUEUE: self._cluster_queue_relabelled,
+                    LOCAL_QUEUE: self._local_queue_relabelled,
+                    COHORT: self.cohort.relabelled,
+                }
+            )
+
+    def read_objects_from(self, store: ObjectStore) -> None:
+        """Where the custom labels' values are read: the controller's store of queues."""
+        if self.custom is not None:
+            self.custom.store = store
+
+    @property
+    def workload_values(self) -> Callable[[Any], tuple[str, ...]] | None:
+        """A Workload's custom values for kueue_admitted_active_workloads (None: there are
+        no entries of kind Workload)."""
+        custom = self.custom
+        return custom.of_workload if custom is not None and custom.has(WORKLOAD) else None
 
     # ----- what happened -------------------------------------------------------------------
 
@@ -206,9 +240,11 @@ class Metrics(TowerMetrics):
     # ----- what the queues hold now ----------------------------------------------------------
 
     def report_cluster_queue(self, report: ClusterQueueReport) -> None:
+        self._relabel(CLUSTER_QUEUE, report.name)
         self.cluster_queue.report(report)
 
     def report_cohort(self, report: CohortReport) -> None:
+        self._relabel(COHORT, report.name)
         self.cohort.report(report)
 
     def report_local_queue(self, report: LocalQueueReport, labels: Mapping[str, str]) -> None:
@@ -222,6 +258,7 @@ class Metrics(TowerMetrics):
                 self.forget_local_queue(*key)
             return
         self._local_queues.add(key)
+        self._relabel(LOCAL_QUEUE, f"{report.namespace}/{report.name}")
         self.local_queue.report(report)
 
     def exposes_local_queue(self, labels: Mapping[str, str] | None) -> bool:
@@ -231,19 +268,26 @@ class Metrics(TowerMetrics):
     def forget_cluster_queue(self, name: str) -> None:
         """A deleted ClusterQueue: its series go, with its LocalQueues' cache gauges."""
         self.cluster_queue.forget(name)
+        self.health.gate_removal.remove_matching(cluster_queue=name)
         if self.local_queue is not None:
             self.local_queue.forget_cluster_queue(name)
         super().forget_cluster_queue(name)
+        if self.custom is not None:
+            self.custom.forget(CLUSTER_QUEUE, name)
 
     def forget_local_queue(self, namespace: str, name: str) -> None:
         """A deleted LocalQueue: its series go."""
         self._local_queues.discard((namespace, name))
         if self.local_queue is not None:
             self.local_queue.forget(namespace, name)
+        if self.custom is not None:
+            self.custom.forget(LOCAL_QUEUE, f"{namespace}/{name}")
 
     def forget_cohort(self, name: str) -> None:
         """A cohort gone from the tree: its series go."""
         self.cohort.forget(name)
+        if self.custom is not None:
+            self.custom.forget(COHORT, name)
 
     def reported_cohorts(self) -> list[str]:
         return self.cohort.reported()
@@ -259,6 +303,23 @@ class Metrics(TowerMetrics):
         self.cohort.end_of_term()
         if self.local_queue is not None:
             self.local_queue.end_of_term()
+
+    def _relabel(self, kind: str, ref: str) -> None:
+        """Read a queue's custom values before its gauges are reported: when they changed,
+        its old series go first (custom.py), not halfway through the report."""
+        if self.custom is not None:
+            self.custom.of(kind, ref)
+
+    def _cluster_queue_relabelled(self, name: str) -> None:
+        """A ClusterQueue's custom values changed: every series of it goes (Kueue's
+        resyncClusterQueueGaugeMetrics); the next report makes its gauges anew."""
+        self.cluster_queue.forget(name)
+        self.health.gate_removal.remove_matching(cluster_queue=name)
+
+    def _local_queue_relabelled(self, ref: str) -> None:
+        namespace, name = ref.split("/", 1)
+        if self.local_queue is not None:
+            self.local_queue.forget(namespace, name)
 
     def _lq(self, s: Subject) -> LocalQueueMetrics | None:
         return self.local_queue if s.local_queue else None

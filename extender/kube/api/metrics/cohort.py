@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from extender.kube.api.metrics.families import Families
+from extender.core.config.custom_labels import CLUSTER_QUEUE, COHORT
+from extender.kube.api.metrics.families import Custom, Families
 from extender.kube.api.metrics.texts import SHARE
+
+_BY_COHORT = Custom((COHORT,), ("cohort",))  # its custom_ labels, from the Cohort
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,35 +31,43 @@ class CohortMetrics:
         self.info_on = info  # feature gate MetricsForCohorts
         by_resource = ["cohort", "flavor", "resource"]
         self.weighted_share = f.gauge(
-            "kueue_cohort_weighted_share", SHARE.format(where="Cohort", what="Cohort"), ["cohort"]
+            "kueue_cohort_weighted_share",
+            SHARE.format(where="Cohort", what="Cohort"),
+            ["cohort"],
+            custom=_BY_COHORT,
         )
         self.subtree_quota = f.gauge(
             "kueue_cohort_subtree_quota",
             "Reports the cohort's nominal quota aggregated within the cohort's subtree. The "
             "values are reported per resource and flavor",
             by_resource,
+            custom=_BY_COHORT,
         )
         self.subtree_admitted_total = f.counter(
             "kueue_cohort_subtree_admitted_workloads_total",
             "The total number of admitted workloads per cohort's subtree",
             ["cohort", "priority_class"],
+            custom=_BY_COHORT,
         )
         self.subtree_reservations = f.gauge(
             "kueue_cohort_subtree_resource_reservations",
             "Reports the cohort's resource reservations aggregated within the cohort's "
             "subtree. The values are reported per resource and flavor",
             by_resource,
+            custom=_BY_COHORT,
         )
         self.subtree_admitted_active = f.gauge(
             "kueue_cohort_subtree_admitted_active_workloads",
             "The number of admitted Workloads that are active, per cohort's subtree",
             ["cohort"],
+            custom=Custom((CLUSTER_QUEUE,)),
         )
         self.info = f.gauge(
             "kueue_cohort_info",
             "Reports Cohort hierarchy information. The metric has value 1 and can be joined "
             "using labels.",
             ["cohort", "parent_cohort", "root_cohort"],
+            custom=_BY_COHORT,
         )
         self._reported: dict[str, CohortReport] = {}
 
@@ -102,6 +113,14 @@ class CohortMetrics:
         ):
             vec.remove_matching(cohort=name)
         self._reported.pop(name, None)
+
+    def relabelled(self, name: str) -> None:
+        """The cohort's custom values changed: its series go (Kueue's ClearCohortMetrics),
+        and its next report makes them anew."""
+        reported = self._reported.get(name)
+        self.forget(name)
+        if reported is not None:
+            self._reported[name] = reported  # still in the tree: still forgotten when gone
 
     def end_of_term(self) -> None:
         self._reported.clear()

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from prometheus_client import Counter, Gauge, Histogram
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
+
+from extender.core.config.custom_labels import WORKLOAD
+from extender.kube.api.metrics.custom import CustomValues
 
 # client_golang's DefBuckets: Kueue's histograms without buckets of their own use them
 # (prometheus_client's default set has three more).
@@ -25,73 +29,124 @@ def exponential_buckets(start: float, factor: float, count: int) -> tuple[float,
 
 
 M = TypeVar("M", Counter, Gauge, Histogram)
+Reader = Callable[[tuple[str, ...]], tuple[str, ...]]  # a series' labels -> its custom values
 
 
 class Vec(Generic[M]):
-    """One of Kueue's labelled families, with this replica's role as its last label (every
-    family of Kueue's but kueue_build_info ends with replica_role)."""
+    """One of Kueue's labelled families, with this replica's role after its own labels (every
+    family of Kueue's but kueue_build_info has replica_role), then the custom_<name> labels
+    of metrics.customLabels when the family carries some (custom.py)."""
 
-    __slots__ = ("metric", "names", "role")
+    __slots__ = ("custom", "custom_names", "metric", "names", "role", "workload_width")
     metric: M
     names: tuple[str, ...]
     role: str
+    custom: Reader | None
+    custom_names: tuple[str, ...]
+    workload_width: int
 
-    def __init__(self, metric: M, names: Sequence[str], role: str) -> None:
+    def __init__(
+        self,
+        metric: M,
+        names: Sequence[str],
+        role: str,
+        custom: Reader | None = None,
+        custom_names: Sequence[str] = (),
+        workload_width: int = 0,
+    ) -> None:
         self.metric = metric
         self.names = tuple(names)  # without replica_role
         self.role = role
+        # The queue's custom values, from the family's own label values (None: none).
+        self.custom = custom
+        self.custom_names = tuple(custom_names)
+        self.workload_width = workload_width  # the trailing ones a Workload gives
 
-    def labels(self, *values: str) -> M:
-        child: M = self.metric.labels(*values, self.role)
-        return child
+    def labels(self, *values: str, workload: tuple[str, ...] = ()) -> M:
+        """The series of these label values (`workload`: a Workload's custom values, for
+        the one family that carries them)."""
+        if self.custom is None and not self.workload_width:
+            child: M = self.metric.labels(*values, self.role)
+            return child
+        return self.metric.labels(*values, self.role, *self._custom(values, workload))
 
     def remove(self, *values: str) -> None:
         """One series gone (nothing happens when it was never there)."""
         try:
-            self.metric.remove(*values, self.role)
+            self.metric.remove(*values, self.role, *self._custom(values, ()))
         except KeyError:
             return
 
     def remove_matching(self, **match: str) -> None:
-        """Every series whose labels include `match` (client_golang's DeletePartialMatch)."""
+        """Every series whose labels include `match` (client_golang's DeletePartialMatch),
+        whatever its custom values."""
         positions = [(self.names.index(name), value) for name, value in match.items()]
-        for values in self.series():
+        for values in self._series():
             if all(values[i] == value for i, value in positions):
-                self.remove(*values)
+                try:
+                    self.metric.remove(*values)
+                except KeyError:
+                    continue
 
     def series(self) -> set[tuple[str, ...]]:
-        """The label values (role left out) of every series there is."""
-        names = self.names
+        """The label values (role and custom ones left out) of every series there is."""
+        width = len(self.names)
+        return {values[:width] for values in self._series()}
+
+    def clear(self) -> None:
+        self.metric.clear()
+
+    def _custom(self, values: tuple[str, ...], workload: tuple[str, ...]) -> tuple[str, ...]:
+        own: tuple[str, ...] = self.custom(values) if self.custom is not None else ()
+        if self.workload_width:
+            return (*own, *(workload or ("",) * self.workload_width))
+        return own
+
+    def _series(self) -> set[tuple[str, ...]]:
+        """Every series' full label values, replica_role and custom ones included."""
+        names = (*self.names, "replica_role", *self.custom_names)
         return {
             tuple(sample.labels.get(n, "") for n in names)
             for family in self.metric.collect()
             for sample in family.samples
         }
 
-    def clear(self) -> None:
-        self.metric.clear()
+
+@dataclass(frozen=True, slots=True)
+class Custom:
+    """Which queue's custom labels a family carries: `kinds` (metrics.customLabels source
+    kinds), the object read found by the family's `key` labels ("/"-joined; empty: none is,
+    the labels are there with empty values)."""
+
+    kinds: tuple[str, ...]
+    key: tuple[str, ...] = ()
 
 
 class Families:
     """Every family of one controller, in the order made; shown by `Exposition`."""
 
-    def __init__(self, role: str) -> None:
+    def __init__(self, role: str, custom: CustomValues | None = None) -> None:
         self.role = role
+        self.custom = custom  # metrics.customLabels, with the CustomMetricLabels gate on
         self.metrics: list[Counter | Gauge | Histogram] = []
         self.gauges: list[Vec[Gauge]] = []  # cleared when a term as leader ends
         # Each family's label names as defined, by the name a scrape shows (for the docs and
         # for families no event has filled yet).
         self.label_names: dict[str, tuple[str, ...]] = {}
 
-    def counter(self, name: str, documentation: str, names: Sequence[str]) -> Vec[Counter]:
-        metric = Counter(name, documentation, [*names, "replica_role"], registry=None)
-        self._made(name, metric, names)
-        return Vec(metric, names, self.role)
+    def counter(
+        self, name: str, documentation: str, names: Sequence[str], custom: Custom | None = None
+    ) -> Vec[Counter]:
+        extra = self._custom_names(custom)
+        metric = Counter(name, documentation, [*names, "replica_role", *extra], registry=None)
+        return self._made(name, metric, names, custom, extra)
 
-    def gauge(self, name: str, documentation: str, names: Sequence[str]) -> Vec[Gauge]:
-        metric = Gauge(name, documentation, [*names, "replica_role"], registry=None)
-        self._made(name, metric, names)
-        vec = Vec(metric, names, self.role)
+    def gauge(
+        self, name: str, documentation: str, names: Sequence[str], custom: Custom | None = None
+    ) -> Vec[Gauge]:
+        extra = self._custom_names(custom)
+        metric = Gauge(name, documentation, [*names, "replica_role", *extra], registry=None)
+        vec = self._made(name, metric, names, custom, extra)
         self.gauges.append(vec)
         return vec
 
@@ -101,21 +156,66 @@ class Families:
         documentation: str,
         names: Sequence[str],
         buckets: Sequence[float] = GO_DEFAULT_BUCKETS,
+        custom: Custom | None = None,
     ) -> Vec[Histogram]:
+        extra = self._custom_names(custom)
         metric = Histogram(
-            name, documentation, [*names, "replica_role"], buckets=buckets, registry=None
+            name, documentation, [*names, "replica_role", *extra], buckets=buckets, registry=None
         )
-        self._made(name, metric, names)
-        return Vec(metric, names, self.role)
+        return self._made(name, metric, names, custom, extra)
 
     def add(self, metric: Counter | Gauge | Histogram, names: Sequence[str] = ()) -> None:
         """A family made elsewhere (without replica_role: Tower's own, kueue_build_info)."""
         self.metrics.append(metric)
         self.label_names[next(iter(metric.describe())).name] = tuple(names)
 
-    def _made(self, name: str, metric: Counter | Gauge | Histogram, names: Sequence[str]) -> None:
+    def _custom_names(self, custom: Custom | None) -> tuple[str, ...]:
+        if custom is None or self.custom is None:
+            return ()
+        return self.custom.names(*custom.kinds)
+
+    def _made(
+        self,
+        name: str,
+        metric: M,
+        names: Sequence[str],
+        custom: Custom | None,
+        extra: tuple[str, ...],
+    ) -> Vec[M]:
         self.metrics.append(metric)
-        self.label_names[name] = (*names, "replica_role")
+        self.label_names[name] = (*names, "replica_role", *extra)
+        if not extra or custom is None or self.custom is None:
+            return Vec(metric, names, self.role)
+        values = self.custom
+        queue = next((k for k in sorted(custom.kinds) if k != WORKLOAD), None)
+        workload_width = len(values.names(WORKLOAD)) if WORKLOAD in custom.kinds else 0
+        read: Reader | None = None
+        if queue is not None and values.has(queue):
+            read = (
+                _reader(values, queue, [tuple(names).index(k) for k in custom.key])
+                if custom.key
+                else _blank(len(values.names(queue)))
+            )
+        return Vec(metric, names, self.role, read, extra, workload_width)
+
+
+def _reader(values: CustomValues, kind: str, at: Sequence[int]) -> Reader:
+    """The custom values of the `kind` object whose ref the labels at `at` make."""
+
+    def read(labels: tuple[str, ...]) -> tuple[str, ...]:
+        return values.of(kind, "/".join(labels[i] for i in at))
+
+    return read
+
+
+def _blank(width: int) -> Reader:
+    """Custom labels no object fills (Kueue's family carries them; see docs/metrics.md)."""
+    blank = ("",) * width
+
+    def read(_labels: tuple[str, ...]) -> tuple[str, ...]:
+        return blank
+
+    return read
 
 
 class Exposition(Collector):

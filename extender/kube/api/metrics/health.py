@@ -9,7 +9,8 @@ from importlib import metadata
 
 from prometheus_client import Gauge
 
-from extender.kube.api.metrics.families import Families, exponential_buckets
+from extender.core.config.custom_labels import CLUSTER_QUEUE, LOCAL_QUEUE
+from extender.kube.api.metrics.families import Custom, Families, exponential_buckets
 
 _RESULT = """
 The label 'result' can have the following values:
@@ -83,6 +84,7 @@ class HealthMetrics:
                 "'job_kind'. Entries are only recorded for objects with generation 1.",
                 ["job_kind"],
                 exponential_buckets(0.01, 2, 11),
+                custom=Custom((LOCAL_QUEUE,)),
             )
             if creation_latency
             else None
@@ -91,4 +93,5 @@ class HealthMetrics:
             "kueue_pod_scheduling_gate_removal_seconds",
             "Duration from Workload admission to removal of a Pod scheduling gate.",
             ["name", "cluster_queue", "is_group"],
+            custom=Custom((CLUSTER_QUEUE,), ("cluster_queue",)),
         )

@@ -6,10 +6,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from extender.kube.api.metrics.families import Families, Vec, kueue_buckets
+from extender.core.config.custom_labels import LOCAL_QUEUE
+from extender.kube.api.metrics.families import Custom, Families, Vec, kueue_buckets
 from extender.kube.api.metrics.texts import CAUSES, EVICTION_REASONS, PENDING_STATUS
 
 LQ = ("name", "namespace")
+_BY_LQ = Custom((LOCAL_QUEUE,), ("namespace", "name"))  # its custom_ labels, from the LocalQueue
 PC = "priority_class"
 _CONDITION_STATUSES = ("True", "False", "Unknown")
 
@@ -52,21 +54,25 @@ class LocalQueueMetrics:
             "kueue_local_queue_pending_workloads",
             "The number of pending workloads, per 'local_queue' and 'status'." + PENDING_STATUS,
             [*LQ, "status"],
+            custom=_BY_LQ,
         )
         self.finished = f.gauge(
             "kueue_local_queue_finished_workloads",
             "The number of finished workloads, per 'local_queue'.",
             LQ,
+            custom=_BY_LQ,
         )
         self.quota_reserved_total = f.counter(
             "kueue_local_queue_quota_reserved_workloads_total",
             "The total number of quota reserved workloads per 'local_queue'",
             [*LQ, PC],
+            custom=_BY_LQ,
         )
         self.finished_total = f.counter(
             "kueue_local_queue_finished_workloads_total",
             "The total number of finished workloads per 'local_queue'",
             [*LQ, PC],
+            custom=_BY_LQ,
         )
         self.quota_reserved_wait = f.histogram(
             "kueue_local_queue_quota_reserved_wait_time_seconds",
@@ -74,11 +80,13 @@ class LocalQueueMetrics:
             "reservation, per 'local_queue'",
             [*LQ, PC],
             b14,
+            custom=_BY_LQ,
         )
         self.admitted_total = f.counter(
             "kueue_local_queue_admitted_workloads_total",
             "The total number of admitted workloads per 'local_queue'",
             [*LQ, PC],
+            custom=_BY_LQ,
         )
         self.admission_wait = f.histogram(
             "kueue_local_queue_admission_wait_time_seconds",
@@ -86,6 +94,7 @@ class LocalQueueMetrics:
             "'local_queue'",
             [*LQ, PC],
             b14,
+            custom=_BY_LQ,
         )
         self.checks_wait = f.histogram(
             "kueue_local_queue_admission_checks_wait_time_seconds",
@@ -93,33 +102,39 @@ class LocalQueueMetrics:
             "'local_queue'",
             [*LQ, PC],
             b14,
+            custom=_BY_LQ,
         )
         self.ready_wait = f.histogram(
             "kueue_local_queue_ready_wait_time_seconds",
             "The time between a workload was created or requeued until ready, per 'local_queue'",
             [*LQ, PC],
             b14,
+            custom=_BY_LQ,
         )
         self.admitted_until_ready = f.histogram(
             "kueue_local_queue_admitted_until_ready_wait_time_seconds",
             "The time between a workload was admitted until ready, per 'local_queue'",
             [*LQ, PC],
             b14,
+            custom=_BY_LQ,
         )
         self.evicted_total = f.counter(
             "kueue_local_queue_evicted_workloads_total",
             "The number of evicted workloads per 'local_queue'," + EVICTION_REASONS + CAUSES,
             [*LQ, "reason", "underlying_cause", PC],
+            custom=_BY_LQ,
         )
         self.reserving = f.gauge(
             "kueue_local_queue_reserving_active_workloads",
             "The number of Workloads that are reserving quota, per 'localQueue'",
             LQ,
+            custom=_BY_LQ,
         )
         self.admitted_active = f.gauge(
             "kueue_local_queue_admitted_active_workloads",
             "The number of admitted Workloads that are active, per 'localQueue'",
             LQ,
+            custom=_BY_LQ,
         )
         self.status = f.gauge(
             "kueue_local_queue_status",
@@ -127,16 +142,19 @@ class LocalQueueMetrics:
             "'False', or 'Unknown').\nFor a LocalQueue, the metric only reports a value of 1 "
             "for one of the statuses.",
             [*LQ, "active"],
+            custom=_BY_LQ,
         )
         self.reservation = f.gauge(
             "kueue_local_queue_resource_reservation",
             "Reports the localQueue's total resource reservation within all the flavors",
             [*LQ, "flavor", "resource"],
+            custom=_BY_LQ,
         )
         self.usage = f.gauge(
             "kueue_local_queue_resource_usage",
             "Reports the localQueue's total resource usage within all the flavors",
             [*LQ, "flavor", "resource"],
+            custom=_BY_LQ,
         )
         self.fair_sharing_usage = f.gauge(
             "kueue_local_queue_admission_fair_sharing_usage",
@@ -144,6 +162,7 @@ class LocalQueueMetrics:
             "calculated from the resource-weighted sum of consumed resources and pending\n"
             "admission penalties, divided by the LocalQueue's fair sharing weight",
             [*LQ, "cluster_queue"],
+            custom=_BY_LQ,
         )
         self.unadmitted = f.gauge(
             "kueue_local_queue_unadmitted_workloads",
@@ -151,6 +170,7 @@ class LocalQueueMetrics:
             "'reason', and 'underlying_cause'. This metric is only emitted when "
             "UnadmittedWorkloadsObservability feature gate is enabled.",
             [*LQ, "cluster_queue", "reason", "underlying_cause"],
+            custom=_BY_LQ,
         )
         self._usage_series: dict[tuple[str, str], set[tuple[str, str]]] = {}
         self._cluster_queue_of: dict[tuple[str, str], str] = {}
