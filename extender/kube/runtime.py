@@ -165,7 +165,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     role = "leader" if args.leader_elect else "standalone"  # Kueue's replica_role
-    metrics = Metrics(config=args.metrics_config, replica_role=role)
+    metrics = Metrics(
+        config=args.metrics_config, replica_role=role, custom_labels=args.custom_labels
+    )
     stop = threading.Event()
 
     def on_signal(signum: int, _frame: Any) -> None:

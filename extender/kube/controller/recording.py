@@ -169,6 +169,8 @@ class Counts:
         self.usage_lq: dict[str, Counter[FlavorResource]] = {}
         self.admitted_usage_lq: dict[str, Counter[FlavorResource]] = {}
         self.pending_requests: Counter[str] = Counter()
+        # Admitted ones by their metrics.customLabels Workload values (None: no such entries).
+        self.admitted_by_workload: Counter[tuple[str, ...]] | None = None
 
     @classmethod
     def of(cls, ctx: Context, cq_name: str) -> Counts:
@@ -189,6 +191,8 @@ class Counts:
         cq = state.cluster_queue(cq_name)
         # Without AdmissionChecks a reservation is written as an admission, in one write.
         checked = cq is not None and bool(cq.admission_checks)
+        values_of = metrics.workload_values
+        by_values = counts.admitted_by_workload = Counter() if values_of is not None else None
         for holder in state.admitted_in(cq_name):
             workload = holder.workload
             lq_key = f"{workload.namespace}/{workload.queue_name}"
@@ -202,6 +206,8 @@ class Counts:
                     continue
             counts.admitted += 1
             counts.used_admitted.update(holder.usage)
+            if values_of is not None and by_values is not None:
+                by_values[values_of(ctx.store.get(WORKLOADS, workload.key))] += 1
             counts.admitted_only_lq[lq_key] += 1
             counts.admitted_usage_lq.setdefault(lq_key, Counter()).update(holder.usage)
         return counts
@@ -255,6 +261,7 @@ def cluster_queue_report(
         quotas=tuple(quotas),
         pending_resources=pending,
         weighted_share=share,
+        admitted_by_workload=counts.admitted_by_workload,
     )
 
 

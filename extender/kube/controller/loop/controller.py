@@ -123,6 +123,7 @@ class Controller:
             username=username,
             placement=cache.placement,
         )
+        ctx.metrics.read_objects_from(cache.store)  # metrics.customLabels' values
         wait = settings.wait_for_pods_ready
         ctx.state.block_admission = wait is not None and wait.block_admission
         ctx.state.configure_fair_sharing(settings.admission_fair_sharing)
