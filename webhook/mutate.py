@@ -74,6 +74,7 @@ def mutate(
     if operation == "CREATE":
         namespace = str(request.get("namespace") or meta.get("namespace") or "")
         unlabelled = adapter.default_queue and settings.manages_unlabelled(namespace)
+        unlabelled = unlabelled and not _made_by_a_deployment(obj, settings)
         default = "default" if unlabelled else None
         patch = queue_patch(obj, adapter, default)
         warnings = None
@@ -217,6 +218,8 @@ def mutate_parent(
     if request.get("operation") not in ("CREATE", "UPDATE") or meta.get("deletionTimestamp"):
         return allow(uid)
     namespace = str(request.get("namespace") or meta.get("namespace") or "")
+    if settings.manages_unlabelled(namespace) and _owned_by_a_managed_kind(obj, settings):
+        return allow(uid)  # Kueue's: its managed ancestor (an AppWrapper) is the one queued
     queue = queue_name_of(obj)
     ops: list[dict[str, Any]] = []
     if queue is None and settings.manages_unlabelled(namespace):
@@ -229,3 +232,34 @@ def mutate_parent(
     if queue is None:
         return allow(uid)
     return allow(uid, [*ops, *parent.template_ops(obj, queue)] or None)
+
+
+def _controller(obj: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(group, kind) of the object's controlling owner."""
+    for owner in as_mapping(obj.get("metadata")).get("ownerReferences") or ():
+        if isinstance(owner, Mapping) and owner.get("controller") is True:
+            return str(owner.get("apiVersion") or "").rpartition("/")[0], str(owner.get("kind"))
+    return None
+
+
+def _owned_by_a_managed_kind(obj: Mapping[str, Any], settings: Settings) -> bool:
+    """Whether the object's owner is a kind Tower queues; with manageJobsWithoutQueueName
+    that owner is managed whatever its labels, so Kueue's webhooks leave the object alone."""
+    owner = _controller(obj)
+    return owner is not None and any(
+        (a.group, a.kind) == owner for a in registry.enabled(settings.integrations)
+    )
+
+
+def _made_by_a_deployment(pod: Mapping[str, Any], settings: Settings) -> bool:
+    """Whether an unlabelled pod has, for Kueue, a managed ancestor under
+    manageJobsWithoutQueueName: its ReplicaSet's Deployment, with the deployment integration
+    on. Kueue reads the ReplicaSet to know; the Deployment controller's pod-template-hash
+    label on the pod says the same without a read. (Kueue then gates it only if the
+    Deployment's webhook marked its template, which puts the queue-name label on it.)"""
+    if not any(
+        p.framework == "deployment" for p in registry.enabled_parents(settings.integrations)
+    ):
+        return False
+    labels = as_mapping(as_mapping(pod.get("metadata")).get("labels"))
+    return _controller(pod) == ("apps", "ReplicaSet") and "pod-template-hash" in labels
