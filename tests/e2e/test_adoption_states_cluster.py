@@ -691,7 +691,8 @@ def test_tower_adopts_kinds_tas_checks_and_backoff_on_the_plane(api_client, kueu
                    120, "web-1 made again and let through")  # fmt: skip
         assert web.metadata.uid != pods["web-1"][0]
         assert web.spec.node_selector == NODE_LABELS
-        assert web.metadata.labels["kueue.x-k8s.io/pod-group-name"] == kueue.names["web"]
+        # Told its group by Tower, in an annotation (WorkloadIdentifierAnnotations, on).
+        assert web.metadata.annotations["kueue.x-k8s.io/pod-group-name"] == kueue.names["web"]
         tas_new = wait(lambda: let_through("batch.kubernetes.io/job-completion-index=1,"
                                            "batch.kubernetes.io/job-name=tas-kueue"),
                        120, "the TAS pod replaced and let through")  # fmt: skip
