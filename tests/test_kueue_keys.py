@@ -331,6 +331,9 @@ FIELD_TESTS: dict[str, str] = {
     "leaderElection.resourceLock": CONFIG_FILE + "test_a_bad_field_is_one_line_naming_it",
     "metrics": METRICS_CONFIG + "test_the_metrics_fields_and_gates_are_acted_on_without_a_warning",
     "metrics.bindAddress": CONFIG_FILE + "test_metrics_bind_address_is_the_metrics_servers_address",
+    "metrics.customLabels.*": (
+        METRICS_CONFIG + "test_custom_labels_with_their_gate_label_the_metrics_and_are_not_warned"
+    ),
     "metrics.enableClusterQueueResources": (
         METRICS_CONFIG + "test_the_metrics_fields_and_gates_are_acted_on_without_a_warning"
     ),

@@ -172,18 +172,25 @@ def settle(args: argparse.Namespace) -> list[str]:
     )
     if args.feature_gates["DisableWaitForPodsReady"]:  # Kueue's waitforpodsready.Enabled
         args.wait_for_pods_ready = None
-    _settle_custom_labels(args)
+    warnings.extend(_settle_custom_labels(args))
     return warnings
 
 
-def _settle_custom_labels(args: argparse.Namespace) -> None:
-    """metrics.customLabels as the resolved CustomMetricLabels gate lets them act: their
-    Workload keys join the keys copied to each job's Workload (Kueue's
-    getLabelsAndAnnotationsToCopy). Set, they are warned (fields.py) gate or not."""
+def _settle_custom_labels(args: argparse.Namespace) -> list[str]:
+    """metrics.customLabels as the resolved CustomMetricLabels gate lets them act: the
+    metrics' custom_<name> labels, and their Workload keys join the keys copied to each job's
+    Workload (Kueue's getLabelsAndAnnotationsToCopy). Set with the gate off, they are said to
+    do nothing, one line, as Kueue's manager says at start."""
     custom = replace(args.custom_labels, enabled=args.feature_gates[CUSTOM_LABELS_GATE])
     args.custom_labels = custom
     args.label_keys_to_copy = custom.label_keys_to_copy(args.label_keys_to_copy)
     args.annotations_to_copy = custom.workload_annotation_keys()
+    if custom.entries and not custom.enabled:
+        return [
+            f"Configuration {args.config}: metrics.customLabels is set but feature gate "
+            f"{CUSTOM_LABELS_GATE} is off: the custom labels have no effect (as in Kueue)"
+        ]
+    return []
 
 
 def feature_gates(file: dict[str, bool], flag: str | None) -> dict[str, bool]:

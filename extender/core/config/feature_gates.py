@@ -300,7 +300,7 @@ GATES: tuple[FeatureGate, ...] = (
         False,
         A,
         IMPL,
-        "copies metrics.customLabels' Workload keys to Workloads; no labels on metrics yet",
+        "metrics.customLabels: custom_<name> labels on the queue metrics, Workload keys copied",
     ),
     _(
         "SparkApplicationIntegration",

@@ -92,9 +92,11 @@ ACTED: dict[str, str] = {
         "_weighted_share), off by default as in Kueue"
     ),
     "metrics.customLabels": (
-        "checked as Kueue checks them; with feature gate CustomMetricLabels, the label or "
-        "annotation of each sourceKind Workload entry is copied from a job to its Workload "
-        "(a pod group's members must agree, else it gets none), as in Kueue"
+        "checked as Kueue checks them; with feature gate CustomMetricLabels, Kueue's "
+        "ClusterQueue, LocalQueue and Cohort families carry a custom_<name> label read from "
+        "the queue's label or annotation (kueue_admitted_active_workloads also the Workload's), "
+        "and the label or annotation of each sourceKind Workload entry is copied from a job to "
+        "its Workload (a pod group's members must agree, else it gets none), as in Kueue"
     ),
     "metrics.localQueueMetrics": (
         "which LocalQueues have kueue_local_queue_* series: `enable` (on when the section is "
@@ -136,12 +138,6 @@ UNACTED: tuple[Unacted, ...] = (
     _cfg("multiKueue.externalFrameworks", "MultiKueue for jobs of external frameworks"),
     _cfg("queueVisibility", "queue visibility in ClusterQueue status, dropped in v1beta2"),
     _cfg("webhook", "Kueue's webhook server", "Tower's webhook is python -m webhook"),
-    _cfg(
-        "metrics.customLabels",
-        "custom labels on Kueue's metrics (feature gate CustomMetricLabels)",
-        "checked as Kueue checks them; with the gate on, a Workload entry's key is copied to "
-        "each job's Workload",
-    ),
     _cfg("health", "Kueue's health probe server", "Tower's is --health-address"),
     _cfg("pprofBindAddress", "pprof"),
     _cfg("controller", "controller concurrency and cache sync timeout"),

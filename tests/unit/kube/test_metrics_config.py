@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from extender.core.config.kueue_config import LabelSelector, MetricsConfig, SelectorRequirement
+from extender.kube.api.metrics import Metrics
 from extender.kube.config_file import ConfigFileError, load, settle
 from extender.kube.flags import add_arguments
 
@@ -71,17 +72,23 @@ def test_a_local_queue_metrics_section_without_enable_turns_them_off_as_in_kueue
     assert not args.metrics_config.exposes_local_queue({})
 
 
-def test_gates_are_acted_on_and_custom_labels_still_warned(tmp_path, monkeypatch):
-    monkeypatch.delenv("POD_NAMESPACE", raising=False)
-    _, warnings = settled(
-        tmp_path,
-        """\
+def test_custom_labels_with_their_gate_label_the_metrics_and_are_not_warned(tmp_path):
+    body = """\
         metrics:
           customLabels: [{name: team, sourceLabelKey: team}]
-        featureGates: {LocalQueueMetrics: true, TopologyAwareScheduling: true}
-        """,
+        featureGates: {CustomMetricLabels: %s, LocalQueueMetrics: true}
+        """
+    args, warnings = settled(tmp_path, body % "true")
+    assert warnings == []
+    names = Metrics(custom_labels=args.custom_labels).families.label_names
+    assert names["kueue_pending_workloads"][-2:] == ("replica_role", "custom_team")
+    # Gate off: Kueue's label sets, and one line saying the entries do nothing.
+    args, warnings = settled(tmp_path, body % "false")
+    assert Metrics(custom_labels=args.custom_labels).families.label_names == (
+        Metrics().families.label_names
     )
-    assert [w.split(": ", 1)[1].split(" (")[0] for w in warnings] == ["metrics.customLabels"]
+    [line] = warnings
+    assert "metrics.customLabels is set but feature gate CustomMetricLabels is off" in line
 
 
 def test_the_flag_turns_a_metrics_gate_the_file_left_on_off(tmp_path):
