@@ -1,4 +1,4 @@
-"""How a family is made and shown: Kueue's buckets, its replica_role label, its exposition."""
+"""How a family is made and shown: Kueue's buckets, replica_role and custom labels, exposition."""
 
 from __future__ import annotations
 
@@ -114,9 +114,9 @@ class Vec(Generic[M]):
 
 @dataclass(frozen=True, slots=True)
 class Custom:
-    """Which queue's custom labels a family carries: `kinds` (metrics.customLabels source
-    kinds), the object read found by the family's `key` labels ("/"-joined; empty: none is,
-    the labels are there with empty values)."""
+    """Which custom labels a family carries: those of the entries of `kinds` (their source
+    kinds). The queue read is the one its `key` labels name, "/"-joined; without a key, no
+    queue is read and the labels are there with empty values."""
 
     kinds: tuple[str, ...]
     key: tuple[str, ...] = ()
