@@ -98,6 +98,13 @@ def test_queue_and_workload_families_carry_custom_labels_and_follow_a_relabel(cl
         )
 
     eventually(scraped, what="the custom labels on the three families")
+    latencies = {
+        s.labels["custom_env"]
+        for family in metrics.registry.collect()
+        if family.name == "kueue_workload_creation_latency_seconds"
+        for s in family.samples
+    }
+    assert latencies == {"prod"}  # the new Workload's LocalQueue's
     admitted = value(
         metrics,
         "kueue_admitted_workloads_total",

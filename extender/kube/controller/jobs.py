@@ -432,7 +432,7 @@ class JobReconciler:
                 assert created is not None
                 if timed:
                     made = o.seconds_at((created.get("metadata") or {}).get("creationTimestamp"))
-                    ctx.metrics.workload_created(job.kind, made - model.creation_time)
+                    ctx.metrics.workload_created(job.kind, made - model.creation_time, created)
                 self._created(resource, job, wl_key, created)
                 return
             if isinstance(err, ApiError) and err.already_exists:

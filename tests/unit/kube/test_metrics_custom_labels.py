@@ -169,6 +169,19 @@ def test_local_queue_and_cohort_values_and_untracked_ones():
     assert admitted["custom_org"] == UNTRACKED
 
 
+def test_creation_latency_carries_the_workloads_local_queue_values():
+    metrics, store = metrics_with()
+    store.put(r.LOCAL_QUEUES, "default/user-queue", {"environment": "prod"})
+    made = {"metadata": {"namespace": "default"}, "spec": {"queueName": "user-queue"}}
+    metrics.workload_created("Job", 0.5, made)
+    metrics.workload_created("JobSet", 0.5)  # no Workload named: empty values
+    got = {
+        (s["job_kind"], s["custom_env"])
+        for s in samples(metrics, "kueue_workload_creation_latency_seconds")
+    }
+    assert got == {("Job", "prod"), ("JobSet", "")}
+
+
 def test_admitted_active_workloads_counts_by_the_workloads_values():
     metrics, store = metrics_with()
     store.put(r.CLUSTER_QUEUES, "cq", {"team": "infra"})

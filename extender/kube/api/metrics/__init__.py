@@ -212,10 +212,19 @@ class Metrics(TowerMetrics):
             lq.ready_wait.labels(s.queue, s.namespace, pc).observe(max(0.0, queued_for))
             lq.admitted_until_ready.labels(s.queue, s.namespace, pc).observe(max(0.0, admitted_for))
 
-    def workload_created(self, job_kind: str, seconds: float) -> None:
-        """A Workload made for a job of `job_kind`, `seconds` after the job was created."""
-        if self.health.creation_latency is not None:
-            self.health.creation_latency.labels(job_kind).observe(max(0.0, seconds))
+    def workload_created(
+        self, job_kind: str, seconds: float, workload: Mapping[str, Any] | None = None
+    ) -> None:
+        """A Workload made for a job of `job_kind`, `seconds` after the job was created
+        (`workload`: the one made, whose LocalQueue's custom labels the series carries)."""
+        latency = self.health.creation_latency
+        if latency is None:
+            return
+        queue = None
+        if workload is not None:
+            namespace = (workload.get("metadata") or {}).get("namespace") or ""
+            queue = f"{namespace}/{(workload.get('spec') or {}).get('queueName') or ''}"
+        latency.labels(job_kind, queue=queue).observe(max(0.0, seconds))
 
     def gate_removed(self, gate: str, cq: str, is_group: bool, seconds: float) -> None:
         """A pod's scheduling gate removed, `seconds` after its Workload was admitted."""

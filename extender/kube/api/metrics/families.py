@@ -29,7 +29,8 @@ def exponential_buckets(start: float, factor: float, count: int) -> tuple[float,
 
 
 M = TypeVar("M", Counter, Gauge, Histogram)
-Reader = Callable[[tuple[str, ...]], tuple[str, ...]]  # a series' labels -> its custom values
+# A series' labels (and the queue's ref when they do not name it) -> its custom values.
+Reader = Callable[[tuple[str, ...], str | None], tuple[str, ...]]
 
 
 class Vec(Generic[M]):
@@ -62,18 +63,19 @@ class Vec(Generic[M]):
         self.custom_names = tuple(custom_names)
         self.workload_width = workload_width  # the trailing ones a Workload gives
 
-    def labels(self, *values: str, workload: tuple[str, ...] = ()) -> M:
+    def labels(self, *values: str, workload: tuple[str, ...] = (), queue: str | None = None) -> M:
         """The series of these label values (`workload`: a Workload's custom values, for
-        the one family that carries them)."""
+        the one family that carries them; `queue`: the queue whose custom values a family
+        without its name among its labels carries)."""
         if self.custom is None and not self.workload_width:
             child: M = self.metric.labels(*values, self.role)
             return child
-        return self.metric.labels(*values, self.role, *self._custom(values, workload))
+        return self.metric.labels(*values, self.role, *self._custom(values, workload, queue))
 
     def remove(self, *values: str) -> None:
         """One series gone (nothing happens when it was never there)."""
         try:
-            self.metric.remove(*values, self.role, *self._custom(values, ()))
+            self.metric.remove(*values, self.role, *self._custom(values, (), None))
         except KeyError:
             return
 
@@ -96,8 +98,10 @@ class Vec(Generic[M]):
     def clear(self) -> None:
         self.metric.clear()
 
-    def _custom(self, values: tuple[str, ...], workload: tuple[str, ...]) -> tuple[str, ...]:
-        own: tuple[str, ...] = self.custom(values) if self.custom is not None else ()
+    def _custom(
+        self, values: tuple[str, ...], workload: tuple[str, ...], queue: str | None
+    ) -> tuple[str, ...]:
+        own: tuple[str, ...] = self.custom(values, queue) if self.custom is not None else ()
         if self.workload_width:
             return (*own, *(workload or ("",) * self.workload_width))
         return own
@@ -115,8 +119,8 @@ class Vec(Generic[M]):
 @dataclass(frozen=True, slots=True)
 class Custom:
     """Which custom labels a family carries: those of the entries of `kinds` (their source
-    kinds). The queue read is the one its `key` labels name, "/"-joined; without a key, no
-    queue is read and the labels are there with empty values."""
+    kinds). The queue read is the one its `key` labels name, "/"-joined; without a key, the
+    one its writer names (none: the labels are there with empty values)."""
 
     kinds: tuple[str, ...]
     key: tuple[str, ...] = ()
@@ -194,7 +198,7 @@ class Families:
             read = (
                 _reader(values, queue, [tuple(names).index(k) for k in custom.key])
                 if custom.key
-                else _blank(len(values.names(queue)))
+                else _named(values, queue)
             )
         return Vec(metric, names, self.role, read, extra, workload_width)
 
@@ -202,18 +206,19 @@ class Families:
 def _reader(values: CustomValues, kind: str, at: Sequence[int]) -> Reader:
     """The custom values of the `kind` object whose ref the labels at `at` make."""
 
-    def read(labels: tuple[str, ...]) -> tuple[str, ...]:
+    def read(labels: tuple[str, ...], _queue: str | None) -> tuple[str, ...]:
         return values.of(kind, "/".join(labels[i] for i in at))
 
     return read
 
 
-def _blank(width: int) -> Reader:
-    """Custom labels no object fills (Kueue's family carries them; see docs/metrics.md)."""
-    blank = ("",) * width
+def _named(values: CustomValues, kind: str) -> Reader:
+    """The custom values of the `kind` object the caller names; empty ones when it names
+    none (a family Kueue gives these labels without saying whose; docs/metrics.md)."""
+    blank = ("",) * len(values.names(kind))
 
-    def read(_labels: tuple[str, ...]) -> tuple[str, ...]:
-        return blank
+    def read(_labels: tuple[str, ...], queue: str | None) -> tuple[str, ...]:
+        return values.of(kind, queue) if queue is not None else blank
 
     return read
 
