@@ -7,8 +7,13 @@ passing (a failure, an error, a skip for want of a cluster, or no port yet). The
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import time
 from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from kubernetes import client
@@ -83,9 +88,40 @@ def tally() -> tuple[Counter[str], int]:
     return counts, len(all_cases())
 
 
+def results_log() -> Path | None:
+    """Where each run appends its cases' outcomes (scripts/kueue_e2e_tally.py merges them):
+    TOWER_E2E_KUEUE_RESULTS, else kueue-results.jsonl in the planes' TOWER_E2E_WORK."""
+    named = os.environ.get("TOWER_E2E_KUEUE_RESULTS")
+    work = os.environ.get("TOWER_E2E_WORK")
+    if named:
+        return Path(named)
+    return Path(work) / "kueue-results.jsonl" if work else None
+
+
+def record_outcomes(path: Path) -> None:
+    """One line per case this run reached: which plane (its kube-system uid, new with every
+    fresh etcd), which commit, when, and the outcome."""
+    plane = kubectl("get", "namespace", "kube-system", "-o", "jsonpath={.metadata.uid}",
+                    check=False).strip()  # fmt: skip
+    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
+                          capture_output=True, text=True, check=False).stdout.strip()  # fmt: skip
+    dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--", "extender",
+                            "webhook", "tests/e2e"], capture_output=True, text=True,
+                           check=False).stdout.strip()  # fmt: skip
+    at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    with path.open("a") as out:
+        for key, outcome in sorted(_OUTCOME.items()):
+            line = {"case": key, "outcome": outcome, "plane": plane, "at": at,
+                    "commit": head + ("+dirty" if dirty else "")}  # fmt: skip
+            out.write(json.dumps(line) + "\n")
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     if not _CASE_OF:
         return
+    log = results_log()
+    if log is not None and _OUTCOME and os.environ.get("TOWER_E2E_KUBECONFIG"):
+        record_outcomes(log)
     counts, total = tally()
     expressible = total - counts["not expressible"]
     share = 100.0 * counts["passed"] / expressible if expressible else 0.0
