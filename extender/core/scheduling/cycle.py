@@ -416,7 +416,9 @@ class ClusterState(ClusterQuestions):
         if made is not None:
             cq = self.cache.cluster_queues.get(made[0])
             if cq is not None:
-                self.scheduler.prepare(variant_view(cq, workload), made[1], workload)
+                if workload.allowed_flavors:  # a concurrent-admission variant
+                    cq = variant_view(cq, workload)
+                self.scheduler.prepare(cq, made[1], workload)
         topology = self.scheduler.topology
         if topology is not None:
             cq_name = self.queues.queued_in(workload.key)

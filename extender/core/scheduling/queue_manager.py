@@ -256,7 +256,9 @@ class QueueManager:
             offered = queue.offer()
             if offered is not None:
                 workload, memo = offered
-                heads.append((variant_view(cq, workload), node, queue, workload, memo))
+                if workload.allowed_flavors:  # a concurrent-admission variant
+                    cq = variant_view(cq, workload)
+                heads.append((cq, node, queue, workload, memo))
         return heads
 
     def record(self, pending: Iterable[tuple[Workload, PendingStatus]]) -> None:
