@@ -708,6 +708,31 @@ class ApiDouble:
                 {"name": namespace, "kind": "namespaces"},
             )
 
+    def _check_not_terminating(self, kind: Kind, namespace: str, name: str) -> None:
+        """kube-apiserver's NamespaceLifecycle admission: no new content in a namespace being
+        deleted (tests/data/namespace-terminating/). The double keeps a deleted namespace only
+        while a finalizer holds it (it has no namespace controller emptying it)."""
+        ns_obj = self.store.get(self.kind("namespaces"), "", namespace)
+        if ns_obj is None or not ns_obj["metadata"].get("deletionTimestamp"):
+            return
+        details: Obj = {"name": name, "kind": kind.plural}
+        if kind.group:
+            details = {"name": name, "group": kind.group, "kind": kind.plural}
+        details["causes"] = [
+            {
+                "reason": "NamespaceTerminating",
+                "message": f"namespace {namespace} is being terminated",
+                "field": "metadata.namespace",
+            }
+        ]
+        raise ApiError(
+            403,
+            "Forbidden",
+            f'{_qualified(kind)} "{name}" is forbidden: unable to create new content in '
+            f"namespace {namespace} because it is being terminated",
+            details,
+        )
+
     def _to_storage(self, kind: Kind, version: str, obj: Obj) -> Obj:
         if version == kind.storage:
             return obj
@@ -840,6 +865,7 @@ class ApiDouble:
             )
             if kind.namespaced:
                 self._check_namespace(kind, namespace or "")
+                self._check_not_terminating(kind, namespace or "", meta.get("name") or "")
             default_job(kind, obj)
         warnings: list[str] = []
         if kind.group != "admissionregistration.k8s.io":  # webhook rules decide the rest

@@ -129,6 +129,16 @@ class ApiError(KubeError):
         return self.status == 410
 
     @property
+    def namespace_terminating(self) -> bool:
+        """A create refused because its namespace is being deleted (NamespaceLifecycle): no
+        retry can succeed, and the namespace's deletion takes the object's owner with it."""
+        details = self.body.get("details") if isinstance(self.body, dict) else None
+        causes = details.get("causes") if isinstance(details, dict) else None
+        return self.status == 403 and any(
+            isinstance(c, dict) and c.get("reason") == "NamespaceTerminating" for c in causes or ()
+        )
+
+    @property
     def retriable(self) -> bool:  # type: ignore[override]
         # 429 (priority and fairness) and 503 (shutting down, etcd unavailable) say "later";
         # 500, 502 and 504 may be a write that timed out inside the server.

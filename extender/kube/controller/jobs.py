@@ -440,6 +440,12 @@ class JobReconciler:
                 ctx.queues.workloads.add(wl_key)
                 return
             self._creating.pop(wl_key, None)
+            if isinstance(err, ApiError) and err.namespace_terminating:
+                # Retrying cannot succeed, and every update of the dying job would start the
+                # backoff over: said once, then left to the namespace's deletion.
+                if ctx.told.first(f"terminating:{job.uid}", "terminating"):
+                    log.info("%s %s gets no Workload: %s", job.kind, job.key, err.message)
+                return
             ctx.retry_after_failure(
                 ctx.queues.creations,
                 (resource.plural, job.key),
