@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from certs import kube as certs_kube
+from extender.core.api.models import CLUSTER_QUEUE_ANNOTATION
 from extender.core.jobframework import registry
 from extender.kube.api import resources as r
 from extender.kube.api.client import ApiError
@@ -139,3 +140,49 @@ def test_the_integration_without_its_feature_gate_is_refused_at_start(cluster, t
     said = proc.stdout.read().decode()
     assert f"integration {SPARK} is an alpha feature" in said, said
     assert "SparkApplicationIntegration" in said
+
+
+def test_a_deactivated_application_is_suspended_and_its_roles_put_back(
+    spark_cluster, start_controller
+):
+    cluster = spark_cluster
+    start_controller(integrations=FRAMEWORKS)
+    [example] = load(EXAMPLES / "jobs" / "sample-sparkapplication.yaml")
+    example["spec"]["driver"]["labels"] = {"team": "pi"}
+    example["spec"]["nodeSelector"] = {"zone": "a"}  # moved onto both roles at start
+    name = example["metadata"]["name"]
+    created = cluster.admin.create(APPS, example, "default")
+    running = eventually(lambda: started(cluster, name), what="the application started")
+    assert "nodeSelector" not in running["spec"]
+    assert running["spec"]["driver"]["nodeSelector"] == {"zone": "a", "instance-type": "spot"}
+    assert running["spec"]["driver"]["labels"]["team"] == "pi"
+    application_state(cluster, name, "RUNNING", {"e1": "RUNNING", "e2": "RUNNING"})
+
+    workload = cluster.workload_of(created)
+    cluster.admin.patch(
+        r.WORKLOADS, workload["metadata"]["name"], {"spec": {"active": False}}, "default"
+    )
+
+    def stopped() -> dict[str, Any] | None:
+        """Suspended, then (a second patch) its roles put back."""
+        app = cluster.get("sparkapplications", name, "default")
+        if app is None or app["spec"].get("suspend") is not True:
+            return None
+        restored = CLUSTER_QUEUE_ANNOTATION not in (app["metadata"].get("annotations") or {})
+        return app if restored else None
+
+    app = eventually(stopped, what="the application suspended and restored")
+    # As Kueue's RestorePodSetsInfo: each role's placement from the Workload's podSet (the
+    # role's own nodeSelector, none here; the global one stays moved), its labels kept.
+    for role in ("driver", "executor"):
+        assert "nodeSelector" not in app["spec"][role], app["spec"][role]
+        assert "kueue.x-k8s.io/podset" not in (app["spec"][role].get("labels") or {})
+    assert app["spec"]["driver"]["labels"] == {"team": "pi"}
+    assert app["spec"]["executor"]["instances"] == 2
+
+    # Once the operator no longer runs it, the quota is given back.
+    application_state(cluster, name, "SUSPENDED", {})
+    eventually(
+        lambda: condition(cluster.workload_of(created), "QuotaReserved").get("status") == "False",
+        what="the quota given back",
+    )
