@@ -599,6 +599,10 @@ GATE_TESTS: dict[str, str] = {
         "test_the_configuration_file_adds_the_entries_keys_only_with_the_gate"
     ),
     "PartialAdmission": JOB_PARALLELISM,
+    "SparkApplicationIntegration": (
+        "tests/controller/test_spark.py::"
+        "test_the_integration_without_its_feature_gate_is_refused_at_start"
+    ),
     "ElasticJobsViaWorkloadSlices": (
         "tests/controller/test_elastic.py::test_with_the_gate_off_a_resized_elastic_job_is_queued_again"
     ),
