@@ -54,6 +54,7 @@ pytestmark = pytest.mark.e2e
 GO = "sequential/extended/managejobswithoutqueuename_test.go"
 WHEN = "ManageJobsWithoutQueueName manageJobsWithoutQueueName=true "
 __all__ = ["lws_crd"]  # a fixture, used by name
+TOWER_NS = "tower-system"  # where Tower runs, as Kueue in kueue-system
 
 
 @pytest.fixture(scope="module")
@@ -128,7 +129,10 @@ def jobset(
 
 
 def suspend_is(cluster: Cluster, gvp: tuple[str, str, str], ns: str, name: str, want: bool) -> bool:
-    got = get(cluster, gvp, ns, name)["spec"].get("suspend")
+    try:  # g.Expect(k8sClient.Get(...)).To(Succeed()): retried until it is there
+        got = get(cluster, gvp, ns, name)["spec"].get("suspend")
+    except client.ApiException as err:
+        raise AssertionError(f"{gvp[2]}/{name}: {err.status} {err.reason}") from None
     assert bool(got) is want, f"{gvp[2]}/{name}: suspend {got}"
     return True
 
@@ -159,7 +163,10 @@ def phase_succeeded(cluster: Cluster, ns: str, name: str) -> bool:
 
 
 def jobset_completed(cluster: Cluster, ns: str, name: str) -> bool:
-    state = (get(cluster, JOBSET, ns, name).get("status") or {}).get("terminalState")
+    try:
+        state = (get(cluster, JOBSET, ns, name).get("status") or {}).get("terminalState")
+    except client.ApiException as err:
+        raise AssertionError(f"jobsets/{name}: {err.status} {err.reason}") from None
     assert state == "Completed", f"terminalState {state}"
     return True
 
@@ -357,8 +364,10 @@ def excluded(crds: None, tower: Tower, cluster: Cluster, ns: str) -> Iterator[st
     """The second Describe's BeforeEach: queues, then the restart with the test namespace
     left out of managedJobsNamespaceSelector."""
     make_queues(cluster, ns)
+    # Kueue's kueue-system is the namespace its manager runs in: Tower's is tower-system, and
+    # both refuse a selector that reaches it with the pod integration on.
     selector = {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "NotIn",
-                                      "values": [ns, "kueue-system", "kube-system"]}]}  # fmt: skip
+                                      "values": [ns, TOWER_NS, "kube-system"]}]}  # fmt: skip
     configuration = configuration_with(
         manageJobsWithoutQueueName=True, managedJobsNamespaceSelector=selector
     )
