@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
+import time
 from typing import Any
 
 import pytest
@@ -132,9 +133,29 @@ def test_an_autoscaling_ray_job_takes_its_clusters_counts_in_named_slices(
     sizes = {e["name"]: e["count"] for e in json.loads(annotations[SIZES])}
     assert sizes == {**counts(first), pod_set: was + 2}
 
+    # Every pod the slice grants is there, so nothing looks at the job on a clock: the
+    # scale-down below reaches it because a change of its cluster enqueues it (the cluster's
+    # view names the job as its parent).
+    kind = job["kind"]
+    for i in range(sum(counts(now).values())):
+        pod = {"apiVersion": "v1", "kind": "Pod",
+               "metadata": {"name": f"{name}-pod-{i}", "labels": {
+                   "ray.io/originated-from-crd": kind, "ray.io/originated-from-cr-name": name}},
+               "spec": {"containers": [{"name": "ray", "image": "rayproject/ray:2.9.0"}]}}  # fmt: skip
+        cluster.admin.create(r.PODS, pod, "default")
+    path = f"/apis/ray.io/v1/namespaces/default/{plural}/{name}"
+
+    def reads() -> int:
+        return sum(1 for m, p, _ in list(cluster.api.requests) if m == "GET" and p == path)
+
+    time.sleep(2.5)  # a look already on its way when the pods came
+    before = reads()
+    time.sleep(4.5)  # more than two of the 2 s looks of a job that polls its cluster
+    assert reads() == before, "the job was read again with nothing changed"
+
     groups[0]["replicas"] = was  # idle workers go: the same slice, in place
     cluster.admin.patch(
         rayclusters, made["metadata"]["name"], {"spec": {"workerGroupSpecs": groups}}, "default"
     )
     eventually(lambda: counts(cluster.get("workloads", now["metadata"]["name"], "default"))[
-        pod_set] == was, timeout=30, what="scaled down in place")  # fmt: skip
+        pod_set] == was, timeout=5, what="scaled down in place")  # fmt: skip

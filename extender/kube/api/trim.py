@@ -255,6 +255,9 @@ class JobView:
     # Its finished pods whose quota its Workload gives back (core/jobframework/reclaimable.py);
     # None for a kind that has none.
     reclaimable: tuple[tuple[str, int], ...] | None = None
+    # (kind, name) of the managed parent that controls a child (a RayJob's RayCluster): a
+    # change of the child is a change of what its parent follows.
+    parent: tuple[str, str] | None = None
 
     @property
     def holds(self) -> bool:
@@ -330,6 +333,7 @@ def job_view(obj: Obj, *, keep_source: bool, adapter: JobAdapter | None = None) 
     group = adapter.group_of(obj)
     if finished is not None:
         finished = (finished[0], sys.intern(finished[1]))  # the same few messages, 100,000 times
+    is_child = group is not None or adapter.is_child(obj)
     source = None
     if finished is not None:
         templates = _NO_TEMPLATES  # a finished job is never started or stopped again
@@ -346,7 +350,7 @@ def job_view(obj: Obj, *, keep_source: bool, adapter: JobAdapter | None = None) 
         queue_name=_label(labels, QUEUE_NAME_LABEL),
         priority_class=_label(labels, PRIORITY_CLASS_LABEL),
         cluster_queue=str(cluster_queue) if cluster_queue else None,
-        is_child=group is not None or adapter.is_child(obj),
+        is_child=is_child,
         suspended=adapter.is_suspended(obj),
         active=adapter.is_active(obj),
         started=adapter.is_started(obj),
@@ -368,7 +372,15 @@ def job_view(obj: Obj, *, keep_source: bool, adapter: JobAdapter | None = None) 
         deleting=bool(meta.get("deletionTimestamp")),
         shape_key=None if finished is not None or group is not None else _shape_key(adapter, obj),
         reclaimable=None if finished is not None else reclaimable.of_job(adapter.framework, obj),
+        parent=_controller(meta) if is_child and group is None else None,
     )
+
+
+def _controller(meta: Mapping[str, Any]) -> tuple[str, str] | None:
+    for owner in meta.get("ownerReferences") or ():
+        if isinstance(owner, Mapping) and owner.get("controller") is True:
+            return sys.intern(str(owner.get("kind") or "")), str(owner.get("name") or "")
+    return None
 
 
 def _shape_key(adapter: JobAdapter, obj: Obj) -> int | None:

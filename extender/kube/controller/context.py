@@ -314,6 +314,10 @@ class Context:
         # owner_of runs on every Workload event: the kinds are looked up, not rebuilt.
         self._by_kind: dict[str, Resource] = {r.kind: r for r in self.job_resources}
 
+    def job_resource_of_kind(self, kind: str) -> Resource | None:
+        """The enabled kind of job with this kind name, if any."""
+        return self._by_kind.get(kind)
+
     def job_of(self, workload: Obj) -> JobView | None:
         """The job of a Workload as the store has it (None if none, or another with its name)."""
         owner = self.owner_of(workload)

@@ -16,7 +16,8 @@ which does what Kueue's EnsureWorkloadSlices does, level-based from the store:
 An elastic RayJob or RayService carries Kueue's annotations of the RayCluster KubeRay made for
 it (its podSets' counts, the cluster's generation), and that generation names its slices; one
 that autoscales (core/jobframework/ray.py) is scaled through that cluster, its counts read
-from it. Nothing tells the job when its cluster scales, so it is looked at every POD_WAIT.
+from it. A change of that cluster enqueues the job (its view names its parent); where
+RayClusters are not watched, the job is looked at every POD_WAIT instead.
 """
 
 from __future__ import annotations
@@ -322,9 +323,14 @@ class ElasticJobs:
             self._let_through(by_name[name])
         if len(running) < sum(granted.values()):
             return POD_WAIT  # its controller has not made them all yet
-        if job.adapter.framework in ray.CLUSTER_FOLLOWERS:
+        if job.adapter.framework in ray.CLUSTER_FOLLOWERS and not self._clusters_watched():
             return POD_WAIT  # its cluster may scale with no word to the job
         return None
+
+    def _clusters_watched(self) -> bool:
+        """RayClusters are watched (their integration is on): a change of a job's cluster
+        enqueues the job (loop/watches.py), so nothing needs looking at on a clock."""
+        return self.ctx.job_resource_of_kind(RAY_CLUSTERS.kind) is not None
 
     def _let_through(self, pod: Obj) -> None:
         """One conditional patch: the elastic gate off, the pod's other gates kept."""

@@ -74,6 +74,10 @@ class Watches:
                     queues.jobs.add((plural, key))
                 if isinstance(view, JobView):
                     queues.workloads.add(workload_key(view))
+                    if view.parent is not None:  # a RayJob follows its RayCluster's scaling
+                        parent = self.ctx.job_resource_of_kind(view.parent[0])
+                        if parent is not None:
+                            queues.jobs.add((parent.plural, f"{view.namespace}/{view.parent[1]}"))
 
             self._handlers.append((resource, on_job))
         self._handlers += self.groups.handlers()
