@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
+from certs.kube import CONVERTED_CRDS
 from tests.e2e.conftest import kubectl
 from tests.e2e.kubelet import real_nodes
 from tests.e2e.kueue.cases import all_cases, not_expressible_cases
@@ -154,6 +155,14 @@ def tower(tmp_path_factory: pytest.TempPathFactory, kueue_nodes: None) -> Iterat
     """Tower as Kueue's e2e suite runs Kueue: CRDs and RBAC applied, its webhook and controller
     up with the suite's Configuration (tests/e2e/kueue/util.py CONFIGURATION). For this package
     only: the rest of tests/e2e starts its own webhook on the same port."""
+    # A run cut short leaves the CRDs' conversion at its own webhook's URL, which a
+    # server-side apply of deploy/crds (the Service form) conflicts with: put back first.
+    service = {
+        "service": {"name": "tower-webhook", "namespace": "tower-system", "path": "/convert"}
+    }
+    patch = [{"op": "replace", "path": "/spec/conversion/webhook/clientConfig", "value": service}]
+    for crd in CONVERTED_CRDS:
+        kubectl("patch", "crd", crd, "--type=json", "-p", json.dumps(patch), check=False)
     kubectl("apply", "--server-side", "-f", str(ROOT / "deploy" / "crds"))
     kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
     tower = Tower(tmp_path_factory.mktemp("kueue-e2e"))
