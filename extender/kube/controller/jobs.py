@@ -221,6 +221,8 @@ class JobReconciler:
             return None
         if not job.suspended and not job.adapter.can_suspend:
             return self._ungated(job, wl_key, workload)
+        if job.deleting:
+            return None  # as Kueue's reconciler: a job being deleted is only finalized
         if not job.suspended and not holds_quota(workload):
             # The backstop: the webhook was down or bypassed when this Job was created.
             log.info("%s %s runs without an admission: suspending it", job.kind, job.key)
