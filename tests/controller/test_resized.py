@@ -349,6 +349,9 @@ STOPPED = "stopped in the update and queued again at the new size"
 OUTCOMES: dict[str, tuple[str, str]] = {
     **{kind: (f"{GROW}[{kind}]", STOPPED) for kind in KINDS},
     "TrainJob": (f"{HERE}::test_a_queued_trainjobs_size_change_is_refused", "refused"),
+    "SparkApplication": ("tests/controller/test_spark.py::test_a_running_application_grown_"
+                         "past_its_admission_is_put_back_to_its_admitted_size",
+                         "suspended in the update, its executors put back to the admitted count"),
     "Pod": (f"{GROUPS}::test_a_group_of_two_shapes_is_two_pod_sets_and_a_third_member_is_excess",
             "a pod group's excess member deleted"),
     "Deployment": (f"{HERE}::test_a_deployment_scaled_up_queues_each_new_pod",

@@ -186,3 +186,32 @@ def test_a_deactivated_application_is_suspended_and_its_roles_put_back(
         lambda: condition(cluster.workload_of(created), "QuotaReserved").get("status") == "False",
         what="the quota given back",
     )
+
+
+def test_a_running_application_grown_past_its_admission_is_put_back_to_its_admitted_size(
+    spark_cluster, start_controller
+):
+    """More executors on a running application: the webhook suspends it in the very update
+    (its operator never runs the new size); stopping it restores each role from the Workload,
+    the executors' count included (Kueue's RestorePodSetsInfo sets spec.executor.instances),
+    so it matches its admission again and runs on at the admitted size."""
+    cluster = spark_cluster
+    start_controller(integrations=FRAMEWORKS)
+    [example] = load(EXAMPLES / "jobs" / "sample-sparkapplication.yaml")
+    name = example["metadata"]["name"]
+    created = cluster.admin.create(APPS, example, "default")
+    eventually(lambda: started(cluster, name), what="the application started")
+    application_state(cluster, name, "RUNNING", {"e1": "RUNNING", "e2": "RUNNING"})
+    first = cluster.workload_of(created)
+
+    patched = cluster.admin.patch(APPS, name, {"spec": {"executor": {"instances": 20}}}, "default")
+    assert patched["spec"]["suspend"] is True, patched["spec"]
+
+    def back() -> dict[str, Any] | None:
+        app = started(cluster, name)
+        return app if app is not None and app["spec"]["executor"]["instances"] == 2 else None
+
+    eventually(back, what="the application running again at its admitted 2 executors")
+    now = cluster.workload_of(created)
+    assert now["metadata"]["uid"] == first["metadata"]["uid"]
+    assert {p["name"]: p["count"] for p in now["spec"]["podSets"]} == {"driver": 1, "executor": 2}
