@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable
 from typing import Any
 
-from extender.core.jobframework.copied_labels import copied
+from extender.core.jobframework import copied_labels
 
 
 def from_members(
@@ -20,15 +20,4 @@ def from_members(
 ) -> tuple[dict[str, str], str | None]:
     """The annotations a pod group's Workload gets from its members, given as (name,
     annotations), or why it gets none: the first key two members give different values."""
-    out: dict[str, str] = {}
-    first: dict[str, str] = {}  # which member gave each key its value
-    for name, notes in members:
-        for key, value in copied(notes, keys).items():
-            if key in out and out[key] != value:
-                return {}, (
-                    f"pods {first[key]} and {name} have different values of annotation {key}: "
-                    f"{out[key]}!={value} (metrics.customLabels)"
-                )
-            out.setdefault(key, value)
-            first.setdefault(key, name)
-    return out, None
+    return copied_labels.from_members(members, keys, "annotation", "metrics.customLabels")

@@ -21,18 +21,21 @@ def copied(labels: Any, keys: Collection[str]) -> dict[str, str]:
 
 
 def from_members(
-    members: Iterable[tuple[str, Any]], keys: Collection[str]
+    members: Iterable[tuple[str, Any]],
+    keys: Collection[str],
+    what: str = "label",
+    setting: str = "integrations.labelKeysToCopy",
 ) -> tuple[dict[str, str], str | None]:
-    """The labels a pod group's Workload gets from its members, given as (name, labels), or
-    why it gets none: the first key two members give different values."""
+    """The labels (or annotations: `what`) a pod group's Workload gets from its members, given
+    as (name, labels), or why it gets none: the first key two members give different values."""
     out: dict[str, str] = {}
     first: dict[str, str] = {}  # which member gave each key its value
     for name, labels in members:
         for key, value in copied(labels, keys).items():
             if key in out and out[key] != value:
                 return {}, (
-                    f"pods {first[key]} and {name} have different values of label {key}: "
-                    f"{out[key]}!={value} (integrations.labelKeysToCopy)"
+                    f"pods {first[key]} and {name} have different values of {what} {key}: "
+                    f"{out[key]}!={value} ({setting})"
                 )
             out.setdefault(key, value)
             first.setdefault(key, name)
