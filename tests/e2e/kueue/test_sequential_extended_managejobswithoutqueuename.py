@@ -364,10 +364,12 @@ def excluded(crds: None, tower: Tower, cluster: Cluster, ns: str) -> Iterator[st
     """The second Describe's BeforeEach: queues, then the restart with the test namespace
     left out of managedJobsNamespaceSelector."""
     make_queues(cluster, ns)
-    # Kueue's kueue-system is the namespace its manager runs in: Tower's is tower-system, and
-    # both refuse a selector that reaches it with the pod integration on.
+    # kueue-system is the namespace Kueue's manager runs in, and Tower's outside a pod, as
+    # Kueue's; Tower's certs tool takes tower-system, its Service's. A Configuration whose
+    # selector reaches either is refused with the pod integration on.
     selector = {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "NotIn",
-                                      "values": [ns, TOWER_NS, "kube-system"]}]}  # fmt: skip
+                                      "values": [ns, "kueue-system", TOWER_NS,
+                                                 "kube-system"]}]}  # fmt: skip
     configuration = configuration_with(
         manageJobsWithoutQueueName=True, managedJobsNamespaceSelector=selector
     )
