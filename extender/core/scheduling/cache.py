@@ -392,6 +392,21 @@ class Cache:
             del priorities[admitted.workload.priority]
         return admitted
 
+    def reprioritize(self, key: str, priority: int) -> QuotaNode | None:
+        """An admitted workload's priority changed (its job's priority-class label); its
+        ClusterQueue's node if it did, else None."""
+        admitted = self.admitted.get(key)
+        if admitted is None or admitted.workload.priority == priority:
+            return None
+        priorities = self._priorities_by_cq[admitted.admission.cluster_queue]
+        old = admitted.workload.priority
+        priorities[old] -= 1
+        if not priorities[old]:
+            del priorities[old]
+        priorities[priority] = priorities.get(priority, 0) + 1
+        admitted.workload = replace(admitted.workload, priority=priority)
+        return admitted.node
+
     def rehold(self, key: str, usage: Mapping[FlavorResource, int]) -> QuotaNode | None:
         """An admitted workload holds `usage` from now on (its reclaimable pods gave some
         back); its ClusterQueue's node if that changed anything, else None."""

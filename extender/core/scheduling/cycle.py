@@ -466,6 +466,15 @@ class ClusterState(ClusterQuestions):
         self.queues.requeue_cohort(node)
         return True
 
+    def reprioritize(self, key: str, priority: int) -> bool:
+        """An admitted workload's priority changed: what its cohort set aside may preempt it
+        now (Kueue requeues the inadmissible workloads). Whether anything changed."""
+        node = self.cache.reprioritize(key, priority)
+        if node is None:
+            return False
+        self.queues.requeue_cohort(node)
+        return True
+
     def still_needed(self, eviction: Evict) -> bool:
         """Whether an eviction a cycle decided still holds now that time has passed: its
         workload still holds quota, and the preemptor it made room for is still pending,

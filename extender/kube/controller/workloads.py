@@ -180,6 +180,9 @@ class WorkloadReconciler:
                 # The API is the record: an admission seen there holds its quota here.
                 state.assume(model, admission, ctx.clock(), self._held(obj, admission))
                 ctx.touch(model.namespace, model.queue_name, admission.cluster_queue)
+            elif state.reprioritize(key, model.priority):
+                # A lower priority may be preempted by what its cohort set aside (Kueue's).
+                ctx.touch(model.namespace, model.queue_name, admission.cluster_queue)
             elif (self.reclaimable(obj) or slices.annotated(obj)) and state.reclaim(
                 key, self._held(obj, admission)
             ):

@@ -517,3 +517,18 @@ def test_a_workload_backing_off_waits_counted_until_queued_again():
     state.add_workload(evicted)  # requeueAt passed
     assert not state.is_backing_off(evicted.key)
     assert names(run_until_quiet(state)) == ["evicted"]
+
+
+def test_an_admitted_workload_given_a_lower_priority_is_preempted_by_what_waits():
+    """Kueue's e2e 'Should allow to mutate kueue.x-k8s.io/priority-class': the waiting
+    workload of the same priority preempts the admitted one once that one's priority drops."""
+    state = state_with(
+        CQ("cq").group(("default", {"cpu": "4"})).preemption(within="LowerPriority").obj()
+    )
+    admit(state, WL("first").priority(300).request("cpu", "4").obj())
+    state.add_workload(WL("second").priority(300).request("cpu", "4").obj())
+    assert not state.schedule(1).evicted
+    assert state.reprioritize("default/first", 100)
+    assert not state.reprioritize("default/first", 100)  # no change: nothing to do
+    (eviction,) = state.schedule(2).evicted
+    assert (eviction.workload.name, eviction.preemptor) == ("first", "default/second")
