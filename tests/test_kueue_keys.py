@@ -590,6 +590,10 @@ PODS = "tests/controller/test_pods.py::"
 # The test that shows Tower doing what each gate it acts on turns on (an implemented gate, or
 # one Tower follows at Kueue's default `true`).
 GATE_TESTS: dict[str, str] = {
+    "ConcurrentAdmission": (
+        "tests/controller/test_concurrent_admission.py::"
+        "test_the_job_migrates_to_the_preferred_flavor_once_it_has_room"
+    ),
     "FailureRecoveryPolicy": (
         "tests/controller/test_failure_recovery.py::"
         "test_a_pod_stuck_terminating_on_an_unreachable_node_is_failed_and_deleted"

@@ -52,7 +52,8 @@ def admission_routes(settings: Settings) -> dict[str, Handler]:
         routes[mutate_path] = _parent_handler("mutate", parent, settings) if enabled else _allow
         routes[validate_path] = _parent_handler("validate", parent, settings) if enabled else _allow
     for kind in KUEUE_PARSERS:
-        routes[f"/validate-kueue-x-k8s-io-v1beta2-{kind.lower()}"] = _kueue_validator(kind)
+        path = f"/validate-kueue-x-k8s-io-v1beta2-{kind.lower()}"
+        routes[path] = _kueue_validator(kind, settings.feature_gates)
     return routes
 
 
@@ -75,9 +76,9 @@ def _allow(request: Mapping[str, Any]) -> Any:
     return allow(str(request["uid"]))
 
 
-def _kueue_validator(kind: str) -> Handler:
+def _kueue_validator(kind: str, gates: Mapping[str, bool]) -> Handler:
     def handler(request: Mapping[str, Any]) -> Any:
-        return validate_kueue(request, kind)
+        return validate_kueue(request, kind, gates)
 
     return handler
 

@@ -138,7 +138,9 @@ def _priority_class_update(
     return None
 
 
-def validate_kueue(request: Mapping[str, Any], kind: str) -> Response:
+def validate_kueue(
+    request: Mapping[str, Any], kind: str, gates: Mapping[str, bool] | None = None
+) -> Response:
     """Kueue's field and cross-field rules for one of its objects."""
     uid = str(request["uid"])
     problem = check_kind(request, ("kueue.x-k8s.io", kind))
@@ -155,7 +157,7 @@ def validate_kueue(request: Mapping[str, Any], kind: str) -> Response:
     if gate_problems:
         return deny(uid, f"{kind} {_name(obj)}: {admission_gates.aggregate(gate_problems)}")
     # A field Tower does not act on is accepted (the manifest is Kueue's), and said at once.
-    warnings = unacted.warnings(kind, obj, _name(obj))
+    warnings = unacted.warnings(kind, obj, _name(obj), gates)
     if kind == unread_keys.WORKLOAD:
         warnings += unread_keys.warnings(kind, obj, _name(obj))
     annotations = (obj.get("metadata") or {}).get("annotations") or {}

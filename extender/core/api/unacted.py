@@ -36,6 +36,7 @@ class Unacted:
     advice: str = ""  # what to do instead, when Tower has something
     label: str = ""  # how a message names the field, when its path is too long to read
     counts: Callable[[Any], bool] = _is_set  # whether a value found there uses the feature
+    gate: str = ""  # the Kueue feature gate with which Tower acts on it after all
     # The path split once: its names, and the map key it ends in (an annotation's), if any.
     parts: tuple[str, ...] = field(init=False, repr=False, compare=False)
     key: str | None = field(init=False, repr=False, compare=False)
@@ -51,6 +52,8 @@ class Unacted:
         """One line for a user: the object, the field, and what follows from it."""
         what = self.label or self.path
         line = f"{self.kind} {name}: {what} ({self.feature}) is not acted on by Tower"
+        if self.gate:
+            line += f" without the {self.gate} feature gate"
         if self.effect is Effect.INACTIVE and self.kind == "ResourceFlavor":
             line += "; ClusterQueues using this flavor admit nothing while it is set"
         elif self.effect is Effect.INACTIVE:
@@ -66,6 +69,7 @@ UNACTED: tuple[Unacted, ...] = (
         "spec.concurrentAdmissionPolicy",
         Effect.INACTIVE,
         "concurrent admission for flavor migration",
+        gate="ConcurrentAdmission",
     ),
     Unacted(
         "Workload",
@@ -111,7 +115,15 @@ def blocking(kind: str, obj: Mapping[str, Any]) -> tuple[str, ...]:
     return tuple(f.path for f in used(kind, obj) if f.effect in (Effect.INACTIVE, Effect.WAITS))
 
 
-def warnings(kind: str, obj: Mapping[str, Any], name: str) -> list[str]:
+def warnings(
+    kind: str, obj: Mapping[str, Any], name: str, gates: Mapping[str, bool] | None = None
+) -> list[str]:
     """What the webhook says at apply time: one line for each field set that Tower does not
-    act on and that changes what happens (a hint is only documented)."""
-    return [f.message(name) for f in used(kind, obj) if f.effect is not Effect.HINT]
+    act on (with these feature gates) and that changes what happens (a hint is only
+    documented)."""
+    on = gates or {}
+    return [
+        f.message(name)
+        for f in used(kind, obj)
+        if f.effect is not Effect.HINT and not (f.gate and on.get(f.gate))
+    ]

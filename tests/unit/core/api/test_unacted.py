@@ -235,8 +235,14 @@ def test_the_webhook_accepts_the_field_and_warns() -> None:
     assert answer["allowed"] is True
     assert answer["warnings"] == [
         "ClusterQueue team: spec.concurrentAdmissionPolicy (concurrent admission for flavor "
-        "migration) is not acted on by Tower; the ClusterQueue admits nothing while it is set"
+        "migration) is not acted on by Tower without the ConcurrentAdmission feature gate; the "
+        "ClusterQueue admits nothing while it is set"
     ]
+    with_gate = validate_kueue(
+        review(cq, "ClusterQueue"), "ClusterQueue", {"ConcurrentAdmission": True}
+    )
+    assert with_gate["allowed"] is True
+    assert "warnings" not in with_gate, with_gate  # acted on: nothing to say
     plain = validate_kueue(review(CQ, "ClusterQueue"), "ClusterQueue")
     assert "warnings" not in plain
     lq = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
