@@ -18,6 +18,7 @@ from extender.core.jobframework.adapter import (
     JobAdapter,
     Obj,
     PodSetTemplate,
+    as_count,
     as_mapping,
     as_sequence,
     condition_true,
@@ -302,6 +303,41 @@ class RayCluster(RayClusterSpecJob):
 
     def pods_ready(self, obj: Mapping[str, Any]) -> bool:
         return self.is_active(obj)
+
+    def remote_spec_patch(self, local: Mapping[str, Any], remote: Mapping[str, Any]) -> Obj | None:
+        """An elastic cluster scaled down here is scaled down on the worker, in place (Kueue's
+        elastic replica sync: each worker group's replicas and numOfHosts). A scale-up waits:
+        it needs its new slice admitted first (Kueue skips such a stale sync)."""
+        if not annotated(local):
+            return None
+        mine = {
+            as_mapping(g).get("groupName"): as_mapping(g)
+            for g in as_sequence(as_mapping(local.get("spec")).get("workerGroupSpecs"))
+        }
+        theirs = [
+            as_mapping(g)
+            for g in as_sequence(as_mapping(remote.get("spec")).get("workerGroupSpecs"))
+        ]
+        if _workers(mine.values()) > _workers(theirs):
+            return None
+        groups, changed = [], False
+        for group in theirs:
+            want = mine.get(group.get("groupName"))
+            synced = dict(group)
+            if want is not None:
+                for field in ("replicas", "numOfHosts"):
+                    if want.get(field) != group.get(field):
+                        synced[field] = want.get(field)
+                        changed = True
+            groups.append(synced)
+        return {"spec": {"workerGroupSpecs": groups}} if changed else None
+
+
+def _workers(groups: Any) -> int:
+    """The Ray worker pods of these worker groups (replicas times hosts)."""
+    return sum(
+        as_count(g.get("replicas"), 1) * max(as_count(g.get("numOfHosts"), 1), 1) for g in groups
+    )
 
 
 class RayService(RayClusterSpecJob):
