@@ -35,7 +35,11 @@ def _replicas(cluster: Cluster, resource: Any, name: str) -> int | None:
 
 
 def test_an_elastic_raycluster_scaled_down_here_is_scaled_down_on_the_worker_in_place(
-    cluster, webhook, manager_webhook, worker_webhook, tmp_path
+    cluster,
+    webhook,
+    manager_webhook,
+    worker_webhook,
+    tmp_path,  # noqa: F811 (the fixtures)
 ):
     kind = KINDS["raycluster"]
     adapter = registry.ADAPTERS[kind.framework]
@@ -44,15 +48,19 @@ def test_an_elastic_raycluster_scaled_down_here_is_scaled_down_on_the_worker_in_
         created = cluster.admin.create(resource, _elastic_cluster(2), "default")
         name = created["metadata"]["name"]
         eventually(
-            lambda: (w := cluster.workload_of(created))
-            and condition(w, "Admitted").get("status") == "True",
+            lambda: (
+                (w := cluster.workload_of(created))
+                and condition(w, "Admitted").get("status") == "True"
+            ),
             timeout=30,
             what="the elastic RayCluster's slice admitted on the manager",
         )
         remote = eventually(
-            lambda: (j := worker.get(resource.plural, name, "default"))
-            and not adapter.is_suspended(j)
-            and j,
+            lambda: (
+                (j := worker.get(resource.plural, name, "default"))
+                and not adapter.is_suspended(j)
+                and j
+            ),
             timeout=30,
             what="the worker's RayCluster started",
         )
