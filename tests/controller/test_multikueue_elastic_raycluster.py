@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from extender.core.jobframework import registry
 from tests.controller.conftest import Cluster, eventually
 from tests.controller.test_kubeflow import condition, load
@@ -34,17 +36,15 @@ def _replicas(cluster: Cluster, resource: Any, name: str) -> int | None:
     return None if found is None else found["spec"]["workerGroupSpecs"][0].get("replicas")
 
 
+@pytest.mark.usefixtures("manager_webhook")
 def test_an_elastic_raycluster_scaled_down_here_is_scaled_down_on_the_worker_in_place(
-    cluster,
-    webhook,
-    manager_webhook,
-    worker_webhook,
-    tmp_path,  # noqa: F811 (the fixtures)
+    cluster, webhook, request, tmp_path
 ):
     kind = KINDS["raycluster"]
     adapter = registry.ADAPTERS[kind.framework]
     resource = _resource(kind)
-    with _manager_and_worker(cluster, webhook, worker_webhook, tmp_path, kind) as worker:
+    hook = request.getfixturevalue("worker_webhook")
+    with _manager_and_worker(cluster, webhook, hook, tmp_path, kind) as worker:
         created = cluster.admin.create(resource, _elastic_cluster(2), "default")
         name = created["metadata"]["name"]
         eventually(
