@@ -590,6 +590,14 @@ PODS = "tests/controller/test_pods.py::"
 # The test that shows Tower doing what each gate it acts on turns on (an implemented gate, or
 # one Tower follows at Kueue's default `true`).
 GATE_TESTS: dict[str, str] = {
+    "WorkloadIdentifierAnnotations": (
+        "tests/unit/core/jobframework/test_workload_identifiers.py::"
+        "test_a_statefulsets_pod_is_told_its_group_where_the_gate_says"
+    ),
+    "MultiKueueManagerQuotaAutomation": (
+        "tests/controller/test_multikueue_quota.py::"
+        "test_the_managers_quota_is_the_sum_of_its_workers"
+    ),
     "ConcurrentAdmission": (
         "tests/controller/test_concurrent_admission.py::"
         "test_the_job_migrates_to_the_preferred_flavor_once_it_has_room"
