@@ -60,8 +60,8 @@ def test_a_field_tower_does_not_act_on_is_warned_about_and_stops_the_queue(
     assert applied.returncode == 0, applied.stderr
     assert (
         "Warning: ClusterQueue cluster-queue: spec.concurrentAdmissionPolicy (concurrent "
-        "admission for flavor migration) is not acted on by Tower; the ClusterQueue admits "
-        "nothing while it is set"
+        "admission for flavor migration) is not acted on by Tower without the ConcurrentAdmission "
+        "feature gate; the ClusterQueue admits nothing while it is set"
     ) in applied.stderr
     start_controller()
     job = cluster.job("sample-job-", "1", duration="1s", generate=True)
