@@ -37,15 +37,19 @@ def current_plane() -> str:
     return done.stdout.strip()
 
 
-def latest(log: Path, plane: str) -> dict[str, dict[str, str]]:
-    """Each case's last recorded outcome on the plane."""
+def latest(log: Path, plane: str, dirty: bool = False) -> dict[str, dict[str, str]]:
+    """Each case's last recorded outcome on the plane, from committed code only unless
+    `dirty` (a run from a tree with uncommitted changes is marked "+dirty")."""
     found: dict[str, dict[str, str]] = {}
     for line in log.read_text().splitlines():
         if not line.strip():
             continue
         entry = json.loads(line)
-        if entry.get("plane") == plane:
-            found[entry["case"]] = entry  # the log is in time order: later runs win
+        if entry.get("plane") != plane:
+            continue
+        if entry.get("commit", "").endswith("+dirty") and not dirty:
+            continue
+        found[entry["case"]] = entry  # the log is in time order: later runs win
     return found
 
 
@@ -54,6 +58,7 @@ def main() -> int:
     parser.add_argument("--log", type=Path, default=None)
     parser.add_argument("--plane", default=None, help="kube-system uid (default: the current)")
     parser.add_argument("--markdown", action="store_true", help="the per-file table too")
+    parser.add_argument("--dirty", action="store_true", help="count runs of uncommitted code")
     args = parser.parse_args()
     log = args.log or results_log()
     if log is None or not log.exists():
@@ -64,7 +69,7 @@ def main() -> int:
     if not plane:
         print("no plane: set TOWER_E2E_KUBECONFIG or pass --plane", file=sys.stderr)
         return 2
-    outcomes = latest(log, plane)
+    outcomes = latest(log, plane, args.dirty)
     counts: Counter[str] = Counter()
     per_file: dict[str, Counter[str]] = defaultdict(Counter)
     commits: Counter[str] = Counter()
