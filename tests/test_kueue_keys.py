@@ -598,6 +598,10 @@ GATE_TESTS: dict[str, str] = {
         "tests/controller/test_multikueue_quota.py::"
         "test_the_managers_quota_is_the_sum_of_its_workers"
     ),
+    "MultiKueueOrchestratedPreemption": (
+        "tests/controller/test_multikueue_orchestrated_preemption.py::"
+        "test_a_high_priority_job_preempts_on_one_worker_only"
+    ),
     "ConcurrentAdmission": (
         "tests/controller/test_concurrent_admission.py::"
         "test_the_job_migrates_to_the_preferred_flavor_once_it_has_room"

@@ -309,7 +309,13 @@ GATES: tuple[FeatureGate, ...] = (
         IMPL,
         "manages SparkApplications only with it on",
     ),
-    _("MultiKueueOrchestratedPreemption", False, A, ABSENT, "has no orchestrated preemption"),
+    _(
+        "MultiKueueOrchestratedPreemption",
+        False,
+        A,
+        IMPL,
+        "gates a MultiKueue copy's preemption: one worker at a time may preempt for it",
+    ),
     _("PriorityBoost", False, A, ABSENT, "does not read kueue.x-k8s.io/priority-boost"),
     _(
         "AdmissionGatedBy",

@@ -70,6 +70,11 @@ class VariantRule(Generic[E]):
     def waits(self, entry: Entry, evicted: list[E]) -> bool:
         workload = entry.workload
         if not is_variant(workload):
+            # A gated Workload that is no variant (a MultiKueue copy on a worker): only the
+            # preemption waits for its gate (Kueue's scheduler, either gate on).
+            gated = entry.assignment.mode in PREEMPTING and entry.targets
+            if gated and workload.preemption_gated:
+                return self._aside(entry, PREEMPTION_GATED)
             return False
         cq = self._cache.cluster_queues.get(entry.cq.name, entry.cq)
         order = {name: i for i, name in enumerate(cq.flavor_names())}

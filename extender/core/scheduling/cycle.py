@@ -237,7 +237,7 @@ class ClusterState(ClusterQuestions):
             admission_checks=(*admission_checks,),
         )
         self.scheduler.fair_preemption = scheduling.fair_preemption
-        if scheduling.concurrent_admission:  # Kueue's ConcurrentAdmission gate
+        if scheduling.concurrent_admission or scheduling.orchestrated_preemption:
             rule = VariantRule(self.cache, self.queues.set_aside, Evict)
             self.scheduler.variant_waits = rule.waits
 

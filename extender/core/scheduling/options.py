@@ -26,6 +26,9 @@ class SchedulingOptions:
     ignore_undeclared_resources: bool = False
     # Kueue's ConcurrentAdmission gate: variants and their rules in the cycle (concurrent.py).
     concurrent_admission: bool = False
+    # Kueue's MultiKueueOrchestratedPreemption gate: a Workload whose preemption gate is
+    # closed waits instead of preempting (a worker's MultiKueue copy, concurrent.py).
+    orchestrated_preemption: bool = False
 
     @classmethod
     def of(
@@ -45,4 +48,5 @@ class SchedulingOptions:
             ),
             gates.get("QuotaCheckStrategy", True) and quota_check_strategy == IGNORE_UNDECLARED,
             gates.get("ConcurrentAdmission", False),
+            gates.get("MultiKueueOrchestratedPreemption", False),
         )

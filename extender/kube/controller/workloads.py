@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from extender.core.admission import exec_time
+from extender.core.admission import exec_time, multikueue_preemption
 from extender.core.admission.pods_ready import deactivated as deactivation
 from extender.core.api.admission_gates import (
     ADMISSION_GATED,
@@ -75,6 +75,7 @@ class WorkloadReconciler:
         self.retention = Retention(ctx)  # objectRetentionPolicies
         self.on_dropped = on_dropped  # others' bookkeeping of a Workload that is gone
         self.concurrent = Families.of(ctx)  # Kueue's ConcurrentAdmission (None: gate off)
+        self.gated_copies = ctx.settings.feature_gates.get(multikueue_preemption.GATE, False)
         self._models: dict[str, tuple[tuple[Any, ...], Workload]] = {}
 
     def model(self, key: str, obj: Obj) -> Workload | None:
@@ -148,6 +149,8 @@ class WorkloadReconciler:
             if not state.is_admitted(key):
                 self._drop(key)
             return None
+        if self.gated_copies:  # a worker's MultiKueue copy may preempt once its gate opens
+            model = multikueue_preemption.acting_on_gate(obj, model)
         if self.concurrent is not None:
             model = self.concurrent.model(key, obj, model)  # a parent's or a variant's
             if model is None:

@@ -60,19 +60,27 @@ class WorkerCopies:
             lambda: self._create(cluster, resource, body(), made),
         )
 
-    def patch(self, cluster: str, key: str, resource: Resource, job_key: str, body: Obj) -> None:
-        """Merge-patch a job Tower made on a worker, in the background."""
+    def patch(
+        self,
+        cluster: str,
+        key: str,
+        resource: Resource,
+        job_key: str,
+        body: Obj,
+        subresource: str = "",
+    ) -> None:
+        """Merge-patch a job Tower made on a worker (or its `subresource`), in the background."""
 
         def send() -> None:
             worker = self.clusters.workers.get(cluster)
             if worker is None or worker.client is None or not worker.connected:
                 return
             namespace, name = job_key.split("/", 1)
-            made = worker.client.patch(resource, name, body, namespace)
+            made = worker.client.patch(resource, name, body, namespace, subresource=subresource)
             if worker.store is not None:
                 worker.store.record(resource, made)
 
-        self._submit(cluster, key, f"patch {resource.plural}", send)
+        self._submit(cluster, key, f"patch {resource.plural}{subresource}", send)
 
     def remove(self, cluster: str, key: str) -> None:
         """Remove a Workload's job and copy from one worker, in the background, unless all

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from extender.core.admission import multikueue as policy
+from extender.core.admission import multikueue_preemption as gating
 from extender.core.admission.multikueue import MultiKueueSettings
 from extender.core.config.kueue_config import ALL_AT_ONCE
 from extender.core.jobframework.adapter import as_mapping
@@ -40,6 +41,8 @@ class WorkloadDispatcher:
         self.copies = copies
         self._rounds: dict[str, float] = {}  # Workload -> when its incremental round began
         self._dispatched: dict[str, float] = {}  # Workload -> when it was first dispatched
+        # Kueue's MultiKueueOrchestratedPreemption: copies gated, one worker preempts at a time
+        self.gated = ctx.settings.feature_gates.get(gating.GATE, False)
 
     def dispatched(self) -> list[str]:
         """The Workloads copied to workers and admitted on none yet."""
@@ -82,7 +85,7 @@ class WorkloadDispatcher:
             if write_status(ctx, key, o.conditional(patch, obj), "multikueue-nominate") is None:
                 return Dispatched()
         first = self._dispatched.setdefault(key, now)
-        copy = _copy_of(ctx, key, self.settings.origin)
+        copy = _copy_of(ctx, key, self.settings.origin, self.gated)
         admission = o.admission_of(obj)
         cq = admission.cluster_queue if admission is not None else ""
         for cluster in connected:
@@ -91,6 +94,7 @@ class WorkloadDispatcher:
                 self.copies.create(cluster, key, WORKLOADS, copy, made)
             elif cluster not in nominated and remotes.get(cluster) is not None:
                 self.copies.remove(cluster, key)
+        opening = self._open_gate(key, connected, remotes, now) if self.gated else None
         timeout = self.settings.admission_timeout
         if timeout > 0 and now - first >= timeout and nominated:
             answers = "; ".join(
@@ -104,9 +108,23 @@ class WorkloadDispatcher:
             self.forget(key)
             return Dispatched(retry=message)
         waits = [timeout - (now - first)] if timeout > 0 else []
+        if opening is not None:
+            waits.append(opening)
         if self.settings.dispatcher != ALL_AT_ONCE and key in self._rounds:
             waits.append(self.settings.incremental_round - (now - self._rounds[key]))
         return Dispatched(wait=max(0.5, min(waits)) if waits else None)
+
+    def _open_gate(
+        self, key: str, connected: list[str], remotes: dict[str, Obj | None], now: float
+    ) -> float | None:
+        """Opens the preemption gate of the copy that first asked to preempt, unless another
+        was opened less than five minutes ago; returns when to look again."""
+        cluster, wait = gating.gate_to_open({c: remotes.get(c) for c in connected}, now)
+        remote = remotes.get(cluster) if cluster is not None else None
+        if cluster is not None and remote is not None:
+            patch = gating.open_gate_patch(remote, o.rfc3339(now))
+            self.copies.patch(cluster, key, WORKLOADS, key, patch, subresource="status")
+        return wait
 
 
 def _dispatched(ctx: Context, cq: str, cluster: str) -> Callable[[], None]:
@@ -114,9 +132,10 @@ def _dispatched(ctx: Context, cq: str, cluster: str) -> Callable[[], None]:
     return lambda: ctx.metrics.dispatched(cq, cluster)
 
 
-def _copy_of(ctx: Context, key: str, origin: str) -> Callable[[], Obj]:
+def _copy_of(ctx: Context, key: str, origin: str, gated: bool) -> Callable[[], Obj]:
     """The copy of a Workload for a worker, read whole from the API server once, when the
-    first worker's copy is made (not on the loop's thread)."""
+    first worker's copy is made (not on the loop's thread); `gated`: with MultiKueue's
+    closed preemption gate."""
     namespace, name = key.split("/", 1)
     made: list[Obj] = []
     lock = threading.Lock()
@@ -124,9 +143,8 @@ def _copy_of(ctx: Context, key: str, origin: str) -> Callable[[], Obj]:
     def copy() -> Obj:
         with lock:
             if not made:
-                made.append(
-                    policy.remote_workload(ctx.client.get(WORKLOADS, name, namespace), origin)
-                )
+                remote = policy.remote_workload(ctx.client.get(WORKLOADS, name, namespace), origin)
+                made.append(gating.gated_copy(remote) if gated else remote)
             return made[0]
 
     return copy
