@@ -217,18 +217,32 @@ class Worker:
         self.kubelet = WorkerKubelet(self.api)
         self.procs: list[subprocess.Popen[bytes]] = []
         self._webhook()
-        (tmp / "config.yaml").write_text(CONFIGURATION)
-        self.procs.append(self._spawn(
-            "controller", "extender", "run", "--kubeconfig", kubeconfig,
-            "--config", str(tmp / "config.yaml"), "--no-leader-elect",
-            "--health-address", "127.0.0.1:0", "--metrics-address", "127.0.0.1:0",
-            "--status-interval", "0.5",
-        ))  # fmt: skip
+        self.procs.append(self._controller(CONFIGURATION))
         flat = self.kubectl("config", "view", "--raw", "--flatten", "--minify")
         kubectl("create", "namespace", TOWER_NS, check=False)
         kubectl("delete", "secret", name, "-n", TOWER_NS, "--ignore-not-found")
         kubectl("create", "secret", "generic", name, "-n", TOWER_NS,
                 f"--from-literal=kubeconfig={flat}")  # fmt: skip
+
+    def _controller(self, configuration: str) -> subprocess.Popen[bytes]:
+        (self.tmp / "config.yaml").write_text(configuration)
+        return self._spawn(
+            "controller", "extender", "run", "--kubeconfig", self.kubeconfig,
+            "--config", str(self.tmp / "config.yaml"), "--no-leader-elect",
+            "--health-address", "127.0.0.1:0", "--metrics-address", "127.0.0.1:0",
+            "--status-interval", "0.5",
+        )  # fmt: skip
+
+    def restart_controller(self, configuration: str = CONFIGURATION) -> None:
+        """The worker's Tower stopped and started again with another Configuration (Kueue's
+        sequential cases restart the workers' Kueue too); its webhook stays."""
+        controller = self.procs.pop()
+        controller.send_signal(signal.SIGTERM)
+        try:
+            controller.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            controller.kill()
+        self.procs.append(self._controller(configuration))
 
     def kubectl(self, *args: str, input: str | None = None, check: bool = True) -> str:
         return kubectl(*args, input=input, check=check, kubeconfig=self.kubeconfig)

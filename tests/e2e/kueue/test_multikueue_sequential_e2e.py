@@ -298,11 +298,12 @@ def test_cluster_profile_with_plugins(seq: MultiKueueSetup, tower: Tower, tmp_pa
 @kueue_case(GO, SEQ + "MultiKueueOrchestratedPreemption is enabled should not trigger "
             "concurrent preemptions")  # fmt: skip
 def test_orchestrated_preemption(seq: MultiKueueSetup, tower: Tower) -> None:
-    """Kueue turns MultiKueueOrchestratedPreemption on in the manager and both workers; Tower
-    has no orchestrated preemption and refuses the gate, so this fails at the restart until
-    it is built."""
+    """Kueue turns MultiKueueOrchestratedPreemption on in the manager and both workers."""
     mk = seq
-    restart_with(tower, configuration({"MultiKueueOrchestratedPreemption": True}))
+    gated = configuration({"MultiKueueOrchestratedPreemption": True})
+    for worker in mk.workers:
+        worker.restart_controller(gated)
+    restart_with(tower, gated)
     try:
         low1 = _job(mk, "low-job1", mk.low, "0.1G", "15G")  # fits only in worker1
         eventually(lambda: is_admitted(mk.manager.workload(low1, mk.ns)), TIMEOUT,
@@ -345,6 +346,8 @@ def test_orchestrated_preemption(seq: MultiKueueSetup, tower: Tower) -> None:
 
         eventually(requeued, TIMEOUT, f"{evicted} requeued")
     finally:
+        for worker in mk.workers:
+            worker.restart_controller()
         restart_with(tower)
 
 
