@@ -81,7 +81,7 @@ def blocked_since(workload: Mapping[str, Any]) -> float | None:
     return None
 
 
-def gate_to_open(
+def worker_to_ungate(
     remotes: Mapping[str, Mapping[str, Any] | None], now: float
 ) -> tuple[str | None, float | None]:
     """The worker whose copy's gate opens now (the first to ask), and when to look again: no

@@ -119,7 +119,7 @@ class WorkloadDispatcher:
     ) -> float | None:
         """Opens the preemption gate of the copy that first asked to preempt, unless another
         was opened less than five minutes ago; returns when to look again."""
-        cluster, wait = gating.gate_to_open({c: remotes.get(c) for c in connected}, now)
+        cluster, wait = gating.worker_to_ungate({c: remotes.get(c) for c in connected}, now)
         remote = remotes.get(cluster) if cluster is not None else None
         if cluster is not None and remote is not None:
             patch = gating.open_gate_patch(remote, o.rfc3339(now))

@@ -31,19 +31,19 @@ def _copy(blocked: float | None = None, opened: float | None = None) -> dict[str
 
 def test_the_copy_that_asked_first_is_opened():
     remotes = {"w1": _copy(blocked=T0 + 5), "w2": _copy(blocked=T0), "w3": _copy()}
-    assert gating.gate_to_open(remotes, T0 + 10) == ("w2", gating.SINGLE_PREEMPTION_TIMEOUT)
+    assert gating.worker_to_ungate(remotes, T0 + 10) == ("w2", gating.SINGLE_PREEMPTION_TIMEOUT)
 
 
 def test_no_other_gate_opens_within_five_minutes_of_the_last():
     remotes = {"w1": _copy(blocked=T0, opened=T0 + 1), "w2": _copy(blocked=T0 + 2)}
-    cluster, wait = gating.gate_to_open(remotes, T0 + 61)
+    cluster, wait = gating.worker_to_ungate(remotes, T0 + 61)
     assert cluster is None
     assert wait == gating.SINGLE_PREEMPTION_TIMEOUT - 60
-    assert gating.gate_to_open(remotes, T0 + 302)[0] == "w2"
+    assert gating.worker_to_ungate(remotes, T0 + 302)[0] == "w2"
 
 
 def test_nothing_opens_while_no_copy_needs_to_preempt():
-    assert gating.gate_to_open({"w1": _copy(), "w2": None}, T0) == (None, None)
+    assert gating.worker_to_ungate({"w1": _copy(), "w2": None}, T0) == (None, None)
 
 
 def test_a_copy_only_gated_by_multikueue_is_no_longer_held_but_may_not_preempt():

@@ -78,6 +78,7 @@ def test_the_gates_tower_acts_on_are_the_metrics_and_node_failure_ones():
         "ConcurrentAdmission",
         "MultiKueueManagerQuotaAutomation",
         "WorkloadIdentifierAnnotations",
+        "MultiKueueOrchestratedPreemption",
     }
 
 
