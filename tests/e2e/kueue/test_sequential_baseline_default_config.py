@@ -28,6 +28,8 @@ import pytest
 import yaml
 from kubernetes import client
 
+from extender.core.jobframework import registry
+from extender.kube.generators.rbac import job_rules
 from tests.e2e.kueue import util
 from tests.e2e.kueue.cases import DifferenceError, kueue_case
 from tests.e2e.kueue.util import (
@@ -138,11 +140,17 @@ def test_a_cleared_ca_bundle_is_put_back(
 
 def controller_role() -> dict:
     """Tower's controller ClusterRole (deploy/rbac), copied under a test name: the base
-    permissions, without TokenReview and SubjectAccessReview (tower-metrics-auth)."""
+    permissions, without TokenReview and SubjectAccessReview (tower-metrics-auth), and the
+    rules of the kinds the suite's Configuration turns on beyond Kueue's default set (the
+    Kubeflow v1 kinds: their CRDs are on the plane once their ports ran), as Kueue's own role
+    covers every kind it manages."""
     docs = yaml.safe_load_all((ROOT / "deploy" / "rbac" / "controller.yaml").read_text())
     role = next(d for d in docs if d and d["kind"] == "ClusterRole"
                 and d["metadata"]["name"] == "tower-controller")  # fmt: skip
-    return {**role, "metadata": {"name": "vistest-copy-tower-controller", "labels": TEST_LABEL}}
+    frameworks = yaml.safe_load(util.CONFIGURATION)["integrations"]["frameworks"]
+    extra = [a for a in registry.enabled(frameworks) if a not in registry.enabled()]
+    return {**role, "rules": [*role["rules"], *job_rules(extra)],
+            "metadata": {"name": "vistest-copy-tower-controller", "labels": TEST_LABEL}}  # fmt: skip
 
 
 def binding(name: str, role: str, namespace: str, kind: str = "ClusterRole") -> dict:
